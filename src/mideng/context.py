@@ -1,0 +1,29 @@
+"""The request id of the current call chain, kept in a contextvar.
+
+It traces a call (logs, stored records, outgoing headers); it never dedupes: the key does that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+
+_request_id: ContextVar[str | None] = ContextVar("mideng_request_id", default=None)
+
+
+def get_request_id() -> str | None:
+    return _request_id.get()
+
+
+def set_request_id(request_id: str | None) -> None:
+    _request_id.set(request_id)
+
+
+@contextlib.contextmanager
+def request_id_scope(request_id: str | None) -> Iterator[str | None]:
+    token = _request_id.set(request_id)
+    try:
+        yield request_id
+    finally:
+        _request_id.reset(token)

@@ -1,0 +1,76 @@
+"""Canonical JSON: one byte string per logical value, for fingerprints and keys.
+
+Dict key order and whitespace never matter; dataclasses, pydantic models, datetimes, Decimals,
+UUIDs, enums, sets and bytes all have one spelling. Floats that JSON can't carry (NaN, inf) are
+refused rather than silently rewritten.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import decimal
+import enum
+import hashlib
+import json
+import math
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+
+def to_jsonable(value: Any) -> Any:
+    """Turn a value into plain JSON types (dict/list/str/int/float/bool/None)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TypeError(f"cannot canonicalise non-finite float {value!r}")
+        return value
+    if isinstance(value, enum.Enum):
+        return to_jsonable(value.value)
+    if isinstance(value, Mapping):
+        return {_key(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = [to_jsonable(v) for v in value]
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            raise TypeError(f"cannot canonicalise non-finite Decimal {value!r}")
+        return str(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    model_dump = getattr(value, "model_dump", None)
+    if callable(model_dump):  # pydantic v2, without importing it
+        return to_jsonable(model_dump(mode="json"))
+    raise TypeError(f"cannot canonicalise a {type(value).__qualname__}")
+
+
+def _key(k: Any) -> str:
+    if isinstance(k, str):
+        return k
+    plain = to_jsonable(k)
+    return plain if isinstance(plain, str) else json.dumps(plain, sort_keys=True)
+
+
+def canonical_bytes(value: Any) -> bytes:
+    return json.dumps(
+        to_jsonable(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+        allow_nan=False,
+    ).encode("utf-8")
+
+
+def fingerprint(value: Any) -> str:
+    """sha256 of the canonical JSON, hex. Same logical payload, same fingerprint."""
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()

@@ -1,0 +1,124 @@
+"""The claim decision and the fenced transitions, as pure functions of (record, request, now).
+
+Memory and SQLite stores call these inside their lock / transaction. The Redis script and the
+SQL statements are translations of the same rules; the contract suite holds them all to it.
+"""
+
+from __future__ import annotations
+
+from mideng.core.record import (
+    Claim,
+    ClaimRequest,
+    ExpiryPolicy,
+    Outcome,
+    Record,
+    Status,
+    Ticket,
+)
+
+
+def processing_expiry(req: ClaimRequest, now: float) -> float | None:
+    # A processing record must outlive its lease, or a crashed holder's key would vanish and a
+    # retry would run again. Under the UNKNOWN policy it must never vanish by itself: only
+    # resolve() may end it, or a double charge would slip through after the ttl.
+    if req.on_expiry is ExpiryPolicy.UNKNOWN or req.ttl is None:
+        return None
+    return now + req.lease + req.ttl
+
+
+def fresh(req: ClaimRequest, now: float, previous: Record | None) -> Record:
+    """The record written by an ACQUIRED claim."""
+    return Record(
+        scope=req.scope,
+        key=req.key,
+        status=Status.PROCESSING,
+        fence=(previous.fence + 1) if previous is not None else 1,
+        owner=req.owner,
+        fingerprint=req.fingerprint,
+        lease_until=now + req.lease,
+        attempts=(previous.attempts + 1) if previous is not None else 1,
+        request_id=req.request_id,
+        created_at=previous.created_at if previous is not None else now,
+        updated_at=now,
+        expires_at=processing_expiry(req, now),
+    )
+
+
+def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim, bool]:
+    """Decide a claim. Returns the claim and whether ``claim.record`` must be written."""
+    if current is None or current.expired(now):
+        # An expired record keeps counting fences so an old ticket can never match again.
+        return Claim(Outcome.ACQUIRED, fresh(req, now, current)), True
+
+    if current.status is Status.PROCESSING and not current.lease_live(now):
+        if req.on_expiry is ExpiryPolicy.UNKNOWN:
+            unknown = current.with_(status=Status.UNKNOWN, lease_until=None, updated_at=now,
+                                    expires_at=None)
+            return Claim(_or_mismatch(Outcome.UNRESOLVED, unknown, req), unknown), True
+        return Claim(Outcome.ACQUIRED, fresh(req, now, current)), True
+
+    if current.status is Status.FAILED and current.error is None:
+        return Claim(Outcome.ACQUIRED, fresh(req, now, current)), True
+
+    outcome = {
+        Status.PROCESSING: Outcome.IN_PROGRESS,
+        Status.SUCCEEDED: Outcome.REPLAY,
+        Status.FAILED: Outcome.REPLAY,
+        Status.UNKNOWN: Outcome.UNRESOLVED,
+    }[current.status]
+    return Claim(_or_mismatch(outcome, current, req), current), False
+
+
+def _or_mismatch(outcome: Outcome, record: Record, req: ClaimRequest) -> Outcome:
+    if (
+        req.fingerprint is not None
+        and record.fingerprint is not None
+        and req.fingerprint != record.fingerprint
+    ):
+        return Outcome.MISMATCH
+    return outcome
+
+
+def holds(current: Record | None, ticket: Ticket, now: float) -> bool:
+    """True while ``ticket`` is the live claim: same owner and fence, still processing.
+
+    A holder whose lease ran out but whom nobody has taken over yet may still finish: the
+    record is unchanged, so its completion is the truth.
+    """
+    return (
+        current is not None
+        and not current.expired(now)
+        and current.status is Status.PROCESSING
+        and current.owner == ticket.owner
+        and current.fence == ticket.fence
+    )
+
+
+def completed(current: Record, now: float, *, result: bytes, codec: str,
+              ttl: float | None) -> Record:
+    return current.with_(status=Status.SUCCEEDED, result=result, codec=codec, error=None,
+                         lease_until=None, updated_at=now,
+                         expires_at=None if ttl is None else now + ttl)
+
+
+def failed(current: Record, now: float, *, error: bytes, ttl: float | None) -> Record:
+    return current.with_(status=Status.FAILED, error=error, result=None, codec=None,
+                         lease_until=None, updated_at=now,
+                         expires_at=None if ttl is None else now + ttl)
+
+
+def renewed(current: Record, now: float, lease: float, ttl: float | None) -> Record:
+    # A record that was never meant to expire (UNKNOWN policy, ttl=None) stays that way.
+    expires_at = None if current.expires_at is None or ttl is None else now + lease + ttl
+    return current.with_(lease_until=now + lease, updated_at=now, expires_at=expires_at)
+
+
+def settled(current: Record, now: float, *, result: bytes | None, codec: str | None,
+            failed: bool, ttl: float | None) -> Record:
+    """Resolve an UNKNOWN (or stuck) record after asking the provider what happened."""
+    expires_at = None if ttl is None else now + ttl
+    if failed:
+        return current.with_(status=Status.FAILED, error=None, result=None, codec=None,
+                             lease_until=None, updated_at=now, expires_at=expires_at)
+    return current.with_(status=Status.SUCCEEDED, result=result, codec=codec, error=None,
+                         lease_until=None, updated_at=now, expires_at=expires_at)

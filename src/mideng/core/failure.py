@@ -1,0 +1,54 @@
+"""Recorded failures (on_error="record"): stored as data, rebuilt without unpickling.
+
+The exception's class is found by import path and rebuilt from its JSON-able args, so
+``except PaymentDeclined`` keeps working on a replay. Anything that can't be rebuilt that way
+comes back as RecordedFailureError carrying the original type name and message.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+from mideng.core.canonical import to_jsonable
+from mideng.errors import RecordedFailureError
+
+
+def encode_failure(exc: BaseException) -> bytes:
+    cls = type(exc)
+    try:
+        args: Any = to_jsonable(list(exc.args))
+    except TypeError:
+        args = None
+    return json.dumps({"type": f"{cls.__module__}:{cls.__qualname__}", "message": str(exc),
+                       "args": args}).encode("utf-8")
+
+
+def rebuild_failure(data: bytes) -> BaseException:
+    try:
+        info = json.loads(data)
+        type_name, message, args = str(info["type"]), str(info["message"]), info.get("args")
+    except (ValueError, KeyError, TypeError):
+        return RecordedFailureError("unknown", "a recorded failure could not be read")
+    cls = _find(type_name)
+    if cls is not None and args is not None:
+        try:
+            exc = cls(*args)
+            if str(exc) == message:
+                exc.__mideng_replayed__ = True  # type: ignore[attr-defined]
+                return exc
+        except Exception:  # noqa: BLE001 - any constructor failure falls back to the generic error
+            pass
+    return RecordedFailureError(type_name, message)
+
+
+def _find(type_name: str) -> type[Exception] | None:
+    module_name, _, qualname = type_name.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError):
+        return None
+    return obj if isinstance(obj, type) and issubclass(obj, Exception) else None

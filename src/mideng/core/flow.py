@@ -1,0 +1,110 @@
+"""One guarded call as an I/O-free state machine.
+
+The drivers (``Guard.run`` and ``Guard.arun``) loop: ask the store for a claim, hand it to
+``Call.next`` and do what it says: run the body, return a replayed value, raise, or wait and
+ask again. Everything that decides lives here, once, for both drivers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mideng.core.failure import rebuild_failure
+from mideng.core.policy import OnInProgress, Policy
+from mideng.core.record import Claim, ClaimRequest, Outcome, Record, Status, Ticket
+from mideng.errors import (
+    IdempotencyError,
+    InProgressError,
+    PayloadMismatchError,
+    UnresolvedError,
+)
+
+# Polling while another holder works: start fast (most bodies are short), back off to a cap.
+FIRST_POLL = 0.005
+MAX_POLL = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    ticket: Ticket
+
+
+@dataclass(frozen=True, slots=True)
+class Return:
+    value: Any
+    record: Record
+
+
+@dataclass(frozen=True, slots=True)
+class Raise:
+    error: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    delay: float
+
+
+Action = Run | Return | Raise | Wait
+
+
+@dataclass
+class Call:
+    scope: str
+    key: str
+    owner: str
+    policy: Policy
+    started: float
+    fingerprint: str | None = None
+    request_id: str | None = None
+    type_hint: Any = None
+    polls: int = 0
+    duplicate: Claim | None = field(default=None, repr=False)
+
+    def request(self) -> ClaimRequest:
+        p = self.policy
+        return ClaimRequest(self.scope, self.key, self.owner, p.lease, p.ttl, self.fingerprint,
+                            p.on_expiry, self.request_id)
+
+    def next(self, claim: Claim, now: float) -> Action:
+        """Decide what to do with a claim; ``now`` is the caller's monotonic clock."""
+        if claim.outcome is Outcome.ACQUIRED:
+            return Run(Ticket.of(claim.record))
+        if self.duplicate is None:
+            self.duplicate = claim  # the driver logs the first sighting once
+        record = claim.record
+        if claim.outcome is Outcome.REPLAY:
+            return self.replay(record)
+        if claim.outcome is Outcome.MISMATCH:
+            return Raise(PayloadMismatchError(
+                f"{self.scope}:{self.key} was used before with a different payload; use a new "
+                "key for a new operation", record))
+        if claim.outcome is Outcome.UNRESOLVED:
+            return Raise(UnresolvedError(
+                f"{self.scope}:{self.key} is UNKNOWN: an earlier attempt died while doing "
+                "irreversible work. Check with the provider, then Guard.resolve() it", record))
+        return self._in_progress(record, now)
+
+    def _in_progress(self, record: Record, now: float) -> Action:
+        remaining = self.policy.wait_timeout - (now - self.started)
+        if self.policy.in_progress is OnInProgress.WAIT and remaining > 0:
+            delay = min(FIRST_POLL * (2 ** min(self.polls, 16)), MAX_POLL, remaining)
+            self.polls += 1
+            return Wait(delay)
+        waited = " after waiting" if self.policy.in_progress is OnInProgress.WAIT else ""
+        return Raise(InProgressError(
+            f"{self.scope}:{self.key} is still being processed by another caller{waited}",
+            record, retry_after=min(self.policy.lease, 1.0)))
+
+    def replay(self, record: Record) -> Action:
+        if record.status is Status.FAILED and record.error is not None:
+            return Raise(rebuild_failure(record.error))
+        if record.result is None or record.codec is None:
+            return Raise(IdempotencyError(f"{self.scope}:{self.key} has no stored result"))
+        codec = self.policy.codec_obj
+        if record.codec != codec.name:
+            from mideng.core.codec import get_codec
+
+            codec = get_codec(record.codec)
+        return Return(codec.decode(record.result, self.type_hint), record)

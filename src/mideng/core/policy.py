@@ -1,0 +1,61 @@
+"""How one scope behaves: lease, retention, error handling, what to do on in-progress."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from mideng.core.codec import Codec, get_codec
+from mideng.core.record import ExpiryPolicy
+from mideng.errors import ConfigurationError
+
+
+class OnError(str, enum.Enum):
+    RELEASE = "release"  # drop the claim: a retry runs the body again
+    RECORD = "record"  # keep the failure: duplicates get the same error back
+
+
+class OnInProgress(str, enum.Enum):
+    RAISE = "raise"
+    WAIT = "wait"
+
+
+@dataclass(frozen=True)
+class Policy:
+    lease: float = 60.0
+    ttl: float | None = 86400.0
+    on_error: OnError = OnError.RELEASE
+    in_progress: OnInProgress = OnInProgress.RAISE
+    wait_timeout: float = 30.0
+    on_expiry: ExpiryPolicy = ExpiryPolicy.TAKE_OVER
+    codec: Codec | str = "json"
+    heartbeat: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("lease", "wait_timeout"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ConfigurationError(f"{name} must be a positive number of seconds: {value!r}")
+        if self.ttl is not None and (not math.isfinite(self.ttl) or self.ttl <= 0):
+            raise ConfigurationError(f"ttl must be positive seconds or None: {self.ttl!r}")
+        try:
+            object.__setattr__(self, "on_error", OnError(self.on_error))
+            object.__setattr__(self, "in_progress", OnInProgress(self.in_progress))
+            object.__setattr__(self, "on_expiry", ExpiryPolicy(self.on_expiry))
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from exc
+        object.__setattr__(self, "codec", get_codec(self.codec))
+
+    @property
+    def codec_obj(self) -> Codec:
+        assert not isinstance(self.codec, str)
+        return self.codec
+
+    def merged(self, **overrides: Any) -> Policy:
+        known = {f.name for f in fields(self)}
+        unknown = set(overrides) - known
+        if unknown:
+            raise ConfigurationError(f"unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+        return replace(self, **overrides) if overrides else self

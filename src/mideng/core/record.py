@@ -1,0 +1,106 @@
+"""The idempotency record and the small value types that travel with it."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+
+class Status(str, enum.Enum):
+    PROCESSING = "processing"
+    SUCCEEDED = "succeeded"
+    # A failed record with ``error`` set replays that error (on_error="record"); without an
+    # error it was settled as "did not happen" and the next claim may run again.
+    FAILED = "failed"
+    # A holder's lease ran out on a scope whose work is irreversible: nobody knows whether the
+    # effect happened, so callers are refused until the record is resolved.
+    UNKNOWN = "unknown"
+
+
+class ExpiryPolicy(str, enum.Enum):
+    """What an expired lease means for a scope."""
+
+    TAKE_OVER = "take_over"
+    UNKNOWN = "unknown"
+
+
+class Outcome(str, enum.Enum):
+    ACQUIRED = "acquired"
+    REPLAY = "replay"
+    IN_PROGRESS = "in_progress"
+    MISMATCH = "mismatch"
+    UNRESOLVED = "unresolved"
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One (scope, key) as the store holds it. Times are the store's epoch seconds."""
+
+    scope: str
+    key: str
+    status: Status
+    fence: int
+    owner: str
+    fingerprint: str | None = None
+    lease_until: float | None = None
+    result: bytes | None = None
+    codec: str | None = None
+    error: bytes | None = None
+    attempts: int = 1
+    request_id: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    expires_at: float | None = None
+
+    def with_(self, **changes: object) -> Record:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+    def lease_live(self, now: float) -> bool:
+        return self.lease_until is not None and self.lease_until > now
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """Everything a store needs to decide a claim atomically.
+
+    ``owner`` is minted per call by the Guard, so a late write from an older claim can be told
+    apart even when the store lost the record and the fence counter started again.
+    """
+
+    scope: str
+    key: str
+    owner: str
+    lease: float
+    ttl: float | None
+    fingerprint: str | None = None
+    on_expiry: ExpiryPolicy = ExpiryPolicy.TAKE_OVER
+    request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A store's answer to a ClaimRequest: the outcome and the record as it now stands."""
+
+    outcome: Outcome
+    record: Record
+
+    @property
+    def acquired(self) -> bool:
+        return self.outcome is Outcome.ACQUIRED
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """Proof of a claim: only the current (owner, fence) may complete, fail, renew or release."""
+
+    scope: str
+    key: str
+    owner: str
+    fence: int
+
+    @classmethod
+    def of(cls, record: Record) -> Ticket:
+        return cls(record.scope, record.key, record.owner, record.fence)

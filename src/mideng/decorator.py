@@ -1,0 +1,91 @@
+"""``@idempotent``: the seeds' annotation, for ``def`` and ``async def``.
+
+The scope is an explicit string: renaming a function must not silently open a new key space
+in which every old operation runs again. The key is rendered from the call's bound arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from mideng.core.keys import KeySpec, bind, check_scope, render, template_fields
+from mideng.core.policy import Policy
+from mideng.errors import ConfigurationError, KeyMissingError
+
+if TYPE_CHECKING:
+    from mideng.guard import Guard
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def build(resolve: Callable[[], Guard], scope: str | Callable[..., Any], key: KeySpec,
+          payload: Callable[..., Any] | None, options: dict[str, Any]) -> Any:
+    """The decorator (or, for the bare form, the decorated function)."""
+    if callable(scope):
+        # Bare form: the function's qualified name is the scope and all arguments are the key.
+        # Convenient for scripts; services should name the scope so a rename keeps old keys.
+        fn = scope
+        return _decorate(resolve, f"{fn.__module__}.{fn.__qualname__}", None, None, {}, fn)
+    check_scope(scope)
+    if payload is not None and not callable(payload):
+        raise ConfigurationError("payload= must be a callable over the call's arguments")
+
+    def decorate(fn: F) -> F:
+        return _decorate(resolve, scope, key, payload, options, fn)  # type: ignore[return-value]
+
+    return decorate
+
+
+def _decorate(resolve: Callable[[], Guard], scope: str, key: KeySpec,
+              payload: Callable[..., Any] | None, options: dict[str, Any],
+              fn: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(fn)
+    _check_template(key, signature, fn)
+    needs_binding = key is None or isinstance(key, str)
+    cache: dict[int, tuple[Policy, Policy]] = {}
+
+    def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Guard, Any]:
+        guard = resolve()
+        arguments = bind(signature, args, kwargs) if needs_binding else {}
+        rendered = render(key, arguments, args, kwargs)
+        base = guard.policy(scope)
+        cached = cache.get(id(guard))
+        if cached is None or cached[0] is not base:
+            cached = cache[id(guard)] = (base, base.merged(**options))
+        body_payload = payload(*args, **kwargs) if payload is not None else None
+        return guard, guard.prepare(scope, rendered, fn, body_payload, cached[1])
+
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            guard, call = prepare(args, kwargs)
+            return await guard.adrive(call, fn, args, kwargs)
+
+        wrapper: Callable[..., Any] = async_wrapper
+    else:
+        @functools.wraps(fn)
+        def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+            guard, call = prepare(args, kwargs)
+            return guard.drive(call, fn, args, kwargs)
+
+        wrapper = sync_wrapper
+    wrapper.__mideng_scope__ = scope  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _check_template(key: KeySpec, signature: inspect.Signature, fn: Callable[..., Any]) -> None:
+    """Fail at import time, not on the first payment, when a template names no argument."""
+    if not isinstance(key, str):
+        return
+    params = signature.parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    for root in template_fields(key):
+        if root not in params:
+            raise KeyMissingError(
+                f"key template {key!r} reads {root!r}, which {fn.__qualname__} does not take "
+                f"(parameters: {', '.join(params)})"
+            )

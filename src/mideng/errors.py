@@ -1,0 +1,97 @@
+"""One exception tree: every error mideng raises on its own account is an IdempotencyError.
+
+Business exceptions raised by a guarded body are never wrapped or swallowed; they reach the
+caller untouched. Only the idempotency machinery's own answers live here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mideng.core.record import Record
+
+
+class IdempotencyError(Exception):
+    """Base of every error raised by mideng itself."""
+
+
+class ConfigurationError(IdempotencyError, ValueError):
+    """mideng was set up wrongly (bad URL, bad option); raised before anything is stored."""
+
+
+class InvalidKeyError(IdempotencyError, ValueError):
+    """A key or scope is empty, too long or not text."""
+
+
+class KeyMissingError(InvalidKeyError):
+    """A key template names something the call does not have (or a required key is absent)."""
+
+
+class CodecError(IdempotencyError):
+    """A result could not be encoded for storage, or a stored result could not be decoded."""
+
+
+class _RecordError(IdempotencyError):
+    """An error about one stored record; carries it so callers can inspect or log it."""
+
+    def __init__(self, message: str, record: Record | None = None) -> None:
+        super().__init__(message)
+        self.record = record
+
+
+class InProgressError(_RecordError):
+    """Another caller holds a live claim on the same (scope, key); retry later."""
+
+    def __init__(self, message: str, record: Record | None = None, retry_after: float = 1.0):
+        super().__init__(message, record)
+        self.retry_after = retry_after
+
+
+class PayloadMismatchError(_RecordError):
+    """The same (scope, key) was used before with a different payload."""
+
+
+class UnresolvedError(_RecordError):
+    """The record is UNKNOWN: a holder died mid-way through irreversible work.
+
+    Nobody knows whether the external effect happened; callers are refused until someone asks
+    the provider and settles the record with ``Guard.resolve``.
+    """
+
+
+class LeaseLostError(_RecordError):
+    """The caller's claim was taken over (its fence is stale); its late write changed nothing."""
+
+
+class StoreUnavailableError(IdempotencyError):
+    """The store could not be reached or failed; the driver error is chained as __cause__."""
+
+
+class TokenRejectedError(IdempotencyError):
+    """An anti-resubmit token was missing, already used, expired or bound to another key."""
+
+
+class RecordedFailureError(_RecordError):
+    """Replay of a failure recorded by ``on_error="record"`` whose original type can't be rebuilt."""
+
+    def __init__(self, type_name: str, message: str, record: Record | None = None) -> None:
+        super().__init__(f"{type_name}: {message}", record)
+        self.type_name = type_name
+        self.original_message = message
+
+
+__all__ = [
+    "CodecError",
+    "ConfigurationError",
+    "IdempotencyError",
+    "InProgressError",
+    "InvalidKeyError",
+    "KeyMissingError",
+    "LeaseLostError",
+    "PayloadMismatchError",
+    "RecordedFailureError",
+    "StoreUnavailableError",
+    "TokenRejectedError",
+    "UnresolvedError",
+]

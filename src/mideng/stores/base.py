@@ -1,0 +1,214 @@
+"""The store protocol, written once; and the read-decide-write base for embedded stores.
+
+Every store offers the same operations, sync and async (``claim`` / ``aclaim`` ...). Server
+stores (Redis, SQL) implement each one as a single atomic round trip. Embedded stores (memory,
+SQLite) only provide ``_transact``: run a pure function over the current record under the
+store's lock or transaction. All of their operations are then the core's rules, applied here.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from mideng.core import decide as rules
+from mideng.core.record import Claim, ClaimRequest, Record, Status, Ticket
+from mideng.errors import IdempotencyError, LeaseLostError
+
+T = TypeVar("T")
+
+# What a transaction function returns: its answer and the record to store
+# (KEEP leaves the row alone, None deletes it).
+KEEP: Any = object()
+Step = Callable[[Record | None, float], tuple[T, Record | None]]
+
+
+class Store(abc.ABC):
+    """What the Guard needs from a store. Times are seconds; the store's clock decides."""
+
+    url: str = ""
+
+    # -- sync --------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def claim(self, req: ClaimRequest) -> Claim: ...
+
+    @abc.abstractmethod
+    def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
+        """Store the result; LeaseLostError if ``ticket`` is no longer the live claim."""
+
+    @abc.abstractmethod
+    def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
+        """Record a failure that duplicates will replay (on_error="record")."""
+
+    @abc.abstractmethod
+    def release(self, ticket: Ticket) -> None:
+        """Drop the claim so a retry runs again; LeaseLostError if it was taken over."""
+
+    @abc.abstractmethod
+    def heartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Record:
+        """Extend a live claim's lease by ``lease`` seconds from now."""
+
+    @abc.abstractmethod
+    def get(self, scope: str, key: str) -> Record | None: ...
+
+    @abc.abstractmethod
+    def forget(self, scope: str, key: str) -> bool:
+        """Evict one record whatever its state; True if there was one."""
+
+    @abc.abstractmethod
+    def resolve(self, scope: str, key: str, *, result: bytes | None, codec: str | None,
+                failed: bool, ttl: float | None) -> Record:
+        """Settle an UNKNOWN (or stuck processing) record after asking the provider."""
+
+    @abc.abstractmethod
+    def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        """UNKNOWN records, and processing ones whose lease ran out (stuck)."""
+
+    @abc.abstractmethod
+    def purge(self, limit: int | None = None) -> int:
+        """Delete records whose retention ran out; returns how many."""
+
+    def close(self) -> None:
+        """Release connections. Safe to call twice."""
+
+    # -- async: thread offload unless a store has a native async driver -----------------------
+    #: False where sync calls never block (memory): async calls then skip the thread hop.
+    blocking_io = True
+
+    async def _offload(self, fn: Callable[..., T], *args: Any) -> T:
+        if not self.blocking_io:
+            return fn(*args)
+        return await asyncio.to_thread(fn, *args)
+
+    async def aclaim(self, req: ClaimRequest) -> Claim:
+        return await self._offload(self.claim, req)
+
+    async def acomplete(self, ticket: Ticket, result: bytes, codec: str,
+                        ttl: float | None) -> Record:
+        return await self._offload(self.complete, ticket, result, codec, ttl)
+
+    async def afail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
+        return await self._offload(self.fail, ticket, error, ttl)
+
+    async def arelease(self, ticket: Ticket) -> None:
+        await self._offload(self.release, ticket)
+
+    async def aheartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Record:
+        return await self._offload(self.heartbeat, ticket, lease, ttl)
+
+    async def aget(self, scope: str, key: str) -> Record | None:
+        return await self._offload(self.get, scope, key)
+
+    async def aforget(self, scope: str, key: str) -> bool:
+        return await self._offload(self.forget, scope, key)
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def lease_lost(ticket: Ticket, current: Record | None) -> LeaseLostError:
+    state = "gone" if current is None else f"{current.status.value}, fence {current.fence}"
+    return LeaseLostError(
+        f"claim on {ticket.scope}:{ticket.key} (fence {ticket.fence}) was lost; the record is "
+        f"{state}. This write changed nothing.",
+        current,
+    )
+
+
+class LocalStore(Store):
+    """A store whose operations are the core's pure rules run under ``_transact``."""
+
+    @abc.abstractmethod
+    def _transact(self, scope: str, key: str, step: Step[T]) -> T:
+        """Atomically: read (scope, key), call ``step(record, now)``, write what it returns."""
+
+    @abc.abstractmethod
+    def _records(self) -> list[Record]:
+        """Every record (operator views and purge only; not on a hot path)."""
+
+    @abc.abstractmethod
+    def _delete_expired(self, now: float, limit: int | None) -> int: ...
+
+    @abc.abstractmethod
+    def _now(self) -> float: ...
+
+    def claim(self, req: ClaimRequest) -> Claim:
+        def step(current: Record | None, now: float) -> tuple[Claim, Record | None]:
+            claim, write = rules.decide(current, req, now)
+            return claim, (claim.record if write else KEEP)
+
+        return self._transact(req.scope, req.key, step)
+
+    def _fenced(self, ticket: Ticket, change: Callable[[Record, float], Record | None]) -> Record:
+        def step(current: Record | None, now: float) -> tuple[Record, Record | None]:
+            if current is None or not rules.holds(current, ticket, now):
+                raise lease_lost(ticket, current)
+            new = change(current, now)
+            return (new if new is not None else current), new
+
+        return self._transact(ticket.scope, ticket.key, step)
+
+    def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
+        return self._fenced(ticket, lambda cur, now: rules.completed(
+            cur, now, result=result, codec=codec, ttl=ttl))
+
+    def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
+        return self._fenced(ticket, lambda cur, now: rules.failed(cur, now, error=error, ttl=ttl))
+
+    def release(self, ticket: Ticket) -> None:
+        self._fenced(ticket, lambda cur, now: None)
+
+    def heartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Record:
+        return self._fenced(ticket, lambda cur, now: rules.renewed(cur, now, lease, ttl))
+
+    def get(self, scope: str, key: str) -> Record | None:
+        def step(current: Record | None, now: float) -> tuple[Record | None, Record | None]:
+            return (None if current is None or current.expired(now) else current), KEEP
+
+        return self._transact(scope, key, step)
+
+    def forget(self, scope: str, key: str) -> bool:
+        return self._transact(scope, key, lambda current, now: (current is not None, None))
+
+    def resolve(self, scope: str, key: str, *, result: bytes | None, codec: str | None,
+                failed: bool, ttl: float | None) -> Record:
+        def step(current: Record | None, now: float) -> tuple[Record, Record | None]:
+            check_resolvable(scope, key, current, now)
+            assert current is not None
+            new = rules.settled(current, now, result=result, codec=codec, failed=failed, ttl=ttl)
+            return new, new
+
+        return self._transact(scope, key, step)
+
+    def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        now = self._now()
+        found = [r for r in self._records()
+                 if (scope is None or r.scope == scope) and is_unresolved(r, now)]
+        return sorted(found, key=lambda r: r.updated_at)[:limit]
+
+    def purge(self, limit: int | None = None) -> int:
+        return self._delete_expired(self._now(), limit)
+
+
+def is_unresolved(record: Record, now: float) -> bool:
+    if record.expired(now):
+        return False
+    return record.status is Status.UNKNOWN or (
+        record.status is Status.PROCESSING and not record.lease_live(now))
+
+
+def check_resolvable(scope: str, key: str, current: Record | None, now: float) -> None:
+    if current is None or not is_unresolved(current, now):
+        state = "absent" if current is None else current.status.value
+        raise IdempotencyError(
+            f"{scope}:{key} is {state}; only UNKNOWN records or processing records whose lease "
+            "ran out can be resolved"
+        )

@@ -1,0 +1,49 @@
+"""In-process store: a dict under a lock. For tests and single-process services."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mideng.core.record import Record
+from mideng.stores.base import KEEP, LocalStore, Step, T
+
+
+class MemoryStore(LocalStore):
+    blocking_io = False
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.url = "memory://"
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._data: dict[tuple[str, str], Record] = {}
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> MemoryStore:
+        return cls(**options)
+
+    def _now(self) -> float:
+        return self._clock()
+
+    def _transact(self, scope: str, key: str, step: Step[T]) -> T:
+        with self._lock:
+            current = self._data.get((scope, key))
+            answer, new = step(current, self._clock())
+            if new is None:
+                self._data.pop((scope, key), None)
+            elif new is not KEEP:
+                self._data[(scope, key)] = new
+            return answer
+
+    def _records(self) -> list[Record]:
+        with self._lock:
+            return list(self._data.values())
+
+    def _delete_expired(self, now: float, limit: int | None) -> int:
+        with self._lock:
+            doomed = [k for k, r in self._data.items() if r.expired(now)][:limit]
+            for k in doomed:
+                del self._data[k]
+            return len(doomed)

@@ -1,0 +1,67 @@
+"""``open_store(url)``: one registry keyed by URL scheme; each backend is imported lazily.
+
+A missing driver is reported with the extra that installs it, never as a bare ImportError from
+deep inside a backend.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from mideng.errors import ConfigurationError
+from mideng.stores.base import Store
+
+# scheme -> "module:factory". Factories take (url, **options).
+_BACKENDS: dict[str, str] = {
+    "memory": "mideng.stores.memory:MemoryStore.from_url",
+    "sqlite": "mideng.stores.sqlite:SQLiteStore.from_url",
+}
+_FACTORIES: dict[str, Callable[..., Store]] = {}
+
+
+def register_store(scheme: str, factory: str | Callable[..., Store]) -> None:
+    """Map a URL scheme to a factory, or to ``"module:attr"`` imported on first use."""
+    if callable(factory):
+        _FACTORIES[scheme] = factory
+    else:
+        _BACKENDS[scheme] = factory
+
+
+def schemes() -> list[str]:
+    return sorted(set(_BACKENDS) | set(_FACTORIES))
+
+
+def _factory(scheme: str) -> Callable[..., Store]:
+    if scheme in _FACTORIES:
+        return _FACTORIES[scheme]
+    target = _BACKENDS.get(scheme)
+    if target is None:
+        raise ConfigurationError(f"no store for scheme {scheme!r}; known: {', '.join(schemes())}")
+    module_name, _, attr = target.partition(":")
+    module = importlib.import_module(module_name)
+    obj: Any = module
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    _FACTORIES[scheme] = obj
+    return obj  # type: ignore[no-any-return]
+
+
+def open_store(url: str, **options: Any) -> Store:
+    """Open a store from a URL: ``memory://``, ``sqlite:///path.db`` and the server schemes."""
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigurationError(f"store URL must look like scheme://..., got {url!r}")
+    scheme = urlsplit(url).scheme.lower()
+    return _factory(scheme)(url, **options)
+
+
+def require(module: str, extra: str) -> Any:
+    """Import an optional driver or say which extra installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"{module} is not installed; pip install 'mideng[{extra}]'"
+        ) from exc

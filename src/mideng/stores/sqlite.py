@@ -1,0 +1,206 @@
+"""SQLite store: the embedded default, safe across threads and processes sharing one file.
+
+WAL lets readers run beside the single writer; every change is a ``BEGIN IMMEDIATE``
+transaction, so the read-decide-write of a claim is atomic across processes. A claim whose
+answer needs no write (a replay, a live holder) is answered from a plain snapshot read and never
+queues for the write lock. Connections are per thread and per process (a fork reopens).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+import time
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from mideng.core.record import Claim, ClaimRequest, Record, Status
+from mideng.errors import ConfigurationError, StoreUnavailableError
+from mideng.stores.base import KEEP, LocalStore, Step, T, is_unresolved
+
+_COLUMNS = ("scope", "key", "status", "fence", "owner", "fingerprint", "lease_until", "result",
+            "codec", "error", "attempts", "request_id", "created_at", "updated_at", "expires_at")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def schema(table: str) -> list[str]:
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {table} (
+            scope TEXT NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL,
+            fence INTEGER NOT NULL, owner TEXT NOT NULL, fingerprint TEXT,
+            lease_until REAL, result BLOB, codec TEXT, error BLOB,
+            attempts INTEGER NOT NULL DEFAULT 1, request_id TEXT,
+            created_at REAL NOT NULL, updated_at REAL NOT NULL, expires_at REAL,
+            PRIMARY KEY (scope, key)) WITHOUT ROWID""",
+        f"CREATE INDEX IF NOT EXISTS {table}_expires ON {table} (expires_at)"
+        " WHERE expires_at IS NOT NULL",
+        f"CREATE INDEX IF NOT EXISTS {table}_open ON {table} (status, lease_until)"
+        " WHERE status IN ('processing', 'unknown')",
+    ]
+
+
+def _record(row: tuple[Any, ...] | None) -> Record | None:
+    if row is None:
+        return None
+    values = dict(zip(_COLUMNS, row, strict=True))
+    values["status"] = Status(values["status"])
+    return Record(**values)
+
+
+def _row(r: Record) -> tuple[Any, ...]:
+    return (r.scope, r.key, r.status.value, r.fence, r.owner, r.fingerprint, r.lease_until,
+            r.result, r.codec, r.error, r.attempts, r.request_id, r.created_at, r.updated_at,
+            r.expires_at)
+
+
+class SQLiteStore(LocalStore):
+    def __init__(self, path: str, *, table: str = "mideng_records", timeout: float = 30.0,
+                 synchronous: str = "NORMAL") -> None:
+        if not _IDENT.match(table):
+            raise ConfigurationError(f"table name {table!r} is not a plain SQL identifier")
+        if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
+            raise ConfigurationError(f"synchronous must be OFF/NORMAL/FULL/EXTRA: {synchronous!r}")
+        self.path = path
+        self.url = f"sqlite:///{path}"
+        self.table = table
+        self._timeout = timeout
+        self._synchronous = synchronous.upper()
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        cols = ", ".join(_COLUMNS)
+        self._select = f"SELECT {cols} FROM {table} WHERE scope = ? AND key = ?"
+        self._upsert = (f"INSERT OR REPLACE INTO {table} ({cols}) "
+                        f"VALUES ({', '.join('?' * len(_COLUMNS))})")
+        self._delete = f"DELETE FROM {table} WHERE scope = ? AND key = ?"
+        self._conn()  # fail at open time, not on the first call, if the file is unusable
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> SQLiteStore:
+        parts = urlsplit(url)
+        path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
+        if not path or parts.netloc:
+            raise ConfigurationError(
+                f"SQLite URL needs a file: sqlite:///relative.db or sqlite:////abs/path.db ({url})"
+            )
+        for name, values in parse_qs(parts.query).items():
+            options.setdefault(name, float(values[-1]) if name == "timeout" else values[-1])
+        return cls(path, **options)
+
+    # -- connections --------------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid == os.getpid():
+            return conn
+        try:
+            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+            for ddl in schema(self.table):
+                self._write_retrying(conn, ddl)
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
+        self._local.conn, self._local.pid = conn, os.getpid()
+        with self._all_lock:
+            self._all.append(conn)
+        return conn
+
+    @staticmethod
+    def _write_retrying(conn: sqlite3.Connection, ddl: str) -> None:
+        # Several processes creating the schema at once may see "database is locked" on the
+        # WAL switch despite busy_timeout; the DDL is idempotent, so try again briefly.
+        for attempt in range(50):
+            try:
+                conn.execute(ddl)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == 49:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+
+    def close(self) -> None:
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.Error:  # pragma: no cover - closing a broken connection
+                pass
+        self._local = threading.local()
+
+    # -- the one primitive --------------------------------------------------------------------
+    def _now(self) -> float:
+        return time.time()
+
+    def _transact(self, scope: str, key: str, step: Step[T]) -> T:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                current = _record(conn.execute(self._select, (scope, key)).fetchone())
+                answer, new = step(current, time.time())
+                if new is None:
+                    if current is not None:
+                        conn.execute(self._delete, (scope, key))
+                elif new is not KEEP:
+                    conn.execute(self._upsert, _row(new))
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return answer
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
+
+    def _snapshot(self, scope: str, key: str) -> Record | None:
+        try:
+            return _record(self._conn().execute(self._select, (scope, key)).fetchone())
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
+
+    def claim(self, req: ClaimRequest) -> Claim:
+        from mideng.core.decide import decide
+
+        # A decision that writes nothing is as true at the snapshot as under the lock.
+        current = self._snapshot(req.scope, req.key)
+        if current is not None:
+            claim, write = decide(current, req, time.time())
+            if not write:
+                return claim
+        return super().claim(req)
+
+    def get(self, scope: str, key: str) -> Record | None:
+        current = self._snapshot(scope, key)
+        return None if current is None or current.expired(time.time()) else current
+
+    # -- operator views -----------------------------------------------------------------------
+    def _query(self, sql: str, args: tuple[Any, ...]) -> list[Record]:
+        try:
+            rows = self._conn().execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
+        return [r for r in map(_record, rows) if r is not None]
+
+    def _records(self) -> list[Record]:
+        return self._query(f"SELECT {', '.join(_COLUMNS)} FROM {self.table}", ())
+
+    def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        now = time.time()
+        sql = (f"SELECT {', '.join(_COLUMNS)} FROM {self.table} "
+               "WHERE status IN ('processing', 'unknown') AND (? IS NULL OR scope = ?) "
+               "ORDER BY updated_at")
+        found = [r for r in self._query(sql, (scope, scope)) if is_unresolved(r, now)]
+        return found[:limit]
+
+    def _delete_expired(self, now: float, limit: int | None) -> int:
+        sql = (f"DELETE FROM {self.table} WHERE (scope, key) IN (SELECT scope, key FROM "
+               f"{self.table} WHERE expires_at <= ? LIMIT ?)")
+        try:
+            cur = self._conn().execute(sql, (now, -1 if limit is None else limit))
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
+        return cur.rowcount
