@@ -217,6 +217,21 @@ class Guard:
                    "mideng_outcome": claim.outcome.value},
         )
 
+    # -- transactional mode (SQL): the record commits or rolls back with the caller's writes --
+    def transaction(self, conn: Any, scope: str, key: str, *, payload: Any = None,
+                    **options: Any) -> Any:
+        """``with guard.transaction(conn, scope, key) as tx:``; see mideng.transaction."""
+        from mideng.transaction import transaction
+
+        return transaction(self, conn, scope, key, payload=payload, **options)
+
+    def atransaction(self, conn: Any, scope: str, key: str, *, payload: Any = None,
+                     **options: Any) -> Any:
+        """``async with guard.atransaction(conn, scope, key) as tx:`` for async SQLAlchemy."""
+        from mideng.transaction import atransaction
+
+        return atransaction(self, conn, scope, key, payload=payload, **options)
+
     # -- operator tools -----------------------------------------------------------------------
     def get(self, scope: str, key: str) -> Record | None:
         return self.store.get(check_scope(scope), check_key(key))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -18,6 +19,10 @@ from mideng.core.record import Claim, ClaimRequest, Record, Status, Ticket
 from mideng.errors import IdempotencyError, LeaseLostError
 
 T = TypeVar("T")
+
+# Namespaces for the entry-layer primitives, kept apart from guarded scopes.
+TOKEN_PREFIX = "token:"
+HIT_PREFIX = "hit:"
 
 # What a transaction function returns: its answer and the record to store
 # (KEEP leaves the row alone, None deletes it).
@@ -70,6 +75,20 @@ class Store(abc.ABC):
     def purge(self, limit: int | None = None) -> int:
         """Delete records whose retention ran out; returns how many."""
 
+    # -- entry-layer primitives: anti-resubmit tokens and per-principal debounce --------------
+    @abc.abstractmethod
+    def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
+        """Bind ``token`` to (scope, key) for ``ttl`` seconds, replacing any earlier token."""
+
+    @abc.abstractmethod
+    def take_token(self, scope: str, key: str, token: str) -> bool:
+        """Atomically delete the binding if it holds ``token`` and is live; never GET-then-DEL."""
+
+    @abc.abstractmethod
+    def hit(self, scope: str, key: str, window: float, limit: int) -> float | None:
+        """Sliding window: count a hit if fewer than ``limit`` fell in the last ``window``
+        seconds and return None; otherwise count nothing and return seconds until one frees."""
+
     def close(self) -> None:
         """Release connections. Safe to call twice."""
 
@@ -103,6 +122,15 @@ class Store(abc.ABC):
 
     async def aforget(self, scope: str, key: str) -> bool:
         return await self._offload(self.forget, scope, key)
+
+    async def aput_token(self, scope: str, key: str, token: str, ttl: float) -> None:
+        await self._offload(self.put_token, scope, key, token, ttl)
+
+    async def atake_token(self, scope: str, key: str, token: str) -> bool:
+        return await self._offload(self.take_token, scope, key, token)
+
+    async def ahit(self, scope: str, key: str, window: float, limit: int) -> float | None:
+        return await self._offload(self.hit, scope, key, window, limit)
 
     async def aclose(self) -> None:
         self.close()
@@ -196,6 +224,37 @@ class LocalStore(Store):
 
     def purge(self, limit: int | None = None) -> int:
         return self._delete_expired(self._now(), limit)
+
+    # Tokens and debounce windows are records too (status SUCCEEDED, never claimable by a
+    # guarded call because they live in their own scope namespace).
+    def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
+        def step(current: Record | None, now: float) -> tuple[None, Record | None]:
+            return None, Record(scope=TOKEN_PREFIX + scope, key=key, status=Status.SUCCEEDED,
+                                fence=0, owner=token, created_at=now, updated_at=now,
+                                expires_at=now + ttl)
+
+        self._transact(TOKEN_PREFIX + scope, key, step)
+
+    def take_token(self, scope: str, key: str, token: str) -> bool:
+        def step(current: Record | None, now: float) -> tuple[bool, Record | None]:
+            if current is None or current.expired(now) or current.owner != token:
+                return False, KEEP
+            return True, None
+
+        return self._transact(TOKEN_PREFIX + scope, key, step)
+
+    def hit(self, scope: str, key: str, window: float, limit: int) -> float | None:
+        def step(current: Record | None, now: float) -> tuple[float | None, Record | None]:
+            stamps = [] if current is None or current.result is None else [
+                t for t in json.loads(current.result) if t > now - window]
+            if len(stamps) >= limit:
+                return max(stamps[-limit] + window - now, 0.001), KEEP
+            stamps.append(now)
+            return None, Record(scope=HIT_PREFIX + scope, key=key, status=Status.SUCCEEDED,
+                                fence=0, owner="", result=json.dumps(stamps).encode(),
+                                created_at=now, updated_at=now, expires_at=now + window)
+
+        return self._transact(HIT_PREFIX + scope, key, step)
 
 
 def is_unresolved(record: Record, now: float) -> bool:

@@ -65,3 +65,12 @@ def require(module: str, extra: str) -> Any:
         raise ConfigurationError(
             f"{module} is not installed; pip install 'mideng[{extra}]'"
         ) from exc
+
+
+# Server stores; each module imports its driver on first use.
+for _scheme in ("postgresql", "postgresql+psycopg", "postgres", "mysql", "mysql+pymysql",
+                "mariadb", "mariadb+pymysql"):
+    _BACKENDS[_scheme] = "mideng.stores.sql:SQLStore.from_url"
+for _scheme in ("redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel",
+                "unix"):
+    _BACKENDS[_scheme] = "mideng.stores.redis:RedisStore.from_url"

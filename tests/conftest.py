@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from backends import BACKENDS, Backend, Ctx, Opened  # noqa: E402
+from services import need  # noqa: E402
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> Iterator[Ctx]:
+    context = Ctx(tmp_path)
+    yield context
+    for cleanup in reversed(context.cleanups):
+        cleanup()
+
+
+def _open(backend: Backend, ctx: Ctx) -> Iterator[Opened]:
+    if backend.service is not None:
+        need(backend.service)
+    opened = backend.make(ctx)
+    yield opened
+    opened.store.close()
+
+
+@pytest.fixture(params=BACKENDS, ids=lambda b: b.name)
+def backend(request: pytest.FixtureRequest) -> Backend:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def opened(backend: Backend, ctx: Ctx) -> Iterator[Opened]:
+    yield from _open(backend, ctx)
+
+
+@pytest.fixture(params=[b for b in BACKENDS if b.shared], ids=lambda b: b.name)
+def shared_backend(request: pytest.FixtureRequest) -> Backend:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def shared(shared_backend: Backend, ctx: Ctx) -> Iterator[Opened]:
+    yield from _open(shared_backend, ctx)
