@@ -9,6 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from backends import BACKENDS, Backend, Ctx, Opened  # noqa: E402
+from runner import AsyncRunner, Runner  # noqa: E402
 from services import need  # noqa: E402
 
 
@@ -46,3 +47,13 @@ def shared_backend(request: pytest.FixtureRequest) -> Backend:
 @pytest.fixture
 def shared(shared_backend: Backend, ctx: Ctx) -> Iterator[Opened]:
     yield from _open(shared_backend, ctx)
+
+
+@pytest.fixture(params=["sync", "async"])
+def runner(request: pytest.FixtureRequest, opened: Opened) -> Iterator[Runner]:
+    """The driver under test; async runs share one loop, closed with the store's async side."""
+    run: Runner = Runner() if request.param == "sync" else AsyncRunner()
+    yield run
+    if isinstance(run, AsyncRunner):
+        run.submit(opened.store.aclose())
+    run.close()

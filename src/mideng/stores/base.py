@@ -34,6 +34,9 @@ class Store(abc.ABC):
     """What the Guard needs from a store. Times are seconds; the store's clock decides."""
 
     url: str = ""
+    #: True where the server drops expired records itself (Redis TTLs): purge() then has
+    #: nothing left to delete and returns 0.
+    self_expiring: bool = False
 
     # -- sync --------------------------------------------------------------------------------
     @abc.abstractmethod
