@@ -8,9 +8,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from backends import BACKENDS, Backend, Ctx, Opened  # noqa: E402
-from runner import AsyncRunner, Runner  # noqa: E402
-from services import need  # noqa: E402
+from backends import BACKENDS, Backend, Ctx, Opened
+from runner import AsyncRunner, Runner
+from services import need
 
 
 @pytest.fixture

@@ -21,8 +21,9 @@ R = TypeVar("R")
 class Runner:
     mode = "sync"
 
-    def call(self, guard: Guard, scope: str, key: str, body: Callable[[], R],
-             payload: Any = None) -> R:
+    def call(
+        self, guard: Guard, scope: str, key: str, body: Callable[[], R], payload: Any = None
+    ) -> R:
         return guard.run(scope, key, body, payload=payload)
 
     def do(self, coro_fn: Callable[[], Coroutine[Any, Any, R]], sync_fn: Callable[[], R]) -> R:
@@ -43,8 +44,9 @@ class AsyncRunner(Runner):
     def submit(self, coro: Coroutine[Any, Any, R]) -> R:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=120)
 
-    def call(self, guard: Guard, scope: str, key: str, body: Callable[[], R],
-             payload: Any = None) -> R:
+    def call(
+        self, guard: Guard, scope: str, key: str, body: Callable[[], R], payload: Any = None
+    ) -> R:
         @functools.wraps(body)
         async def async_body() -> R:
             return await asyncio.to_thread(body)

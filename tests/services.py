@@ -15,7 +15,9 @@ SERVICES = {
     "nats": ("127.0.0.1", 4222),
 }
 
-POSTGRES_URL = os.environ.get("MIDENG_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+POSTGRES_URL = os.environ.get(
+    "MIDENG_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
 MYSQL_URL = os.environ.get("MIDENG_TEST_MYSQL", "mysql+pymysql://root:@127.0.0.1:3306/test")
 REDIS_URL = os.environ.get("MIDENG_TEST_REDIS", "redis://127.0.0.1:6379/0")
 

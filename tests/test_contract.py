@@ -12,12 +12,11 @@ import enum
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 
 import pydantic
 import pytest
-from backends import Opened
-from runner import Runner
 
 from mideng import Guard, Status
 from mideng.core.record import ClaimRequest, ExpiryPolicy, Outcome, Ticket
@@ -28,6 +27,9 @@ from mideng.errors import (
     RecordedFailureError,
     UnresolvedError,
 )
+
+from backends import Opened
+from runner import Runner
 
 
 class Colour(enum.Enum):
@@ -79,11 +81,26 @@ class Counter:
             return self.n
 
 
-def claim_directly(opened: Opened, scope: str, key: str, lease: float,
-                   on_expiry: ExpiryPolicy = ExpiryPolicy.TAKE_OVER) -> Ticket:
+def unannotated(fn: Callable[[], object]) -> Callable[[], object]:
+    """The same body without a return annotation, so a replay hands back plain JSON."""
+
+    def body():  # type: ignore[no-untyped-def]
+        return fn()
+
+    return body
+
+
+def claim_directly(
+    opened: Opened,
+    scope: str,
+    key: str,
+    lease: float,
+    on_expiry: ExpiryPolicy = ExpiryPolicy.TAKE_OVER,
+) -> Ticket:
     """A holder that claims and then never finishes: a crash, seen from the store."""
-    claim = opened.store.claim(ClaimRequest(scope, key, uuid.uuid4().hex, lease, 60.0, None,
-                                            on_expiry))
+    claim = opened.store.claim(
+        ClaimRequest(scope, key, uuid.uuid4().hex, lease, 60.0, None, on_expiry)
+    )
     assert claim.outcome is Outcome.ACQUIRED
     return Ticket.of(claim.record)
 
@@ -91,8 +108,14 @@ def claim_directly(opened: Opened, scope: str, key: str, lease: float,
 def test_first_run_then_replay_of_typed_results(opened: Opened, runner: Runner) -> None:
     guard = Guard(opened.store)
     runs = Counter()
-    receipt = Receipt("o-1", Decimal("10.50"), dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
-                      uuid.uuid4(), Colour.BLUE, [Line("a", 2), Line("b", 1)])
+    receipt = Receipt(
+        "o-1",
+        Decimal("10.50"),
+        dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc),
+        uuid.uuid4(),
+        Colour.BLUE,
+        [Line("a", 2), Line("b", 1)],
+    )
 
     def body() -> Receipt:
         runs.bump()
@@ -141,8 +164,9 @@ def test_payload_mismatch_raises_and_equal_payload_replays(opened: Opened, runne
     assert runs.n == 1
 
 
-def _hold(runner: Runner, guard: Guard, scope: str, key: str, value: str
-          ) -> tuple[threading.Event, threading.Event, list[object], threading.Thread]:
+def _hold(
+    runner: Runner, guard: Guard, scope: str, key: str, value: str
+) -> tuple[threading.Event, threading.Event, list[object], threading.Thread]:
     started, finish = threading.Event(), threading.Event()
     out: list[object] = []
 
@@ -170,7 +194,7 @@ def test_in_progress_raises_while_holder_runs(opened: Opened, runner: Runner) ->
     finish.set()
     thread.join(30)
     assert out == ["shipped"]
-    assert runner.call(guard, "ship", "s1", lambda: runs.bump()) == "shipped"
+    assert runner.call(guard, "ship", "s1", unannotated(runs.bump)) == "shipped"
     assert runs.n == 0
 
 
@@ -180,7 +204,8 @@ def test_in_progress_wait_replays_the_holders_result(opened: Opened, runner: Run
     _, finish, out, thread = _hold(runner, guard, "ship", "s2", "shipped")
     waiter_out: list[object] = []
     waiter = threading.Thread(
-        target=lambda: waiter_out.append(runner.call(guard, "ship", "s2", lambda: runs.bump())))
+        target=lambda: waiter_out.append(runner.call(guard, "ship", "s2", unannotated(runs.bump)))
+    )
     waiter.start()
     finish.set()
     thread.join(30)
@@ -248,8 +273,7 @@ def test_record_mode_replays_the_failure(opened: Opened, runner: Runner) -> None
     assert record.status is Status.FAILED
 
 
-def test_take_over_after_lease_expiry_and_fenced_late_write(opened: Opened,
-                                                            runner: Runner) -> None:
+def test_take_over_after_lease_expiry_and_fenced_late_write(opened: Opened, runner: Runner) -> None:
     guard = Guard(opened.store, lease=30)
     zombie = claim_directly(opened, "job", "j1", lease=0.4)
     runs = Counter()
@@ -336,7 +360,7 @@ def test_unknown_policy_refuses_until_resolved(opened: Opened, runner: Runner) -
     assert record is not None
     assert record.status is Status.UNKNOWN
     guard.resolve("charge", "c1", result={"charged": True})
-    assert runner.call(guard, "charge", "c1", lambda: runs.bump()) == {"charged": True}
+    assert runner.call(guard, "charge", "c1", unannotated(runs.bump)) == {"charged": True}
     guard.resolve("charge", "c2", failed=True)
     assert runner.call(guard, "charge", "c2", runs.bump) == 1
     assert runner.call(guard, "charge", "c2", runs.bump) == 1

@@ -10,11 +10,12 @@ from collections import Counter as Tally
 from pathlib import Path
 
 import pytest
+
+from mideng import Guard
+
 from backends import Opened
 from helpers.racer import race
 from runner import Runner
-
-from mideng import Guard
 
 pytestmark = pytest.mark.slow
 
@@ -51,9 +52,9 @@ def test_32_threads_one_key_run_once(opened: Opened, runner: Runner) -> None:
     assert answers == [1] * 32
 
 
-def test_processes_and_threads_run_each_key_once(shared: Opened, shared_backend: object,
-                                                 tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_processes_and_threads_run_each_key_once(
+    shared: Opened, shared_backend: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     name = getattr(shared_backend, "name", "")
     processes, threads, nkeys = SIZES.get(name, SERVER_SIZE)
     assert shared.url is not None
@@ -64,8 +65,9 @@ def test_processes_and_threads_run_each_key_once(shared: Opened, shared_backend:
     # Spawned children import the racer from tests/helpers, as the parent does.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
     with ctx.Pool(processes) as pool:
-        results = pool.starmap(race, [(shared.url, shared.options, "race", keys, threads,
-                                       str(runs_file))] * processes)
+        results = pool.starmap(
+            race, [(shared.url, shared.options, "race", keys, threads, str(runs_file))] * processes
+        )
     lines = runs_file.read_text().split()
     run_keys = Tally(lines[0::2])
     assert set(run_keys) == set(keys)

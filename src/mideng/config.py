@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar, overload
 
 from mideng.core.keys import KeySpec
 from mideng.decorator import build
 from mideng.guard import Guard
 from mideng.stores.base import Store
 
+P = ParamSpec("P")
+R = TypeVar("R")
 DEFAULT_STORE = "sqlite:///mideng.db"
 _lock = threading.Lock()
 _default: Guard | None = None
@@ -44,7 +46,23 @@ def default_guard() -> Guard:
     return guard
 
 
-def idempotent(scope: str | Callable[..., Any], /, *, key: KeySpec = None,
-               payload: Callable[..., Any] | None = None, **options: Any) -> Any:
+@overload
+def idempotent(scope: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+@overload
+def idempotent(
+    scope: str, /, *, key: KeySpec = None, payload: Callable[..., Any] | None = None, **options: Any
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def idempotent(
+    scope: str | Callable[P, R],
+    /,
+    *,
+    key: KeySpec = None,
+    payload: Callable[..., Any] | None = None,
+    **options: Any,
+) -> Any:
     """``@idempotent("order_create", key="{order.id}")`` on the default Guard."""
     return build(default_guard, scope, key, payload, options)

@@ -11,7 +11,15 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mideng.core.keys import KeySpec, bind, check_scope, render, template_fields
+from mideng.core.keys import (
+    KeySpec,
+    bind,
+    check_key,
+    check_scope,
+    render,
+    selector,
+    template_fields,
+)
 from mideng.core.policy import Policy
 from mideng.errors import ConfigurationError, KeyMissingError
 
@@ -21,8 +29,13 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def build(resolve: Callable[[], Guard], scope: str | Callable[..., Any], key: KeySpec,
-          payload: Callable[..., Any] | None, options: dict[str, Any]) -> Any:
+def build(
+    resolve: Callable[[], Guard],
+    scope: str | Callable[..., Any],
+    key: KeySpec,
+    payload: Callable[..., Any] | None,
+    options: dict[str, Any],
+) -> Any:
     """The decorator (or, for the bare form, the decorated function)."""
     if callable(scope):
         # Bare form: the function's qualified name is the scope and all arguments are the key.
@@ -39,26 +52,33 @@ def build(resolve: Callable[[], Guard], scope: str | Callable[..., Any], key: Ke
     return decorate
 
 
-def _decorate(resolve: Callable[[], Guard], scope: str, key: KeySpec,
-              payload: Callable[..., Any] | None, options: dict[str, Any],
-              fn: Callable[..., Any]) -> Callable[..., Any]:
+def _decorate(
+    resolve: Callable[[], Guard],
+    scope: str,
+    key: KeySpec,
+    payload: Callable[..., Any] | None,
+    options: dict[str, Any],
+    fn: Callable[..., Any],
+) -> Callable[..., Any]:
     signature = inspect.signature(fn)
     _check_template(key, signature, fn)
-    needs_binding = key is None or isinstance(key, str)
+    key_of = selector(key) if callable(key) else None
+    payload_of = selector(payload) if payload is not None else None
     cache: dict[int, tuple[Policy, Policy]] = {}
 
     def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Guard, Any]:
         guard = resolve()
-        arguments = bind(signature, args, kwargs) if needs_binding else {}
-        rendered = render(key, arguments, args, kwargs)
+        arguments = bind(signature, args, kwargs)
+        rendered = check_key(key_of(arguments)) if key_of is not None else render(key, arguments)
         base = guard.policy(scope)
         cached = cache.get(id(guard))
         if cached is None or cached[0] is not base:
             cached = cache[id(guard)] = (base, base.merged(**options))
-        body_payload = payload(*args, **kwargs) if payload is not None else None
+        body_payload = payload_of(arguments) if payload_of is not None else None
         return guard, guard.prepare(scope, rendered, fn, body_payload, cached[1])
 
     if inspect.iscoroutinefunction(fn):
+
         @functools.wraps(fn)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             guard, call = prepare(args, kwargs)
@@ -66,6 +86,7 @@ def _decorate(resolve: Callable[[], Guard], scope: str, key: KeySpec,
 
         wrapper: Callable[..., Any] = async_wrapper
     else:
+
         @functools.wraps(fn)
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
             guard, call = prepare(args, kwargs)

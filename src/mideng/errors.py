@@ -73,7 +73,7 @@ class TokenRejectedError(IdempotencyError):
 
 
 class RecordedFailureError(_RecordError):
-    """Replay of a failure recorded by ``on_error="record"`` whose original type can't be rebuilt."""
+    """Replay of a recorded failure (``on_error="record"``) whose type can't be rebuilt."""
 
     def __init__(self, type_name: str, message: str, record: Record | None = None) -> None:
         super().__init__(f"{type_name}: {message}", record)

@@ -13,22 +13,23 @@ import time
 import typing
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar, overload
 
 from mideng.context import get_request_id
 from mideng.core.canonical import fingerprint as make_fingerprint
 from mideng.core.failure import encode_failure
 from mideng.core.flow import Call, Raise, Return, Run, Wait
 from mideng.core.keys import KeySpec, check_key, check_scope
-from mideng.decorator import build
 from mideng.core.policy import OnError, Policy
 from mideng.core.record import Record, Ticket
+from mideng.decorator import build
 from mideng.errors import CodecError, ConfigurationError, IdempotencyError
 from mideng.heartbeat import Heartbeats, start_async
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
 
 R = TypeVar("R")
+P = ParamSpec("P")
 log = logging.getLogger("mideng")
 _NO_RESULT: Any = object()
 
@@ -37,7 +38,7 @@ def return_hint(fn: Callable[..., Any]) -> Any:
     """The declared return type, so a replay rebuilds it; None when absent or unresolvable."""
     try:
         hint = typing.get_type_hints(fn).get("return")
-    except Exception:  # noqa: BLE001 - unresolvable forward refs: replay plain JSON instead
+    except Exception:
         return None
     return None if hint is type(None) else hint
 
@@ -45,8 +46,14 @@ def return_hint(fn: Callable[..., Any]) -> Any:
 class Guard:
     """Runs a body at most once per (scope, key) and replays its result to duplicates."""
 
-    def __init__(self, store: Store | str, *, lease: float = 60.0, ttl: float | None = 86400.0,
-                 **options: Any) -> None:
+    def __init__(
+        self,
+        store: Store | str,
+        *,
+        lease: float = 60.0,
+        ttl: float | None = 86400.0,
+        **options: Any,
+    ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
         self.defaults = Policy(lease=lease, ttl=ttl).merged(**options)
         self._scopes: dict[str, Policy] = {}
@@ -63,33 +70,77 @@ class Guard:
     def policy(self, scope: str, **overrides: Any) -> Policy:
         return self._scopes.get(scope, self.defaults).merged(**overrides)
 
-    def idempotent(self, scope: str | Callable[..., Any], /, *, key: KeySpec = None,
-                   payload: Callable[..., Any] | None = None, **options: Any) -> Any:
+    @overload
+    def idempotent(self, scope: Callable[P, R], /) -> Callable[P, R]: ...
+
+    @overload
+    def idempotent(
+        self,
+        scope: str,
+        /,
+        *,
+        key: KeySpec = None,
+        payload: Callable[..., Any] | None = None,
+        **options: Any,
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+    def idempotent(
+        self,
+        scope: str | Callable[P, R],
+        /,
+        *,
+        key: KeySpec = None,
+        payload: Callable[..., Any] | None = None,
+        **options: Any,
+    ) -> Any:
         """Decorate a ``def`` or ``async def`` so it runs once per (scope, rendered key).
 
-        ``key``: a template over the arguments (``"{notify.trade_no}"``), a callable taking the
-        same arguments, or None for a hash of all arguments. ``payload``: a callable whose value
-        is fingerprinted, so reusing a key for different data raises PayloadMismatchError.
-        Other options override the scope's policy (lease, ttl, on_error, in_progress, ...).
+        ``key``: a template over the arguments (``"{notify.trade_no}"``), a callable taking
+        (some of) the arguments by name, or None for a hash of all arguments. ``payload``: a
+        callable like ``key`` whose value is fingerprinted, so reusing a key for different data
+        raises PayloadMismatchError. Other options override the scope's policy (lease, ttl,
+        on_error, in_progress, wait_timeout, on_expiry, codec, heartbeat).
         """
         return build(lambda: self, scope, key, payload, options)
 
     # -- the drivers --------------------------------------------------------------------------
-    def run(self, scope: str, key: str, fn: Callable[..., R], /, *args: Any,
-            payload: Any = None, **kwargs: Any) -> R:
+    def run(
+        self,
+        scope: str,
+        key: str,
+        fn: Callable[..., R],
+        /,
+        *args: Any,
+        payload: Any = None,
+        **kwargs: Any,
+    ) -> R:
         """Run ``fn(*args, **kwargs)`` once for (scope, key); duplicates get its result."""
         if inspect.iscoroutinefunction(fn):
             raise ConfigurationError("run() got a coroutine function; use await guard.arun()")
         call = self.prepare(scope, key, fn, payload)
         return self.drive(call, fn, args, kwargs)
 
-    async def arun(self, scope: str, key: str, fn: Callable[..., Awaitable[R]], /, *args: Any,
-                   payload: Any = None, **kwargs: Any) -> R:
+    async def arun(
+        self,
+        scope: str,
+        key: str,
+        fn: Callable[..., Awaitable[R]],
+        /,
+        *args: Any,
+        payload: Any = None,
+        **kwargs: Any,
+    ) -> R:
         call = self.prepare(scope, key, fn, payload)
         return await self.adrive(call, fn, args, kwargs)
 
-    def prepare(self, scope: str, key: str, fn: Callable[..., Any], payload: Any,
-                policy: Policy | None = None) -> Call:
+    def prepare(
+        self,
+        scope: str,
+        key: str,
+        fn: Callable[..., Any],
+        payload: Any,
+        policy: Policy | None = None,
+    ) -> Call:
         hint = self._hints.get(fn, _NO_RESULT)
         if hint is _NO_RESULT:
             hint = self._hints[fn] = return_hint(fn)
@@ -97,13 +148,20 @@ class Guard:
             fp = None if payload is None else make_fingerprint(payload)
         except TypeError as exc:
             raise ConfigurationError(f"payload can't be fingerprinted: {exc}") from exc
-        return Call(scope=check_scope(scope), key=check_key(key), owner=uuid.uuid4().hex,
-                    policy=policy or self._scopes.get(scope, self.defaults),
-                    started=time.monotonic(), fingerprint=fp, request_id=get_request_id(),
-                    type_hint=hint)
+        return Call(
+            scope=check_scope(scope),
+            key=check_key(key),
+            owner=uuid.uuid4().hex,
+            policy=policy or self._scopes.get(scope, self.defaults),
+            started=time.monotonic(),
+            fingerprint=fp,
+            request_id=get_request_id(),
+            type_hint=hint,
+        )
 
-    def drive(self, call: Call, fn: Callable[..., R], args: tuple[Any, ...],
-              kwargs: dict[str, Any]) -> R:
+    def drive(
+        self, call: Call, fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> R:
         while True:
             action = call.next(self.store.claim(call.request()), time.monotonic())
             if isinstance(action, Run):
@@ -115,8 +173,13 @@ class Guard:
                 raise action.error
             time.sleep(action.delay)
 
-    async def adrive(self, call: Call, fn: Callable[..., Awaitable[R]], args: tuple[Any, ...],
-                     kwargs: dict[str, Any]) -> R:
+    async def adrive(
+        self,
+        call: Call,
+        fn: Callable[..., Awaitable[R]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> R:
         while True:
             action = call.next(await self.store.aclaim(call.request()), time.monotonic())
             if isinstance(action, Run):
@@ -130,11 +193,22 @@ class Guard:
             await asyncio.sleep(action.delay)
 
     # -- running the body ---------------------------------------------------------------------
-    def _execute(self, call: Call, ticket: Ticket, fn: Callable[..., R], args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> R:
+    def _execute(
+        self,
+        call: Call,
+        ticket: Ticket,
+        fn: Callable[..., R],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> R:
         p = call.policy
-        beat = (self._heartbeats.start(p.lease / 3, lambda: self.store.heartbeat(
-            ticket, p.lease, p.ttl)) if p.heartbeat else None)
+        beat = (
+            self._heartbeats.start(
+                p.lease / 3, lambda: self.store.heartbeat(ticket, p.lease, p.ttl)
+            )
+            if p.heartbeat
+            else None
+        )
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
@@ -152,11 +226,20 @@ class Guard:
         self.store.complete(ticket, data, p.codec_obj.name, p.ttl)
         return result
 
-    async def _aexecute(self, call: Call, ticket: Ticket, fn: Callable[..., Awaitable[R]],
-                        args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
+    async def _aexecute(
+        self,
+        call: Call,
+        ticket: Ticket,
+        fn: Callable[..., Awaitable[R]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> R:
         p = call.policy
-        beat = (start_async(p.lease / 3, lambda: self.store.aheartbeat(ticket, p.lease, p.ttl))
-                if p.heartbeat else None)
+        beat = (
+            start_async(p.lease / 3, lambda: self.store.aheartbeat(ticket, p.lease, p.ttl))
+            if p.heartbeat
+            else None
+        )
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:
@@ -179,7 +262,8 @@ class Guard:
     def _error_mode(self, call: Call, exc: BaseException) -> OnError:
         # Only business exceptions are recorded; cancellation and interrupts always release.
         if isinstance(exc, CodecError) or (
-                call.policy.on_error is OnError.RECORD and isinstance(exc, Exception)):
+            call.policy.on_error is OnError.RECORD and isinstance(exc, Exception)
+        ):
             return OnError.RECORD
         return OnError.RELEASE
 
@@ -203,8 +287,13 @@ class Guard:
 
     @staticmethod
     def _log_unsettled(call: Call, exc: BaseException, store_exc: IdempotencyError) -> None:
-        log.warning("mideng could not settle %s:%s after %s: %s", call.scope, call.key,
-                    type(exc).__name__, store_exc)
+        log.warning(
+            "mideng could not settle %s:%s after %s: %s",
+            call.scope,
+            call.key,
+            type(exc).__name__,
+            store_exc,
+        )
 
     def _log_duplicate(self, call: Call) -> None:
         claim = call.duplicate
@@ -212,21 +301,30 @@ class Guard:
             return
         log.warning(
             "mideng duplicate scope=%s key=%s outcome=%s request_id=%s first_request_id=%s",
-            call.scope, call.key, claim.outcome.value, call.request_id, claim.record.request_id,
-            extra={"mideng_scope": call.scope, "mideng_key": call.key,
-                   "mideng_outcome": claim.outcome.value},
+            call.scope,
+            call.key,
+            claim.outcome.value,
+            call.request_id,
+            claim.record.request_id,
+            extra={
+                "mideng_scope": call.scope,
+                "mideng_key": call.key,
+                "mideng_outcome": claim.outcome.value,
+            },
         )
 
     # -- transactional mode (SQL): the record commits or rolls back with the caller's writes --
-    def transaction(self, conn: Any, scope: str, key: str, *, payload: Any = None,
-                    **options: Any) -> Any:
+    def transaction(
+        self, conn: Any, scope: str, key: str, *, payload: Any = None, **options: Any
+    ) -> Any:
         """``with guard.transaction(conn, scope, key) as tx:``; see mideng.transaction."""
         from mideng.transaction import transaction
 
         return transaction(self, conn, scope, key, payload=payload, **options)
 
-    def atransaction(self, conn: Any, scope: str, key: str, *, payload: Any = None,
-                     **options: Any) -> Any:
+    def atransaction(
+        self, conn: Any, scope: str, key: str, *, payload: Any = None, **options: Any
+    ) -> Any:
         """``async with guard.atransaction(conn, scope, key) as tx:`` for async SQLAlchemy."""
         from mideng.transaction import atransaction
 
@@ -248,21 +346,26 @@ class Guard:
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self.store.unresolved(scope, limit)
 
-    def resolve(self, scope: str, key: str, *, result: Any = _NO_RESULT,
-                failed: bool = False) -> Record:
+    def resolve(
+        self, scope: str, key: str, *, result: Any = _NO_RESULT, failed: bool = False
+    ) -> Record:
         """Settle an UNKNOWN record: ``result=`` (it happened) or ``failed=True`` (it didn't)."""
         if failed == (result is not _NO_RESULT):
             raise ConfigurationError("resolve() needs exactly one of result=... or failed=True")
         policy = self.policy(scope)
         codec = policy.codec_obj
         data = None if failed else codec.encode(result)
-        return self.store.resolve(check_scope(scope), check_key(key), result=data,
-                                  codec=None if failed else codec.name, failed=failed,
-                                  ttl=policy.ttl)
+        return self.store.resolve(
+            check_scope(scope),
+            check_key(key),
+            result=data,
+            codec=None if failed else codec.name,
+            failed=failed,
+            ttl=policy.ttl,
+        )
 
     def purge(self, limit: int | None = None) -> int:
         return self.store.purge(limit)
 
     def close(self) -> None:
         self.store.close()
-

@@ -43,11 +43,13 @@ class Heartbeats:
     def start(self, period: float, renew: Callable[[], object]) -> Beat:
         beat = Beat()
         with self._cond:
-            heapq.heappush(self._heap, (time.monotonic() + period, next(self._seq), period,
-                                        beat, renew))
+            heapq.heappush(
+                self._heap, (time.monotonic() + period, next(self._seq), period, beat, renew)
+            )
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._serve, name="mideng-heartbeat",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._serve, name="mideng-heartbeat", daemon=True
+                )
                 self._thread.start()
             elif self._heap[0][3] is beat:
                 self._cond.notify()
@@ -72,8 +74,10 @@ class Heartbeats:
                 _, _, period, beat, renew = heapq.heappop(self._heap)
             if _renew_once(beat, renew):
                 with self._cond:
-                    heapq.heappush(self._heap, (time.monotonic() + period, next(self._seq),
-                                                period, beat, renew))
+                    heapq.heappush(
+                        self._heap,
+                        (time.monotonic() + period, next(self._seq), period, beat, renew),
+                    )
 
 
 def _renew_once(beat: Beat, renew: Callable[[], object]) -> bool:

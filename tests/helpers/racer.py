@@ -16,8 +16,9 @@ from typing import Any
 from mideng import Guard, open_store
 
 
-def race(url: str, options: dict[str, Any], scope: str, keys: list[str], threads: int,
-         runs_file: str) -> dict[str, list[str]]:
+def race(
+    url: str, options: dict[str, Any], scope: str, keys: list[str], threads: int, runs_file: str
+) -> dict[str, list[str]]:
     store = open_store(url, **options)
     guard = Guard(store, lease=30, in_progress="wait", wait_timeout=120)
     fd = os.open(runs_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
@@ -39,8 +40,7 @@ def race(url: str, options: dict[str, Any], scope: str, keys: list[str], threads
             with lock:
                 seen[key].append(answer)
 
-    pool = [threading.Thread(target=worker, args=(os.getpid() * 100 + i,))
-            for i in range(threads)]
+    pool = [threading.Thread(target=worker, args=(os.getpid() * 100 + i,)) for i in range(threads)]
     for t in pool:
         t.start()
     for t in pool:

@@ -8,10 +8,10 @@ callbacks all pass it. With mideng the same handler runs once and every callback
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import tempfile
 import threading
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,13 +83,18 @@ class Shop:
         """The order service's callback handler, as written before anyone thought of retries."""
         with self._db() as db:
             db.execute("INSERT INTO runs (trade_no) VALUES (?)", (notify.trade_no,))
-            status = db.execute("SELECT status FROM orders WHERE id = ?",
-                                (notify.order_id,)).fetchone()[0]
+            status = db.execute(
+                "SELECT status FROM orders WHERE id = ?", (notify.order_id,)
+            ).fetchone()[0]
             if status == "PAID":  # the check everyone trusts, and the race it loses
                 return Receipt(notify.order_id, 0, 0)
             self.coupon_service.issue()  # slow: the platform times out and retries meanwhile
-            coupon = db.execute("INSERT INTO coupons (order_id) VALUES (?)",
-                                (notify.order_id,)).lastrowid or 0
+            coupon = (
+                db.execute(
+                    "INSERT INTO coupons (order_id) VALUES (?)", (notify.order_id,)
+                ).lastrowid
+                or 0
+            )
             points = notify.amount_cents // 100
             db.execute("UPDATE points SET balance = balance + ? WHERE user_id = 7", (points,))
             db.execute("UPDATE orders SET status = 'PAID' WHERE id = ?", (notify.order_id,))
@@ -132,8 +137,9 @@ def run_demo(workdir: Path, store_url: str | None) -> dict[str, tuple[int, int, 
     guarded_shop = Shop(workdir / "shop-guarded.db")
     store = open_store(store_url or f"sqlite:///{workdir / 'mideng.db'}")
     guard = Guard(store, lease=30, in_progress="wait")
-    handle = guard.idempotent("pay_notify", key="{notify.trade_no}",
-                              payload=lambda notify: notify)(guarded_shop.handle)
+    handle = guard.idempotent("pay_notify", key="{notify.trade_no}", payload=lambda notify: notify)(
+        guarded_shop.handle
+    )
     answers_guarded = storm(handle)
     store.close()
 
@@ -147,17 +153,26 @@ def run_demo(workdir: Path, store_url: str | None) -> dict[str, tuple[int, int, 
 
 
 @click.command()
-@click.option("--store", "store_url", default=None,
-              help="Store URL for the guarded run (default: an embedded SQLite file).")
+@click.option(
+    "--store",
+    "store_url",
+    default=None,
+    help="Store URL for the guarded run (default: an embedded SQLite file).",
+)
 def demo(store_url: str | None) -> None:
     """Replay the payment-callback incident: 3 concurrent callbacks and a retry."""
     console = Console()
     # Each duplicate mideng turns away is logged at WARNING with its scope and key: show them.
-    logging.basicConfig(level=logging.WARNING, format="%(message)s", force=True,
-                        handlers=[RichHandler(console=console, show_path=False, show_time=False)])
+    logging.basicConfig(
+        level=logging.WARNING,
+        format="%(message)s",
+        force=True,
+        handlers=[RichHandler(console=console, show_path=False, show_time=False)],
+    )
     console.print(
         "[bold]A payment callback times out; the platform retries.[/bold] "
-        f"{CALLBACKS} callbacks for trade T20261129-0001 arrive at once, then one more retry.")
+        f"{CALLBACKS} callbacks for trade T20261129-0001 arrive at once, then one more retry."
+    )
     with tempfile.TemporaryDirectory(prefix="mideng-demo-") as tmp:
         rows = run_demo(Path(tmp), store_url)
     table = Table(title="Seed incident: order paid once, or three times?")
@@ -167,5 +182,7 @@ def demo(store_url: str | None) -> None:
         table.add_row(label, str(coupons), str(points), str(runs), str(receipts))
     console.print(table)
     plain, guarded = rows["without mideng"], rows["with mideng"]
-    console.print(f"Without mideng: {plain[0]} coupons for one payment. "
-                  f"With mideng: {guarded[0]}; every callback got the first run's receipt.")
+    console.print(
+        f"Without mideng: {plain[0]} coupons for one payment. "
+        f"With mideng: {guarded[0]}; every callback got the first run's receipt."
+    )

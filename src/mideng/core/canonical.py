@@ -66,7 +66,10 @@ def _key(k: Any) -> str:
 
 def canonical_bytes(value: Any) -> bytes:
     return json.dumps(
-        to_jsonable(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+        to_jsonable(value),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
         allow_nan=False,
     ).encode("utf-8")
 

@@ -37,8 +37,9 @@ class JsonCodec:
 
     def encode(self, value: Any) -> bytes:
         try:
-            return json.dumps(to_jsonable(value), separators=(",", ":"), ensure_ascii=False,
-                              allow_nan=False).encode("utf-8")
+            return json.dumps(
+                to_jsonable(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False
+            ).encode("utf-8")
         except (TypeError, ValueError) as exc:
             raise CodecError(
                 f"cannot store the result as JSON ({exc}); return JSON-able data, a dataclass "
@@ -67,7 +68,7 @@ class PickleCodec:
         return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
     def decode(self, data: bytes, type_hint: Any = None) -> Any:
-        return pickle.loads(data)  # noqa: S301 - opt-in by name, documented as trusted-only
+        return pickle.loads(data)
 
 
 _CODECS: dict[str, Codec] = {"json": JsonCodec(), "pickle": PickleCodec()}
@@ -88,7 +89,7 @@ def get_codec(codec: str | Codec) -> Codec:
         ) from None
 
 
-def convert(value: Any, hint: Any) -> Any:  # noqa: PLR0911 - one branch per kind of type
+def convert(value: Any, hint: Any) -> Any:
     """Rebuild ``hint`` from plain JSON data."""
     origin = typing.get_origin(hint)
     if hint is Any or hint is object:
@@ -141,7 +142,7 @@ def _convert_sequence(value: Any, hint: Any, origin: Any) -> Any:
     return items
 
 
-def _convert_class(value: Any, cls: type) -> Any:  # noqa: PLR0911
+def _convert_class(value: Any, cls: type) -> Any:
     if cls is bool or cls is str or cls is int:
         if not isinstance(value, cls):
             raise TypeError(f"expected {cls.__name__}, got {type(value).__name__}")
@@ -166,8 +167,11 @@ def _convert_class(value: Any, cls: type) -> Any:  # noqa: PLR0911
         return base64.b64decode(value)
     if dataclasses.is_dataclass(cls):
         hints = typing.get_type_hints(cls)
-        kwargs = {f.name: convert(value[f.name], hints.get(f.name, Any))
-                  for f in dataclasses.fields(cls) if f.init and f.name in value}
+        kwargs = {
+            f.name: convert(value[f.name], hints.get(f.name, Any))
+            for f in dataclasses.fields(cls)
+            if f.init and f.name in value
+        }
         return cls(**kwargs)
     validate = getattr(cls, "model_validate", None)
     if callable(validate):

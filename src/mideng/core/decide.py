@@ -52,8 +52,9 @@ def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim
 
     if current.status is Status.PROCESSING and not current.lease_live(now):
         if req.on_expiry is ExpiryPolicy.UNKNOWN:
-            unknown = current.with_(status=Status.UNKNOWN, lease_until=None, updated_at=now,
-                                    expires_at=None)
+            unknown = current.with_(
+                status=Status.UNKNOWN, lease_until=None, updated_at=now, expires_at=None
+            )
             return Claim(_or_mismatch(Outcome.UNRESOLVED, unknown, req), unknown), True
         return Claim(Outcome.ACQUIRED, fresh(req, now, current)), True
 
@@ -94,17 +95,30 @@ def holds(current: Record | None, ticket: Ticket, now: float) -> bool:
     )
 
 
-def completed(current: Record, now: float, *, result: bytes, codec: str,
-              ttl: float | None) -> Record:
-    return current.with_(status=Status.SUCCEEDED, result=result, codec=codec, error=None,
-                         lease_until=None, updated_at=now,
-                         expires_at=None if ttl is None else now + ttl)
+def completed(
+    current: Record, now: float, *, result: bytes, codec: str, ttl: float | None
+) -> Record:
+    return current.with_(
+        status=Status.SUCCEEDED,
+        result=result,
+        codec=codec,
+        error=None,
+        lease_until=None,
+        updated_at=now,
+        expires_at=None if ttl is None else now + ttl,
+    )
 
 
 def failed(current: Record, now: float, *, error: bytes, ttl: float | None) -> Record:
-    return current.with_(status=Status.FAILED, error=error, result=None, codec=None,
-                         lease_until=None, updated_at=now,
-                         expires_at=None if ttl is None else now + ttl)
+    return current.with_(
+        status=Status.FAILED,
+        error=error,
+        result=None,
+        codec=None,
+        lease_until=None,
+        updated_at=now,
+        expires_at=None if ttl is None else now + ttl,
+    )
 
 
 def renewed(current: Record, now: float, lease: float, ttl: float | None) -> Record:
@@ -113,12 +127,33 @@ def renewed(current: Record, now: float, lease: float, ttl: float | None) -> Rec
     return current.with_(lease_until=now + lease, updated_at=now, expires_at=expires_at)
 
 
-def settled(current: Record, now: float, *, result: bytes | None, codec: str | None,
-            failed: bool, ttl: float | None) -> Record:
+def settled(
+    current: Record,
+    now: float,
+    *,
+    result: bytes | None,
+    codec: str | None,
+    failed: bool,
+    ttl: float | None,
+) -> Record:
     """Resolve an UNKNOWN (or stuck) record after asking the provider what happened."""
     expires_at = None if ttl is None else now + ttl
     if failed:
-        return current.with_(status=Status.FAILED, error=None, result=None, codec=None,
-                             lease_until=None, updated_at=now, expires_at=expires_at)
-    return current.with_(status=Status.SUCCEEDED, result=result, codec=codec, error=None,
-                         lease_until=None, updated_at=now, expires_at=expires_at)
+        return current.with_(
+            status=Status.FAILED,
+            error=None,
+            result=None,
+            codec=None,
+            lease_until=None,
+            updated_at=now,
+            expires_at=expires_at,
+        )
+    return current.with_(
+        status=Status.SUCCEEDED,
+        result=result,
+        codec=codec,
+        error=None,
+        lease_until=None,
+        updated_at=now,
+        expires_at=expires_at,
+    )

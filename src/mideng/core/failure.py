@@ -21,8 +21,9 @@ def encode_failure(exc: BaseException) -> bytes:
         args: Any = to_jsonable(list(exc.args))
     except TypeError:
         args = None
-    return json.dumps({"type": f"{cls.__module__}:{cls.__qualname__}", "message": str(exc),
-                       "args": args}).encode("utf-8")
+    return json.dumps(
+        {"type": f"{cls.__module__}:{cls.__qualname__}", "message": str(exc), "args": args}
+    ).encode("utf-8")
 
 
 def rebuild_failure(data: bytes) -> BaseException:
@@ -38,7 +39,7 @@ def rebuild_failure(data: bytes) -> BaseException:
             if str(exc) == message:
                 exc.__mideng_replayed__ = True  # type: ignore[attr-defined]
                 return exc
-        except Exception:  # noqa: BLE001 - any constructor failure falls back to the generic error
+        except Exception:
             pass
     return RecordedFailureError(type_name, message)
 

@@ -64,8 +64,16 @@ class Call:
 
     def request(self) -> ClaimRequest:
         p = self.policy
-        return ClaimRequest(self.scope, self.key, self.owner, p.lease, p.ttl, self.fingerprint,
-                            p.on_expiry, self.request_id)
+        return ClaimRequest(
+            self.scope,
+            self.key,
+            self.owner,
+            p.lease,
+            p.ttl,
+            self.fingerprint,
+            p.on_expiry,
+            self.request_id,
+        )
 
     def next(self, claim: Claim, now: float) -> Action:
         """Decide what to do with a claim; ``now`` is the caller's monotonic clock."""
@@ -77,13 +85,21 @@ class Call:
         if claim.outcome is Outcome.REPLAY:
             return self.replay(record)
         if claim.outcome is Outcome.MISMATCH:
-            return Raise(PayloadMismatchError(
-                f"{self.scope}:{self.key} was used before with a different payload; use a new "
-                "key for a new operation", record))
+            return Raise(
+                PayloadMismatchError(
+                    f"{self.scope}:{self.key} was used before with a different payload; use a new "
+                    "key for a new operation",
+                    record,
+                )
+            )
         if claim.outcome is Outcome.UNRESOLVED:
-            return Raise(UnresolvedError(
-                f"{self.scope}:{self.key} is UNKNOWN: an earlier attempt died while doing "
-                "irreversible work. Check with the provider, then Guard.resolve() it", record))
+            return Raise(
+                UnresolvedError(
+                    f"{self.scope}:{self.key} is UNKNOWN: an earlier attempt died while doing "
+                    "irreversible work. Check with the provider, then Guard.resolve() it",
+                    record,
+                )
+            )
         return self._in_progress(record, now)
 
     def _in_progress(self, record: Record, now: float) -> Action:
@@ -93,9 +109,13 @@ class Call:
             self.polls += 1
             return Wait(delay)
         waited = " after waiting" if self.policy.in_progress is OnInProgress.WAIT else ""
-        return Raise(InProgressError(
-            f"{self.scope}:{self.key} is still being processed by another caller{waited}",
-            record, retry_after=min(self.policy.lease, 1.0)))
+        return Raise(
+            InProgressError(
+                f"{self.scope}:{self.key} is still being processed by another caller{waited}",
+                record,
+                retry_after=min(self.policy.lease, 1.0),
+            )
+        )
 
     def replay(self, record: Record) -> Action:
         if record.status is Status.FAILED and record.error is not None:

@@ -46,8 +46,9 @@ def check_key(key: object) -> str:
     return key
 
 
-def bind(signature: inspect.Signature, args: tuple[Any, ...],
-         kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def bind(
+    signature: inspect.Signature, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
     bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
     return dict(bound.arguments)
@@ -66,8 +67,23 @@ def template_fields(template: str) -> list[str]:
     return roots
 
 
-def render(spec: KeySpec, arguments: Mapping[str, Any], args: tuple[Any, ...],
-           kwargs: Mapping[str, Any]) -> str:
+def selector(fn: Callable[..., Any]) -> Callable[[Mapping[str, Any]], Any]:
+    """Call ``fn`` with the bound arguments it names (all of them if it takes **kwargs).
+
+    So ``payload=lambda notify: notify`` works on ``def handle(notify, *, channel="web")``.
+    """
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return lambda arguments: fn(**arguments)
+    names = [
+        n
+        for n, p in params.items()
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ]
+    return lambda arguments: fn(**{n: arguments[n] for n in names if n in arguments})
+
+
+def render(spec: KeySpec, arguments: Mapping[str, Any]) -> str:
     """Render a key from a template, a callable over the call's arguments, or all arguments."""
     if spec is None:
         try:
@@ -78,7 +94,7 @@ def render(spec: KeySpec, arguments: Mapping[str, Any], args: tuple[Any, ...],
                 "business identity, e.g. key='{order.id}'"
             ) from exc
     if callable(spec):
-        return check_key(spec(*args, **kwargs))
+        return check_key(selector(spec)(arguments))
     try:
         return check_key(_FORMATTER.vformat(spec, (), arguments))
     except (KeyError, AttributeError, IndexError, LookupError) as exc:

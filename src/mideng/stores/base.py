@@ -66,8 +66,16 @@ class Store(abc.ABC):
         """Evict one record whatever its state; True if there was one."""
 
     @abc.abstractmethod
-    def resolve(self, scope: str, key: str, *, result: bytes | None, codec: str | None,
-                failed: bool, ttl: float | None) -> Record:
+    def resolve(
+        self,
+        scope: str,
+        key: str,
+        *,
+        result: bytes | None,
+        codec: str | None,
+        failed: bool,
+        ttl: float | None,
+    ) -> Record:
         """Settle an UNKNOWN (or stuck processing) record after asking the provider."""
 
     @abc.abstractmethod
@@ -92,7 +100,7 @@ class Store(abc.ABC):
         """Sliding window: count a hit if fewer than ``limit`` fell in the last ``window``
         seconds and return None; otherwise count nothing and return seconds until one frees."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - stores without connections have nothing to do
         """Release connections. Safe to call twice."""
 
     # -- async: thread offload unless a store has a native async driver -----------------------
@@ -107,8 +115,9 @@ class Store(abc.ABC):
     async def aclaim(self, req: ClaimRequest) -> Claim:
         return await self._offload(self.claim, req)
 
-    async def acomplete(self, ticket: Ticket, result: bytes, codec: str,
-                        ttl: float | None) -> Record:
+    async def acomplete(
+        self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
+    ) -> Record:
         return await self._offload(self.complete, ticket, result, codec, ttl)
 
     async def afail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
@@ -188,8 +197,9 @@ class LocalStore(Store):
         return self._transact(ticket.scope, ticket.key, step)
 
     def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
-        return self._fenced(ticket, lambda cur, now: rules.completed(
-            cur, now, result=result, codec=codec, ttl=ttl))
+        return self._fenced(
+            ticket, lambda cur, now: rules.completed(cur, now, result=result, codec=codec, ttl=ttl)
+        )
 
     def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
         return self._fenced(ticket, lambda cur, now: rules.failed(cur, now, error=error, ttl=ttl))
@@ -209,8 +219,16 @@ class LocalStore(Store):
     def forget(self, scope: str, key: str) -> bool:
         return self._transact(scope, key, lambda current, now: (current is not None, None))
 
-    def resolve(self, scope: str, key: str, *, result: bytes | None, codec: str | None,
-                failed: bool, ttl: float | None) -> Record:
+    def resolve(
+        self,
+        scope: str,
+        key: str,
+        *,
+        result: bytes | None,
+        codec: str | None,
+        failed: bool,
+        ttl: float | None,
+    ) -> Record:
         def step(current: Record | None, now: float) -> tuple[Record, Record | None]:
             check_resolvable(scope, key, current, now)
             assert current is not None
@@ -221,8 +239,11 @@ class LocalStore(Store):
 
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         now = self._now()
-        found = [r for r in self._records()
-                 if (scope is None or r.scope == scope) and is_unresolved(r, now)]
+        found = [
+            r
+            for r in self._records()
+            if (scope is None or r.scope == scope) and is_unresolved(r, now)
+        ]
         return sorted(found, key=lambda r: r.updated_at)[:limit]
 
     def purge(self, limit: int | None = None) -> int:
@@ -232,9 +253,16 @@ class LocalStore(Store):
     # guarded call because they live in their own scope namespace).
     def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
         def step(current: Record | None, now: float) -> tuple[None, Record | None]:
-            return None, Record(scope=TOKEN_PREFIX + scope, key=key, status=Status.SUCCEEDED,
-                                fence=0, owner=token, created_at=now, updated_at=now,
-                                expires_at=now + ttl)
+            return None, Record(
+                scope=TOKEN_PREFIX + scope,
+                key=key,
+                status=Status.SUCCEEDED,
+                fence=0,
+                owner=token,
+                created_at=now,
+                updated_at=now,
+                expires_at=now + ttl,
+            )
 
         self._transact(TOKEN_PREFIX + scope, key, step)
 
@@ -248,14 +276,25 @@ class LocalStore(Store):
 
     def hit(self, scope: str, key: str, window: float, limit: int) -> float | None:
         def step(current: Record | None, now: float) -> tuple[float | None, Record | None]:
-            stamps = [] if current is None or current.result is None else [
-                t for t in json.loads(current.result) if t > now - window]
+            stamps = (
+                []
+                if current is None or current.result is None
+                else [t for t in json.loads(current.result) if t > now - window]
+            )
             if len(stamps) >= limit:
                 return max(stamps[-limit] + window - now, 0.001), KEEP
             stamps.append(now)
-            return None, Record(scope=HIT_PREFIX + scope, key=key, status=Status.SUCCEEDED,
-                                fence=0, owner="", result=json.dumps(stamps).encode(),
-                                created_at=now, updated_at=now, expires_at=now + window)
+            return None, Record(
+                scope=HIT_PREFIX + scope,
+                key=key,
+                status=Status.SUCCEEDED,
+                fence=0,
+                owner="",
+                result=json.dumps(stamps).encode(),
+                created_at=now,
+                updated_at=now,
+                expires_at=now + window,
+            )
 
         return self._transact(HIT_PREFIX + scope, key, step)
 
@@ -264,7 +303,8 @@ def is_unresolved(record: Record, now: float) -> bool:
     if record.expired(now):
         return False
     return record.status is Status.UNKNOWN or (
-        record.status is Status.PROCESSING and not record.lease_live(now))
+        record.status is Status.PROCESSING and not record.lease_live(now)
+    )
 
 
 def check_resolvable(scope: str, key: str, current: Record | None, now: float) -> None:

@@ -68,9 +68,15 @@ def require(module: str, extra: str) -> Any:
 
 
 # Server stores; each module imports its driver on first use.
-for _scheme in ("postgresql", "postgresql+psycopg", "postgres", "mysql", "mysql+pymysql",
-                "mariadb", "mariadb+pymysql"):
+for _scheme in (
+    "postgresql",
+    "postgresql+psycopg",
+    "postgres",
+    "mysql",
+    "mysql+pymysql",
+    "mariadb",
+    "mariadb+pymysql",
+):
     _BACKENDS[_scheme] = "mideng.stores.sql:SQLStore.from_url"
-for _scheme in ("redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel",
-                "unix"):
+for _scheme in ("redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel", "unix"):
     _BACKENDS[_scheme] = "mideng.stores.redis:RedisStore.from_url"

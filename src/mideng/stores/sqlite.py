@@ -8,6 +8,7 @@ queues for the write lock. Connections are per thread and per process (a fork re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
@@ -16,12 +17,28 @@ import time
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from mideng.core.decide import decide
 from mideng.core.record import Claim, ClaimRequest, Record, Status
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import KEEP, LocalStore, Step, T, is_unresolved
 
-_COLUMNS = ("scope", "key", "status", "fence", "owner", "fingerprint", "lease_until", "result",
-            "codec", "error", "attempts", "request_id", "created_at", "updated_at", "expires_at")
+_COLUMNS = (
+    "scope",
+    "key",
+    "status",
+    "fence",
+    "owner",
+    "fingerprint",
+    "lease_until",
+    "result",
+    "codec",
+    "error",
+    "attempts",
+    "request_id",
+    "created_at",
+    "updated_at",
+    "expires_at",
+)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
@@ -50,14 +67,34 @@ def _record(row: tuple[Any, ...] | None) -> Record | None:
 
 
 def _row(r: Record) -> tuple[Any, ...]:
-    return (r.scope, r.key, r.status.value, r.fence, r.owner, r.fingerprint, r.lease_until,
-            r.result, r.codec, r.error, r.attempts, r.request_id, r.created_at, r.updated_at,
-            r.expires_at)
+    return (
+        r.scope,
+        r.key,
+        r.status.value,
+        r.fence,
+        r.owner,
+        r.fingerprint,
+        r.lease_until,
+        r.result,
+        r.codec,
+        r.error,
+        r.attempts,
+        r.request_id,
+        r.created_at,
+        r.updated_at,
+        r.expires_at,
+    )
 
 
 class SQLiteStore(LocalStore):
-    def __init__(self, path: str, *, table: str = "mideng_records", timeout: float = 30.0,
-                 synchronous: str = "NORMAL") -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        table: str = "mideng_records",
+        timeout: float = 30.0,
+        synchronous: str = "NORMAL",
+    ) -> None:
         if not _IDENT.match(table):
             raise ConfigurationError(f"table name {table!r} is not a plain SQL identifier")
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
@@ -72,8 +109,9 @@ class SQLiteStore(LocalStore):
         self._all_lock = threading.Lock()
         cols = ", ".join(_COLUMNS)
         self._select = f"SELECT {cols} FROM {table} WHERE scope = ? AND key = ?"
-        self._upsert = (f"INSERT OR REPLACE INTO {table} ({cols}) "
-                        f"VALUES ({', '.join('?' * len(_COLUMNS))})")
+        self._upsert = (
+            f"INSERT OR REPLACE INTO {table} ({cols}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+        )
         self._delete = f"DELETE FROM {table} WHERE scope = ? AND key = ?"
         self._conn()  # fail at open time, not on the first call, if the file is unusable
 
@@ -95,8 +133,9 @@ class SQLiteStore(LocalStore):
         if conn is not None and self._local.pid == os.getpid():
             return conn
         try:
-            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
@@ -126,10 +165,8 @@ class SQLiteStore(LocalStore):
         with self._all_lock:
             conns, self._all = self._all, []
         for conn in conns:
-            try:
+            with contextlib.suppress(sqlite3.Error):  # closing a broken connection
                 conn.close()
-            except sqlite3.Error:  # pragma: no cover - closing a broken connection
-                pass
         self._local = threading.local()
 
     # -- the one primitive --------------------------------------------------------------------
@@ -163,8 +200,6 @@ class SQLiteStore(LocalStore):
             raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
 
     def claim(self, req: ClaimRequest) -> Claim:
-        from mideng.core.decide import decide
-
         # A decision that writes nothing is as true at the snapshot as under the lock.
         current = self._snapshot(req.scope, req.key)
         if current is not None:
@@ -190,15 +225,19 @@ class SQLiteStore(LocalStore):
 
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         now = time.time()
-        sql = (f"SELECT {', '.join(_COLUMNS)} FROM {self.table} "
-               "WHERE status IN ('processing', 'unknown') AND (? IS NULL OR scope = ?) "
-               "ORDER BY updated_at")
+        sql = (
+            f"SELECT {', '.join(_COLUMNS)} FROM {self.table} "
+            "WHERE status IN ('processing', 'unknown') AND (? IS NULL OR scope = ?) "
+            "ORDER BY updated_at"
+        )
         found = [r for r in self._query(sql, (scope, scope)) if is_unresolved(r, now)]
         return found[:limit]
 
     def _delete_expired(self, now: float, limit: int | None) -> int:
-        sql = (f"DELETE FROM {self.table} WHERE (scope, key) IN (SELECT scope, key FROM "
-               f"{self.table} WHERE expires_at <= ? LIMIT ?)")
+        sql = (
+            f"DELETE FROM {self.table} WHERE (scope, key) IN (SELECT scope, key FROM "
+            f"{self.table} WHERE expires_at <= ? LIMIT ?)"
+        )
         try:
             cur = self._conn().execute(sql, (now, -1 if limit is None else limit))
         except sqlite3.Error as exc:

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from mideng import Guard, open_store
+from mideng.cli import main
+from mideng.core.record import ClaimRequest, ExpiryPolicy
+
+
+def ran() -> object:
+    return "ran"
+
+
+def test_inspect_resolve_release_purge(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    guard = Guard(open_store(url), ttl=0.2)
+    guard.run("pay", "t1", lambda: {"ok": True})
+    guard.store.claim(
+        ClaimRequest("charge", "c1", uuid.uuid4().hex, 0.1, 60, None, ExpiryPolicy.UNKNOWN)
+    )
+    cli = CliRunner()
+
+    shown = cli.invoke(main, ["inspect", "--store", url, "pay", "t1"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["result"] == {"ok": True}
+    missing = cli.invoke(main, ["inspect", "--store", url, "pay", "nope"])
+    assert missing.exit_code == 1
+    assert "no record for pay:nope" in missing.output
+
+    time.sleep(0.3)
+    listed = cli.invoke(main, ["unresolved", "--store", url])
+    assert listed.exit_code == 0
+    assert "charge" in listed.output
+    assert "c1" in listed.output
+
+    both = cli.invoke(main, ["resolve", "--store", url, "charge", "c1"])
+    assert both.exit_code == 2
+    settled = cli.invoke(
+        main, ["resolve", "--store", url, "charge", "c1", "--result", '{"charged": true}']
+    )
+    assert settled.exit_code == 0, settled.output
+    assert guard.run("charge", "c1", ran) == {"charged": True}
+
+    purged = cli.invoke(main, ["purge", "--store", url])
+    assert purged.exit_code == 0
+    assert "purged 1 expired record(s)" in purged.output  # pay:t1 (ttl 0.2 s)
+
+    evicted = cli.invoke(main, ["release", "--store", url, "--yes", "charge", "c1"])
+    assert evicted.exit_code == 0
+    assert "evicted" in evicted.output
+    assert guard.get("charge", "c1") is None
+    guard.close()
+
+
+def test_bad_store_url_is_a_clear_error() -> None:
+    result = CliRunner().invoke(main, ["purge", "--store", "nosuch://x"])
+    assert result.exit_code == 1
+    assert "no store for scheme 'nosuch'" in result.output

@@ -1,0 +1,216 @@
+"""The I/O-free core: canonical JSON, fingerprints, codecs, keys, the claim rules."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import math
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import pydantic
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mideng.core.canonical import canonical_bytes, fingerprint
+from mideng.core.codec import JsonCodec, get_codec
+from mideng.core.decide import decide
+from mideng.core.keys import check_key, render
+from mideng.core.policy import Policy
+from mideng.core.record import ClaimRequest, ExpiryPolicy, Outcome, Record, Status
+from mideng.errors import CodecError, ConfigurationError, InvalidKeyError, KeyMissingError
+
+
+class Kind(enum.Enum):
+    A = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    sku: str
+    price: Decimal
+    tags: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Order:
+    id: uuid.UUID
+    at: dt.datetime
+    items: list[Item]
+    kind: Kind
+    by_sku: dict[str, int]
+    note: str | None = None
+
+
+class Model(pydantic.BaseModel):
+    order: Order
+    when: dt.date
+
+
+def test_canonical_ignores_key_order_and_spelling() -> None:
+    assert canonical_bytes({"b": 1, "a": [1, 2]}) == canonical_bytes({"a": [1, 2], "b": 1})
+    assert fingerprint({"x": {1, 2, 3}}) == fingerprint({"x": {3, 2, 1}})
+    assert fingerprint({"a": 1}) != fingerprint({"a": 2})
+    assert canonical_bytes({"é": "ü"}) == '{"é":"ü"}'.encode()
+
+
+def test_canonical_refuses_what_json_cannot_say() -> None:
+    for bad in (math.nan, math.inf, Decimal("NaN"), object()):
+        with pytest.raises(TypeError):
+            canonical_bytes({"v": bad})
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_fingerprint_is_stable_under_reordering(value: Any) -> None:
+    def reverse(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: reverse(v[k]) for k in reversed(list(v))}
+        if isinstance(v, list):
+            return [reverse(x) for x in v]
+        return v
+
+    assert fingerprint(value) == fingerprint(reverse(value))
+
+
+def test_json_codec_round_trips_declared_types() -> None:
+    order = Order(
+        uuid.uuid4(),
+        dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.timezone.utc),
+        [Item("a", Decimal("1.10"), ("x",))],
+        Kind.A,
+        {"a": 1},
+    )
+    codec = JsonCodec()
+    assert codec.decode(codec.encode(order), Order) == order
+    model = Model(order=order, when=dt.date(2026, 5, 2))
+    assert codec.decode(codec.encode(model), Model) == model
+    assert codec.decode(codec.encode([order]), list[Order]) == [order]
+    assert codec.decode(codec.encode(None), Order | None) is None
+    assert codec.decode(codec.encode({"k": order}), dict[str, Order]) == {"k": order}
+    assert codec.decode(codec.encode((1, "a")), tuple[int, str]) == (1, "a")
+    assert codec.decode(codec.encode(b"\x00\xff"), bytes) == b"\x00\xff"
+    assert codec.decode(codec.encode({"plain": 1})) == {"plain": 1}
+
+
+def test_json_codec_errors_are_clear() -> None:
+    codec = JsonCodec()
+    with pytest.raises(CodecError, match="cannot store the result as JSON"):
+        codec.encode(object())
+    with pytest.raises(CodecError, match="does not fit"):
+        codec.decode(b'"text"', int)
+    with pytest.raises(CodecError, match="not valid JSON"):
+        codec.decode(b"{", None)
+    with pytest.raises(ConfigurationError, match="unknown codec"):
+        get_codec("yaml")
+
+
+def test_key_templates_read_bound_arguments() -> None:
+    @dataclasses.dataclass
+    class Notify:
+        trade_no: str
+
+    args = {"notify": Notify("T1"), "items": ["a", "b"]}
+    assert render("{notify.trade_no}", args) == "T1"
+    assert render("order:{items[1]}", args) == "order:b"
+    assert render(lambda items: f"x{len(items)}", args) == "x2"
+    assert render(None, args).startswith("sha256:")
+    with pytest.raises(KeyMissingError):
+        render("{notify.missing}", args)
+    with pytest.raises(KeyMissingError):
+        render(None, {"conn": object()})
+
+
+@pytest.mark.parametrize("bad", ["", None, "x" * 256, 1.5, b"k"])
+def test_bad_keys_are_refused(bad: object) -> None:
+    with pytest.raises(InvalidKeyError):
+        check_key(bad)
+
+
+def test_policy_validation() -> None:
+    with pytest.raises(ConfigurationError):
+        Policy(lease=0)
+    with pytest.raises(ConfigurationError):
+        Policy(on_error="swallow")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="unknown option"):
+        Policy().merged(leese=3)
+    assert Policy().merged(lease=5).lease == 5
+
+
+def _req(**kw: Any) -> ClaimRequest:
+    base: dict[str, Any] = {"scope": "s", "key": "k", "owner": "o2", "lease": 10, "ttl": 100}
+    base.update(kw)
+    return ClaimRequest(**base)
+
+
+def _rec(**kw: Any) -> Record:
+    base: dict[str, Any] = {
+        "scope": "s",
+        "key": "k",
+        "status": Status.PROCESSING,
+        "fence": 3,
+        "owner": "o1",
+        "lease_until": 50.0,
+        "expires_at": 500.0,
+    }
+    base.update(kw)
+    return Record(**base)
+
+
+@pytest.mark.parametrize(
+    ("current", "req", "now", "outcome", "writes"),
+    [
+        (None, _req(), 0.0, Outcome.ACQUIRED, True),
+        (_rec(), _req(), 10.0, Outcome.IN_PROGRESS, False),
+        (_rec(), _req(), 60.0, Outcome.ACQUIRED, True),
+        (_rec(), _req(on_expiry=ExpiryPolicy.UNKNOWN), 60.0, Outcome.UNRESOLVED, True),
+        (_rec(status=Status.UNKNOWN, lease_until=None), _req(), 60.0, Outcome.UNRESOLVED, False),
+        (
+            _rec(status=Status.SUCCEEDED, result=b"1", codec="json"),
+            _req(),
+            60.0,
+            Outcome.REPLAY,
+            False,
+        ),
+        (
+            _rec(status=Status.SUCCEEDED, fingerprint="a"),
+            _req(fingerprint="b"),
+            1.0,
+            Outcome.MISMATCH,
+            False,
+        ),
+        (_rec(status=Status.FAILED, error=b"{}"), _req(), 1.0, Outcome.REPLAY, False),
+        (_rec(status=Status.FAILED, error=None), _req(), 1.0, Outcome.ACQUIRED, True),
+        (_rec(status=Status.SUCCEEDED), _req(), 600.0, Outcome.ACQUIRED, True),
+    ],
+)
+def test_claim_rules(
+    current: Record | None, req: ClaimRequest, now: float, outcome: Outcome, writes: bool
+) -> None:
+    claim, write = decide(current, req, now)
+    assert claim.outcome is outcome
+    assert write is writes
+    if outcome is Outcome.ACQUIRED:
+        assert claim.record.owner == req.owner
+        assert claim.record.fence == (current.fence + 1 if current else 1)
+        assert claim.record.lease_until == now + req.lease
+
+
+def test_unknown_policy_processing_records_never_expire() -> None:
+    claim, _ = decide(None, _req(on_expiry=ExpiryPolicy.UNKNOWN), 0.0)
+    assert claim.record.expires_at is None
+    claim, _ = decide(None, _req(), 0.0)
+    assert claim.record.expires_at == 0.0 + 10 + 100
