@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mideng.core.keys import (
     KeySpec,
-    bind,
     check_key,
     check_scope,
+    compile_template,
+    fast_binder,
     render,
     selector,
     template_fields,
@@ -62,14 +63,21 @@ def _decorate(
 ) -> Callable[..., Any]:
     signature = inspect.signature(fn)
     _check_template(key, signature, fn)
-    key_of = selector(key) if callable(key) else None
+    binder = fast_binder(signature)
+    key_of: Callable[[Any], Any]
+    if callable(key):
+        key_of = selector(key)
+    elif isinstance(key, str):
+        key_of = compile_template(key)
+    else:
+        key_of = lambda arguments: render(None, arguments)  # noqa: E731
     payload_of = selector(payload) if payload is not None else None
     cache: dict[int, tuple[Policy, Policy]] = {}
 
     def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Guard, Any]:
         guard = resolve()
-        arguments = bind(signature, args, kwargs)
-        rendered = check_key(key_of(arguments)) if key_of is not None else render(key, arguments)
+        arguments = binder(args, kwargs)
+        rendered = check_key(key_of(arguments))
         base = guard.policy(scope)
         cached = cache.get(id(guard))
         if cached is None or cached[0] is not base:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import logging
+import os
 import time
 import typing
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
@@ -32,6 +33,32 @@ R = TypeVar("R")
 P = ParamSpec("P")
 log = logging.getLogger("mideng")
 _NO_RESULT: Any = object()
+
+
+class _Owners:
+    """Claim owner ids: a random per-process prefix and a counter.
+
+    Unique across processes and restarts like uuid4, without a getrandom call per claim; a
+    forked child draws a new prefix so it can never reuse its parent's ids.
+    """
+
+    def __init__(self) -> None:
+        self._reseed()
+        os.register_at_fork(after_in_child=self._reseed)
+
+    def _reseed(self) -> None:
+        self._prefix = os.urandom(9).hex()
+        self._counter = itertools.count(1)
+
+    def next(self) -> str:
+        return f"{self._prefix}-{next(self._counter)}"
+
+
+new_owner = _Owners().next
+
+
+def _no_heartbeat() -> None:
+    pass
 
 
 def return_hint(fn: Callable[..., Any]) -> Any:
@@ -151,7 +178,7 @@ class Guard:
         return Call(
             scope=check_scope(scope),
             key=check_key(key),
-            owner=uuid.uuid4().hex,
+            owner=new_owner(),
             policy=policy or self._scopes.get(scope, self.defaults),
             started=time.monotonic(),
             fingerprint=fp,
@@ -202,22 +229,20 @@ class Guard:
         kwargs: dict[str, Any],
     ) -> R:
         p = call.policy
-        beat = (
+        stop = (
             self._heartbeats.start(
                 p.lease / 3, lambda: self.store.heartbeat(ticket, p.lease, p.ttl)
             )
             if p.heartbeat
-            else None
+            else _no_heartbeat
         )
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
-            if beat is not None:
-                beat.cancel()
+            stop()
             self._settle_error(call, ticket, exc)
             raise
-        if beat is not None:
-            beat.cancel()
+        stop()
         try:
             data = p.codec_obj.encode(result)
         except CodecError as exc:
@@ -235,20 +260,18 @@ class Guard:
         kwargs: dict[str, Any],
     ) -> R:
         p = call.policy
-        beat = (
+        stop = (
             start_async(p.lease / 3, lambda: self.store.aheartbeat(ticket, p.lease, p.ttl))
             if p.heartbeat
-            else None
+            else _no_heartbeat
         )
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:
-            if beat is not None:
-                beat.cancel()
+            stop()
             await self._asettle_error(call, ticket, exc)
             raise
-        if beat is not None:
-            beat.cancel()
+        stop()
         try:
             data = p.codec_obj.encode(result)
         except CodecError as exc:

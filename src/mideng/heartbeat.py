@@ -1,14 +1,14 @@
 """Lease renewal while a body runs: one timer thread per Guard (sync), loop timers (async).
 
 A body shorter than a third of its lease never touches the store for a heartbeat: the sync
-side only pushes onto a heap, the async side only arms a loop timer. A holder that is killed or
-stopped stops renewing, so its lease runs out and a take-over becomes possible.
+side only adds itself to a table the timer thread looks at, the async side only arms a loop
+timer. A holder that is killed or stopped stops renewing, so its lease runs out and a take-over
+becomes possible.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
 import itertools
 import logging
 import threading
@@ -21,83 +21,89 @@ log = logging.getLogger("mideng")
 
 
 class Beat:
-    __slots__ = ("cancelled", "lost")
+    __slots__ = ("cancelled", "due", "lost", "period", "renew")
 
-    def __init__(self) -> None:
+    def __init__(self, period: float, renew: Callable[[], object]) -> None:
         self.cancelled = False
         self.lost = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
+        self.period = period
+        self.renew = renew
+        self.due = time.monotonic() + period
 
 
 class Heartbeats:
-    """A heap of due renewals served by one daemon thread, started on first use."""
+    """Live beats in a dict (O(1) to add and drop) served by one daemon thread.
+
+    The thread sleeps until the earliest due beat; a new beat wakes it only when it is due
+    sooner than that, which a beat with the usual period never is.
+    """
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, float, Beat, Callable[[], object]]] = []
+        self._beats: dict[int, Beat] = {}
+        self._ids = itertools.count()
         self._cond = threading.Condition()
-        self._seq = itertools.count()
         self._thread: threading.Thread | None = None
+        self._wake_at = float("inf")
 
-    def start(self, period: float, renew: Callable[[], object]) -> Beat:
-        beat = Beat()
+    def start(self, period: float, renew: Callable[[], object]) -> Callable[[], None]:
+        """Begin renewing; returns the function that stops it."""
+        beat = Beat(period, renew)
+        ident = next(self._ids)
         with self._cond:
-            heapq.heappush(
-                self._heap, (time.monotonic() + period, next(self._seq), period, beat, renew)
-            )
-            if self._thread is None or not self._thread.is_alive():
+            self._beats[ident] = beat
+            if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._serve, name="mideng-heartbeat", daemon=True
                 )
                 self._thread.start()
-            elif self._heap[0][3] is beat:
+            elif beat.due < self._wake_at:
                 self._cond.notify()
-        return beat
+
+        def stop() -> None:
+            beat.cancelled = True
+            with self._cond:
+                self._beats.pop(ident, None)
+
+        return stop
 
     def _serve(self) -> None:
         while True:
             with self._cond:
-                while self._heap and self._heap[0][3].cancelled:
-                    heapq.heappop(self._heap)
-                if not self._heap:
+                if not self._beats:
+                    self._wake_at = float("inf")
                     self._cond.wait(timeout=5.0)
-                    if not self._heap:
+                    if not self._beats:
                         self._thread = None
                         return
+                now = time.monotonic()
+                due = [b for b in self._beats.values() if b.due <= now]
+                if not due:
+                    self._wake_at = min(b.due for b in self._beats.values())
+                    self._cond.wait(timeout=self._wake_at - now)
                     continue
-                due = self._heap[0][0]
-                delay = due - time.monotonic()
-                if delay > 0:
-                    self._cond.wait(timeout=delay)
-                    continue
-                _, _, period, beat, renew = heapq.heappop(self._heap)
-            if _renew_once(beat, renew):
-                with self._cond:
-                    heapq.heappush(
-                        self._heap,
-                        (time.monotonic() + period, next(self._seq), period, beat, renew),
-                    )
+            for beat in due:
+                _renew_once(beat)
 
 
-def _renew_once(beat: Beat, renew: Callable[[], object]) -> bool:
-    if beat.cancelled:
-        return False
+def _renew_once(beat: Beat) -> None:
+    if beat.cancelled or beat.lost:
+        return
     try:
-        renew()
+        beat.renew()
     except IdempotencyError as exc:
         # Lost lease or store trouble: stop renewing; the completion will be fenced anyway.
         beat.lost = True
+        beat.due = float("inf")
         log.warning("mideng heartbeat stopped: %s", exc)
-        return False
-    return not beat.cancelled
+        return
+    beat.due = time.monotonic() + beat.period
 
 
-class AsyncBeat(Beat):
-    __slots__ = ("handle", "task")
+class AsyncBeat:
+    __slots__ = ("cancelled", "handle", "task")
 
     def __init__(self) -> None:
-        super().__init__()
+        self.cancelled = False
         self.handle: asyncio.TimerHandle | None = None
         self.task: asyncio.Task[None] | None = None
 
@@ -109,7 +115,8 @@ class AsyncBeat(Beat):
             self.task.cancel()
 
 
-def start_async(period: float, renew: Callable[[], Awaitable[object]]) -> AsyncBeat:
+def start_async(period: float, renew: Callable[[], Awaitable[object]]) -> Callable[[], None]:
+    """Begin renewing on the running loop; returns the function that stops it."""
     loop = asyncio.get_running_loop()
     beat = AsyncBeat()
 
@@ -117,7 +124,6 @@ def start_async(period: float, renew: Callable[[], Awaitable[object]]) -> AsyncB
         try:
             await renew()
         except IdempotencyError as exc:
-            beat.lost = True
             log.warning("mideng heartbeat stopped: %s", exc)
             return
         if not beat.cancelled:
@@ -128,4 +134,4 @@ def start_async(period: float, renew: Callable[[], Awaitable[object]]) -> AsyncB
             beat.task = loop.create_task(fire())
 
     beat.handle = loop.call_later(period, spawn)
-    return beat
+    return beat.cancel

@@ -8,8 +8,10 @@ caller passed the value by position or by name.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import string
+from _string import formatter_field_name_split  # type: ignore[import-not-found]
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -83,6 +85,80 @@ def selector(fn: Callable[..., Any]) -> Callable[[Mapping[str, Any]], Any]:
     return lambda arguments: fn(**{n: arguments[n] for n in names if n in arguments})
 
 
+Accessor = tuple[str, list[tuple[bool, Any]], str, str | None]
+_CONVERSIONS: dict[str, Callable[[object], str]] = {"r": repr, "s": str, "a": ascii}
+
+
+def compile_template(template: str) -> Callable[[Mapping[str, Any]], str]:
+    """Parse a key template once; rendering is then a walk over prepared accessors.
+
+    Same syntax as str.format with named fields (attribute and index access, conversions and
+    format specs), minus nested replacement fields, which a key has no use for.
+    """
+    parts: list[str | Accessor] = []
+    for literal, field, spec, conversion in _FORMATTER.parse(template):
+        if literal:
+            parts.append(literal)
+        if field is None:
+            continue
+        if not field or field[0].isdigit() or "{" in (spec or ""):
+            raise InvalidKeyError(f"key template {template!r} must name arguments plainly")
+        first, rest = formatter_field_name_split(field)
+        parts.append((str(first), list(rest), spec or "", conversion))
+
+    def render_compiled(arguments: Mapping[str, Any]) -> str:
+        out = []
+        for part in parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            first, chain, spec, conversion = part
+            try:
+                value = arguments[first]
+                for is_attr, name in chain:
+                    value = getattr(value, name) if is_attr else value[name]
+            except (KeyError, AttributeError, IndexError, LookupError, TypeError) as exc:
+                raise KeyMissingError(
+                    f"key template {template!r} could not be rendered: {exc!r}"
+                ) from exc
+            if conversion:
+                value = _CONVERSIONS[conversion](value)
+            out.append(format(value, spec))
+        return check_key("".join(out))
+
+    return render_compiled
+
+
+def fast_binder(
+    signature: inspect.Signature,
+) -> Callable[[tuple[Any, ...], Mapping[str, Any]], dict[str, Any]]:
+    """``bind`` without inspect's per-call overhead for plain signatures.
+
+    Any call it can't map with certainty (extra, missing or doubled arguments, *args,
+    positional-only) goes to inspect's bind, which raises the proper TypeError.
+    """
+    params = signature.parameters
+    plain = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    if any(p.kind not in plain for p in params.values()):
+        return lambda args, kwargs: bind(signature, args, kwargs)
+    positional = [n for n, p in params.items() if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+    defaults = {n: p.default for n, p in params.items() if p.default is not p.empty}
+    count = len(params)
+
+    def bind_fast(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        if len(args) <= len(positional):
+            arguments = dict(defaults)
+            arguments.update(zip(positional, args, strict=False))
+            arguments.update(kwargs)
+            if len(arguments) == count and all(
+                k in params and k not in positional[: len(args)] for k in kwargs
+            ):
+                return arguments
+        return bind(signature, args, kwargs)
+
+    return bind_fast
+
+
 def render(spec: KeySpec, arguments: Mapping[str, Any]) -> str:
     """Render a key from a template, a callable over the call's arguments, or all arguments."""
     if spec is None:
@@ -95,7 +171,7 @@ def render(spec: KeySpec, arguments: Mapping[str, Any]) -> str:
             ) from exc
     if callable(spec):
         return check_key(selector(spec)(arguments))
-    try:
-        return check_key(_FORMATTER.vformat(spec, (), arguments))
-    except (KeyError, AttributeError, IndexError, LookupError) as exc:
-        raise KeyMissingError(f"key template {spec!r} could not be rendered: {exc!r}") from exc
+    return _compiled(spec)(arguments)
+
+
+_compiled = functools.lru_cache(maxsize=1024)(compile_template)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
+from typing import Any
 
 
 class Status(str, enum.Enum):
@@ -52,14 +53,20 @@ class Record:
     updated_at: float = 0.0
     expires_at: float | None = None
 
-    def with_(self, **changes: object) -> Record:
-        return replace(self, **changes)  # type: ignore[arg-type]
+    def with_(self, **changes: Any) -> Record:
+        # dataclasses.replace re-inspects the fields on every call; this is on the hot path.
+        values = {name: getattr(self, name) for name in _RECORD_FIELDS}
+        values.update(changes)
+        return Record(**values)
 
     def expired(self, now: float) -> bool:
         return self.expires_at is not None and self.expires_at <= now
 
     def lease_live(self, now: float) -> bool:
         return self.lease_until is not None and self.lease_until > now
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(Record))
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,13 +14,14 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from mideng.core.decide import decide
-from mideng.core.record import Claim, ClaimRequest, Record, Status
+from mideng.core.record import Claim, ClaimRequest, Record, Status, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
-from mideng.stores.base import KEEP, LocalStore, Step, T, is_unresolved
+from mideng.stores.base import KEEP, LocalStore, Step, T, is_unresolved, lease_lost
 
 _COLUMNS = (
     "scope",
@@ -39,6 +40,10 @@ _COLUMNS = (
     "updated_at",
     "expires_at",
 )
+# UPDATE/DELETE ... RETURNING arrived in SQLite 3.35; older libraries take the generic path.
+_RETURNING = sqlite3.sqlite_version_info >= (3, 35)
+# Only the fields a fenced transition reads matter; its output supplies the SET values.
+_STAND_IN = Record(scope="", key="", status=Status.PROCESSING, fence=0, owner="", expires_at=0.0)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
@@ -113,6 +118,10 @@ class SQLiteStore(LocalStore):
             f"INSERT OR REPLACE INTO {table} ({cols}) VALUES ({', '.join('?' * len(_COLUMNS))})"
         )
         self._delete = f"DELETE FROM {table} WHERE scope = ? AND key = ?"
+        self._insert_new = (
+            f"INSERT OR IGNORE INTO {table} ({cols}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+        )
+        self._cols = cols
         self._conn()  # fail at open time, not on the first call, if the file is unusable
 
     @classmethod
@@ -200,13 +209,66 @@ class SQLiteStore(LocalStore):
             raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
 
     def claim(self, req: ClaimRequest) -> Claim:
-        # A decision that writes nothing is as true at the snapshot as under the lock.
+        now = time.time()
         current = self._snapshot(req.scope, req.key)
-        if current is not None:
-            claim, write = decide(current, req, time.time())
-            if not write:
-                return claim
+        claim, write = decide(current, req, now)
+        if not write:
+            # A decision that writes nothing is as true at the snapshot as under the lock.
+            return claim
+        if current is None and self._run(self._insert_new, _row(claim.record)).rowcount == 1:
+            # Absent at the snapshot: one autocommit INSERT, which loses cleanly to a racer.
+            return claim
         return super().claim(req)
+
+    # Fenced writes in one autocommit statement each. The WHERE clause is core.decide.holds; the
+    # new values come from the core's own transition (completed / failed / renewed) applied to
+    # a stand-in record, so this file restates no rule. Only "a record that never expires keeps
+    # not expiring" (renewed) depends on the stored row, hence the CASE.
+    def _fenced(self, ticket: Ticket, change: Callable[[Record, float], Record | None]) -> Record:
+        if not _RETURNING:
+            return super()._fenced(ticket, change)
+        now = time.time()
+        new = change(_STAND_IN.with_(owner=ticket.owner, fence=ticket.fence), now)
+        holds = (
+            "scope = ? AND key = ? AND owner = ? AND fence = ? AND status = 'processing' "
+            "AND (expires_at IS NULL OR expires_at > ?)"
+        )
+        where = (ticket.scope, ticket.key, ticket.owner, ticket.fence, now)
+        if new is None:
+            sql = f"DELETE FROM {self.table} WHERE {holds} RETURNING {self._cols}"
+            params: tuple[Any, ...] = where
+        else:
+            renewing = new.status is Status.PROCESSING
+            sql = (
+                f"UPDATE {self.table} SET status = ?, result = ?, codec = ?, error = ?, "
+                "lease_until = ?, updated_at = ?, "
+                "expires_at = CASE WHEN ? AND expires_at IS NULL THEN NULL ELSE ? END "
+                f"WHERE {holds} RETURNING {self._cols}"
+            )
+            params = (
+                new.status.value,
+                new.result,
+                new.codec,
+                new.error,
+                new.lease_until,
+                now,
+                renewing,
+                new.expires_at,
+                *where,
+            )
+        # fetchall: an autocommit statement with RETURNING commits once its rows are read.
+        rows = self._run(sql, params).fetchall()
+        if not rows:
+            raise lease_lost(ticket, self._snapshot(ticket.scope, ticket.key))
+        record = _record(rows[0])
+        assert record is not None
+        return record
+
+    def _run(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
+        try:
+            return self._conn().execute(sql, params)
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
 
     def get(self, scope: str, key: str) -> Record | None:
         current = self._snapshot(scope, key)
