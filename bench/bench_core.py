@@ -85,7 +85,7 @@ def main() -> None:
                 ("raw sqlite3 first call (INSERT + UPDATE)", raw_first, 1.0),
                 ("@idempotent on SQLite, first call", sqlite_first, sqlite_first / raw_first),
                 ("@idempotent on memory, first call", mem_first, mem_first / raw_first),
-                ("raw sqlite3 duplicate (SELECT + decode)", raw_dup, None),
+                ("raw sqlite3 duplicate (SELECT + decode)", raw_dup, 1.0),
                 ("@idempotent on SQLite, duplicate", sqlite_dup, sqlite_dup / raw_dup),
                 ("@idempotent on memory, duplicate", mem_dup, mem_dup / raw_dup),
                 ("undecorated call", plain, None),
