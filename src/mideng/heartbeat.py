@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 
 from mideng.errors import IdempotencyError
@@ -39,6 +41,11 @@ class Heartbeats:
     """
 
     def __init__(self) -> None:
+        self._reset()
+        _ALL.add(self)
+
+    def _reset(self) -> None:
+        # A forked child has none of its parent's threads: it starts its own timer on demand.
         self._beats: dict[int, Beat] = {}
         self._ids = itertools.count()
         self._cond = threading.Condition()
@@ -83,6 +90,17 @@ class Heartbeats:
                     continue
             for beat in due:
                 _renew_once(beat)
+
+
+_ALL: weakref.WeakSet[Heartbeats] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for heartbeats in list(_ALL):
+        heartbeats._reset()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _renew_once(beat: Beat) -> None:
