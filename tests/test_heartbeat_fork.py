@@ -19,9 +19,14 @@ from mideng.errors import InProgressError
 from mideng.stores.sqlite import SQLiteStore
 
 
+def _signal_then_wait(signal: Event | threading.Event, wait: Event | threading.Event) -> bool:
+    signal.set()
+    return wait.wait(30)
+
+
 def _child_holds(guard: Guard, started: Event, finish: Event) -> None:
     # The Guard (and its heartbeat timer) were made in the parent before the fork.
-    guard.run("fork", "child", lambda: (started.set(), finish.wait(30)))
+    guard.run("fork", "child", _signal_then_wait, started, finish)
 
 
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
@@ -30,7 +35,7 @@ def test_forked_child_keeps_renewing(tmp_path: Path) -> None:
     guard = Guard(SQLiteStore(path), lease=0.6)
     release, holding = threading.Event(), threading.Event()
     parent = threading.Thread(
-        target=lambda: guard.run("fork", "parent", lambda: (holding.set(), release.wait(30)))
+        target=lambda: guard.run("fork", "parent", _signal_then_wait, holding, release)
     )
     parent.start()
     assert holding.wait(30)  # the parent's heartbeat timer is running when it forks
