@@ -54,8 +54,10 @@ class Policy:
         return self.codec
 
     def merged(self, **overrides: Any) -> Policy:
+        if not overrides:
+            return self
         known = {f.name for f in fields(self)}
         unknown = set(overrides) - known
         if unknown:
             raise ConfigurationError(f"unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
-        return replace(self, **overrides) if overrides else self
+        return replace(self, **overrides)
