@@ -1,0 +1,46 @@
+"""The code standards are part of the suite: ruff clean, strict mypy, no module past ~400 lines."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_LINES = 420
+
+
+def _tool(name: str) -> str:
+    found = Path(sys.executable).with_name(name)
+    path = str(found) if found.exists() else shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed; pip install -e '.[test]'")
+    return path
+
+
+def test_ruff_is_clean() -> None:
+    done = subprocess.run(
+        [_tool("ruff"), "check", "src", "tests", "bench"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_mypy_strict_is_clean() -> None:
+    done = subprocess.run([_tool("mypy")], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_module_is_too_long() -> None:
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in (ROOT / "src").rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
