@@ -1,0 +1,290 @@
+"""Pure ASGI middleware for Starlette, FastAPI and any ASGI application.
+
+No BaseHTTPMiddleware: each request gets fresh state (a ``_Capture`` and a replayed
+``receive``), nothing is shared between requests but the options. A guarded request's body is
+read up to ``max_body`` before anything is stored; the application's response is held back
+until it is complete, then stored and sent. A response that turns out to be an event stream or
+larger than ``max_response`` is passed through as it comes, and its key released.
+
+    app.add_middleware(IdempotencyMiddleware, guard=guard, required=False, principal=None)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, MutableMapping, Sequence
+from typing import Any
+
+from mideng.context import request_id_scope
+from mideng.guard import Guard
+from mideng.http.core import (
+    DEFAULT_METHODS,
+    REQUEST_ID_HEADER,
+    Headers,
+    HttpOptions,
+    Incoming,
+    MiB,
+    Principal,
+    Route,
+    StoredResponse,
+    storable_status,
+)
+from mideng.http.exchange import Captured, arun
+from mideng.http.problem import PROBLEM_BASE
+from mideng.http.request_id import accept_request_id
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: Set in the scope by whichever layer bound the request id first; inner layers reuse it.
+SCOPE_REQUEST_ID = "mideng.request_id"
+_REQUEST_ID_BYTES = REQUEST_ID_HEADER.encode("latin-1")
+
+
+def incoming(scope: Scope) -> Incoming:
+    headers = Headers((k.decode("latin-1"), v.decode("latin-1"))
+                      for k, v in scope.get("headers", ()))
+    return Incoming(scope["method"], scope.get("path", ""),
+                    scope.get("query_string", b"").decode("latin-1"), headers, scope)
+
+
+async def send_response(send: Send, response: StoredResponse) -> None:
+    await send({"type": "http.response.start", "status": response.status,
+                "headers": [(n.encode("latin-1"), v.encode("latin-1"))
+                            for n, v in response.headers]})
+    await send({"type": "http.response.body", "body": response.body, "more_body": False})
+
+
+# -- request id ------------------------------------------------------------------------------
+def bind_request_id(scope: Scope) -> str | None:
+    """The id this layer binds, or None when an outer layer already did."""
+    if SCOPE_REQUEST_ID in scope:
+        return None
+    header = next((v.decode("latin-1") for k, v in scope.get("headers", ())
+                   if k.lower() == _REQUEST_ID_BYTES), None)
+    request_id = accept_request_id(header)
+    scope[SCOPE_REQUEST_ID] = request_id
+    return request_id
+
+
+def with_request_id(send: Send, request_id: str) -> Send:
+    value = request_id.encode("latin-1")
+
+    async def send_with_id(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", ()))
+            if not any(k.lower() == _REQUEST_ID_BYTES for k, _ in headers):
+                headers.append((_REQUEST_ID_BYTES, value))
+                message = {**message, "headers": headers}
+        await send(message)
+
+    return send_with_id
+
+
+async def with_bound_id(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    request_id = bind_request_id(scope)
+    if request_id is None:
+        await app(scope, receive, send)
+        return
+    with request_id_scope(request_id):
+        await app(scope, receive, with_request_id(send, request_id))
+
+
+class RequestIdMiddleware:
+    """Accept a well-formed X-Request-Id or make one; bind it for the request; echo it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        await with_bound_id(self.app, scope, receive, send)
+
+
+# -- capturing the application's response ----------------------------------------------------
+class Disconnected(Exception):
+    """The client disconnected before its request body arrived."""
+
+
+async def read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole request body, or None as soon as it exceeds ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise Disconnected
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A receive that hands the already-read body over once, then defers to the client."""
+    pending = True
+
+    async def receive_again() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return receive_again
+
+
+class Capture:
+    """Runs the application and holds its response back until it is complete.
+
+    An event stream, or a body past ``limit`` bytes, switches to passing the response through
+    as it comes; the call then returns None so the key is released rather than half-stored.
+    """
+
+    __slots__ = ("app", "chunks", "complete", "late_error", "limit", "passing", "size", "start",
+                 "upstream")
+
+    def __init__(self, app: Callable[[Send], Awaitable[None]], upstream: Send, limit: int):
+        self.app = app
+        self.upstream = upstream
+        self.limit = limit
+        self.start: Message | None = None
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.complete = False
+        self.passing = False
+        self.late_error: Exception | None = None
+
+    async def __call__(self) -> Captured:
+        try:
+            await self.app(self.send)
+        except Exception as exc:
+            if not self.complete or self.passing:
+                raise
+            # Raised after a complete response (a failing background task): the response
+            # stands, as it would without the capture; the error is raised once it is sent.
+            self.late_error = exc
+        if self.passing:
+            return None
+        if self.start is None or not self.complete:
+            raise RuntimeError("the application returned without a complete response")
+        headers = tuple((k.decode("latin-1").lower(), v.decode("latin-1"))
+                        for k, v in self.start.get("headers", ()))
+        return StoredResponse(int(self.start["status"]), headers, b"".join(self.chunks))
+
+    async def send(self, message: Message) -> None:
+        if self.passing:
+            await self.upstream(message)
+        elif message["type"] == "http.response.start":
+            self.start = message
+            if _is_event_stream(message):
+                await self._pass_through(None)
+        elif message["type"] == "http.response.body" and not self.complete:
+            chunk = message.get("body", b"")
+            more = bool(message.get("more_body", False))
+            self.chunks.append(chunk)
+            self.size += len(chunk)
+            if self.size > self.limit:
+                await self._pass_through(more)
+            elif not more:
+                self.complete = True
+
+    async def _pass_through(self, more: bool | None) -> None:
+        assert self.start is not None
+        self.passing = True
+        await self.upstream(self.start)
+        if more is not None:
+            await self.upstream({"type": "http.response.body", "body": b"".join(self.chunks),
+                                 "more_body": more})
+        self.chunks = []
+
+
+def _is_event_stream(start: Message) -> bool:
+    return any(k.lower() == b"content-type" and v.lower().startswith(b"text/event-stream")
+               for k, v in start.get("headers", ()))
+
+
+def capturable(scope: Scope) -> None:
+    """Hide response extensions (pathsend, trailers, ...) a capture could not store."""
+    extensions = scope.get("extensions")
+    if extensions:
+        scope["extensions"] = {k: v for k, v in extensions.items()
+                               if not k.startswith("http.response.")}
+
+
+# -- the idempotency middleware --------------------------------------------------------------
+async def guard_asgi(opts: HttpOptions, app: ASGIApp, scope: Scope, receive: Receive,
+                     send: Send) -> None:
+    """Run one HTTP request through the idempotency rules; shared with the FastAPI route."""
+    request = incoming(scope)
+    plan = opts.plan(request)
+    if plan is None:
+        await app(scope, receive, send)
+        return
+    if isinstance(plan, StoredResponse):
+        await send_response(send, plan)
+        return
+    try:
+        body = await read_body(receive, opts.max_body)
+    except Disconnected:
+        return
+    if body is None:
+        await send_response(send, opts.too_large())
+        return
+    capturable(scope)
+    again = replaying(body, receive)
+
+    async def run_app(capture_send: Send) -> None:
+        await app(scope, again, capture_send)
+
+    capture = Capture(run_app, send, opts.max_response)
+    reply = await arun(opts, plan, opts.payload(request, body), capture)
+    if reply.response is not None:
+        await send_response(send, reply.response)
+    if capture.late_error is not None:
+        raise capture.late_error
+
+
+class IdempotencyMiddleware:
+    """Idempotency-Key handling for an ASGI app; see docs/http.md for every rule.
+
+    Options (all keyword): ``required``, ``principal`` (request -> tenant/user string),
+    ``methods``, ``routes``, ``fingerprint_headers``, ``in_progress`` ("raise" -> 409, "wait"
+    -> wait and replay), ``wait_timeout``, ``store_status``, ``max_body``, ``max_response``,
+    ``lenient``, ``scope_prefix``, ``problem_base``, ``request_id``.
+    """
+
+    # The options are spelled out (not **options) so Starlette's typed add_middleware() can
+    # check them; they are HttpOptions' fields, defaults included.
+    def __init__(self, app: ASGIApp, guard: Guard, *, required: bool = False,
+                 principal: Principal | None = None, methods: Collection[str] = DEFAULT_METHODS,
+                 routes: Sequence[Route] = (), fingerprint_headers: Sequence[str] = (),
+                 in_progress: str = "raise", wait_timeout: float | None = None,
+                 store_status: Callable[[int], bool] = storable_status, max_body: int = MiB,
+                 max_response: int = MiB, lenient: bool = True, scope_prefix: str = "http",
+                 problem_base: str = PROBLEM_BASE, request_id: bool = True) -> None:
+        self.app = app
+        self.options = HttpOptions(
+            guard=guard, required=required, principal=principal, methods=methods,
+            routes=routes, fingerprint_headers=fingerprint_headers, in_progress=in_progress,
+            wait_timeout=wait_timeout, store_status=store_status, max_body=max_body,
+            max_response=max_response, lenient=lenient, scope_prefix=scope_prefix,
+            problem_base=problem_base, request_id=request_id)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+        elif self.options.request_id:
+            await with_bound_id(self._guarded, scope, receive, send)
+        else:
+            await self._guarded(scope, receive, send)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await guard_asgi(self.options, self.app, scope, receive, send)

@@ -1,0 +1,330 @@
+"""The HTTP idempotency core, shared by the ASGI, WSGI and Django integrations.
+
+Framework-free: each integration turns its request into an ``Incoming``, asks ``plan`` whether
+the request is guarded (and under which scope and key), reads the body within ``max_body``, and
+hands ``exchange.run`` / ``exchange.arun`` a ``downstream`` callable that runs the application
+and returns its captured response. The rest is the Guard's: the captured response is the
+guarded body's result (a ``StoredResponse`` stored with the JSON codec) under scope
+``http:<principal>`` and the Idempotency-Key as the key; the fingerprint is method + path +
+query + body (+ chosen headers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
+from typing import Any
+
+from mideng.context import get_request_id
+from mideng.core.canonical import canonical_bytes
+from mideng.core.keys import MAX_KEY_LENGTH, MAX_SCOPE_LENGTH
+from mideng.core.policy import Policy
+from mideng.errors import (
+    ConfigurationError,
+    IdempotencyError,
+    InProgressError,
+    InvalidKeyError,
+    PayloadMismatchError,
+    StoreUnavailableError,
+    UnresolvedError,
+)
+from mideng.guard import Guard
+from mideng.http import problem as p
+from mideng.http.sfv import SFVError, Token, parse_item
+
+KEY_HEADER = "idempotency-key"
+REPLAYED_HEADER = "idempotent-replayed"
+RETENTION_HEADER = "idempotency-retention"
+REQUEST_ID_HEADER = "x-request-id"
+DEFAULT_METHODS = ("POST", "PATCH")
+MiB = 1 << 20
+
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
+                        "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"})
+# Written fresh for every response (or, for cookies, tied to a session that may have moved on),
+# so a replay never repeats them; content-length is recomputed from the stored body.
+NOT_REPLAYED = HOP_BY_HOP | {"date", "server", "set-cookie", "content-length", REQUEST_ID_HEADER,
+                             REPLAYED_HEADER, RETENTION_HEADER}
+_PLAIN_STRING = re.compile(r'[ \t]*"([ !#-\[\]-~]*)"[ \t]*')
+# A bare key, accepted leniently: token characters plus what UUIDs, base64 and URL-ish keys
+# use; never a quote, comma, semicolon or space (those would start another item or field).
+_LENIENT_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z:/=@]+")
+
+
+class Headers:
+    """Request headers as (lower-case name, value); repeated fields join with ", "."""
+
+    __slots__ = ("_pairs",)
+
+    def __init__(self, pairs: Iterable[tuple[str, str]]) -> None:
+        self._pairs = [(name.lower(), value) for name, value in pairs]
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        name = name.lower()
+        values = [value for n, value in self._pairs if n == name]
+        return ", ".join(values) if values else default
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._pairs)
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """A request as the core sees it; ``raw`` is the framework's own object for callables."""
+
+    method: str
+    path: str
+    query: str
+    headers: Headers
+    raw: Any = None
+
+
+Principal = Callable[[Incoming], "str | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """What a replay sends back: status, headers and body exactly as first produced."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        return next((v for n, v in self.headers if n == name), None)
+
+    def with_headers(self, extra: Sequence[tuple[str, str]]) -> StoredResponse:
+        names = {n for n, _ in extra}
+        kept = tuple((n, v) for n, v in self.headers if n not in names)
+        return replace(self, headers=kept + tuple(extra))
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    scope: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Route:
+    """Per-route settings. ``path``: exact, a shell pattern (``/orders/*``) or a regex."""
+
+    path: str | re.Pattern[str]
+    methods: Collection[str] | None = None
+    required: bool | None = None
+    guarded: bool = True
+
+    def matches(self, path: str) -> bool:
+        if isinstance(self.path, re.Pattern):
+            return self.path.fullmatch(path) is not None
+        if any(c in self.path for c in "*?["):
+            return fnmatchcase(path, self.path)
+        return path == self.path
+
+
+def problem_response(kind: p.Kind, detail: str, retry_after: float | None = None,
+                     base: str = p.PROBLEM_BASE) -> StoredResponse:
+    prob = p.Problem(kind, detail, retry_after, get_request_id())
+    body = prob.body(base)
+    return StoredResponse(prob.status, prob.headers(body), body)
+
+
+def storable_status(status: int) -> bool:
+    """Default: store final answers; 5xx and "try again later" statuses release the key."""
+    return status < 500 and status not in (408, 425, 429)
+
+
+def parse_key(value: str, *, lenient: bool = True) -> str | None:
+    """The key from an Idempotency-Key field value, or None when malformed."""
+    plain = _PLAIN_STRING.fullmatch(value)
+    if plain is not None:  # the common case: one quoted string, no escapes, no parameters
+        key = plain.group(1)
+        return key if 0 < len(key) <= MAX_KEY_LENGTH else None
+    try:
+        item, _params = parse_item(value)
+    except SFVError:
+        item = None
+    if isinstance(item, str) and (lenient or not isinstance(item, Token)):
+        key = str(item)
+    elif lenient and _LENIENT_KEY.fullmatch(value.strip(" \t")):
+        key = value.strip(" \t")
+    else:
+        return None
+    return key if 0 < len(key) <= MAX_KEY_LENGTH else None
+
+
+def _is_json(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _text(value: str) -> str:
+    # A lone surrogate (an undecodable path from some servers) can't be encoded as UTF-8 for
+    # the fingerprint; spell it out instead of failing the request.
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def body_digest(content_type: str | None, body: bytes) -> str:
+    """A JSON body hashes by its canonical form (key order and whitespace don't matter)."""
+    if body and _is_json(content_type):
+        try:
+            doc = json.loads(body, parse_constant=_reject_constant)
+            return "json:" + hashlib.sha256(canonical_bytes(doc)).hexdigest()
+        except (ValueError, TypeError, RecursionError):
+            pass  # not valid JSON after all: the raw bytes are the payload
+    return "raw:" + hashlib.sha256(body).hexdigest()
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    """Everything an integration is configured with; validated once, at start-up."""
+
+    guard: Guard
+    required: bool = False
+    principal: Principal | None = None
+    methods: Collection[str] = DEFAULT_METHODS
+    routes: Sequence[Route] = ()
+    fingerprint_headers: Sequence[str] = ()
+    in_progress: str = "raise"
+    wait_timeout: float | None = None
+    store_status: Callable[[int], bool] = storable_status
+    max_body: int = MiB
+    max_response: int = MiB
+    lenient: bool = True
+    scope_prefix: str = "http"
+    problem_base: str = p.PROBLEM_BASE
+    request_id: bool = True
+    _methods: frozenset[str] = field(init=False, repr=False)
+    # (the Guard's policy for scope_prefix, the HTTP policy made from it): rebuilt only when
+    # the Guard's policy object changes, i.e. after configure_scope().
+    _policy: list[Policy] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.guard, Guard):
+            raise ConfigurationError(f"guard must be a mideng.Guard, got {self.guard!r}")
+        if self.in_progress not in ("raise", "wait"):
+            raise ConfigurationError(f"in_progress must be 'raise' or 'wait': {self.in_progress!r}")
+        for name in ("max_body", "max_response"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigurationError(f"{name} must be a whole number of bytes: {value!r}")
+        if not isinstance(self.scope_prefix, str) or not self.scope_prefix \
+                or ":" in self.scope_prefix or len(self.scope_prefix) > MAX_SCOPE_LENGTH // 2:
+            raise ConfigurationError(f"scope_prefix must be a short name without ':': "
+                                     f"{self.scope_prefix!r}")
+        object.__setattr__(self, "_methods", frozenset(m.upper() for m in self.methods))
+        object.__setattr__(self, "_policy", [])
+        object.__setattr__(self, "fingerprint_headers",
+                           tuple(h.lower() for h in self.fingerprint_headers))
+        self.policy()  # a bad wait_timeout fails here, not on the first request
+
+    @classmethod
+    def build(cls, guard: Guard, options: dict[str, Any]) -> HttpOptions:
+        try:
+            return cls(guard=guard, **options)
+        except TypeError as exc:
+            raise ConfigurationError(f"{exc}; see mideng.http.core.HttpOptions") from exc
+
+    def policy(self) -> Policy:
+        """The policy of scope ``http`` (configure it on the Guard) with the HTTP rules on top:
+        failures always release, results are JSON, in-progress is this layer's choice."""
+        base = self.guard.policy(self.scope_prefix)
+        cached = self._policy
+        if cached and cached[0] is base:
+            return cached[1]
+        extra: dict[str, Any] = {}
+        if self.wait_timeout is not None:
+            extra["wait_timeout"] = self.wait_timeout
+        policy = base.merged(on_error="release", codec="json", in_progress=self.in_progress,
+                             **extra)
+        self._policy[:] = [base, policy]
+        return policy
+
+    # -- deciding --------------------------------------------------------------------------
+    def plan(self, request: Incoming) -> Target | StoredResponse | None:
+        """None: not guarded (pass through). A response: refuse now. A target: guard it."""
+        route = next((r for r in self.routes if r.matches(request.path)), None)
+        if route is not None and not route.guarded:
+            return None
+        methods = self._methods if route is None or route.methods is None else {
+            m.upper() for m in route.methods}
+        if request.method.upper() not in methods:
+            return None
+        required = self.required if route is None or route.required is None else route.required
+        value = request.headers.get(KEY_HEADER)
+        if value is None:
+            if not required:
+                return None
+            return self.problem(p.KEY_MISSING, f"{request.method} {request.path} needs an "
+                                "Idempotency-Key header, e.g. Idempotency-Key: \"<uuid>\"")
+        key = parse_key(value, lenient=self.lenient)
+        if key is None:
+            return self.problem(p.KEY_MALFORMED, "Idempotency-Key must be one quoted string "
+                                f"(RFC 8941 sf-string) of 1 to {MAX_KEY_LENGTH} characters")
+        if self.declared_too_large(request.headers):
+            return self.too_large()
+        return Target(self.scope_for(request), key)
+
+    def scope_for(self, request: Incoming) -> str:
+        who = self.principal(request) if self.principal is not None else None
+        name = _text(str(who)) if who else "-"
+        scope = f"{self.scope_prefix}:{name}"
+        if len(scope) > MAX_SCOPE_LENGTH:
+            digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:40]
+            scope = f"{self.scope_prefix}:#{digest}"
+        return scope
+
+    def declared_too_large(self, headers: Headers) -> bool:
+        declared = headers.get("content-length")
+        if declared is None:
+            return False
+        try:
+            return int(declared) > self.max_body
+        except ValueError:
+            return False  # the server rejects a garbled length; the read limit still holds
+
+    def too_large(self) -> StoredResponse:
+        return self.problem(p.BODY_TOO_LARGE, f"the request body is larger than {self.max_body}"
+                            " bytes; nothing was stored")
+
+    def payload(self, request: Incoming, body: bytes) -> dict[str, Any]:
+        return {"method": _text(request.method.upper()), "path": _text(request.path),
+                "query": _text(request.query),
+                "body": body_digest(request.headers.get("content-type"), body),
+                "headers": {h: request.headers.get(h) for h in self.fingerprint_headers}}
+
+    # -- answering -------------------------------------------------------------------------
+    def problem(self, kind: p.Kind, detail: str, retry_after: float | None = None
+                ) -> StoredResponse:
+        return problem_response(kind, detail, retry_after, self.problem_base)
+
+    def problem_for(self, exc: IdempotencyError) -> StoredResponse:
+        if isinstance(exc, InProgressError):
+            return self.problem(p.KEY_IN_USE, "the first request with this key has not finished;"
+                                " retry after the delay", exc.retry_after)
+        if isinstance(exc, PayloadMismatchError):
+            return self.problem(p.KEY_REUSED, "this key was used for a different method, path "
+                                "or body; send a new key for a new operation")
+        if isinstance(exc, UnresolvedError):
+            return self.problem(p.KEY_UNRESOLVED, "an earlier attempt stopped part-way; an "
+                                "operator must resolve it before this key can be used")
+        if isinstance(exc, StoreUnavailableError):
+            return self.problem(p.STORE_UNAVAILABLE, "the request was not processed; retry "
+                                "later with the same key", 1.0)
+        if isinstance(exc, InvalidKeyError):
+            return self.problem(p.KEY_MALFORMED, str(exc))
+        return self.problem(p.REPLAY_UNAVAILABLE, "send the request again with a new key")
+
+    def retention(self) -> tuple[tuple[str, str], ...]:
+        ttl = self.policy().ttl
+        return () if ttl is None else ((RETENTION_HEADER, str(int(ttl))),)

@@ -1,0 +1,105 @@
+"""Per-principal debounce: "the same user may not call this route twice within N seconds".
+
+A sliding window on the store (``Store.hit``): a call is counted only when fewer than ``limit``
+calls by the same principal to the same operation fell in the last ``window`` seconds;
+otherwise it is refused with 429 and a Retry-After of the seconds until the oldest counted call
+leaves the window. Refused calls are not counted, so hammering does not extend the wait.
+
+This is debounce, not deduplication: two different operations in quick succession are both
+refused the same way. Use an Idempotency-Key or a resubmit token to tell retries apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from mideng.core.keys import check_scope
+from mideng.errors import ConfigurationError, IdempotencyError, StoreUnavailableError
+from mideng.http import problem as p
+from mideng.http.core import Incoming, Principal, StoredResponse, problem_response
+from mideng.stores.base import Store
+from mideng.stores.registry import open_store
+
+_MAX_KEY = 200
+
+
+class Debouncer:
+    """At most ``limit`` calls per ``window`` seconds per (principal, operation)."""
+
+    def __init__(self, store: Store | str, window: float = 2.0, limit: int = 1,
+                 scope: str = "debounce") -> None:
+        if isinstance(window, bool) or not window > 0:
+            raise ConfigurationError(f"window must be a positive number of seconds: {window!r}")
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ConfigurationError(f"limit must be a whole number >= 1: {limit!r}")
+        self.store = open_store(store) if isinstance(store, str) else store
+        self.window = float(window)
+        self.limit = limit
+        self.scope = check_scope(scope)
+
+    @staticmethod
+    def key(principal: str, operation: str) -> str:
+        key = f"{principal}|{operation}"
+        if len(key) > _MAX_KEY:
+            key = "sha256:" + hashlib.sha256(key.encode("utf-8", "backslashreplace")).hexdigest()
+        return key
+
+    def hit(self, principal: str, operation: str) -> float | None:
+        """None: counted, go ahead. A number: refused; seconds until a call is allowed."""
+        return self.store.hit(self.scope, self.key(principal, operation), self.window, self.limit)
+
+    async def ahit(self, principal: str, operation: str) -> float | None:
+        return await self.store.ahit(self.scope, self.key(principal, operation), self.window,
+                                     self.limit)
+
+
+@dataclass(frozen=True)
+class DebounceGate:
+    """The HTTP side: who is calling, which operation, and the 429 answer.
+
+    ``principal`` returning None (an anonymous caller) skips the check: a shared anonymous
+    bucket would let one caller lock out every other.
+    """
+
+    debouncer: Debouncer
+    principal: Principal
+    operation: str | None = None
+    problem_base: str = p.PROBLEM_BASE
+
+    def _subject(self, request: Incoming, route: str | None) -> tuple[str, str] | None:
+        who = self.principal(request)
+        if not who:
+            return None
+        return str(who), self.operation or f"{request.method.upper()} {route or request.path}"
+
+    def check(self, request: Incoming, route: str | None = None) -> StoredResponse | None:
+        subject = self._subject(request, route)
+        if subject is None:
+            return None
+        try:
+            return self._answer(self.debouncer.hit(*subject))
+        except IdempotencyError as exc:
+            return self._failed(exc)
+
+    async def acheck(self, request: Incoming, route: str | None = None) -> StoredResponse | None:
+        subject = self._subject(request, route)
+        if subject is None:
+            return None
+        try:
+            return self._answer(await self.debouncer.ahit(*subject))
+        except IdempotencyError as exc:
+            return self._failed(exc)
+
+    def _answer(self, wait: float | None) -> StoredResponse | None:
+        if wait is None:
+            return None
+        return problem_response(p.TOO_SOON, f"at most {self.debouncer.limit} call(s) per "
+                                f"{self.debouncer.window:g} s; retry after the delay", wait,
+                                self.problem_base)
+
+    def _failed(self, exc: IdempotencyError) -> StoredResponse:
+        if not isinstance(exc, StoreUnavailableError):
+            raise exc
+        return problem_response(p.STORE_UNAVAILABLE, "not processed; retry later", 1.0,
+                                self.problem_base)

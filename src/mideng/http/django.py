@@ -1,0 +1,204 @@
+"""Django: the Idempotency-Key middleware, configured from settings, plus view decorators.
+
+    MIDDLEWARE = [..., "mideng.http.django.IdempotencyMiddleware", ...]
+    MIDENG_HTTP = {
+        "guard": "myproject.idempotency.guard",   # dotted path to a mideng.Guard, or
+        "store": "redis://127.0.0.1:6379/0",      # a store URL (a Guard is made for it)
+        "required": False,
+        "principal": "myproject.idempotency.tenant_of",  # dotted path or callable
+        # any other option of the ASGI/WSGI middleware: methods, routes, max_body, ...
+    }
+
+Put it after the authentication middleware when the principal reads ``request.user``. The
+middleware is synchronous; Django adapts it under ASGI. ``require_token``, ``token_view`` and
+``debounce`` guard single views.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
+from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase, StreamingHttpResponse
+from django.utils.module_loading import import_string
+
+from mideng.context import request_id_scope
+from mideng.guard import Guard
+from mideng.http.core import REQUEST_ID_HEADER, Headers, HttpOptions, Incoming, StoredResponse
+from mideng.http.debounce import DebounceGate, Debouncer
+from mideng.http.exchange import Captured, run
+from mideng.http.resubmit import TOKEN_FIELD, TOKEN_HEADER, BizKey, TokenGate
+from mideng.http.wsgi import bind_request_id
+from mideng.tokens import TokenService
+
+SETTING = "MIDENG_HTTP"
+_DOTTED = ("principal", "store_status")
+View = Callable[..., HttpResponseBase]
+
+
+def incoming(request: HttpRequest) -> Incoming:
+    return Incoming(request.method or "GET", request.path, request.META.get("QUERY_STRING", ""),
+                    Headers(request.headers.items()), request)
+
+
+def to_django(response: StoredResponse) -> HttpResponse:
+    native = HttpResponse(response.body, status=response.status)
+    del native["Content-Type"]  # only what was stored, not Django's default
+    merged: dict[str, list[str]] = {}
+    for name, value in response.headers:
+        merged.setdefault(name, []).append(value)
+    for name, values in merged.items():
+        native[name] = ", ".join(values)
+    return native
+
+
+def options_from_settings() -> HttpOptions:
+    config = dict(getattr(settings, SETTING, None) or {})
+    guard = config.pop("guard", None)
+    store = config.pop("store", None)
+    if isinstance(guard, str):
+        guard = import_string(guard)
+    if guard is None and store is not None:
+        guard = Guard(store)
+    if not isinstance(guard, Guard):
+        raise ImproperlyConfigured(f"settings.{SETTING} needs 'guard' (a mideng.Guard or its "
+                                   "dotted path) or 'store' (a store URL)")
+    for name in _DOTTED:
+        if isinstance(config.get(name), str):
+            config[name] = import_string(config[name])
+    return HttpOptions.build(guard, config)
+
+
+def capture(response: HttpResponseBase, limit: int) -> Captured:
+    """The response as stored bytes, or None for a stream that can't (or shouldn't) be held."""
+    headers = tuple((name.lower(), value) for name, value in response.items())
+    if not isinstance(response, StreamingHttpResponse):
+        content = cast(HttpResponse, response).content
+        return StoredResponse(response.status_code, headers, content)
+    if response.is_async or response.get("Content-Type", "").startswith("text/event-stream"):
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    rest = iter(cast(Iterator[bytes], response.streaming_content))  # is_async was ruled out
+    for chunk in rest:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            response.streaming_content = itertools.chain(chunks, rest)
+            return None
+    response.streaming_content = chunks
+    return StoredResponse(response.status_code, headers, b"".join(chunks))
+
+
+class IdempotencyMiddleware:
+    """Idempotency-Key handling for Django, options from ``settings.MIDENG_HTTP``."""
+
+    sync_capable = True
+    async_capable = False
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+        self.options = options_from_settings()
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        request_id = bind_request_id(request.META) if self.options.request_id else None
+        if request_id is None:
+            return self._guarded(request)
+        with request_id_scope(request_id):
+            response = self._guarded(request)
+        if REQUEST_ID_HEADER not in response:
+            response[REQUEST_ID_HEADER] = request_id
+        return response
+
+    def _guarded(self, request: HttpRequest) -> HttpResponseBase:
+        opts = self.options
+        view = incoming(request)
+        plan = opts.plan(view)
+        if plan is None:
+            return self.get_response(request)
+        if isinstance(plan, StoredResponse):
+            return to_django(plan)
+        try:
+            body = request.body
+        except RequestDataTooBig:
+            body = None
+        if body is None or len(body) > opts.max_body:
+            return to_django(opts.too_large())
+        produced: list[HttpResponseBase] = []
+
+        def downstream() -> Captured:
+            response = self.get_response(request)
+            produced.append(response)
+            return capture(response, opts.max_response)
+
+        reply = run(opts, plan, opts.payload(view, body), downstream)
+        if reply.own and produced:
+            for name, value in reply.added:
+                produced[-1][name] = value
+            return produced[-1]
+        assert reply.response is not None
+        return to_django(reply.response)
+
+
+# -- single views: anti-resubmit tokens and debounce --------------------------------------------
+def token_view(service: TokenService, biz_key: BizKey) -> View:
+    """A view that issues a token: ``path("token/", token_view(tokens, key_of))`` (POST)."""
+    gate = TokenGate(service, biz_key)
+
+    def issue(request: HttpRequest) -> HttpResponseBase:
+        return to_django(gate.issued(incoming(request)))
+
+    return issue
+
+
+def require_token(service: TokenService, biz_key: BizKey, *, header: str = TOKEN_HEADER,
+                  field: str = TOKEN_FIELD) -> Callable[[View], View]:
+    """Consume the token (header or form field) before the view; restore it if the view
+    raises or answers 5xx, so the user can submit again."""
+    gate = TokenGate(service, biz_key, header, field)
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            form = request.POST if request.method == "POST" else None
+            admitted = gate.admit(incoming(request), form)
+            if isinstance(admitted, StoredResponse):
+                return to_django(admitted)
+            key, token = admitted
+            try:
+                response = view(request, *args, **kwargs)
+            except Exception:
+                service.restore(key, token)
+                raise
+            if response.status_code >= 500:
+                service.restore(key, token)
+            return response
+
+        return guarded
+
+    return decorate
+
+
+def debounce(debouncer: Debouncer, principal: Callable[[Incoming], str | None], *,
+             operation: str | None = None) -> Callable[[View], View]:
+    """Refuse (429) a principal's second call within the window; ``operation`` defaults to
+    the method and the URL pattern."""
+    gate = DebounceGate(debouncer, principal, operation)
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            match = request.resolver_match
+            refusal = gate.check(incoming(request), match.route if match else None)
+            if refusal is not None:
+                return to_django(refusal)
+            return view(request, *args, **kwargs)
+
+        return guarded
+
+    return decorate

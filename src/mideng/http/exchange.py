@@ -1,0 +1,145 @@
+"""The drivers of the HTTP core: run one guarded request through the Guard, sync or async.
+
+The guarded body is ``_produce`` (or ``_aproduce``): it calls the integration's ``downstream``,
+which runs the application and returns its captured response. A response that may be stored
+is the body's result; any other makes the body raise ``NotStored``, so the Guard releases the
+claim, and carries what the client gets instead. The module-level bodies keep the Guard's
+per-function cache to two entries however many requests pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from mideng.errors import IdempotencyError
+from mideng.http.core import (
+    NOT_REPLAYED,
+    REPLAYED_HEADER,
+    HttpOptions,
+    StoredResponse,
+    Target,
+)
+
+log = logging.getLogger("mideng.http")
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What to send. ``own``: the application's own response (an integration holding the
+    native response object sends that, plus ``added``); ``response`` None: it went out already."""
+
+    response: StoredResponse | None
+    own: bool = False
+    added: tuple[tuple[str, str], ...] = ()
+
+
+class NotStored(Exception):
+    """Raised by the guarded body so the Guard releases the claim; carries what to send."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__("response not stored")
+        self.reply = reply
+
+
+def storable(response: StoredResponse) -> StoredResponse:
+    connection = {t.strip().lower() for n, v in response.headers if n == "connection"
+                  for t in v.split(",")}
+    headers = tuple((n, v) for n, v in response.headers
+                    if n not in NOT_REPLAYED and n not in connection)
+    return replace(response, headers=headers)
+
+
+def replayed(stored: StoredResponse, opts: HttpOptions) -> StoredResponse:
+    extra = [(REPLAYED_HEADER, "true"), *opts.retention()]
+    if stored.status not in (204, 304) and stored.status >= 200:
+        extra.append(("content-length", str(len(stored.body))))
+    return stored.with_headers(extra)
+
+
+Captured = StoredResponse | None  # None: too big or a stream; the app's own response went out
+
+
+class Exchange:
+    """One guarded request's state: did the body run here, and what did the app answer."""
+
+    __slots__ = ("downstream", "opts", "original", "ran")
+
+    def __init__(self, opts: HttpOptions, downstream: Callable[[], Any]) -> None:
+        self.opts = opts
+        self.downstream = downstream
+        self.ran = False
+        self.original: StoredResponse | None = None
+
+    def keep(self, captured: Captured) -> StoredResponse:
+        if captured is None:
+            log.warning("mideng: a streamed or oversized response (max_response=%d) was passed "
+                        "through unguarded and its key released", self.opts.max_response)
+            raise NotStored(Reply(None, own=True))
+        self.original = captured
+        if not self.opts.store_status(captured.status):
+            raise NotStored(Reply(captured, own=True))
+        return storable(captured)
+
+    def reply(self, stored: StoredResponse) -> Reply:
+        if self.ran and self.original is not None:
+            added = self.opts.retention()
+            return Reply(self.original.with_headers(added), own=True, added=added)
+        return Reply(replayed(stored, self.opts))
+
+    def recover(self, exc: Exception) -> Reply | None:
+        """The reply for an exception out of the Guard; None: re-raise (the app's own error)."""
+        if isinstance(exc, NotStored):
+            return exc.reply
+        if self.ran:
+            if self.original is None:
+                return None  # raised by the app itself, even an IdempotencyError of its own
+            # The body ran but its result could not be stored (store down, lease lost): the
+            # client still gets what was done rather than an error that invites a second run.
+            log.warning("mideng: response sent but not stored: %s", exc)
+            return Reply(self.original, own=True)
+        if isinstance(exc, IdempotencyError):
+            return Reply(self.opts.problem_for(exc))
+        return None
+
+
+def _produce(exchange: Exchange) -> StoredResponse:
+    exchange.ran = True
+    return exchange.keep(exchange.downstream())
+
+
+async def _aproduce(exchange: Exchange) -> StoredResponse:
+    exchange.ran = True
+    return exchange.keep(await exchange.downstream())
+
+
+def run(opts: HttpOptions, target: Target, payload: Any,
+        downstream: Callable[[], Captured]) -> Reply:
+    exchange = Exchange(opts, downstream)
+    guard = opts.guard
+    try:
+        call = guard.prepare(target.scope, target.key, _produce, payload, opts.policy())
+        stored = guard.drive(call, _produce, (exchange,), {})
+    except Exception as exc:
+        reply = exchange.recover(exc)
+        if reply is None:
+            raise
+        return reply
+    return exchange.reply(stored)
+
+
+async def arun(opts: HttpOptions, target: Target, payload: Any,
+               downstream: Callable[[], Awaitable[Captured]]) -> Reply:
+    exchange = Exchange(opts, downstream)
+    guard = opts.guard
+    try:
+        call = guard.prepare(target.scope, target.key, _aproduce, payload, opts.policy())
+        stored = await guard.adrive(call, _aproduce, (exchange,), {})
+    except Exception as exc:
+        reply = exchange.recover(exc)
+        if reply is None:
+            raise
+        return reply
+    return exchange.reply(stored)

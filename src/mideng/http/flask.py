@@ -1,0 +1,185 @@
+"""Flask: per-view helpers over the shared HTTP core.
+
+For the whole application use the WSGI middleware instead:
+``app.wsgi_app = mideng.http.wsgi.IdempotencyMiddleware(app.wsgi_app, guard=guard)``.
+For one view:
+
+    @app.post("/orders")
+    @idempotent(guard, required=True)
+    def create_order(): ...
+
+The view's return value is made into a response and that is stored. An exception raised by the
+view (``abort(409)`` included) releases the key like a 5xx does; the WSGI middleware, which sees
+Flask's finished error page, stores a 4xx instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from flask import Response, current_app, request
+
+from mideng.context import request_id_scope
+from mideng.guard import Guard
+from mideng.http.core import (
+    REQUEST_ID_HEADER,
+    Headers,
+    HttpOptions,
+    Incoming,
+    StoredResponse,
+    Target,
+)
+from mideng.http.debounce import DebounceGate, Debouncer
+from mideng.http.exchange import Captured, run
+from mideng.http.resubmit import TOKEN_FIELD, TOKEN_HEADER, BizKey, TokenGate
+from mideng.http.wsgi import bind_request_id
+from mideng.tokens import TokenService
+
+View = Callable[..., Any]
+
+
+def incoming() -> Incoming:
+    """The current Flask request as the core sees it (``raw`` is the request object)."""
+    return Incoming(request.method, request.path, request.query_string.decode("latin-1"),
+                    Headers(request.headers.items()), request)
+
+
+def to_flask(response: StoredResponse) -> Response:
+    native = Response(response.body, status=response.status)
+    del native.headers["Content-Type"]  # only what was stored, not the default
+    for name, value in response.headers:
+        native.headers.add(name, value)
+    return native
+
+
+def capture(response: Response, limit: int) -> Captured:
+    """The response as stored bytes, or None for a stream that can't (or shouldn't) be held."""
+    headers = tuple((name.lower(), value) for name, value in response.headers.items())
+    if not response.is_streamed:
+        return StoredResponse(response.status_code, headers, response.get_data())
+    if response.mimetype == "text/event-stream":
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    rest = iter(response.iter_encoded())
+    for chunk in rest:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            response.response = itertools.chain(chunks, rest)
+            return None
+    response.set_data(b"".join(chunks))
+    return StoredResponse(response.status_code, headers, response.get_data())
+
+
+def _guard_view(opts: HttpOptions, call: Callable[[], Any]) -> Response:
+    view = incoming()
+    plan = opts.plan(view)
+    if plan is None:
+        return current_app.make_response(call())
+    if isinstance(plan, StoredResponse):
+        return to_flask(plan)
+    body = request.get_data(cache=True)
+    if len(body) > opts.max_body:
+        return to_flask(opts.too_large())
+    return _run_view(opts, plan, opts.payload(view, body), call)
+
+
+def _run_view(opts: HttpOptions, plan: Target, payload: Any, call: Callable[[], Any]
+              ) -> Response:
+    produced: list[Response] = []
+
+    def downstream() -> Captured:
+        response = current_app.make_response(call())
+        produced.append(response)
+        return capture(response, opts.max_response)
+
+    reply = run(opts, plan, payload, downstream)
+    if reply.own and produced:
+        for name, value in reply.added:
+            produced[-1].headers[name] = value
+        return produced[-1]
+    assert reply.response is not None
+    return to_flask(reply.response)
+
+
+def idempotent(guard: Guard, **options: Any) -> Callable[[View], View]:
+    """Guard one view with the Idempotency-Key rules; options as for the middleware."""
+    opts = HttpOptions.build(guard, options)
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def guarded(*args: Any, **kwargs: Any) -> Response:
+            request_id = bind_request_id(request.environ) if opts.request_id else None
+            if request_id is None:
+                return _guard_view(opts, lambda: view(*args, **kwargs))
+            with request_id_scope(request_id):
+                response = _guard_view(opts, lambda: view(*args, **kwargs))
+            response.headers.setdefault(REQUEST_ID_HEADER, request_id)
+            return response
+
+        return guarded
+
+    return decorate
+
+
+# -- anti-resubmit tokens and debounce -----------------------------------------------------------
+def token_view(service: TokenService, biz_key: BizKey) -> View:
+    """``app.add_url_rule("/token", view_func=token_view(tokens, key_of), methods=["POST"])``
+    (pass ``endpoint=`` when there is more than one)."""
+    gate = TokenGate(service, biz_key)
+
+    def issue_token() -> Response:
+        return to_flask(gate.issued(incoming()))
+
+    return issue_token
+
+
+def require_token(service: TokenService, biz_key: BizKey, *, header: str = TOKEN_HEADER,
+                  field: str = TOKEN_FIELD) -> Callable[[View], View]:
+    """Consume the token (header or form field) before the view; restore it if the view
+    raises or answers 5xx, so the user can submit again."""
+    gate = TokenGate(service, biz_key, header, field)
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def guarded(*args: Any, **kwargs: Any) -> Response:
+            admitted = gate.admit(incoming(), request.form)
+            if isinstance(admitted, StoredResponse):
+                return to_flask(admitted)
+            key, token = admitted
+            try:
+                response = current_app.make_response(view(*args, **kwargs))
+            except Exception:
+                service.restore(key, token)
+                raise
+            if response.status_code >= 500:
+                service.restore(key, token)
+            return response
+
+        return guarded
+
+    return decorate
+
+
+def debounce(debouncer: Debouncer, principal: Callable[[Incoming], str | None], *,
+             operation: str | None = None) -> Callable[[View], View]:
+    """Refuse (429) a principal's second call within the window; ``operation`` defaults to
+    the method and the URL rule."""
+    gate = DebounceGate(debouncer, principal, operation)
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            rule = request.url_rule
+            refusal = gate.check(incoming(), rule.rule if rule is not None else None)
+            if refusal is not None:
+                return to_flask(refusal)
+            return view(*args, **kwargs)
+
+        return guarded
+
+    return decorate

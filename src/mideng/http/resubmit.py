@@ -1,0 +1,94 @@
+"""Anti-resubmit tokens at the HTTP edge: where a token travels, and what a refusal looks like.
+
+The framework helpers (FastAPI, Flask, Django) are thin over ``TokenGate``: it finds the token
+in a header or a form field, consumes it for the caller's business key, and answers with
+problem+json when there is none (400) or it is not live (409). The token endpoint returns
+``{"token", "expires_in", "header", "field"}`` so a client knows where to send it back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mideng.errors import IdempotencyError, StoreUnavailableError
+from mideng.http import problem as p
+from mideng.http.core import Incoming, StoredResponse, problem_response
+from mideng.tokens import TokenService
+
+TOKEN_HEADER = "X-Resubmit-Token"
+TOKEN_FIELD = "resubmit_token"
+
+#: From the request to the business key a token is bound to, e.g. ``f"{user}:order_create"``.
+BizKey = Callable[[Incoming], str]
+
+
+@dataclass(frozen=True)
+class TokenGate:
+    service: TokenService
+    biz_key: BizKey
+    header: str = TOKEN_HEADER
+    field: str = TOKEN_FIELD
+    problem_base: str = p.PROBLEM_BASE
+
+    def token_from(self, request: Incoming, form: Mapping[str, Any] | None) -> str | None:
+        token = request.headers.get(self.header)
+        if token is None and form is not None:
+            value = form.get(self.field)
+            token = value if isinstance(value, str) else None
+        return token
+
+    # -- submit ----------------------------------------------------------------------------
+    def admit(self, request: Incoming, form: Mapping[str, Any] | None = None
+              ) -> tuple[str, str] | StoredResponse:
+        """``(biz_key, token)`` once consumed, or the refusal to send."""
+        token = self.token_from(request, form)
+        if token is None:
+            return self._missing()
+        key = self.biz_key(request)
+        try:
+            return (key, token) if self.service.consume(key, token) else self._rejected()
+        except IdempotencyError as exc:
+            return self._failed(exc)
+
+    async def aadmit(self, request: Incoming, form: Mapping[str, Any] | None = None
+                     ) -> tuple[str, str] | StoredResponse:
+        token = self.token_from(request, form)
+        if token is None:
+            return self._missing()
+        key = self.biz_key(request)
+        try:
+            return (key, token) if await self.service.aconsume(key, token) else self._rejected()
+        except IdempotencyError as exc:
+            return self._failed(exc)
+
+    # -- the token endpoint ----------------------------------------------------------------
+    def issued(self, request: Incoming) -> StoredResponse:
+        return self._token_response(self.service.issue(self.biz_key(request)))
+
+    async def aissued(self, request: Incoming) -> StoredResponse:
+        return self._token_response(await self.service.aissue(self.biz_key(request)))
+
+    def _token_response(self, token: str) -> StoredResponse:
+        body = json.dumps({"token": token, "expires_in": int(self.service.ttl),
+                           "header": self.header, "field": self.field}).encode()
+        return StoredResponse(200, (("content-type", "application/json"),
+                                    ("cache-control", "no-store")), body)
+
+    # -- refusals --------------------------------------------------------------------------
+    def _missing(self) -> StoredResponse:
+        return problem_response(p.TOKEN_MISSING, f"send the token from the token endpoint in "
+                                f"the {self.header} header or the {self.field} form field",
+                                base=self.problem_base)
+
+    def _rejected(self) -> StoredResponse:
+        return problem_response(p.TOKEN_REJECTED, "this form was submitted already, or its "
+                                "token expired; fetch a new token", base=self.problem_base)
+
+    def _failed(self, exc: IdempotencyError) -> StoredResponse:
+        if isinstance(exc, StoreUnavailableError):
+            return problem_response(p.STORE_UNAVAILABLE, "the submit was not processed; retry "
+                                    "later", 1.0, self.problem_base)
+        return problem_response(p.TOKEN_MISSING, str(exc), base=self.problem_base)

@@ -1,0 +1,235 @@
+"""A real WSGI middleware (Flask and any WSGI application), over the shared HTTP core.
+
+    app.wsgi_app = IdempotencyMiddleware(app.wsgi_app, guard=guard, required=False)
+
+A guarded request's body is read (up to ``max_body``) and handed to the application again as a
+fresh ``wsgi.input``. The application's iterable is consumed, and closed, before anything is
+sent, so the stored response is always the whole one. An event stream, or a body past
+``max_response``, is passed through as it comes and its key released.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterable, Iterator
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+
+from mideng.context import request_id_scope
+from mideng.guard import Guard
+from mideng.http.core import (
+    REQUEST_ID_HEADER,
+    Headers,
+    HttpOptions,
+    Incoming,
+    StoredResponse,
+)
+from mideng.http.exchange import Captured, run
+from mideng.http.request_id import accept_request_id
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+#: Set in the environ by whichever layer bound the request id first; inner layers reuse it.
+ENVIRON_REQUEST_ID = "mideng.request_id"
+_CHUNK = 64 * 1024
+
+
+def _text(value: str) -> str:
+    # PEP 3333 strings are bytes as latin-1; paths read better (and match routes) as UTF-8.
+    return value.encode("latin-1", "replace").decode("utf-8", "replace")
+
+
+def incoming(environ: WSGIEnvironment) -> Incoming:
+    pairs = [(name[5:].replace("_", "-"), value) for name, value in environ.items()
+             if name.startswith("HTTP_") and isinstance(value, str)]
+    for name in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+        if environ.get(name):
+            pairs.append((name.replace("_", "-"), environ[name]))
+    path = _text(environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""))
+    return Incoming(environ.get("REQUEST_METHOD", "GET"), path,
+                    environ.get("QUERY_STRING", ""), Headers(pairs), environ)
+
+
+def status_line(status: int) -> str:
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"{status} Unknown"
+
+
+def respond(start_response: StartResponse, response: StoredResponse) -> list[bytes]:
+    start_response(status_line(response.status), list(response.headers))
+    return [response.body]
+
+
+# -- request id ------------------------------------------------------------------------------
+def bind_request_id(environ: WSGIEnvironment) -> str | None:
+    """The id this layer binds, or None when an outer layer already did."""
+    if ENVIRON_REQUEST_ID in environ:
+        return None
+    request_id = accept_request_id(environ.get("HTTP_X_REQUEST_ID"))
+    environ[ENVIRON_REQUEST_ID] = request_id
+    return request_id
+
+
+def with_request_id(start_response: StartResponse, request_id: str) -> StartResponse:
+    def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        if not any(name.lower() == REQUEST_ID_HEADER for name, _ in headers):
+            headers = [*headers, (REQUEST_ID_HEADER, request_id)]
+        return start_response(status, headers, exc_info)
+
+    return start
+
+
+def _with_bound_id(app: WSGIApplication, environ: WSGIEnvironment,
+                   start_response: StartResponse) -> Iterable[bytes]:
+    # A body the app generates lazily, after this returns, runs outside the id's scope.
+    request_id = bind_request_id(environ)
+    if request_id is None:
+        return app(environ, start_response)
+    with request_id_scope(request_id):
+        return app(environ, with_request_id(start_response, request_id))
+
+
+class RequestIdMiddleware:
+    """Accept a well-formed X-Request-Id or make one; bind it for the request; echo it."""
+
+    def __init__(self, app: WSGIApplication) -> None:
+        self.app = app
+
+    def __call__(self, environ: WSGIEnvironment,
+                 start_response: StartResponse) -> Iterable[bytes]:
+        return _with_bound_id(self.app, environ, start_response)
+
+
+# -- capturing the application's response ----------------------------------------------------
+def read_body(environ: WSGIEnvironment, limit: int) -> bytes | None:
+    """The whole request body, or None when it exceeds ``limit`` bytes."""
+    stream = environ.get("wsgi.input")
+    if stream is None:
+        return b""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or "")
+    except ValueError:
+        length = -1
+    if length >= 0:
+        return None if length > limit else stream.read(length)
+    if not environ.get("wsgi.input_terminated"):
+        return b""  # PEP 3333: without a length there is no body to read
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := stream.read(_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class _Rest:
+    """What was buffered plus the rest of the app's iterable, closed when the server closes."""
+
+    def __init__(self, head: list[bytes], tail: Iterator[bytes], result: Iterable[bytes]):
+        self.head, self.tail, self.result = head, tail, result
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.head
+        yield from self.tail
+
+    def close(self) -> None:
+        close = getattr(self.result, "close", None)
+        if close is not None:
+            close()
+
+
+class Capture:
+    """Runs the application and collects its whole response (or gives up on a stream)."""
+
+    def __init__(self, app: WSGIApplication, environ: WSGIEnvironment, limit: int) -> None:
+        self.app, self.environ, self.limit = app, environ, limit
+        self.status: str | None = None
+        self.headers: list[tuple[str, str]] = []
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.passed: Iterable[bytes] | None = None
+
+    def start_response(self, status: str, headers: list[tuple[str, str]],
+                       exc_info: Any = None) -> Callable[[bytes], object]:
+        # Nothing was sent yet, so a second call (an error page) simply replaces the first.
+        self.status, self.headers = status, list(headers)
+        return self.write
+
+    def write(self, chunk: bytes) -> None:
+        self.chunks.append(chunk)
+        self.size += len(chunk)
+
+    def _streaming(self) -> bool:
+        return self.size > self.limit or any(
+            n.lower() == "content-type" and v.lower().startswith("text/event-stream")
+            for n, v in self.headers)
+
+    def __call__(self) -> Captured:
+        result = self.app(self.environ, self.start_response)
+        iterator = iter(result)
+        try:
+            while not self._streaming():
+                chunk = next(iterator, None)
+                if chunk is None:
+                    break
+                self.write(chunk)
+        except BaseException:
+            _close(result)
+            raise
+        if self._streaming():
+            self.passed = _Rest(self.chunks, iterator, result)
+            return None
+        _close(result)
+        if self.status is None:
+            raise RuntimeError("the application returned without calling start_response")
+        headers = tuple((n.lower(), v) for n, v in self.headers)
+        return StoredResponse(int(self.status.split(" ", 1)[0]), headers, b"".join(self.chunks))
+
+
+def _close(result: Iterable[bytes]) -> None:
+    close = getattr(result, "close", None)
+    if close is not None:
+        close()
+
+
+# -- the idempotency middleware --------------------------------------------------------------
+class IdempotencyMiddleware:
+    """Idempotency-Key handling for a WSGI app; same options as the ASGI middleware."""
+
+    def __init__(self, app: WSGIApplication, guard: Guard, **options: Any) -> None:
+        self.app = app
+        self.options = HttpOptions.build(guard, options)
+
+    def __call__(self, environ: WSGIEnvironment,
+                 start_response: StartResponse) -> Iterable[bytes]:
+        if self.options.request_id:
+            return _with_bound_id(self._guarded, environ, start_response)
+        return self._guarded(environ, start_response)
+
+    def _guarded(self, environ: WSGIEnvironment,
+                 start_response: StartResponse) -> Iterable[bytes]:
+        opts = self.options
+        request = incoming(environ)
+        plan = opts.plan(request)
+        if plan is None:
+            return self.app(environ, start_response)
+        if isinstance(plan, StoredResponse):
+            return respond(start_response, plan)
+        body = read_body(environ, opts.max_body)
+        if body is None:
+            return respond(start_response, opts.too_large())
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        capture = Capture(self.app, environ, opts.max_response)
+        reply = run(opts, plan, opts.payload(request, body), capture)
+        if reply.response is None:
+            assert capture.status is not None
+            assert capture.passed is not None
+            start_response(capture.status, capture.headers)
+            return capture.passed
+        return respond(start_response, reply.response)

@@ -1,0 +1,114 @@
+"""Anti-resubmit tokens: issue one per form, consume it atomically on submit, restore on failure.
+
+The server issues a random token bound to a business key (user + operation, e.g.
+``"u42:order_create"``) with a TTL. The submit consumes it in one atomic step (the store's
+compare-and-delete: a Lua script on Redis, one conditional ``DELETE`` on SQL, one transaction on
+SQLite), so of any number of concurrent submits exactly one wins; it is never read first and
+deleted later. A business run that fails may ``restore`` the token so the user can submit again.
+
+Issuing a new token for a business key replaces the earlier one: one live token per key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from typing import TypeGuard
+
+from mideng.core.keys import check_key, check_scope
+from mideng.errors import ConfigurationError, TokenRejectedError
+from mideng.stores.base import Store
+from mideng.stores.registry import open_store
+
+# What ``issue`` makes; anything else is refused without a store round trip.
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,128}")
+
+
+def well_formed(token: object) -> TypeGuard[str]:
+    return isinstance(token, str) and _TOKEN.fullmatch(token) is not None
+
+
+class TokenService:
+    """``issue`` / ``consume`` / ``restore`` tokens on a store, sync and async.
+
+    ``ttl``: seconds an issued token stays valid (30 minutes by default). ``restore_ttl``:
+    the validity a restored token gets, fresh from the moment of the restore (the remaining
+    time is gone with the consumed binding); defaults to ``ttl``.
+    """
+
+    def __init__(self, store: Store | str, ttl: float = 1800.0, scope: str = "default", *,
+                 restore_ttl: float | None = None) -> None:
+        for name, value in (("ttl", ttl), ("restore_ttl", restore_ttl)):
+            if value is not None and (isinstance(value, bool) or not value > 0):
+                raise ConfigurationError(f"{name} must be a positive number of seconds: {value!r}")
+        self.store = open_store(store) if isinstance(store, str) else store
+        self.ttl = float(ttl)
+        self.restore_ttl = float(restore_ttl) if restore_ttl is not None else self.ttl
+        self.scope = check_scope(scope)
+
+    @staticmethod
+    def new_token() -> str:
+        return secrets.token_urlsafe(24)
+
+    # -- sync --------------------------------------------------------------------------------
+    def issue(self, biz_key: str) -> str:
+        """A fresh token for ``biz_key``; any earlier token for it stops working."""
+        token = self.new_token()
+        self.store.put_token(self.scope, check_key(biz_key), token, self.ttl)
+        return token
+
+    def consume(self, biz_key: str, token: str | None) -> bool:
+        """True exactly once per issued token, while it is live; never for a guess."""
+        if not well_formed(token):
+            return False
+        return self.store.take_token(self.scope, check_key(biz_key), token)
+
+    def restore(self, biz_key: str, token: str) -> None:
+        """Make a consumed token usable again (after the business run failed)."""
+        if not well_formed(token):
+            raise TokenRejectedError("only a token this service issued can be restored")
+        self.store.put_token(self.scope, check_key(biz_key), token, self.restore_ttl)
+
+    @contextlib.contextmanager
+    def spend(self, biz_key: str, token: str | None) -> Iterator[str]:
+        """Consume or raise TokenRejectedError; restore when the block raises an Exception
+        (not on cancellation: whether the work happened is then unknown)."""
+        if not self.consume(biz_key, token):
+            raise TokenRejectedError(f"token for {biz_key!r} was already used, has expired or "
+                                     "was never issued")
+        assert token is not None  # consume() accepted it
+        try:
+            yield token
+        except Exception:
+            self.restore(biz_key, token)
+            raise
+
+    # -- async -------------------------------------------------------------------------------
+    async def aissue(self, biz_key: str) -> str:
+        token = self.new_token()
+        await self.store.aput_token(self.scope, check_key(biz_key), token, self.ttl)
+        return token
+
+    async def aconsume(self, biz_key: str, token: str | None) -> bool:
+        if not well_formed(token):
+            return False
+        return await self.store.atake_token(self.scope, check_key(biz_key), token)
+
+    async def arestore(self, biz_key: str, token: str) -> None:
+        if not well_formed(token):
+            raise TokenRejectedError("only a token this service issued can be restored")
+        await self.store.aput_token(self.scope, check_key(biz_key), token, self.restore_ttl)
+
+    @contextlib.asynccontextmanager
+    async def aspend(self, biz_key: str, token: str | None) -> AsyncIterator[str]:
+        if not await self.aconsume(biz_key, token):
+            raise TokenRejectedError(f"token for {biz_key!r} was already used, has expired or "
+                                     "was never issued")
+        assert token is not None  # consume() accepted it
+        try:
+            yield token
+        except Exception:
+            await self.arestore(biz_key, token)
+            raise
