@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
-from waitress.server import create_server  # type: ignore[import-untyped]  # no stubs
+from waitress.server import create_server
 
 
 class _ThreadedUvicorn(uvicorn.Server):
