@@ -144,6 +144,26 @@ class Store(abc.ABC):
     async def ahit(self, scope: str, key: str, window: float, limit: int) -> float | None:
         return await self._offload(self.hit, scope, key, window, limit)
 
+    async def aresolve(
+        self,
+        scope: str,
+        key: str,
+        *,
+        result: bytes | None,
+        codec: str | None,
+        failed: bool,
+        ttl: float | None,
+    ) -> Record:
+        return await self._offload(
+            lambda: self.resolve(scope, key, result=result, codec=codec, failed=failed, ttl=ttl)
+        )
+
+    async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        return await self._offload(self.unresolved, scope, limit)
+
+    async def apurge(self, limit: int | None = None) -> int:
+        return await self._offload(self.purge, limit)
+
     async def aclose(self) -> None:
         self.close()
 

@@ -1,0 +1,378 @@
+"""Redis store and hybrid store against the raw driver floor and two peers, in one run.
+
+    .venv/bin/python bench/bench_redis.py [--url redis://...] [--rounds 200] [--calls 50]
+
+Every row is the median of per-call wall times (µs) over ``--rounds`` batches of ``--calls``
+calls each, after a warm-up. "first" is a call on a new key (the body runs and
+its result is stored); "duplicate" is a call on a key whose result is stored (it is replayed).
+
+The raw floor is what any Redis idempotency scheme must at least do with the same driver:
+first call = ``SET NX PX`` (claim) + ``SET`` of a record-sized JSON value and its encoding
+(store the result); duplicate = one ``GET`` of that value and its decoding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import logging
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+import types
+import uuid
+import warnings
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from mideng import Guard
+from mideng.stores.hybrid import HybridStore
+from mideng.stores.redis import RedisStore
+from mideng.stores.sqlite import SQLiteStore
+
+RESULT = {
+    "order": "o-20260101-000001",
+    "amount": "10.50",
+    "currency": "CNY",
+    "status": "paid",
+    "coupon": "C-2026-0001",
+}
+TTL_MS = 86_400_000
+Call = Callable[[str], object]
+ACall = Callable[[str], Awaitable[object]]
+
+
+@dataclass
+class Case:
+    name: str
+    first: Call
+    duplicate: Call
+    firsts: list[float] = field(default_factory=list)
+    duplicates: list[float] = field(default_factory=list)
+
+
+@dataclass
+class ACase:
+    name: str
+    first: ACall
+    duplicate: ACall
+    firsts: list[float] = field(default_factory=list)
+    duplicates: list[float] = field(default_factory=list)
+
+
+def record_value() -> bytes:
+    """A JSON record as big as the one mideng stores: status, fence, owner, result, times."""
+    now = time.time()
+    return json.dumps(
+        {
+            "status": "succeeded",
+            "fence": 1,
+            "owner": uuid.uuid4().hex,
+            "result": RESULT,
+            "codec": "json",
+            "attempts": 1,
+            "created_at": now,
+            "updated_at": now,
+            "expires_at": now + 86400,
+        }
+    ).encode()
+
+
+def timed(fn: Call, keys: list[str]) -> list[float]:
+    clock = time.perf_counter_ns
+    times = []
+    for key in keys:
+        start = clock()
+        fn(key)
+        times.append((clock() - start) / 1000)
+    return times
+
+
+async def atimed(fn: ACall, keys: list[str]) -> list[float]:
+    clock = time.perf_counter_ns
+    times = []
+    for key in keys:
+        start = clock()
+        await fn(key)
+        times.append((clock() - start) / 1000)
+    return times
+
+
+# -- the contenders, sync -------------------------------------------------------------------
+def raw_case(client: Any, prefix: str) -> Case:
+    def first(key: str) -> object:
+        name = f"{prefix}:raw:{key}"
+        client.set(name, b"processing", nx=True, px=TTL_MS)
+        return client.set(name, record_value(), px=TTL_MS)
+
+    def duplicate(key: str) -> object:
+        return json.loads(client.get(f"{prefix}:raw:{key}"))
+
+    return Case("raw floor (redis-py)", first, duplicate)
+
+
+def guard_case(name: str, guard: Guard) -> Case:
+    def body() -> dict[str, str]:
+        return RESULT
+
+    def call(key: str) -> object:
+        return guard.run("pay", key, body)
+
+    return Case(name, call, call)
+
+
+def _without_boto3() -> None:
+    """Powertools' idempotency package imports its DynamoDB layer (boto3) unconditionally.
+    The Redis layer never touches it; when boto3 is absent, stand-ins let the import pass."""
+    if importlib.util.find_spec("boto3") is not None:
+        return
+    names: dict[str, dict[str, object]] = {
+        "boto3": {},
+        "boto3.dynamodb": {},
+        "boto3.dynamodb.types": {"TypeDeserializer": object},
+        "botocore": {},
+        "botocore.exceptions": {"ClientError": Exception},
+    }
+    for name, attrs in names.items():
+        module = types.ModuleType(name)
+        module.__dict__.update(attrs)
+        sys.modules.setdefault(name, module)
+
+
+class FakeLambdaContext:
+    """The little of a Lambda context that powertools reads."""
+
+    function_name = "bench"
+    memory_limit_in_mb = 128
+    invoked_function_arn = "arn:aws:lambda:local:0:function:bench"
+    aws_request_id = "bench"
+
+    @staticmethod
+    def get_remaining_time_in_millis() -> int:
+        return 300_000
+
+
+def powertools_case(url: str, prefix: str) -> Case:
+    _without_boto3()
+    # Imported untyped: the peers' own annotations are not what this file checks.
+    idem: Any = importlib.import_module("aws_lambda_powertools.utilities.idempotency")
+    layer: Any = importlib.import_module(
+        "aws_lambda_powertools.utilities.idempotency.persistence.redis"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # its rename, not our concern
+        persistence = layer.RedisCachePersistenceLayer(
+            client=redis.Redis.from_url(url, decode_responses=True)
+        )
+    config = idem.IdempotencyConfig(event_key_jmespath="order", use_local_cache=False)
+    context = FakeLambdaContext()
+
+    def lambda_handler(event: dict[str, str], ctx: object) -> dict[str, str]:
+        return RESULT
+
+    handler = idem.idempotent(
+        persistence_store=persistence, config=config, key_prefix=f"{prefix}:powertools"
+    )(lambda_handler)
+
+    def call(key: str) -> object:
+        return handler({"order": key}, context)
+
+    return Case("aws-lambda-powertools (Redis)", call, call)
+
+
+def _idemkit(url: str, namespace: str) -> tuple[Any, Any, Any]:
+    kit: Any = importlib.import_module("idemkit")
+    backend = kit.RedisBackend.from_url(url, namespace=namespace)
+    return kit, backend, kit.MethodConfig(key_fields=["order"], scope=lambda args: "bench")
+
+
+def idemkit_sync_case(url: str, prefix: str) -> Case:
+    kit, backend, config = _idemkit(url, f"{prefix}:idemkit-sync")
+
+    def pay(order: str) -> dict[str, str]:
+        return RESULT
+
+    call = kit.idempotent_sync(backend=backend, config=config)(pay)
+    return Case("idemkit idempotent_sync (Redis)", call, call)
+
+
+# -- the contenders, async ------------------------------------------------------------------
+def araw_case(client: Any, prefix: str) -> ACase:
+    async def first(key: str) -> object:
+        name = f"{prefix}:araw:{key}"
+        await client.set(name, b"processing", nx=True, px=TTL_MS)
+        return await client.set(name, record_value(), px=TTL_MS)
+
+    async def duplicate(key: str) -> object:
+        return json.loads(await client.get(f"{prefix}:araw:{key}"))
+
+    return ACase("raw floor (redis.asyncio)", first, duplicate)
+
+
+def aguard_case(name: str, guard: Guard) -> ACase:
+    async def body() -> dict[str, str]:
+        return RESULT
+
+    async def call(key: str) -> object:
+        return await guard.arun("pay", key, body)
+
+    return ACase(name, call, call)
+
+
+def aidemkit_case(url: str, prefix: str) -> ACase:
+    kit, backend, config = _idemkit(url, f"{prefix}:idemkit-async")
+
+    async def pay(order: str) -> dict[str, str]:
+        return RESULT
+
+    call = kit.idempotent(backend=backend, config=config)(pay)
+    return ACase("idemkit idempotent (Redis)", call, call)
+
+
+# -- running --------------------------------------------------------------------------------
+# Contenders take turns in small batches, in a new order every round, so a noisy neighbour
+# (another process on the machine) slows all of them alike instead of whichever was running.
+def run_sync(cases: list[Case], calls: int, rounds: int, warm: int) -> None:
+    for case in cases:
+        case.first("dup")
+        timed(case.first, [f"warm-{i}" for i in range(warm)])
+        timed(case.duplicate, ["dup"] * warm)
+    for r in range(rounds):
+        for case in random.Random(r).sample(cases, len(cases)):
+            case.firsts += timed(case.first, [f"new-{r}-{i}" for i in range(calls)])
+            case.duplicates += timed(case.duplicate, ["dup"] * calls)
+
+
+async def run_async(cases: list[ACase], calls: int, rounds: int, warm: int) -> None:
+    for case in cases:
+        await case.first("adup")
+        await atimed(case.first, [f"awarm-{i}" for i in range(warm)])
+        await atimed(case.duplicate, ["adup"] * warm)
+    for r in range(rounds):
+        for case in random.Random(r).sample(cases, len(cases)):
+            case.firsts += await atimed(case.first, [f"anew-{r}-{i}" for i in range(calls)])
+            case.duplicates += await atimed(case.duplicate, ["adup"] * calls)
+
+
+def table(title: str, cases: list[Case] | list[ACase]) -> list[str]:
+    floor_first = statistics.median(cases[0].firsts)
+    floor_dup = statistics.median(cases[0].duplicates)
+    lines = [
+        f"### {title}",
+        "",
+        "| contender | first call µs | vs floor | duplicate µs | vs floor |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for case in cases:
+        first, dup = statistics.median(case.firsts), statistics.median(case.duplicates)
+        lines.append(
+            f"| {case.name} | {first:.1f} | {first / floor_first:.2f} | "
+            f"{dup:.1f} | {dup / floor_dup:.2f} |"
+        )
+    return [*lines, ""]
+
+
+NOTES = [
+    "### What the rows do",
+    "",
+    "- raw floor: first = `SET NX PX` + `json.dumps` of a record + `SET PX`; duplicate = `GET` +",
+    "  `json.loads`. No fencing, no store clock, no result typing: the least any scheme does.",
+    "- mideng: first = claim script + body + complete script (a compare-and-set on owner and",
+    "  fence); duplicate = claim script, which answers with the stored result. Both scripts read",
+    "  the server's clock. The Guard adds key checks, an owner id, the codec (typed results) and",
+    "  the lease heartbeat. The duplicate warning log is switched off for the run.",
+    "- hybrid: duplicate = one Redis script (the copy), never SQLite; first = Redis miss +",
+    "  SQLite claim + SQLite complete + copy to Redis.",
+    "- aws-lambda-powertools: `@idempotent` handler, RedisCachePersistenceLayer, a fake Lambda",
+    "  context; first = `SET NX EX` + `SET EX`, duplicate = a failing `SET NX`, then `GET`.",
+    "- idemkit: `idempotent_sync` / `idempotent` with its RedisBackend (Lua), no local cache.",
+    "",
+    "The machine is shared: absolute numbers move between runs; compare within one table.",
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--calls", type=int, default=50, help="calls per batch")
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--warm", type=int, default=200)
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "redis.md"))
+    args = parser.parse_args()
+    # Duplicates log a warning each (by design); the peers log nothing, so neither do we here.
+    logging.getLogger("mideng").setLevel(logging.ERROR)
+
+    prefix = f"mideng-bench-{uuid.uuid4().hex[:8]}"
+    client = redis.Redis.from_url(args.url)
+    tmp = tempfile.TemporaryDirectory()
+    store = RedisStore.from_url(args.url, prefix=prefix)
+    hybrid = HybridStore(
+        fast=RedisStore.from_url(args.url, prefix=f"{prefix}:hybrid"),
+        durable=SQLiteStore(str(Path(tmp.name) / "durable.db")),
+    )
+    sync_cases = [
+        raw_case(client, prefix),
+        guard_case("mideng RedisStore", Guard(store)),
+        guard_case("mideng HybridStore (Redis + SQLite)", Guard(hybrid)),
+        powertools_case(args.url, prefix),
+        idemkit_sync_case(args.url, prefix),
+    ]
+    aclient = redis.asyncio.Redis.from_url(args.url)
+    async_cases = [
+        araw_case(aclient, prefix),
+        aguard_case("mideng RedisStore", Guard(store)),
+        aguard_case("mideng HybridStore (Redis + SQLite)", Guard(hybrid)),
+        aidemkit_case(args.url, prefix),
+    ]
+
+    async def run_all_async() -> None:
+        await run_async(async_cases, args.calls, args.rounds, args.warm)
+        await aclient.aclose()
+        await store.aclose()
+        await hybrid.aclose()
+
+    try:
+        run_sync(sync_cases, args.calls, args.rounds, args.warm)
+        asyncio.run(run_all_async())
+    finally:
+        for name in client.scan_iter(match=f"{prefix}*", count=1000):
+            client.delete(name)
+        store.close()
+        hybrid.close()
+        tmp.cleanup()
+
+    server = client.info("server")["redis_version"]
+    client.close()
+    command = " ".join(sys.argv[1:])
+    lines = [
+        "# Redis store benchmark",
+        "",
+        "Command: `.venv/bin/python bench/bench_redis.py" + (f" {command}`" if command else "`"),
+        "",
+        f"Python {platform.python_version()}, redis-py {redis.__version__}, Redis {server}, "
+        f"{platform.machine()}, {os.cpu_count()} CPUs; {args.rounds} batches of {args.calls} calls "
+        "per contender, interleaved; medians, µs per call.",
+        "",
+        *table("Sync (Guard.run)", sync_cases),
+        *table("Async (Guard.arun)", async_cases),
+        *NOTES,
+    ]
+    text = "\n".join(lines)
+    print(text)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

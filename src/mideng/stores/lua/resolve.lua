@@ -1,0 +1,23 @@
+-- Settle an UNKNOWN record, or a processing one whose lease ran out, after asking the provider.
+-- KEYS[1] the record. ARGV: result (optional), codec (optional), failed ('1' or '0'), ttl
+-- ('' = never expires). Reply: code 1 and the settled record, or code 0 and the current one
+-- (absent or not resolvable); either way with the store's time as the extra field.
+local key = KEYS[1]
+local now, at = clock()
+local rec = read(key)
+local open = rec and not expired(rec, now) and (rec[S] == 'unknown'
+  or (rec[S] == 'processing' and not lease_live(rec, now)))
+if not open then
+  return reply(0, rec, at)
+end
+local ttl = tonumber(ARGV[4])
+local new = {unpack(rec, 1, 13)}
+new[LU], new[UA], new[E] = false, at, false
+new[EA] = ttl and stamp(now + ttl) or false
+if ARGV[3] == '1' then
+  new[S], new[R], new[C] = 'failed', false, false
+else
+  new[S], new[R], new[C] = 'succeeded', opt(ARGV[1]), opt(ARGV[2])
+end
+save(key, rec, new)
+return reply(1, new, at)

@@ -1,0 +1,338 @@
+"""Redis store: every operation is one Lua script (or one plain command), one round trip.
+
+A record is one hash at ``{prefix}:{scope:key}`` (see redis_commands). Scripts read the store's
+clock (``TIME``), decide by the rules of mideng.core.decide, write, and answer with the record.
+The key's own expiry follows the record's ``expires_at``, so Redis deletes finished records
+itself and ``purge`` has nothing to do.
+
+Sync calls use a redis-py client; async calls use a redis.asyncio client per event loop, made on
+first use there. Both run the same Ops from redis_commands: built and decoded once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from mideng.core.record import Claim, ClaimRequest, Record, Ticket
+from mideng.errors import ConfigurationError, StoreUnavailableError
+from mideng.stores import redis_scripts as wire
+from mideng.stores.base import Store
+from mideng.stores.redis_commands import Commands, Op, stuck
+from mideng.stores.redis_connect import Connection, Target, connect, parse, redact
+from mideng.stores.registry import open_store, require
+
+if TYPE_CHECKING:
+    from mideng.stores.hybrid import HybridStore
+
+T = TypeVar("T")
+# unresolved() fetches scanned records in pipelines of this many.
+_BATCH = 256
+
+
+class RedisStore(Store):
+    """Standalone Redis, Redis Cluster or a Sentinel-managed master, sync and asyncio."""
+
+    self_expiring = True
+
+    def __init__(
+        self, target: Target, *, url: str = "", prefix: str = "mideng", retries: int = 0
+    ) -> None:
+        self.commands = Commands(prefix, wire.scripts())
+        self._redis = require("redis", "redis")
+        if target.kind == "standalone":
+            try:
+                self._redis.connection.parse_url(target.url)
+            except ValueError as exc:
+                raise ConfigurationError(f"bad Redis URL {redact(url)}: {exc}") from exc
+        self.url = url
+        self.prefix = prefix
+        self._target = target
+        self._retries = retries
+        self._safe_url = redact(url)
+        errors = self._redis.exceptions
+        self._errors: tuple[type[BaseException], ...] = (
+            errors.RedisError,
+            errors.RedisClusterException,
+            OSError,
+        )
+        self._noscript: type[BaseException] = errors.NoScriptError
+        self._sync: Connection | None = None
+        self._async: dict[asyncio.AbstractEventLoop, Connection] = {}
+        self._alocks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        self._lock = threading.Lock()
+
+    @overload
+    @classmethod
+    def from_url(cls, url: str, *, durable: None = None, **options: Any) -> RedisStore: ...
+
+    @overload
+    @classmethod
+    def from_url(cls, url: str, *, durable: str | Store, **options: Any) -> HybridStore: ...
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, durable: str | Store | None = None, **options: Any
+    ) -> RedisStore | HybridStore:
+        """Open ``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` or
+        ``redis+sentinel://``. Options: ``prefix`` (default ``mideng``), ``retries`` (driver
+        retries, default 0), and redis-py's own (``socket_timeout``, ``max_connections``, ...).
+        ``durable=<url or Store>`` opens a HybridStore: this Redis in front of that store.
+        """
+        target, own = parse(url, dict(options))
+        store = cls(target, url=url, **own)
+        if durable is None:
+            return store
+        from mideng.stores.hybrid import HybridStore
+
+        return HybridStore(
+            fast=store, durable=open_store(durable) if isinstance(durable, str) else durable
+        )
+
+    def key(self, scope: str, key: str) -> str:
+        """The Redis key holding the record of (scope, key)."""
+        return self.commands.key(scope, key)
+
+    # -- running commands ---------------------------------------------------------------------
+    def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"Redis store {self._safe_url} failed: {type(exc).__name__}: {exc}"
+        )
+
+    def _client(self) -> Any:
+        conn = self._sync
+        if conn is None:
+            with self._lock:
+                if self._sync is None:
+                    try:
+                        self._sync = connect(
+                            self._redis, self._target, self._retries, asynchronous=False
+                        )
+                    except self._errors as exc:
+                        raise self._unavailable(exc) from exc
+                conn = self._sync
+        return conn.client
+
+    async def _aclient(self) -> Any:
+        loop = asyncio.get_running_loop()
+        conn = self._async.get(loop)
+        if conn is None:
+            conn = await self._aconnect(loop)
+        return conn.client
+
+    async def _aconnect(self, loop: asyncio.AbstractEventLoop) -> Connection:
+        async with self._alocks.setdefault(loop, asyncio.Lock()):
+            conn = self._async.get(loop)
+            if conn is not None:
+                return conn
+            conn = connect(self._redis, self._target, self._retries, asynchronous=True)
+            if self._target.kind == "cluster":
+                # redis-py's asyncio cluster client mixes up connections when many tasks make
+                # its first call at once; learning the slot map first, alone, avoids that.
+                try:
+                    await conn.client.initialize()
+                except BaseException:
+                    await conn.aclose()
+                    raise
+            self._async[loop] = conn
+            return conn
+
+    def _run(self, op: Op[T]) -> T:
+        client = self._client()
+        try:
+            try:
+                reply = client.execute_command(*op.command)
+            except self._noscript:
+                # A new server (first use, restart, failover) has no scripts yet: load them
+                # all at once, so the first complete() after a claim() does not pay again.
+                for script in self.commands.scripts.all():
+                    client.script_load(script.text)
+                reply = client.execute_command(*op.command)
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return op.finish(reply)
+
+    async def _arun(self, op: Op[T]) -> T:
+        try:
+            client = await self._aclient()
+            try:
+                reply = await client.execute_command(*op.command)
+            except self._noscript:
+                for script in self.commands.scripts.all():
+                    await client.script_load(script.text)
+                reply = await client.execute_command(*op.command)
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return op.finish(reply)
+
+    # -- sync ---------------------------------------------------------------------------------
+    def claim(self, req: ClaimRequest) -> Claim:
+        return self._run(self.commands.claim(req))
+
+    def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
+        return self._run(self.commands.complete(ticket, result, codec, ttl))
+
+    def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
+        return self._run(self.commands.fail(ticket, error, ttl))
+
+    def release(self, ticket: Ticket) -> None:
+        self._run(self.commands.release(ticket))
+
+    def heartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Record:
+        return self._run(self.commands.heartbeat(ticket, lease, ttl))
+
+    def get(self, scope: str, key: str) -> Record | None:
+        return self._run(self.commands.get(scope, key))
+
+    def forget(self, scope: str, key: str) -> bool:
+        return self._run(self.commands.forget(scope, key))
+
+    def resolve(
+        self,
+        scope: str,
+        key: str,
+        *,
+        result: bytes | None,
+        codec: str | None,
+        failed: bool,
+        ttl: float | None,
+    ) -> Record:
+        return self._run(self.commands.resolve(scope, key, result, codec, failed, ttl))
+
+    def put(self, record: Record) -> bool:
+        """Store a copy of a finished record as it is (the hybrid store's fast path).
+        False when a newer copy was already there."""
+        return self._run(self.commands.put(record))
+
+    def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
+        self._run(self.commands.put_token(scope, key, token, ttl))
+
+    def take_token(self, scope: str, key: str, token: str) -> bool:
+        return self._run(self.commands.take_token(scope, key, token))
+
+    def hit(self, scope: str, key: str, window: float, limit: int) -> float | None:
+        return self._run(self.commands.hit(scope, key, window, limit))
+
+    def purge(self, limit: int | None = None) -> int:
+        """Always 0: every record key carries its own expiry (PEXPIREAT from ``expires_at``),
+        so Redis deletes expired records itself and nothing is ever left to purge."""
+        return 0
+
+    def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        # A SCAN, not an index: an index key would put a second slot into every claim on a
+        # cluster and a second write into every claim anywhere, for the sake of an operator view.
+        client = self._client()
+        try:
+            sec, usec = client.time()
+            match = self.commands.pattern(scope)
+            names = list(client.scan_iter(match=match, count=1000, _type="hash"))
+            rows = [
+                row
+                for i in range(0, len(names), _BATCH)
+                for row in self._fetch(client, names[i : i + _BATCH])
+            ]
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return stuck(self.commands, names, rows, scope, sec + usec / 1e6, limit)
+
+    @staticmethod
+    def _fetch(client: Any, names: list[Any]) -> list[Any]:
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.hmget(name, wire.FIELDS)
+        return pipe.execute()  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._sync = self._sync, None
+            loops, self._async, self._alocks = self._async, {}, {}
+        if conn is not None:
+            conn.close()
+        for loop, aconn in loops.items():
+            aconn.close_from_outside(loop)
+
+    # -- async --------------------------------------------------------------------------------
+    async def aclaim(self, req: ClaimRequest) -> Claim:
+        return await self._arun(self.commands.claim(req))
+
+    async def acomplete(
+        self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
+    ) -> Record:
+        return await self._arun(self.commands.complete(ticket, result, codec, ttl))
+
+    async def afail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
+        return await self._arun(self.commands.fail(ticket, error, ttl))
+
+    async def arelease(self, ticket: Ticket) -> None:
+        await self._arun(self.commands.release(ticket))
+
+    async def aheartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Record:
+        return await self._arun(self.commands.heartbeat(ticket, lease, ttl))
+
+    async def aget(self, scope: str, key: str) -> Record | None:
+        return await self._arun(self.commands.get(scope, key))
+
+    async def aforget(self, scope: str, key: str) -> bool:
+        return await self._arun(self.commands.forget(scope, key))
+
+    async def aresolve(
+        self,
+        scope: str,
+        key: str,
+        *,
+        result: bytes | None,
+        codec: str | None,
+        failed: bool,
+        ttl: float | None,
+    ) -> Record:
+        return await self._arun(self.commands.resolve(scope, key, result, codec, failed, ttl))
+
+    async def aput(self, record: Record) -> bool:
+        return await self._arun(self.commands.put(record))
+
+    async def aput_token(self, scope: str, key: str, token: str, ttl: float) -> None:
+        await self._arun(self.commands.put_token(scope, key, token, ttl))
+
+    async def atake_token(self, scope: str, key: str, token: str) -> bool:
+        return await self._arun(self.commands.take_token(scope, key, token))
+
+    async def ahit(self, scope: str, key: str, window: float, limit: int) -> float | None:
+        return await self._arun(self.commands.hit(scope, key, window, limit))
+
+    async def apurge(self, limit: int | None = None) -> int:
+        return 0
+
+    async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        try:
+            client = await self._aclient()
+            sec, usec = await client.time()
+            match = self.commands.pattern(scope)
+            names = [n async for n in client.scan_iter(match=match, count=1000, _type="hash")]
+            rows = [
+                row
+                for i in range(0, len(names), _BATCH)
+                for row in await self._afetch(client, names[i : i + _BATCH])
+            ]
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return stuck(self.commands, names, rows, scope, sec + usec / 1e6, limit)
+
+    @staticmethod
+    async def _afetch(client: Any, names: list[Any]) -> list[Any]:
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.hmget(name, wire.FIELDS)
+        return await pipe.execute()  # type: ignore[no-any-return]
+
+    async def aclose(self) -> None:
+        """Close this loop's client here; clients of other loops and the sync one as close()."""
+        loop = asyncio.get_running_loop()
+        self._alocks.pop(loop, None)
+        conn = self._async.pop(loop, None)
+        if conn is not None:
+            await conn.aclose()
+        self.close()
+
+
+__all__ = ["RedisStore"]

@@ -1,0 +1,238 @@
+"""What the Redis store sends and what the replies mean, written once for sync and async.
+
+Each method returns an Op: the command (mostly EVALSHA of one script, with its key and
+arguments) and the function that turns the reply into the store's answer. RedisStore runs Ops
+with a redis-py client or with a redis.asyncio one; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from mideng.core.record import Claim, ClaimRequest, ExpiryPolicy, Record, Ticket
+from mideng.errors import ConfigurationError, IdempotencyError
+from mideng.stores import redis_scripts as wire
+from mideng.stores.base import check_resolvable, is_unresolved, lease_lost
+
+T = TypeVar("T")
+_GLOB = re.compile(r"([*?\[\]\\])")
+
+
+class Op(Generic[T]):
+    """One command for Redis and what its reply means."""
+
+    __slots__ = ("command", "finish")
+
+    def __init__(self, command: tuple[Any, ...], finish: Callable[[Any], T]) -> None:
+        self.command = command
+        self.finish = finish
+
+
+def _ok(reply: Any) -> None:
+    return None
+
+
+def _escape(scope: str) -> str:
+    # The first unescaped ':' ends the scope, so ("a:b", "c") and ("a", "b:c") stay apart.
+    if ":" in scope or "\\" in scope:
+        return scope.replace("\\", "\\\\").replace(":", "\\:")
+    return scope
+
+
+class Commands:
+    """The commands of one key prefix.
+
+    A record is one hash at ``{prefix}:{scope:key}``; tokens and debounce windows sit beside it
+    at ``{prefix}:token:{scope:key}`` and ``{prefix}:hit:{scope:key}``. The braces are a hash
+    tag: everything about one (scope, key) lives in one cluster slot.
+    """
+
+    def __init__(self, prefix: str, scripts: wire.Scripts) -> None:
+        if not prefix or "{" in prefix or "}" in prefix:
+            raise ConfigurationError(f"key prefix must be non-empty and brace-free: {prefix!r}")
+        self.prefix = prefix
+        self.scripts = scripts
+
+    def key(self, scope: str, key: str) -> str:
+        return f"{self.prefix}:{{{_escape(scope)}:{key}}}"
+
+    def identity(self, name: bytes) -> tuple[str, str] | None:
+        """(scope, key) back from a record's Redis key; None if it is not one of ours."""
+        text = name.decode()
+        head = self.prefix + ":{"
+        if not text.startswith(head) or not text.endswith("}"):
+            return None
+        inner, i = text[len(head) : -1], 0
+        scope: list[str] = []
+        while i < len(inner):
+            ch = inner[i]
+            if ch == ":":
+                return "".join(scope), inner[i + 1 :]
+            if ch == "\\":
+                i += 1
+                ch = inner[i : i + 1]
+            scope.append(ch)
+            i += 1
+        return None
+
+    def side_key(self, kind: str, scope: str, key: str) -> str:
+        return f"{self.prefix}:{kind}:{{{_escape(scope)}:{key}}}"
+
+    def pattern(self, scope: str | None) -> str:
+        """SCAN MATCH for the records of one scope, or of all."""
+        head = _GLOB.sub(r"\\\1", self.prefix) + ":{"
+        return head + "*" if scope is None else head + _GLOB.sub(r"\\\1", _escape(scope)) + ":*"
+
+    def script(
+        self, script: wire.Script, key: str, args: tuple[Any, ...], finish: Callable[[Any], T]
+    ) -> Op[T]:
+        return Op(("EVALSHA", script.sha, 1, key, *args), finish)
+
+    def claim(self, req: ClaimRequest) -> Op[Claim]:
+        scope, key = req.scope, req.key
+
+        def finish(reply: bytes) -> Claim:
+            code, _, record = wire.decode(scope, key, reply)
+            assert record is not None
+            return Claim(wire.OUTCOMES[code], record)
+
+        return self.script(
+            self.scripts.claim,
+            self.key(scope, key),
+            (
+                req.owner,
+                wire.seconds(req.lease),
+                wire.seconds(req.ttl),
+                wire.opt(req.fingerprint),
+                "u" if req.on_expiry is ExpiryPolicy.UNKNOWN else "t",
+                wire.opt(req.request_id),
+            ),
+            finish,
+        )
+
+    def fenced(
+        self,
+        script: wire.Script,
+        ticket: Ticket,
+        args: tuple[Any, ...],
+        result: bytes | None = None,
+        error: bytes | None = None,
+    ) -> Op[Record]:
+        def finish(reply: bytes) -> Record:
+            code, _, record = wire.decode(ticket.scope, ticket.key, reply, result, error)
+            if code == 0 or record is None:
+                raise lease_lost(ticket, record)
+            return record
+
+        return self.script(
+            script, self.key(ticket.scope, ticket.key), (ticket.owner, ticket.fence, *args), finish
+        )
+
+    def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Op[Record]:
+        return self.fenced(
+            self.scripts.complete, ticket, (result, codec, wire.seconds(ttl)), result=result
+        )
+
+    def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Op[Record]:
+        return self.fenced(self.scripts.fail, ticket, (error, wire.seconds(ttl)), error=error)
+
+    def release(self, ticket: Ticket) -> Op[None]:
+        def finish(reply: bytes) -> None:
+            code, _, record = wire.decode(ticket.scope, ticket.key, reply)
+            if code == 0:
+                raise lease_lost(ticket, record)
+
+        return self.script(
+            self.scripts.release,
+            self.key(ticket.scope, ticket.key),
+            (ticket.owner, ticket.fence),
+            finish,
+        )
+
+    def heartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Op[Record]:
+        return self.fenced(self.scripts.heartbeat, ticket, (wire.seconds(lease), wire.seconds(ttl)))
+
+    def get(self, scope: str, key: str) -> Op[Record | None]:
+        def finish(reply: bytes) -> Record | None:
+            return wire.decode(scope, key, reply)[2]
+
+        return self.script(self.scripts.get, self.key(scope, key), (), finish)
+
+    def forget(self, scope: str, key: str) -> Op[bool]:
+        return Op(("DEL", self.key(scope, key)), bool)
+
+    def resolve(
+        self,
+        scope: str,
+        key: str,
+        result: bytes | None,
+        codec: str | None,
+        failed: bool,
+        ttl: float | None,
+    ) -> Op[Record]:
+        def finish(reply: bytes) -> Record:
+            code, now, current = wire.decode(scope, key, reply)
+            if code == 0 or current is None:
+                check_resolvable(scope, key, current, float(now))
+                raise IdempotencyError(f"{scope}:{key} could not be resolved")
+            return current
+
+        return self.script(
+            self.scripts.resolve,
+            self.key(scope, key),
+            (wire.opt_bytes(result), wire.opt(codec), "1" if failed else "0", wire.seconds(ttl)),
+            finish,
+        )
+
+    def put(self, record: Record) -> Op[bool]:
+        return self.script(
+            self.scripts.put,
+            self.key(record.scope, record.key),
+            tuple(wire.put_args(record)),
+            lambda n: n == 1,
+        )
+
+    def put_token(self, scope: str, key: str, token: str, ttl: float) -> Op[None]:
+        ms = max(1, math.ceil(ttl * 1000))
+        return Op(("SET", self.side_key("token", scope, key), token, "PX", ms), _ok)
+
+    def take_token(self, scope: str, key: str, token: str) -> Op[bool]:
+        return self.script(
+            self.scripts.take_token,
+            self.side_key("token", scope, key),
+            (token,),
+            lambda n: n == 1,
+        )
+
+    def hit(self, scope: str, key: str, window: float, limit: int) -> Op[float | None]:
+        if limit < 1:
+            raise ConfigurationError(f"hit limit must be at least 1: {limit!r}")
+        return self.script(
+            self.scripts.hit,
+            self.side_key("hit", scope, key),
+            (wire.seconds(window), limit),
+            lambda v: None if v is None else float(v),
+        )
+
+
+def stuck(
+    commands: Commands,
+    names: list[bytes],
+    rows: list[Any],
+    scope: str | None,
+    now: float,
+    limit: int,
+) -> list[Record]:
+    """The unresolved records among HMGET rows of ``wire.FIELDS``, oldest first."""
+    found = []
+    for name, row in zip(names, rows, strict=True):
+        identity = commands.identity(name)
+        record = None if identity is None else wire.row(*identity, row)
+        if record is None or (scope is not None and record.scope != scope):
+            continue
+        if is_unresolved(record, now):
+            found.append(record)
+    return sorted(found, key=lambda r: r.updated_at)[:limit]
