@@ -193,7 +193,7 @@ class Guard:
             action = call.next(self.store.claim(call.request()), time.monotonic())
             if isinstance(action, Run):
                 return self._execute(call, action.ticket, fn, args, kwargs)
-            self._log_duplicate(call)
+            self.log_duplicate(call)
             if isinstance(action, Return):
                 return action.value  # type: ignore[no-any-return]
             if isinstance(action, Raise):
@@ -211,7 +211,7 @@ class Guard:
             action = call.next(await self.store.aclaim(call.request()), time.monotonic())
             if isinstance(action, Run):
                 return await self._aexecute(call, action.ticket, fn, args, kwargs)
-            self._log_duplicate(call)
+            self.log_duplicate(call)
             if isinstance(action, Return):
                 return action.value  # type: ignore[no-any-return]
             if isinstance(action, Raise):
@@ -318,7 +318,7 @@ class Guard:
             store_exc,
         )
 
-    def _log_duplicate(self, call: Call) -> None:
+    def log_duplicate(self, call: Call) -> None:
         claim = call.duplicate
         if claim is None or call.polls > 1:
             return

@@ -1,0 +1,43 @@
+"""``mideng schema``: print (and optionally apply) the record table's DDL for a database."""
+
+from __future__ import annotations
+
+import click
+
+from mideng.errors import IdempotencyError
+from mideng.stores.sql_schema import DEFAULT_TABLE, script
+
+
+def _family(url: str) -> str:
+    if url.split("://", 1)[0].lower() == "sqlite":
+        return "sqlite"
+    from mideng.stores.sql_engine import family_of
+
+    return family_of(url)
+
+
+@click.command()
+@click.option("--url", required=True, envvar="MIDENG_STORE",
+              help="postgresql://…, mysql://… or sqlite:///path.db (or MIDENG_STORE).")
+@click.option("--table", default=DEFAULT_TABLE, show_default=True,
+              help="Name of the record table.")
+@click.option("--apply", "apply_", is_flag=True,
+              help="Also create the table and indexes (idempotent).")
+def schema(url: str, table: str, apply_: bool) -> None:
+    """Print the DDL of the record table, for review or a migration tool."""
+    try:
+        family = _family(url)
+        click.echo(script(family, table), nl=False)
+        if not apply_:
+            return
+        if family == "sqlite":
+            from mideng.stores.sqlite import SQLiteStore
+
+            SQLiteStore.from_url(url, table=table).close()
+        else:
+            from mideng.stores.sql import SQLStore
+
+            SQLStore.from_url(url, table=table, create_schema=True).close()
+    except IdempotencyError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"-- applied to {table}", err=True)

@@ -1,0 +1,216 @@
+"""The SQL store's async side: the same operations, awaited on psycopg async / asyncmy.
+
+Async connections belong to the event loop that opened them, so each loop gets its own
+SQLAlchemy async engine, made on first use. A loop that ends (``asyncio.run`` returning, a test
+finishing) finalises its async generators before it closes; a small keeper generator per loop
+uses that moment to dispose the engine's connections on the loop that owns them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mideng.core.record import Claim, ClaimRequest, Record, Ticket
+from mideng.errors import IdempotencyError
+from mideng.stores import sql_ops as ops
+from mideng.stores.base import Store
+from mideng.stores.registry import require
+from mideng.stores.sql_dialect import Res, Statements, Stmt
+from mideng.stores.sql_engine import (
+    DEADLOCK_RETRIES,
+    MODULES,
+    EngineConfig,
+    HeldClaims,
+    cursor_of,
+    schema_op,
+)
+
+
+async def _execute_psycopg(cur: Any, stmt: Stmt) -> Res:
+    await cur.execute(stmt.sql.pyformat, stmt.params)
+    return Res(cur.rowcount, await cur.fetchall() if stmt.sql.rows else ())
+
+
+async def _execute_asyncmy(cur: Any, stmt: Stmt) -> Res:
+    await cur.execute(stmt.sql.pyformat, stmt.params)
+    count, lastrowid = cur.rowcount, cur.lastrowid or 0
+    for _ in range(stmt.sql.sets - 1):
+        await cur.nextset()
+    return Res(count, await cur.fetchall() if stmt.sql.rows else (), lastrowid)
+
+
+async def adrive(
+    gen: ops.Op[ops.T], run: Callable[[Any, Stmt], Awaitable[Res]], conn: Any
+) -> ops.T:
+    stmt = next(gen)
+    while True:
+        res = await run(conn, stmt)
+        try:
+            stmt = gen.send(res)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+
+@dataclass
+class _LoopEngine:
+    engine: Any
+    keeper: AsyncGenerator[None, None] | None = None
+    statements: Statements | None = None
+
+
+async def _keep(engine: Any) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        await engine.dispose()
+
+
+class AsyncSide(Store):
+    """Async halves of SQLStore's operations."""
+
+    config: EngineConfig
+    held: HeldClaims
+    purge_batch: int
+
+    def __init__(self) -> None:
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopEngine] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    # -- engines per loop ---------------------------------------------------------------------
+    async def _loop_engine(self) -> _LoopEngine:
+        loop = asyncio.get_running_loop()
+        entry = self._loops.get(loop)
+        if entry is not None:
+            return entry
+        cfg = self.config
+        require("greenlet", cfg.family)
+        require(MODULES[cfg.family][1], cfg.family)
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        engine = create_async_engine(
+            cfg.sqlalchemy_url(asynchronous=True),
+            connect_args=cfg.connect_args(asynchronous=True),
+            **cfg.engine_options,
+        )
+        entry = self._loops[loop] = _LoopEngine(engine)
+        entry.keeper = _keep(engine)
+        await entry.keeper.__anext__()  # registers it with the loop's asyncgen finaliser
+        return entry
+
+    def _forget_async_engines(self) -> None:
+        self._loops = weakref.WeakKeyDictionary()
+
+    def _close_async_engines(self) -> None:
+        """Dispose each loop's engine on its own loop, from sync code."""
+        entries, self._loops = list(self._loops.items()), weakref.WeakKeyDictionary()
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for loop, entry in entries:
+            if entry.keeper is None or loop.is_closed():
+                continue
+            if loop is current:
+                loop.create_task(entry.keeper.aclose())
+            elif loop.is_running():
+                asyncio.run_coroutine_threadsafe(entry.keeper.aclose(), loop).result(10)
+            else:
+                loop.run_until_complete(entry.keeper.aclose())
+
+    async def aclose(self) -> None:
+        entry = self._loops.pop(asyncio.get_running_loop(), None)
+        if entry is not None and entry.keeper is not None:
+            await entry.keeper.aclose()
+        self.close()
+
+    async def acreate_schema(self) -> None:
+        await self._arun(lambda s: schema_op(self.config.family, self.config.table))
+
+    # -- the driver ---------------------------------------------------------------------------
+    async def _arun(self, op: Callable[..., ops.Op[ops.T]], *args: Any) -> ops.T:
+        from sqlalchemy.util import greenlet_spawn
+
+        cfg = self.config
+        entry = await self._loop_engine()
+        execute = _execute_psycopg if cfg.family == "postgresql" else _execute_asyncmy
+        for attempt in range(DEADLOCK_RETRIES + 1):
+            try:
+                fairy = await entry.engine.raw_connection()
+            except Exception as exc:
+                raise cfg.unavailable(exc) from exc
+            if entry.statements is None:
+                entry.statements = cfg.statements(entry.engine.dialect)
+            try:
+                value = await adrive(op(entry.statements, *args), execute, cursor_of(fairy))
+            except IdempotencyError:
+                await greenlet_spawn(fairy.close)
+                raise
+            except BaseException as exc:
+                # Cancelled mid-statement or failed: the connection's state is unknown.
+                await asyncio.shield(greenlet_spawn(fairy.invalidate))
+                if not cfg.is_db_error(exc):
+                    raise
+                if cfg.retryable(exc) and attempt < DEADLOCK_RETRIES:
+                    continue
+                raise cfg.unavailable(exc) from exc
+            # Inside greenlet_spawn: a checkin to a full pool closes the connection, and closing
+            # an async connection awaits.
+            await greenlet_spawn(fairy.close)
+            return value
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- the protocol -------------------------------------------------------------------------
+    async def aclaim(self, req: ClaimRequest) -> Claim:
+        return await self._arun(ops.claim, req)
+
+    async def acomplete(
+        self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
+    ) -> Record:
+        return await self._arun(ops.complete, ticket, result, codec, ttl)
+
+    async def afail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
+        return await self._arun(ops.fail, ticket, error, ttl)
+
+    async def arelease(self, ticket: Ticket) -> None:
+        await self._arun(ops.release, ticket)
+
+    async def aheartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Record:
+        return await self._arun(ops.heartbeat, ticket, lease, ttl)
+
+    async def aget(self, scope: str, key: str) -> Record | None:
+        return await self._arun(ops.get, scope, key)
+
+    async def aforget(self, scope: str, key: str) -> bool:
+        return await self._arun(ops.forget, scope, key)
+
+    async def aresolve(
+        self,
+        scope: str,
+        key: str,
+        *,
+        result: bytes | None,
+        codec: str | None,
+        failed: bool,
+        ttl: float | None,
+    ) -> Record:
+        return await self._arun(ops.resolve, scope, key, result, codec, failed, ttl)
+
+    async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        return await self._arun(ops.unresolved, scope, limit)
+
+    async def apurge(self, limit: int | None = None) -> int:
+        return await self._arun(ops.purge, limit, self.purge_batch)
+
+    async def aput_token(self, scope: str, key: str, token: str, ttl: float) -> None:
+        await self._arun(ops.put_token, scope, key, token, ttl)
+
+    async def atake_token(self, scope: str, key: str, token: str) -> bool:
+        return await self._arun(ops.take_token, scope, key, token)
+
+    async def ahit(self, scope: str, key: str, window: float, limit: int) -> float | None:
+        return await self._arun(ops.hit, scope, key, window, limit)

@@ -1,0 +1,224 @@
+"""The SQL text of every store operation, per database, built once per table.
+
+Each statement is written once with ``:name`` binds (SQLAlchemy ``text()``, used by the
+transactional mode on the caller's connection) and converted to ``%(name)s`` for the DB-API
+drivers the store calls directly (psycopg, PyMySQL, asyncmy).
+
+How a claim is asked, per database (measured; see docs/stores-sql.md):
+
+- PostgreSQL and SQLite read first. A duplicate then costs one plain indexed read that takes no
+  lock and writes nothing; a new key costs that read plus ``INSERT … ON CONFLICT DO NOTHING``.
+  Folding both into one ``WITH … INSERT`` statement saves the read on a new key but makes every
+  duplicate pay for an insert plan, which on PostgreSQL costs more than the read it saves.
+- MySQL and MariaDB insert first: ``INSERT … ON DUPLICATE KEY UPDATE <no-op>`` adds a fresh
+  claim or locks the existing row, and MariaDB's ``RETURNING`` hands back the row in the same
+  round trip; on MariaDB that costs about what a plain read does. MySQL 8 has no RETURNING: a
+  ``SELECT … FOR UPDATE`` follows (in the same round trip on the store's own connections). It is
+  also the only safe order inside a caller's REPEATABLE READ transaction, where a plain read may
+  show a snapshot older than the row the insert collides with.
+
+When the row exists and core.decide says it must change (a take-over, a record turning
+UNKNOWN), the write is a compare-and-set on the row exactly as it was read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from mideng.core.record import Record, Status
+from mideng.stores.sql_schema import COLUMNS, check_table
+
+_BIND = re.compile(r"(?<![:\w]):(\w+)")
+_STATUS = {s.value: s for s in Status}
+_MYSQL_MICROS = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6))"
+
+
+class Sql:
+    """One statement text (or several joined by ``;`` when ``sets`` > 1)."""
+
+    __slots__ = ("_clause", "pyformat", "rows", "sets", "text")
+
+    def __init__(self, text: str, sets: int = 1) -> None:
+        self.text = " ".join(text.split())
+        self.pyformat = _BIND.sub(r"%(\1)s", self.text)
+        self.sets = sets
+        # Known up front: asking a psycopg cursor for its description builds column objects,
+        # which costs more than the rest of a short statement's client side.
+        last = self.text.rsplit(";", 1)[-1].lstrip().upper()
+        self.rows = last.startswith(("SELECT", "WITH")) or " RETURNING " in last
+        self._clause: Any = None
+
+    @property
+    def clause(self) -> Any:
+        """The SQLAlchemy ``text()`` construct, built on first use."""
+        if self._clause is None:
+            from sqlalchemy import text
+
+            self._clause = text(self.text)
+        return self._clause
+
+    def __repr__(self) -> str:
+        return f"Sql({self.text!r})"
+
+
+# Tuples rather than dataclasses: one of each per statement, on the hot path.
+class Stmt(NamedTuple):
+    sql: Sql
+    params: Mapping[str, Any] | None = None
+
+
+class Res(NamedTuple):
+    rowcount: int  # of the first statement in the text
+    rows: Sequence[Sequence[Any]]  # of the last one
+    lastrowid: int = 0  # MySQL: the clock a fenced update stamped (see Statements._fenced)
+
+
+class Statements:
+    """All statements for one (kind, table); ``multi`` allows ``;``-joined round trips (the
+    store's own MySQL connections, never a caller's); ``in_transaction``: for the
+    transactional mode."""
+
+    def __init__(self, kind: str, table: str, *, multi: bool = False,
+                 in_transaction: bool = False) -> None:
+        self.kind = kind
+        self.table = t = check_table(table)
+        self.mysql = kind in ("mysql", "mariadb")
+        # On a caller's MySQL transaction, look before locking: InnoDB keeps a row lock until
+        # the transaction ends (even past ROLLBACK TO SAVEPOINT), and a replay or a refusal
+        # that held the record's row would stall its holder's completion for that long.
+        self.look_first = in_transaction and self.mysql
+        self.python_clock = kind == "sqlite"
+        k = "`key`" if self.mysql else "key"
+        self.cols = cols = ", ".join(k if c == "key" else c for c in COLUMNS)
+        self.now = now = {
+            "postgresql": "date_part('epoch', statement_timestamp())",
+            "sqlite": ":now",
+        }.get(kind, f"({_MYSQL_MICROS} / 1e6)")
+        self.pk = pk = f"scope = :scope AND {k} = :key"
+        lease, expiry = f"{now} + {self.f('lease')}", f"{self.f('lease')} + {self.f('expiry_ttl')}"
+        fresh = (f"INSERT INTO {t} ({cols}) VALUES (:scope, :key, 'processing', 1, :owner, "
+                 f":fingerprint, {lease}, NULL, NULL, NULL, 1, :request_id, {now}, {now}, "
+                 f"{now} + {expiry})")
+
+        self.select = Sql(f"SELECT {cols}, {now} FROM {t} WHERE {pk}")
+        if self.mysql:
+            upsert = f"{fresh} ON DUPLICATE KEY UPDATE fence = fence"
+            current = f"SELECT {cols}, {now} FROM {t} WHERE {pk} FOR UPDATE"
+            self.claim = ([Sql(f"{upsert} RETURNING {cols}, {now}")] if kind == "mariadb"
+                          else [Sql(f"{upsert}; {current}", sets=2)] if multi
+                          else [Sql(upsert), Sql(current)])
+        else:
+            # RETURNING the clock the row was stamped with; the rest of the row is ours.
+            self.insert = Sql(f"{fresh} ON CONFLICT (scope, key) DO NOTHING"
+                              + (" RETURNING created_at" if kind == "postgresql" else ""))
+        self.cas = Sql(
+            f"UPDATE {t} SET status = :status, fence = :fence, owner = :owner, "
+            f"fingerprint = :fingerprint, lease_until = {self.f('lease_until')}, "
+            f"result = :result, codec = :codec, error = :error, attempts = :attempts, "
+            f"request_id = :request_id, created_at = {self.f('created_at')}, "
+            f"updated_at = {self.f('updated_at')}, expires_at = {self.f('expires_at')} "
+            f"WHERE {pk} AND fence = :was_fence AND owner = :was_owner "
+            f"AND status = :was_status AND updated_at = {self.f('was_updated_at')}")
+        self.forget = Sql(f"DELETE FROM {t} WHERE {pk}")
+        self._fenced()
+        self._views()
+        self._tokens_and_hits()
+        self.begin, self.commit, self.rollback = Sql("BEGIN"), Sql("COMMIT"), Sql("ROLLBACK")
+
+    def f(self, name: str) -> str:
+        """A float bind; PostgreSQL can't type a bare parameter in ``x IS NULL``."""
+        return f"CAST(:{name} AS double precision)" if self.kind == "postgresql" else f":{name}"
+
+    def _fenced(self) -> None:
+        """Updates that only the live claim may make. Each stamps ``updated_at`` first and
+        derives the other times from it, then reports that stamp: RETURNING on PostgreSQL, the
+        connection's LAST_INSERT_ID on MySQL (its idiom for handing a value back from an
+        UPDATE), the client clock on SQLite. With the claim's own row, that is enough to know
+        the new row exactly without reading it back."""
+        t, now = self.table, self.now
+        if self.mysql:
+            stamp, ref = f"LAST_INSERT_ID({_MYSQL_MICROS}) / 1e6", "updated_at"
+        else:
+            stamp = ref = now
+        tail = " RETURNING updated_at" if self.kind == "postgresql" else ""
+        where = (f"WHERE {self.pk} AND owner = :owner AND fence = :fence "
+                 f"AND status = 'processing' AND (expires_at IS NULL OR expires_at > {now})")
+        ttl, lease = self.f("ttl"), self.f("lease")
+        self.complete = Sql(
+            f"UPDATE {t} SET updated_at = {stamp}, status = 'succeeded', result = :result, "
+            f"codec = :codec, error = NULL, lease_until = NULL, expires_at = {ref} + {ttl} "
+            f"{where}{tail}")
+        self.fail = Sql(
+            f"UPDATE {t} SET updated_at = {stamp}, status = 'failed', error = :error, "
+            f"result = NULL, codec = NULL, lease_until = NULL, expires_at = {ref} + {ttl} "
+            f"{where}{tail}")
+        # expires_at reads its own old value: MySQL applies assignments left to right, but a
+        # column not yet assigned still holds the row's value.
+        self.heartbeat = Sql(
+            f"UPDATE {t} SET updated_at = {stamp}, lease_until = {ref} + {lease}, "
+            f"expires_at = CASE WHEN expires_at IS NULL OR {ttl} IS NULL THEN NULL "
+            f"ELSE {ref} + {lease} + {ttl} END {where}{tail}")
+        self.release = Sql(f"DELETE FROM {t} {where}")
+
+    def _views(self) -> None:
+        t, now, cols = self.table, self.now, self.cols
+        open_ = (f"status IN ('processing', 'unknown') "
+                 f"AND (expires_at IS NULL OR expires_at > {now}) "
+                 f"AND (status = 'unknown' OR lease_until IS NULL OR lease_until <= {now})")
+        self.unresolved_all = Sql(
+            f"SELECT {cols} FROM {t} WHERE {open_} ORDER BY updated_at LIMIT :limit")
+        self.unresolved_scope = Sql(
+            f"SELECT {cols} FROM {t} WHERE scope = :scope AND {open_} "
+            f"ORDER BY updated_at LIMIT :limit")
+        if self.kind == "postgresql":
+            # SKIP LOCKED: a row that a claim is taking over right now is not garbage.
+            self.purge = Sql(
+                f"DELETE FROM {t} WHERE (scope, key) IN (SELECT scope, key FROM {t} "
+                f"WHERE expires_at <= {now} LIMIT :batch FOR UPDATE SKIP LOCKED) "
+                f"AND expires_at <= {now}")
+        else:
+            self.purge = Sql(
+                f"DELETE FROM {t} WHERE expires_at <= {now} ORDER BY expires_at LIMIT :batch")
+
+    def _tokens_and_hits(self) -> None:
+        """Tokens and debounce windows: SUCCEEDED rows in their own scope namespace."""
+        t, now, pk, cols = self.table, self.now, self.pk, self.cols
+
+        def entry(owner: str, result: str, codec: str, life: str, alias: str = "") -> str:
+            into = f"{t} AS {alias}" if alias else t
+            return (f"INSERT INTO {into} ({cols}) VALUES (:scope, :key, 'succeeded', 0, {owner}, "
+                    f"NULL, NULL, {result}, {codec}, NULL, 1, NULL, {now}, {now}, "
+                    f"{now} + {self.f(life)})")
+
+        token = entry(":owner", "NULL", "NULL", "ttl")
+        if self.kind == "postgresql":
+            replace = ", ".join(f"{c} = EXCLUDED.{c}" for c in COLUMNS[2:])
+            self.put_token = Sql(f"{token} ON CONFLICT (scope, key) DO UPDATE SET {replace}")
+            # The no-op update takes the row lock, inserting the row first if need be.
+            self.hit_lock = [Sql(f"{entry(repr(''), ':empty', repr('json'), 'window', 'r')} "
+                                 f"ON CONFLICT (scope, key) DO UPDATE SET fence = r.fence "
+                                 f"RETURNING result, {now}")]
+        else:
+            self.put_token = Sql(token.replace("INSERT INTO", "REPLACE INTO", 1))
+            upsert = (f"{entry(repr(''), ':empty', repr('json'), 'window')} "
+                      f"ON DUPLICATE KEY UPDATE fence = fence")
+            read = f"SELECT result, {now} FROM {t} WHERE {pk} FOR UPDATE"
+            self.hit_lock = ([Sql(f"{upsert} RETURNING result, {now}")]
+                             if self.kind == "mariadb" else [Sql(f"{upsert}; {read}", sets=2)])
+        self.take_token = Sql(
+            f"DELETE FROM {t} WHERE {pk} AND owner = :owner AND expires_at > {now}")
+        self.hit_store = Sql(
+            f"UPDATE {t} SET result = :result, updated_at = {self.f('now')}, "
+            f"expires_at = {self.f('now')} + {self.f('window')} WHERE {pk}")
+
+    def record(self, row: Sequence[Any]) -> Record:
+        (scope, key, status, fence, owner, fingerprint, lease_until, result, codec, error,
+         attempts, request_id, created_at, updated_at, expires_at) = row[:15]
+        if self.mysql:  # VARBINARY scope, key and owner
+            scope, key, owner = scope.decode(), key.decode(), owner.decode()
+        return Record(scope, key, _STATUS[status], int(fence), owner, fingerprint, lease_until,
+                      None if result is None else bytes(result), codec,
+                      None if error is None else bytes(error), attempts, request_id,
+                      created_at, updated_at, expires_at)

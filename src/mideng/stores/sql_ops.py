@@ -1,0 +1,222 @@
+"""Every SQL store operation, written once as a generator of statements.
+
+An operation yields ``Stmt`` and receives ``Res``; a driver runs it. The store drives these
+over its own pooled DB-API connections (sync and async), the transactional mode over the
+caller's SQLAlchemy connection (sync and async): four drivers, one copy of the logic.
+
+The claim rules are core.decide's own functions, applied to the row the database returned and
+the database's clock; a write happens only when they say so, as an insert that yields to a
+concurrent one or a compare-and-set on the row as read. Losing such a race means someone else
+made progress, so the operation reads again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Generator
+from typing import Any, TypeVar
+
+from mideng.core import decide as rules
+from mideng.core.record import Claim, ClaimRequest, ExpiryPolicy, Outcome, Record, Ticket
+from mideng.errors import StoreUnavailableError
+from mideng.stores.base import HIT_PREFIX, TOKEN_PREFIX, check_resolvable, lease_lost
+from mideng.stores.sql_dialect import Res, Sql, Statements, Stmt
+from mideng.stores.sql_schema import REQUEST_ID_MAX
+
+T = TypeVar("T")
+Op = Generator[Stmt, Res, T]
+
+# Each lost race means another caller changed the row in between, so a handful of rounds
+# always settles; running out points at something odd (a clock jumping back, say).
+RACES = 32
+PURGE_BATCH = 1000
+
+
+def _params(s: Statements, **values: Any) -> dict[str, Any]:
+    if s.python_clock:
+        values["now"] = time.time()
+    return values
+
+
+def _clip(request_id: str | None) -> str | None:
+    return None if request_id is None else request_id[:REQUEST_ID_MAX]
+
+
+def read(s: Statements, scope: str, key: str) -> Op[tuple[Record | None, float]]:
+    """The record (None if absent) and the database clock (0 when absent: nothing to judge)."""
+    res = yield Stmt(s.select, _params(s, scope=scope, key=key))
+    if not res.rows:
+        return None, 0.0
+    return s.record(res.rows[0]), float(res.rows[0][15])
+
+
+def _cas(s: Statements, old: Record, new: Record) -> Stmt:
+    return Stmt(s.cas, _params(
+        s, scope=old.scope, key=old.key, status=new.status.value, fence=new.fence,
+        owner=new.owner, fingerprint=new.fingerprint, lease_until=new.lease_until,
+        result=new.result, codec=new.codec, error=new.error, attempts=new.attempts,
+        request_id=_clip(new.request_id), created_at=new.created_at,
+        updated_at=new.updated_at, expires_at=new.expires_at, was_fence=old.fence,
+        was_owner=old.owner, was_status=old.status.value, was_updated_at=old.updated_at))
+
+
+def claim(s: Statements, req: ClaimRequest) -> Op[Claim]:
+    if req.request_id is not None and len(req.request_id) > REQUEST_ID_MAX:
+        req = dataclasses.replace(req, request_id=_clip(req.request_id))
+    current: Record | None
+    for _ in range(RACES):
+        params = _params(s, scope=req.scope, key=req.key, owner=req.owner,
+                         fingerprint=req.fingerprint, lease=float(req.lease),
+                         expiry_ttl=None if req.on_expiry is ExpiryPolicy.UNKNOWN else req.ttl,
+                         request_id=req.request_id)
+        if s.look_first:
+            # A plain read decides replays and refusals without a lock; a snapshot older than
+            # the row only sends us on to the locking insert below, which sees the row as is.
+            seen, now = yield from read(s, req.scope, req.key)
+            if seen is not None:
+                decision, write = rules.decide(seen, req, now)
+                if not write:
+                    return decision
+        if s.mysql:  # insert-or-lock, then the row as it stands
+            res = Res(0, ())
+            for sql in s.claim:
+                res = yield Stmt(sql, params)
+            current, now = s.record(res.rows[0]), float(res.rows[0][15])
+            if current.owner == req.owner:  # owners are minted per call: our insert
+                return Claim(Outcome.ACQUIRED, current)
+        else:
+            current, now = yield from read(s, req.scope, req.key)
+            if current is None:
+                res = yield Stmt(s.insert, params)
+                if res.rowcount == 1:
+                    now = float(res.rows[0][0]) if res.rows else params["now"]
+                    return Claim(Outcome.ACQUIRED, rules.fresh(req, now, None))
+                continue  # inserted by someone else since the read
+        decision, write = rules.decide(current, req, now)
+        if not write:
+            return decision
+        done = yield _cas(s, current, decision.record)
+        if done.rowcount == 1:
+            return decision
+    raise StoreUnavailableError(f"claim on {req.scope}:{req.key} kept losing races")
+
+
+def _fenced(s: Statements, ticket: Ticket, sql: Sql, known: Record | None,
+            change: Callable[[Record, float], Record], **values: Any) -> Op[Record]:
+    """Run a fenced update; ``known`` is the claim's own row, from which the new one follows."""
+    params = _params(s, scope=ticket.scope, key=ticket.key, owner=ticket.owner,
+                     fence=ticket.fence, **values)
+    res = yield Stmt(sql, params)
+    if res.rowcount == 1 and known is not None and (known.owner, known.fence) == (
+            ticket.owner, ticket.fence):
+        if s.kind == "postgresql":
+            now = float(res.rows[0][0])
+        else:
+            now = res.lastrowid / 1e6 if s.mysql else params["now"]
+        return change(known, now)
+    current, _ = yield from read(s, ticket.scope, ticket.key)
+    if res.rowcount == 1 and current is not None:
+        return current
+    raise lease_lost(ticket, current)
+
+
+def complete(s: Statements, ticket: Ticket, result: bytes, codec: str, ttl: float | None,
+             known: Record | None = None) -> Op[Record]:
+    return _fenced(s, ticket, s.complete, known, lambda cur, now: rules.completed(
+        cur, now, result=result, codec=codec, ttl=ttl), result=result, codec=codec, ttl=ttl)
+
+
+def fail(s: Statements, ticket: Ticket, error: bytes, ttl: float | None,
+         known: Record | None = None) -> Op[Record]:
+    return _fenced(s, ticket, s.fail, known, lambda cur, now: rules.failed(
+        cur, now, error=error, ttl=ttl), error=error, ttl=ttl)
+
+
+def heartbeat(s: Statements, ticket: Ticket, lease: float, ttl: float | None,
+              known: Record | None = None) -> Op[Record]:
+    return _fenced(s, ticket, s.heartbeat, known, lambda cur, now: rules.renewed(
+        cur, now, lease, ttl), lease=float(lease), ttl=ttl)
+
+
+def release(s: Statements, ticket: Ticket) -> Op[None]:
+    res = yield Stmt(s.release, _params(s, scope=ticket.scope, key=ticket.key,
+                                        owner=ticket.owner, fence=ticket.fence))
+    if res.rowcount == 1:
+        return None
+    current, _ = yield from read(s, ticket.scope, ticket.key)
+    raise lease_lost(ticket, current)
+
+
+def get(s: Statements, scope: str, key: str) -> Op[Record | None]:
+    current, now = yield from read(s, scope, key)
+    return None if current is None or current.expired(now) else current
+
+
+def forget(s: Statements, scope: str, key: str) -> Op[bool]:
+    res = yield Stmt(s.forget, {"scope": scope, "key": key})
+    return res.rowcount > 0
+
+
+def resolve(s: Statements, scope: str, key: str, result: bytes | None, codec: str | None,
+            failed: bool, ttl: float | None) -> Op[Record]:
+    for _ in range(RACES):
+        current, now = yield from read(s, scope, key)
+        check_resolvable(scope, key, current, now)
+        assert current is not None
+        new = rules.settled(current, now, result=result, codec=codec, failed=failed, ttl=ttl)
+        done = yield _cas(s, current, new)
+        if done.rowcount == 1:
+            return new
+    raise StoreUnavailableError(f"resolve of {scope}:{key} kept losing races")
+
+
+def unresolved(s: Statements, scope: str | None, limit: int) -> Op[list[Record]]:
+    if scope is None:
+        res = yield Stmt(s.unresolved_all, {"limit": int(limit)})
+    else:
+        res = yield Stmt(s.unresolved_scope, {"scope": scope, "limit": int(limit)})
+    return [s.record(row) for row in res.rows]
+
+
+def purge(s: Statements, limit: int | None, batch: int = PURGE_BATCH) -> Op[int]:
+    # Bounded batches, each its own statement: a purge of millions never holds one long lock.
+    total = 0
+    while limit is None or total < limit:
+        size = batch if limit is None else min(batch, limit - total)
+        res = yield Stmt(s.purge, {"batch": size})
+        total += max(res.rowcount, 0)
+        if res.rowcount < size:
+            break
+    return total
+
+
+def put_token(s: Statements, scope: str, key: str, token: str, ttl: float) -> Op[None]:
+    yield Stmt(s.put_token, {"scope": TOKEN_PREFIX + scope, "key": key, "owner": token,
+                             "ttl": float(ttl)})
+
+
+def take_token(s: Statements, scope: str, key: str, token: str) -> Op[bool]:
+    # One conditional DELETE: of two callers holding the same token, exactly one deletes it.
+    res = yield Stmt(s.take_token, {"scope": TOKEN_PREFIX + scope, "key": key, "owner": token})
+    return res.rowcount == 1
+
+
+def hit(s: Statements, scope: str, key: str, window: float, limit: int) -> Op[float | None]:
+    # The insert-or-lock holds the row until COMMIT, so two hits can't both see room.
+    params = {"scope": HIT_PREFIX + scope, "key": key, "window": float(window), "empty": b"[]"}
+    yield Stmt(s.begin)
+    res = Res(0, ())
+    for sql in s.hit_lock:
+        res = yield Stmt(sql, params)
+    data, now = res.rows[0][0], float(res.rows[0][1])
+    stamps: list[float] = [t for t in json.loads(bytes(data)) if t > now - window] if data else []
+    if len(stamps) >= limit:
+        yield Stmt(s.rollback)
+        return max(stamps[-limit] + window - now, 0.001)
+    stamps.append(now)
+    yield Stmt(s.hit_store, {**params, "result": json.dumps(stamps).encode(), "now": now})
+    yield Stmt(s.commit)
+    return None
+

@@ -1,0 +1,122 @@
+"""The record table for PostgreSQL, MySQL/MariaDB and SQLite: one layout, three spellings.
+
+The columns are SQLiteStore's, so the transactional mode reads and writes the same rows whatever
+the database. Times are epoch seconds in a double: Record times are floats, and comparing a lease
+with the database clock needs no conversion. Two indexes serve the operator paths: ``expires_at``
+for purge, ``(status, lease_until)`` for the unresolved view.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mideng.errors import ConfigurationError
+
+COLUMNS = (
+    "scope",
+    "key",
+    "status",
+    "fence",
+    "owner",
+    "fingerprint",
+    "lease_until",
+    "result",
+    "codec",
+    "error",
+    "attempts",
+    "request_id",
+    "created_at",
+    "updated_at",
+    "expires_at",
+)
+DEFAULT_TABLE = "mideng_records"
+KINDS = ("postgresql", "mysql", "sqlite")
+
+# Unquoted identifiers only: the name is pasted into SQL text, so nothing else may get through.
+# 50 characters leaves room for the index suffixes within PostgreSQL's and MySQL's limits.
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,49}$")
+
+# Longest request id kept; MySQL needs a bound, and a trace id has no business being longer.
+REQUEST_ID_MAX = 255
+
+
+def check_table(table: str) -> str:
+    if not isinstance(table, str) or not _IDENT.match(table):
+        raise ConfigurationError(
+            f"table name {table!r} must be a plain SQL identifier (letters, digits, _; at most "
+            "50 characters)"
+        )
+    return table
+
+
+def ddl(kind: str, table: str) -> list[str]:
+    """The statements that create the record table and its indexes, each idempotent."""
+    check_table(table)
+    if kind == "postgresql":
+        return _postgresql(table)
+    if kind == "mysql":
+        return _mysql(table)
+    if kind == "sqlite":
+        from mideng.stores.sqlite import schema
+
+        return schema(table)
+    raise ConfigurationError(f"no schema for {kind!r}; known: {', '.join(KINDS)}")
+
+
+def _postgresql(t: str) -> list[str]:
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {t} (
+    scope text NOT NULL,
+    key text NOT NULL,
+    status text NOT NULL,
+    fence bigint NOT NULL,
+    owner text NOT NULL,
+    fingerprint text,
+    lease_until double precision,
+    result bytea,
+    codec text,
+    error bytea,
+    attempts integer NOT NULL DEFAULT 1,
+    request_id text,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL,
+    expires_at double precision,
+    PRIMARY KEY (scope, key)
+)""",
+        f"CREATE INDEX IF NOT EXISTS {t}_expires ON {t} (expires_at) WHERE expires_at IS NOT NULL",
+        f"CREATE INDEX IF NOT EXISTS {t}_open ON {t} (status, lease_until)"
+        " WHERE status IN ('processing', 'unknown')",
+    ]
+
+
+def _mysql(t: str) -> list[str]:
+    # scope, key and owner are bytes: a case-insensitive or PAD SPACE collation would make
+    # "Order:1", "order:1" and "order:1 " one key. The sizes fit the longest scope (with its
+    # token:/hit: prefix) and key in utf-8 within InnoDB's 3072-byte key limit.
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {t} (
+    scope VARBINARY(600) NOT NULL,
+    `key` VARBINARY(1020) NOT NULL,
+    status VARCHAR(16) NOT NULL,
+    fence BIGINT NOT NULL,
+    owner VARBINARY(255) NOT NULL,
+    fingerprint VARCHAR(128) NULL,
+    lease_until DOUBLE NULL,
+    result LONGBLOB NULL,
+    codec VARCHAR(64) NULL,
+    error LONGBLOB NULL,
+    attempts INT NOT NULL DEFAULT 1,
+    request_id VARCHAR({REQUEST_ID_MAX}) NULL,
+    created_at DOUBLE NOT NULL,
+    updated_at DOUBLE NOT NULL,
+    expires_at DOUBLE NULL,
+    PRIMARY KEY (scope, `key`),
+    KEY {t}_expires (expires_at),
+    KEY {t}_open (status, lease_until)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
+    ]
+
+
+def script(kind: str, table: str) -> str:
+    """The DDL as one text a person can read or pipe into psql / mysql / sqlite3."""
+    return "".join(f"{statement};\n" for statement in ddl(kind, table))

@@ -1,0 +1,224 @@
+"""Transactional mode: the record commits, or rolls back, with the caller's own writes.
+
+    with engine.connect() as conn:
+        with guard.transaction(conn, "pay_notify", notify.trade_no, payload=notify) as tx:
+            if tx.replayed:
+                return tx.result
+            conn.execute(orders.update()...)
+            tx.set_result({"order": order_id})
+
+The record row is inserted on the caller's connection, inside the caller's transaction, before
+the body runs. A concurrent duplicate blocks on the row until this transaction ends: after a
+commit it replays the stored result, after a rollback it claims the key itself. The business
+writes and the stored result commit together or not at all, so there is no window in which the
+work is done but unrecorded, or recorded but undone.
+
+On PostgreSQL, MySQL/MariaDB and SQLite, through SQLAlchemy (``Connection`` or ``Session``;
+``AsyncConnection`` or ``AsyncSession`` with ``atransaction``). The table is the guard's SQL or
+SQLite store's record table, or ``table=``; it must exist (``mideng schema --apply``).
+See mideng.transaction_site for who commits, and docs/transactions.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any
+
+from mideng.core.flow import Call, Raise, Return, Run
+from mideng.core.record import Record, Ticket
+from mideng.errors import ConfigurationError
+from mideng.stores import sql_ops as ops
+from mideng.stores.sql_dialect import Statements
+from mideng.stores.sql_engine import EngineConfig
+from mideng.stores.sql_schema import check_table
+from mideng.transaction_site import AsyncSite, SyncSite
+
+if TYPE_CHECKING:
+    from mideng.guard import Guard
+
+log = logging.getLogger("mideng")
+_UNSET: Any = object()
+# A claim that loses a deadlock in a transaction the block began itself is simply run again.
+CLAIM_RETRIES = 3
+
+
+class Tx:
+    """What the block sees: whether this is a replay, the stored result, and a place for its own.
+
+    ``replayed``: a previous transaction with this key committed; ``result`` is its stored
+    result (decoded with the guard's codec) and the block should return it without writing.
+    Otherwise the block does its writes and may call ``set_result``; leaving the block without
+    it stores None.
+    """
+
+    __slots__ = ("_value", "key", "record", "replayed", "result", "scope", "ticket")
+
+    def __init__(self, scope: str, key: str, *, replayed: bool, result: Any = None,
+                 record: Record | None = None, ticket: Ticket | None = None) -> None:
+        self.scope = scope
+        self.key = key
+        self.replayed = replayed
+        self.result = result
+        self.record = record
+        self.ticket = ticket
+        self._value: Any = _UNSET
+
+    def set_result(self, value: Any) -> None:
+        if self.replayed:
+            raise ConfigurationError(
+                f"{self.scope}:{self.key} is a replay; its result was stored by the first run")
+        self._value = value
+
+    @property
+    def value(self) -> Any:
+        return None if self._value is _UNSET else self._value
+
+    def __repr__(self) -> str:
+        state = "replayed" if self.replayed else "acquired"
+        return f"Tx({self.scope}:{self.key}, {state})"
+
+
+def _untyped() -> Any:
+    """Stands in for a body in Guard.prepare; the result's type comes from ``result_type``."""
+
+
+def _table(guard: Guard, table: str | None) -> str:
+    if table is not None:
+        return check_table(table)
+    found = getattr(guard.store, "table", None)
+    from mideng.stores.sql import SQLStore
+    from mideng.stores.sqlite import SQLiteStore
+
+    if isinstance(guard.store, (SQLStore, SQLiteStore)) and isinstance(found, str):
+        return found
+    raise ConfigurationError(
+        "transactional mode needs the record table: use a Guard over a SQL or SQLite store, or "
+        "pass table=")
+
+
+def _call(guard: Guard, scope: str, key: str, payload: Any, result_type: Any,
+          options: dict[str, Any]) -> Call:
+    call = guard.prepare(scope, key, _untyped, payload, guard.policy(scope, **options))
+    call.type_hint = result_type
+    return call
+
+
+def _decided(guard: Guard, call: Call, claim: Any) -> Tx | float:
+    """The block's Tx, or seconds to wait before claiming again; raises for refusals."""
+    action = call.next(claim, time.monotonic())
+    if isinstance(action, Run):
+        return Tx(call.scope, call.key, replayed=False, record=claim.record,
+                  ticket=action.ticket)
+    guard.log_duplicate(call)
+    if isinstance(action, Return):
+        return Tx(call.scope, call.key, replayed=True, result=action.value,
+                  record=action.record)
+    if isinstance(action, Raise):
+        raise action.error
+    return action.delay
+
+
+# The exception that got us here is the one the caller must see: a rollback that fails too
+# (the connection died with it) is logged, not raised over it.
+def _quietly(rollback: Callable[..., None], **kwargs: Any) -> None:
+    try:
+        rollback(**kwargs)
+    except Exception as exc:
+        log.warning("mideng could not roll back the transactional block: %s", exc)
+
+
+async def _aquietly(rollback: Awaitable[None]) -> None:
+    try:
+        await rollback
+    except Exception as exc:
+        log.warning("mideng could not roll back the transactional block: %s", exc)
+
+
+def _deadlocked(exc: BaseException) -> bool:
+    return EngineConfig.retryable(getattr(exc, "orig", exc))
+
+
+def _stored(call: Call, tx: Tx) -> bytes:
+    return call.policy.codec_obj.encode(tx.value)
+
+
+def _complete(s: Statements, call: Call, tx: Tx, data: bytes) -> ops.Op[Record]:
+    assert tx.ticket is not None
+    return ops.complete(s, tx.ticket, data, call.policy.codec_obj.name, call.policy.ttl,
+                        known=tx.record)
+
+
+@contextmanager
+def transaction(guard: Guard, conn: Any, scope: str, key: str, *, payload: Any = None,
+                table: str | None = None, savepoint: bool = True, result_type: Any = None,
+                **options: Any) -> Iterator[Tx]:
+    """``with transaction(guard, conn, scope, key) as tx:``; ``Guard.transaction`` is this."""
+    site = SyncSite(conn, _table(guard, table))
+    call = _call(guard, scope, key, payload, result_type, options)
+    try:
+        s = site.open(savepoint)
+        attempt = 0
+        while True:
+            try:
+                outcome = _decided(guard, call, site.run(ops.claim(s, call.request())))
+            except Exception as exc:
+                if not (site.owned and _deadlocked(exc) and attempt < CLAIM_RETRIES):
+                    raise
+                attempt += 1
+                s = site.restart()
+                continue
+            if isinstance(outcome, Tx):
+                break
+            time.sleep(outcome)
+    except BaseException:
+        _quietly(site.rollback, whole=False)  # a refusal never aborts the caller's transaction
+        raise
+    tx = outcome
+    try:
+        yield tx
+        if not tx.replayed:
+            site.run(_complete(s, call, tx, _stored(call, tx)))
+    except BaseException:
+        _quietly(site.rollback, whole=not tx.replayed)
+        raise
+    site.commit()
+
+
+@asynccontextmanager
+async def atransaction(guard: Guard, conn: Any, scope: str, key: str, *, payload: Any = None,
+                       table: str | None = None, savepoint: bool = True,
+                       result_type: Any = None, **options: Any) -> AsyncIterator[Tx]:
+    """``async with atransaction(guard, conn, scope, key) as tx:``; the async twin."""
+    site = AsyncSite(conn, _table(guard, table))
+    call = _call(guard, scope, key, payload, result_type, options)
+    try:
+        s = await site.open(savepoint)
+        attempt = 0
+        while True:
+            try:
+                outcome = _decided(guard, call, await site.run(ops.claim(s, call.request())))
+            except Exception as exc:
+                if not (site.owned and _deadlocked(exc) and attempt < CLAIM_RETRIES):
+                    raise
+                attempt += 1
+                s = await site.restart()
+                continue
+            if isinstance(outcome, Tx):
+                break
+            await asyncio.sleep(outcome)
+    except BaseException:
+        await _aquietly(site.rollback(whole=False))
+        raise
+    tx = outcome
+    try:
+        yield tx
+        if not tx.replayed:
+            await site.run(_complete(s, call, tx, _stored(call, tx)))
+    except BaseException:
+        await _aquietly(site.rollback(whole=not tx.replayed))
+        raise
+    await site.commit()

@@ -1,0 +1,36 @@
+"""PostgreSQL and MariaDB/MySQL in the store matrix: a fresh table per test, dropped after."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mideng.stores.sql import SQLStore
+
+from backends import Backend, Ctx, Opened
+from services import MYSQL_URL, POSTGRES_URL
+
+
+def drop_table(url: str, table: str) -> None:
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(SQLStore.from_url(url, create_schema=False).config.sqlalchemy_url(),
+                           poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+    finally:
+        engine.dispose()
+
+
+def open_sql(url: str, ctx: Ctx, **options: Any) -> Opened:
+    table = f"mideng_t_{ctx.suffix}"
+    ctx.cleanups.append(lambda: drop_table(url, table))
+    store = SQLStore.from_url(url, table=table, **options)
+    return Opened(store, url, {"table": table, **options})
+
+
+BACKENDS: list[Backend] = [
+    Backend("postgresql", lambda ctx: open_sql(POSTGRES_URL, ctx), service="postgresql"),
+    Backend("mysql", lambda ctx: open_sql(MYSQL_URL, ctx), service="mysql"),
+]
