@@ -26,14 +26,23 @@ class Codec(Protocol):
     def decode(self, data: bytes, type_hint: Any = None) -> Any: ...
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False,
+                            default=to_jsonable)
+
+
 class JsonCodec:
     name = "json"
 
     def encode(self, value: Any) -> bytes:
         try:
-            return json.dumps(
-                to_jsonable(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False
-            ).encode("utf-8")
+            try:
+                # The C encoder walks plain data itself and hands only the other types
+                # (dataclasses, Decimals, ...) to to_jsonable; a dict keyed by such types makes
+                # it give up, and the whole value then takes the pure-Python walk.
+                text = _ENCODER.encode(value)
+            except TypeError:
+                text = _ENCODER.encode(to_jsonable(value))
+            return text.encode("utf-8")
         except (TypeError, ValueError) as exc:
             raise CodecError(
                 f"cannot store the result as JSON ({exc}); return JSON-able data, a dataclass "
