@@ -25,4 +25,4 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[all,test,bench]'
-	$(BIN)/python bench/bench_core.py
+	for b in core redis sql http; do $(BIN)/python bench/bench_$$b.py || exit 1; done

@@ -53,14 +53,24 @@ def guarded(store: Store) -> FastAPI:
 
 
 async def call(app: Any, key: bytes | None) -> int:
-    headers = [(b"content-type", b"application/json"),
-               (b"content-length", str(len(BODY)).encode())]
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]
     if key is not None:
         headers.append((b"idempotency-key", key))
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-             "method": "POST", "scheme": "http", "path": "/orders", "raw_path": b"/orders",
-             "root_path": "", "query_string": b"", "headers": headers,
-             "client": ("127.0.0.1", 50000), "server": ("bench", 80), "extensions": {}}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/orders",
+        "raw_path": b"/orders",
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("bench", 80),
+        "extensions": {},
+    }
     sent = False
     status = 0
 
@@ -99,15 +109,18 @@ def fresh_keys() -> KeyOf:
     return lambda i: f'"{run}-{i}"'.encode()
 
 
-async def cases(store: Store, label: str, calls: int, rounds: int,
-                bare: float) -> list[tuple[str, float, float]]:
+async def cases(
+    store: Store, label: str, calls: int, rounds: int, bare: float
+) -> list[tuple[str, float, float]]:
     app = guarded(store)
     first = await per_call_us(app, fresh_keys(), calls, rounds)
     replay_key = f'"replay-{uuid.uuid4().hex}"'.encode()
     await call(app, replay_key)
     replay = await per_call_us(app, lambda i: replay_key, calls, rounds)
-    return [(f"middleware + {label}, first call", first, first / bare),
-            (f"middleware + {label}, replay", replay, replay / bare)]
+    return [
+        (f"middleware + {label}, first call", first, first / bare),
+        (f"middleware + {label}, replay", replay, replay / bare),
+    ]
 
 
 def redis_store(url: str) -> tuple[Store, Callable[[], None]] | None:
@@ -165,9 +178,11 @@ if __name__ == "__main__":
             "# HTTP middleware overhead\n\n"
             "Trivial FastAPI endpoint driven in-process through ASGI (no sockets); the "
             "IdempotencyMiddleware in front of it with the memory store and the Redis store.\n"
-            "\"first\" runs the endpoint and stores its response; \"replay\" returns the stored "
+            '"first" runs the endpoint and stores its response; "replay" returns the stored '
             "response without running it. Median over rounds of the mean µs per call.\n\n"
             f"Command: `.venv/bin/python bench/bench_http.py --calls {arguments.calls} "
             f"--rounds {arguments.rounds}`  \n"
             f"Python {platform.python_version()} on {platform.machine()}, "
-            f"{platform.system()}; Redis on localhost.\n\n{table}\n", encoding="utf-8")
+            f"{platform.system()}; Redis on localhost.\n\n{table}\n",
+            encoding="utf-8",
+        )

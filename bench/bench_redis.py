@@ -28,47 +28,19 @@ import time
 import types
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import redis
 import redis.asyncio
 
+from common import RESULT, ACase, Case, aguard_case, atimed, guard_case, timed
 from mideng import Guard
 from mideng.stores.hybrid import HybridStore
 from mideng.stores.redis import RedisStore
 from mideng.stores.sqlite import SQLiteStore
 
-RESULT = {
-    "order": "o-20260101-000001",
-    "amount": "10.50",
-    "currency": "CNY",
-    "status": "paid",
-    "coupon": "C-2026-0001",
-}
 TTL_MS = 86_400_000
-Call = Callable[[str], object]
-ACall = Callable[[str], Awaitable[object]]
-
-
-@dataclass
-class Case:
-    name: str
-    first: Call
-    duplicate: Call
-    firsts: list[float] = field(default_factory=list)
-    duplicates: list[float] = field(default_factory=list)
-
-
-@dataclass
-class ACase:
-    name: str
-    first: ACall
-    duplicate: ACall
-    firsts: list[float] = field(default_factory=list)
-    duplicates: list[float] = field(default_factory=list)
 
 
 def record_value() -> bytes:
@@ -89,26 +61,6 @@ def record_value() -> bytes:
     ).encode()
 
 
-def timed(fn: Call, keys: list[str]) -> list[float]:
-    clock = time.perf_counter_ns
-    times = []
-    for key in keys:
-        start = clock()
-        fn(key)
-        times.append((clock() - start) / 1000)
-    return times
-
-
-async def atimed(fn: ACall, keys: list[str]) -> list[float]:
-    clock = time.perf_counter_ns
-    times = []
-    for key in keys:
-        start = clock()
-        await fn(key)
-        times.append((clock() - start) / 1000)
-    return times
-
-
 # -- the contenders, sync -------------------------------------------------------------------
 def raw_case(client: Any, prefix: str) -> Case:
     def first(key: str) -> object:
@@ -120,16 +72,6 @@ def raw_case(client: Any, prefix: str) -> Case:
         return json.loads(client.get(f"{prefix}:raw:{key}"))
 
     return Case("raw floor (redis-py)", first, duplicate)
-
-
-def guard_case(name: str, guard: Guard) -> Case:
-    def body() -> dict[str, str]:
-        return RESULT
-
-    def call(key: str) -> object:
-        return guard.run("pay", key, body)
-
-    return Case(name, call, call)
 
 
 def _without_boto3() -> None:
@@ -218,16 +160,6 @@ def araw_case(client: Any, prefix: str) -> ACase:
         return json.loads(await client.get(f"{prefix}:araw:{key}"))
 
     return ACase("raw floor (redis.asyncio)", first, duplicate)
-
-
-def aguard_case(name: str, guard: Guard) -> ACase:
-    async def body() -> dict[str, str]:
-        return RESULT
-
-    async def call(key: str) -> object:
-        return await guard.arun("pay", key, body)
-
-    return ACase(name, call, call)
 
 
 def aidemkit_case(url: str, prefix: str) -> ACase:

@@ -25,20 +25,17 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from common import RESULT, ACall, ACase, Call, Case, aguard_case, atimed, guard_case, timed
 from mideng import Guard
 from mideng.stores.sql import SQLStore
 
 from services import MYSQL_URL, POSTGRES_URL, reachable
 
-RESULT = {"order": "o-20260101-000001", "amount": "10.50", "currency": "CNY",
-          "status": "paid", "coupon": "C-2026-0001"}
 NOTES = """## Reading the numbers
 
 - A duplicate on PostgreSQL is the floor's own statement: one indexed SELECT (same statement
@@ -56,64 +53,40 @@ NOTES = """## Reading the numbers
   that, the remaining cost is the per-call overhead above plus, on PostgreSQL's first call, the
   extra read; both sides stay well ahead of idemkit.
 """
-Call = Callable[[str], object]
-ACall = Callable[[str], Awaitable[object]]
-
-
-@dataclass
-class Case:
-    name: str
-    first: Call
-    duplicate: Call
-    firsts: list[float] = field(default_factory=list)
-    duplicates: list[float] = field(default_factory=list)
-
-
-@dataclass
-class ACase:
-    name: str
-    first: ACall
-    duplicate: ACall
-    firsts: list[float] = field(default_factory=list)
-    duplicates: list[float] = field(default_factory=list)
 
 
 def median_us(fn: Call, keys: list[str]) -> float:
-    times = []
-    clock = time.perf_counter_ns
-    for key in keys:
-        start = clock()
-        fn(key)
-        times.append(clock() - start)
-    return statistics.median(times) / 1000
+    return statistics.median(timed(fn, keys))
 
 
 async def amedian_us(fn: ACall, keys: list[str]) -> float:
-    times = []
-    clock = time.perf_counter_ns
-    for key in keys:
-        start = clock()
-        await fn(key)
-        times.append(clock() - start)
-    return statistics.median(times) / 1000
+    return statistics.median(await atimed(fn, keys))
 
 
 # -- the contenders -------------------------------------------------------------------------
 def raw_statements(t: str, mariadb: bool) -> tuple[str, str, str]:
     k = "`key`" if mariadb else "key"
-    cols = (f"scope, {k}, status, fence, owner, fingerprint, lease_until, attempts, "
-            f"request_id, created_at, updated_at, expires_at")
-    insert = (f"INSERT {'IGNORE ' if mariadb else ''}INTO {t} ({cols}) VALUES "
-              f"(%s, %s, 'processing', 1, %s, NULL, %s, 1, NULL, %s, %s, %s)"
-              f"{'' if mariadb else ' ON CONFLICT DO NOTHING'}")
-    update = (f"UPDATE {t} SET status = 'succeeded', result = %s, codec = 'json', "
-              f"lease_until = NULL, updated_at = %s, expires_at = %s "
-              f"WHERE scope = %s AND {k} = %s AND owner = %s AND fence = 1")
+    cols = (
+        f"scope, {k}, status, fence, owner, fingerprint, lease_until, attempts, "
+        f"request_id, created_at, updated_at, expires_at"
+    )
+    insert = (
+        f"INSERT {'IGNORE ' if mariadb else ''}INTO {t} ({cols}) VALUES "
+        f"(%s, %s, 'processing', 1, %s, NULL, %s, 1, NULL, %s, %s, %s)"
+        f"{'' if mariadb else ' ON CONFLICT DO NOTHING'}"
+    )
+    update = (
+        f"UPDATE {t} SET status = 'succeeded', result = %s, codec = 'json', "
+        f"lease_until = NULL, updated_at = %s, expires_at = %s "
+        f"WHERE scope = %s AND {k} = %s AND owner = %s AND fence = 1"
+    )
     # The whole stored row: status, result and codec to replay, fingerprint to compare,
     # expiry and lease to judge, as any scheme must read them.
-    select = (f"SELECT scope, {k}, status, fence, owner, fingerprint, lease_until, result, "
-              f"codec, error, attempts, request_id, created_at, updated_at, expires_at "
-              f"FROM {t} WHERE scope = %s AND {k} = %s")
+    select = (
+        f"SELECT scope, {k}, status, fence, owner, fingerprint, lease_until, result, "
+        f"codec, error, attempts, request_id, created_at, updated_at, expires_at "
+        f"FROM {t} WHERE scope = %s AND {k} = %s"
+    )
     return insert, update, select
 
 
@@ -134,16 +107,6 @@ def raw_case(store: SQLStore, mariadb: bool) -> Case:
         return json.loads(row[7])
 
     return Case(f"raw floor ({'PyMySQL' if mariadb else 'psycopg'})", first, duplicate)
-
-
-def guard_case(name: str, guard: Guard) -> Case:
-    def body() -> dict[str, str]:
-        return RESULT
-
-    def call(key: str) -> object:
-        return guard.run("pay", key, body)
-
-    return Case(name, call, call)
 
 
 def _bench_scope(arguments: Any) -> str:
@@ -169,23 +132,34 @@ async def araw_case(store: SQLStore, mariadb: bool) -> tuple[ACase, Any]:
     if mariadb:
         import asyncmy
 
-        conn = await asyncmy.connect(host=u.host, port=u.port or 3306, user=u.username,
-                                     password=u.password or "", database=u.database,
-                                     autocommit=True)
+        conn = await asyncmy.connect(
+            host=u.host,
+            port=u.port or 3306,
+            user=u.username,
+            password=u.password or "",
+            database=u.database,
+            autocommit=True,
+        )
     else:
         import psycopg
 
         conn = await psycopg.AsyncConnection.connect(
-            host=u.host, port=u.port or 5432, user=u.username, password=u.password,
-            dbname=u.database, autocommit=True)
+            host=u.host,
+            port=u.port or 5432,
+            user=u.username,
+            password=u.password,
+            dbname=u.database,
+            autocommit=True,
+        )
     cur = conn.cursor()
     insert, update, select = raw_statements(store.table, mariadb)
 
     async def first(key: str) -> object:
         owner, now = uuid.uuid4().hex, time.time()
         await cur.execute(insert, ("raw", key, owner, now + 60, now, now, now + 86460))
-        await cur.execute(update, (json.dumps(RESULT).encode(), now, now + 86400, "raw", key,
-                                   owner))
+        await cur.execute(
+            update, (json.dumps(RESULT).encode(), now, now + 86400, "raw", key, owner)
+        )
         return RESULT
 
     async def duplicate(key: str) -> object:
@@ -195,16 +169,6 @@ async def araw_case(store: SQLStore, mariadb: bool) -> tuple[ACase, Any]:
 
     name = "asyncmy" if mariadb else "psycopg async"
     return ACase(f"raw floor ({name})", first, duplicate), conn
-
-
-def aguard_case(name: str, guard: Guard) -> ACase:
-    async def body() -> dict[str, str]:
-        return RESULT
-
-    async def call(key: str) -> object:
-        return await guard.arun("pay", key, body)
-
-    return ACase(name, call, call)
 
 
 def aidemkit_case(backend: Any) -> ACase:
@@ -262,7 +226,8 @@ async def run_async(cases: list[ACase], calls: int, rounds: int, warm: int) -> N
             await amedian_us(case.first, [f"warm-{tag}-{i}" for i in range(warm)])
             await amedian_us(case.duplicate, [f"dup-{tag}"] * warm)
             case.firsts.append(
-                await amedian_us(case.first, [f"new-{tag}-{i}" for i in range(calls)]))
+                await amedian_us(case.first, [f"new-{tag}-{i}" for i in range(calls)])
+            )
             case.duplicates.append(await amedian_us(case.duplicate, [f"dup-{tag}"] * calls))
 
 
@@ -273,13 +238,18 @@ def table(title: str, cases: list[Case] | list[ACase], floor: Case | ACase | Non
     def ratio(value: float, base: float | None) -> str:
         return "-" if base is None else f"{value / base:.2f}"
 
-    lines = [f"### {title}", "",
-             "| contender | first call µs | x floor | duplicate µs | x floor |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [
+        f"### {title}",
+        "",
+        "| contender | first call µs | x floor | duplicate µs | x floor |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for case in cases:
         first, dup = statistics.median(case.firsts), statistics.median(case.duplicates)
-        lines.append(f"| {case.name} | {first:.1f} | {ratio(first, floor_first)} | "
-                     f"{dup:.1f} | {ratio(dup, floor_dup)} |")
+        lines.append(
+            f"| {case.name} | {first:.1f} | {ratio(first, floor_first)} | "
+            f"{dup:.1f} | {ratio(dup, floor_dup)} |"
+        )
     return [*lines, ""]
 
 
@@ -297,8 +267,11 @@ def bench_postgresql(url: str, args: argparse.Namespace) -> list[str]:
     backend = idemkit_backend(url, idemkit_table)
     guard = Guard(store)
     floor = raw_case(raw_store, mariadb=False)
-    cases = [floor, guard_case("mideng SQLStore (psycopg)", guard),
-             idemkit_sync_case(idemkit_backend(url, idemkit_table))]
+    cases = [
+        floor,
+        guard_case("mideng SQLStore (psycopg)", guard),
+        idemkit_sync_case(idemkit_backend(url, idemkit_table)),
+    ]
     acases = [aguard_case("mideng SQLStore (psycopg async)", guard), aidemkit_case(backend)]
 
     async def run_all_async() -> None:
@@ -319,9 +292,12 @@ def bench_postgresql(url: str, args: argparse.Namespace) -> list[str]:
     with raw_store.engine.connect() as conn:
         version = conn.exec_driver_sql("SHOW server_version").scalar()
     raw_store.close()
-    return [f"## PostgreSQL {version}", "",
-            *table("Sync (Guard.run; idemkit's sync facade)", cases, floor),
-            *table("Async (Guard.arun; idemkit's native async)", acases, acases[0])]
+    return [
+        f"## PostgreSQL {version}",
+        "",
+        *table("Sync (Guard.run; idemkit's sync facade)", cases, floor),
+        *table("Async (Guard.arun; idemkit's native async)", acases, acases[0]),
+    ]
 
 
 def bench_mariadb(url: str, args: argparse.Namespace) -> list[str]:
@@ -330,8 +306,11 @@ def bench_mariadb(url: str, args: argparse.Namespace) -> list[str]:
     portable = SQLStore.from_url(url, table=f"bench_portable_{tag}", returning=False)
     raw_store = SQLStore.from_url(url, table=f"bench_raw_{tag}")
     floor = raw_case(raw_store, mariadb=True)
-    cases = [floor, guard_case("mideng SQLStore (PyMySQL, RETURNING)", Guard(store)),
-             guard_case("mideng SQLStore (PyMySQL, MySQL 8 statements)", Guard(portable))]
+    cases = [
+        floor,
+        guard_case("mideng SQLStore (PyMySQL, RETURNING)", Guard(store)),
+        guard_case("mideng SQLStore (PyMySQL, MySQL 8 statements)", Guard(portable)),
+    ]
     acases = [aguard_case("mideng SQLStore (asyncmy)", Guard(store))]
 
     async def run_all_async() -> None:
@@ -351,9 +330,14 @@ def bench_mariadb(url: str, args: argparse.Namespace) -> list[str]:
     with raw_store.engine.connect() as conn:
         version = conn.exec_driver_sql("SELECT VERSION()").scalar()
     raw_store.close()
-    return [f"## MariaDB {version}", "", "idemkit has no MySQL/MariaDB backend.", "",
-            *table("Sync (Guard.run)", cases, floor),
-            *table("Async (Guard.arun)", acases, acases[0])]
+    return [
+        f"## MariaDB {version}",
+        "",
+        "idemkit has no MySQL/MariaDB backend.",
+        "",
+        *table("Sync (Guard.run)", cases, floor),
+        *table("Async (Guard.arun)", acases, acases[0]),
+    ]
 
 
 def main() -> None:
@@ -378,13 +362,15 @@ def main() -> None:
     import pymysql  # type: ignore[import-untyped]
 
     lines = [
-        "# SQL store benchmark", "",
+        "# SQL store benchmark",
+        "",
         "Command: `.venv/bin/python bench/bench_sql.py" + (f" {command}`" if command else "`"),
         "",
         f"Python {platform.python_version()}, psycopg {psycopg.__version__}, PyMySQL "
         f"{'.'.join(map(str, pymysql.VERSION[:3]))}, {platform.machine()}, "
         f"database on the same host (loopback); "
-        f"{args.calls} calls x {args.rounds} rounds, medians, µs per call.", "",
+        f"{args.calls} calls x {args.rounds} rounds, medians, µs per call.",
+        "",
         *sections,
         NOTES,
     ]

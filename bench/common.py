@@ -5,7 +5,10 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from mideng import Guard
 
 
 def per_call_us(fn: Callable[[int], object], n: int, repeats: int = 5, warmup: int = 200) -> float:
@@ -31,3 +34,77 @@ def table(rows: list[tuple[str, float, float | None]], floor_label: str = "floor
     for name, us, ratio in rows:
         lines.append(f"| {name} | {us:.1f} | {'-' if ratio is None else f'{ratio:.2f}'} |")
     return "\n".join(lines)
+
+
+# -- shared by the store benchmarks ---------------------------------------------------------
+# The result every contender stores and replays: an order confirmation of realistic size.
+RESULT = {
+    "order": "o-20260101-000001",
+    "amount": "10.50",
+    "currency": "CNY",
+    "status": "paid",
+    "coupon": "C-2026-0001",
+}
+Call = Callable[[str], object]
+ACall = Callable[[str], Awaitable[object]]
+
+
+@dataclass
+class Case:
+    """One contender: how it makes a first call and a duplicate, and what they took (µs)."""
+
+    name: str
+    first: Call
+    duplicate: Call
+    firsts: list[float] = field(default_factory=list)
+    duplicates: list[float] = field(default_factory=list)
+
+
+@dataclass
+class ACase:
+    name: str
+    first: ACall
+    duplicate: ACall
+    firsts: list[float] = field(default_factory=list)
+    duplicates: list[float] = field(default_factory=list)
+
+
+def timed(fn: Call, keys: list[str]) -> list[float]:
+    """µs of each call fn(key)."""
+    clock = time.perf_counter_ns
+    times = []
+    for key in keys:
+        start = clock()
+        fn(key)
+        times.append((clock() - start) / 1000)
+    return times
+
+
+async def atimed(fn: ACall, keys: list[str]) -> list[float]:
+    clock = time.perf_counter_ns
+    times = []
+    for key in keys:
+        start = clock()
+        await fn(key)
+        times.append((clock() - start) / 1000)
+    return times
+
+
+def guard_case(name: str, guard: Guard) -> Case:
+    def body() -> dict[str, str]:
+        return RESULT
+
+    def call(key: str) -> object:
+        return guard.run("pay", key, body)
+
+    return Case(name, call, call)
+
+
+def aguard_case(name: str, guard: Guard) -> ACase:
+    async def body() -> dict[str, str]:
+        return RESULT
+
+    async def call(key: str) -> object:
+        return await guard.arun("pay", key, body)
+
+    return ACase(name, call, call)
