@@ -1,4 +1,6 @@
 # Everything a fresh clone needs: `make demo` and `make test` create .venv and install first.
+# The bench extra (the peers we measure against) is installed too, so strict mypy sees the same
+# packages everywhere.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,7 +11,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[all,test]'
+	$(BIN)/python -m pip install --quiet -e '.[all,test,bench]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -24,5 +26,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[all,test,bench]'
 	for b in core redis sql http; do $(BIN)/python bench/bench_$$b.py || exit 1; done
