@@ -42,8 +42,13 @@ View = Callable[..., HttpResponseBase]
 
 
 def incoming(request: HttpRequest) -> Incoming:
-    return Incoming(request.method or "GET", request.path, request.META.get("QUERY_STRING", ""),
-                    Headers(request.headers.items()), request)
+    return Incoming(
+        request.method or "GET",
+        request.path,
+        request.META.get("QUERY_STRING", ""),
+        Headers(request.headers.items()),
+        request,
+    )
 
 
 def to_django(response: StoredResponse) -> HttpResponse:
@@ -66,8 +71,10 @@ def options_from_settings() -> HttpOptions:
     if guard is None and store is not None:
         guard = Guard(store)
     if not isinstance(guard, Guard):
-        raise ImproperlyConfigured(f"settings.{SETTING} needs 'guard' (a mideng.Guard or its "
-                                   "dotted path) or 'store' (a store URL)")
+        raise ImproperlyConfigured(
+            f"settings.{SETTING} needs 'guard' (a mideng.Guard or its "
+            "dotted path) or 'store' (a store URL)"
+        )
     for name in _DOTTED:
         if isinstance(config.get(name), str):
             config[name] = import_string(config[name])
@@ -156,8 +163,9 @@ def token_view(service: TokenService, biz_key: BizKey) -> View:
     return issue
 
 
-def require_token(service: TokenService, biz_key: BizKey, *, header: str = TOKEN_HEADER,
-                  field: str = TOKEN_FIELD) -> Callable[[View], View]:
+def require_token(
+    service: TokenService, biz_key: BizKey, *, header: str = TOKEN_HEADER, field: str = TOKEN_FIELD
+) -> Callable[[View], View]:
     """Consume the token (header or form field) before the view; restore it if the view
     raises or answers 5xx, so the user can submit again."""
     gate = TokenGate(service, biz_key, header, field)
@@ -169,23 +177,23 @@ def require_token(service: TokenService, biz_key: BizKey, *, header: str = TOKEN
             admitted = gate.admit(incoming(request), form)
             if isinstance(admitted, StoredResponse):
                 return to_django(admitted)
-            key, token = admitted
-            try:
-                response = view(request, *args, **kwargs)
-            except Exception:
-                service.restore(key, token)
-                raise
-            if response.status_code >= 500:
-                service.restore(key, token)
-            return response
+            return gate.run_admitted(
+                admitted,
+                lambda: view(request, *args, **kwargs),
+                lambda response: response.status_code,
+            )
 
         return guarded
 
     return decorate
 
 
-def debounce(debouncer: Debouncer, principal: Callable[[Incoming], str | None], *,
-             operation: str | None = None) -> Callable[[View], View]:
+def debounce(
+    debouncer: Debouncer,
+    principal: Callable[[Incoming], str | None],
+    *,
+    operation: str | None = None,
+) -> Callable[[View], View]:
     """Refuse (429) a principal's second call within the window; ``operation`` defaults to
     the method and the URL pattern."""
     gate = DebounceGate(debouncer, principal, operation)

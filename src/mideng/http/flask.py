@@ -43,8 +43,13 @@ View = Callable[..., Any]
 
 def incoming() -> Incoming:
     """The current Flask request as the core sees it (``raw`` is the request object)."""
-    return Incoming(request.method, request.path, request.query_string.decode("latin-1"),
-                    Headers(request.headers.items()), request)
+    return Incoming(
+        request.method,
+        request.path,
+        request.query_string.decode("latin-1"),
+        Headers(request.headers.items()),
+        request,
+    )
 
 
 def to_flask(response: StoredResponse) -> Response:
@@ -88,8 +93,7 @@ def _guard_view(opts: HttpOptions, call: Callable[[], Any]) -> Response:
     return _run_view(opts, plan, opts.payload(view, body), call)
 
 
-def _run_view(opts: HttpOptions, plan: Target, payload: Any, call: Callable[[], Any]
-              ) -> Response:
+def _run_view(opts: HttpOptions, plan: Target, payload: Any, call: Callable[[], Any]) -> Response:
     produced: list[Response] = []
 
     def downstream() -> Captured:
@@ -138,8 +142,9 @@ def token_view(service: TokenService, biz_key: BizKey) -> View:
     return issue_token
 
 
-def require_token(service: TokenService, biz_key: BizKey, *, header: str = TOKEN_HEADER,
-                  field: str = TOKEN_FIELD) -> Callable[[View], View]:
+def require_token(
+    service: TokenService, biz_key: BizKey, *, header: str = TOKEN_HEADER, field: str = TOKEN_FIELD
+) -> Callable[[View], View]:
     """Consume the token (header or form field) before the view; restore it if the view
     raises or answers 5xx, so the user can submit again."""
     gate = TokenGate(service, biz_key, header, field)
@@ -150,23 +155,23 @@ def require_token(service: TokenService, biz_key: BizKey, *, header: str = TOKEN
             admitted = gate.admit(incoming(), request.form)
             if isinstance(admitted, StoredResponse):
                 return to_flask(admitted)
-            key, token = admitted
-            try:
-                response = current_app.make_response(view(*args, **kwargs))
-            except Exception:
-                service.restore(key, token)
-                raise
-            if response.status_code >= 500:
-                service.restore(key, token)
-            return response
+            return gate.run_admitted(
+                admitted,
+                lambda: current_app.make_response(view(*args, **kwargs)),
+                lambda response: response.status_code,
+            )
 
         return guarded
 
     return decorate
 
 
-def debounce(debouncer: Debouncer, principal: Callable[[Incoming], str | None], *,
-             operation: str | None = None) -> Callable[[View], View]:
+def debounce(
+    debouncer: Debouncer,
+    principal: Callable[[Incoming], str | None],
+    *,
+    operation: str | None = None,
+) -> Callable[[View], View]:
     """Refuse (429) a principal's second call within the window; ``operation`` defaults to
     the method and the URL rule."""
     gate = DebounceGate(debouncer, principal, operation)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from mideng.errors import IdempotencyError, StoreUnavailableError
 from mideng.http import problem as p
 from mideng.http.core import Incoming, StoredResponse, problem_response
 from mideng.tokens import TokenService
+
+R = TypeVar("R")
 
 TOKEN_HEADER = "X-Resubmit-Token"
 TOKEN_FIELD = "resubmit_token"
@@ -41,8 +43,9 @@ class TokenGate:
         return token
 
     # -- submit ----------------------------------------------------------------------------
-    def admit(self, request: Incoming, form: Mapping[str, Any] | None = None
-              ) -> tuple[str, str] | StoredResponse:
+    def admit(
+        self, request: Incoming, form: Mapping[str, Any] | None = None
+    ) -> tuple[str, str] | StoredResponse:
         """``(biz_key, token)`` once consumed, or the refusal to send."""
         token = self.token_from(request, form)
         if token is None:
@@ -53,8 +56,9 @@ class TokenGate:
         except IdempotencyError as exc:
             return self._failed(exc)
 
-    async def aadmit(self, request: Incoming, form: Mapping[str, Any] | None = None
-                     ) -> tuple[str, str] | StoredResponse:
+    async def aadmit(
+        self, request: Incoming, form: Mapping[str, Any] | None = None
+    ) -> tuple[str, str] | StoredResponse:
         token = self.token_from(request, form)
         if token is None:
             return self._missing()
@@ -64,6 +68,21 @@ class TokenGate:
         except IdempotencyError as exc:
             return self._failed(exc)
 
+    def run_admitted(
+        self, admitted: tuple[str, str], view: Callable[[], R], status: Callable[[R], int]
+    ) -> R:
+        """Run the view on a consumed token; give the token back if the view fails (an
+        exception or a 5xx), so the user can submit the same form again."""
+        key, token = admitted
+        try:
+            response = view()
+        except Exception:
+            self.service.restore(key, token)
+            raise
+        if status(response) >= 500:
+            self.service.restore(key, token)
+        return response
+
     # -- the token endpoint ----------------------------------------------------------------
     def issued(self, request: Incoming) -> StoredResponse:
         return self._token_response(self.service.issue(self.biz_key(request)))
@@ -72,23 +91,40 @@ class TokenGate:
         return self._token_response(await self.service.aissue(self.biz_key(request)))
 
     def _token_response(self, token: str) -> StoredResponse:
-        body = json.dumps({"token": token, "expires_in": int(self.service.ttl),
-                           "header": self.header, "field": self.field}).encode()
-        return StoredResponse(200, (("content-type", "application/json"),
-                                    ("cache-control", "no-store")), body)
+        body = json.dumps(
+            {
+                "token": token,
+                "expires_in": int(self.service.ttl),
+                "header": self.header,
+                "field": self.field,
+            }
+        ).encode()
+        return StoredResponse(
+            200, (("content-type", "application/json"), ("cache-control", "no-store")), body
+        )
 
     # -- refusals --------------------------------------------------------------------------
     def _missing(self) -> StoredResponse:
-        return problem_response(p.TOKEN_MISSING, f"send the token from the token endpoint in "
-                                f"the {self.header} header or the {self.field} form field",
-                                base=self.problem_base)
+        return problem_response(
+            p.TOKEN_MISSING,
+            f"send the token from the token endpoint in "
+            f"the {self.header} header or the {self.field} form field",
+            base=self.problem_base,
+        )
 
     def _rejected(self) -> StoredResponse:
-        return problem_response(p.TOKEN_REJECTED, "this form was submitted already, or its "
-                                "token expired; fetch a new token", base=self.problem_base)
+        return problem_response(
+            p.TOKEN_REJECTED,
+            "this form was submitted already, or its token expired; fetch a new token",
+            base=self.problem_base,
+        )
 
     def _failed(self, exc: IdempotencyError) -> StoredResponse:
         if isinstance(exc, StoreUnavailableError):
-            return problem_response(p.STORE_UNAVAILABLE, "the submit was not processed; retry "
-                                    "later", 1.0, self.problem_base)
+            return problem_response(
+                p.STORE_UNAVAILABLE,
+                "the submit was not processed; retry later",
+                1.0,
+                self.problem_base,
+            )
         return problem_response(p.TOKEN_MISSING, str(exc), base=self.problem_base)
