@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import itertools
-import logging
-import os
 import time
 import typing
 from collections.abc import Awaitable, Callable
@@ -24,37 +21,21 @@ from mideng.core.keys import KeySpec, check_key, check_scope
 from mideng.core.policy import OnError, Policy
 from mideng.core.record import Record, Ticket
 from mideng.decorator import build
-from mideng.errors import CodecError, ConfigurationError, IdempotencyError
+from mideng.errors import (
+    CodecError,
+    ConfigurationError,
+    IdempotencyError,
+    StoreUnavailableError,
+)
 from mideng.heartbeat import Heartbeats, start_async
+from mideng.observability import logs
+from mideng.owners import new_owner
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
 
 R = TypeVar("R")
 P = ParamSpec("P")
-log = logging.getLogger("mideng")
 _NO_RESULT: Any = object()
-
-
-class _Owners:
-    """Claim owner ids: a random per-process prefix and a counter.
-
-    Unique across processes and restarts like uuid4, without a getrandom call per claim; a
-    forked child draws a new prefix so it can never reuse its parent's ids.
-    """
-
-    def __init__(self) -> None:
-        self._reseed()
-        os.register_at_fork(after_in_child=self._reseed)
-
-    def _reseed(self) -> None:
-        self._prefix = os.urandom(9).hex()
-        self._counter = itertools.count(1)
-
-    def next(self) -> str:
-        return f"{self._prefix}-{next(self._counter)}"
-
-
-new_owner = _Owners().next
 
 
 def _no_heartbeat() -> None:
@@ -190,7 +171,14 @@ class Guard:
         self, call: Call, fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> R:
         while True:
-            action = call.next(self.store.claim(call.request()), time.monotonic())
+            try:
+                claim = self.store.claim(call.request())
+            except StoreUnavailableError as exc:
+                if not call.policy.fail_open:
+                    raise
+                logs.fail_open(call, exc, "claim")
+                return fn(*args, **kwargs)
+            action = call.next(claim, time.monotonic())
             if isinstance(action, Run):
                 return self._execute(call, action.ticket, fn, args, kwargs)
             self.log_duplicate(call)
@@ -208,7 +196,14 @@ class Guard:
         kwargs: dict[str, Any],
     ) -> R:
         while True:
-            action = call.next(await self.store.aclaim(call.request()), time.monotonic())
+            try:
+                claim = await self.store.aclaim(call.request())
+            except StoreUnavailableError as exc:
+                if not call.policy.fail_open:
+                    raise
+                logs.fail_open(call, exc, "claim")
+                return await fn(*args, **kwargs)
+            action = call.next(claim, time.monotonic())
             if isinstance(action, Run):
                 return await self._aexecute(call, action.ticket, fn, args, kwargs)
             self.log_duplicate(call)
@@ -248,7 +243,12 @@ class Guard:
         except CodecError as exc:
             self._settle_error(call, ticket, exc)
             raise
-        self.store.complete(ticket, data, p.codec_obj.name, p.ttl)
+        try:
+            self.store.complete(ticket, data, p.codec_obj.name, p.ttl)
+        except StoreUnavailableError as exc:
+            if not p.fail_open:
+                raise
+            logs.fail_open(call, exc, "complete")
         return result
 
     async def _aexecute(
@@ -277,7 +277,12 @@ class Guard:
         except CodecError as exc:
             await self._asettle_error(call, ticket, exc)
             raise
-        await self.store.acomplete(ticket, data, p.codec_obj.name, p.ttl)
+        try:
+            await self.store.acomplete(ticket, data, p.codec_obj.name, p.ttl)
+        except StoreUnavailableError as exc:
+            if not p.fail_open:
+                raise
+            logs.fail_open(call, exc, "complete")
         return result
 
     # A result the codec can't store means the body ran but can't be replayed: record that as
@@ -297,7 +302,7 @@ class Guard:
             else:
                 self.store.release(ticket)
         except IdempotencyError as store_exc:
-            self._log_unsettled(call, exc, store_exc)
+            logs.unsettled(call, exc, store_exc)
 
     async def _asettle_error(self, call: Call, ticket: Ticket, exc: BaseException) -> None:
         try:
@@ -306,35 +311,10 @@ class Guard:
             else:
                 await self.store.arelease(ticket)
         except IdempotencyError as store_exc:
-            self._log_unsettled(call, exc, store_exc)
-
-    @staticmethod
-    def _log_unsettled(call: Call, exc: BaseException, store_exc: IdempotencyError) -> None:
-        log.warning(
-            "mideng could not settle %s:%s after %s: %s",
-            call.scope,
-            call.key,
-            type(exc).__name__,
-            store_exc,
-        )
+            logs.unsettled(call, exc, store_exc)
 
     def log_duplicate(self, call: Call) -> None:
-        claim = call.duplicate
-        if claim is None or call.polls > 1:
-            return
-        log.warning(
-            "mideng duplicate scope=%s key=%s outcome=%s request_id=%s first_request_id=%s",
-            call.scope,
-            call.key,
-            claim.outcome.value,
-            call.request_id,
-            claim.record.request_id,
-            extra={
-                "mideng_scope": call.scope,
-                "mideng_key": call.key,
-                "mideng_outcome": claim.outcome.value,
-            },
-        )
+        logs.duplicate(call)
 
     # -- transactional mode (SQL): the record commits or rolls back with the caller's writes --
     def transaction(

@@ -32,6 +32,9 @@ class Policy:
     on_expiry: ExpiryPolicy = ExpiryPolicy.TAKE_OVER
     codec: Codec | str = "json"
     heartbeat: bool = True
+    # Availability over safety, only when asked: with the store down the body runs unguarded
+    # (a WARNING each time) instead of failing with StoreUnavailableError.
+    fail_open: bool = False
 
     def __post_init__(self) -> None:
         for name in ("lease", "wait_timeout"):

@@ -1,0 +1,1 @@
+"""What mideng tells operators: log lines (and, later, metrics and spans)."""
