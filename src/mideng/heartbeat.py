@@ -9,6 +9,7 @@ becomes possible.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import itertools
 import logging
 import os
@@ -23,9 +24,13 @@ log = logging.getLogger("mideng")
 
 
 class Beat:
-    __slots__ = ("cancelled", "due", "lost", "period", "renew")
+    # ``lock`` is held while a renewal runs: stopping a beat waits for an in-flight renewal, so
+    # once the body's claim is completed or released no heartbeat of it is still talking to
+    # the store (and a store closed right after is never used by this thread).
+    __slots__ = ("cancelled", "due", "lock", "lost", "period", "renew")
 
     def __init__(self, period: float, renew: Callable[[], object]) -> None:
+        self.lock = threading.Lock()
         self.cancelled = False
         self.lost = False
         self.period = period
@@ -51,6 +56,7 @@ class Heartbeats:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._wake_at = float("inf")
+        self._stopping = False
 
     def start(self, period: float, renew: Callable[[], object]) -> Callable[[], None]:
         """Begin renewing; returns the function that stops it."""
@@ -58,7 +64,7 @@ class Heartbeats:
         ident = next(self._ids)
         with self._cond:
             self._beats[ident] = beat
-            if self._thread is None:
+            if self._thread is None and not self._stopping:
                 self._thread = threading.Thread(
                     target=self._serve, name="mideng-heartbeat", daemon=True
                 )
@@ -67,15 +73,29 @@ class Heartbeats:
                 self._cond.notify()
 
         def stop() -> None:
-            beat.cancelled = True
+            with beat.lock:
+                beat.cancelled = True
             with self._cond:
                 self._beats.pop(ident, None)
 
         return stop
 
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop the timer thread and wait for it (at interpreter exit: a daemon thread caught
+        inside a driver's C code while the interpreter tears down can crash the process)."""
+        with self._cond:
+            self._stopping = True
+            thread = self._thread
+            self._cond.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
     def _serve(self) -> None:
         while True:
             with self._cond:
+                if self._stopping:
+                    self._thread = None
+                    return
                 if not self._beats:
                     self._wake_at = float("inf")
                     self._cond.wait(timeout=5.0)
@@ -100,12 +120,23 @@ def _after_fork_in_child() -> None:
         heartbeats._reset()
 
 
+def _shutdown_all() -> None:
+    for heartbeats in list(_ALL):
+        heartbeats.shutdown()
+
+
 os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_shutdown_all)
 
 
 def _renew_once(beat: Beat) -> None:
-    if beat.cancelled or beat.lost:
-        return
+    with beat.lock:
+        if beat.cancelled or beat.lost:
+            return
+        _renew_locked(beat)
+
+
+def _renew_locked(beat: Beat) -> None:
     try:
         beat.renew()
     except IdempotencyError as exc:
