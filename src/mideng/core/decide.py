@@ -95,30 +95,36 @@ def holds(current: Record | None, ticket: Ticket, now: float) -> bool:
     )
 
 
+def finished(
+    current: Record,
+    now: float,
+    *,
+    status: Status,
+    result: bytes | None = None,
+    codec: str | None = None,
+    error: bytes | None = None,
+    ttl: float | None,
+) -> Record:
+    """The record as a claim ends: no lease, retained for ttl from now (None: forever)."""
+    return current.with_(
+        status=status,
+        result=result,
+        codec=codec,
+        error=error,
+        lease_until=None,
+        updated_at=now,
+        expires_at=None if ttl is None else now + ttl,
+    )
+
+
 def completed(
     current: Record, now: float, *, result: bytes, codec: str, ttl: float | None
 ) -> Record:
-    return current.with_(
-        status=Status.SUCCEEDED,
-        result=result,
-        codec=codec,
-        error=None,
-        lease_until=None,
-        updated_at=now,
-        expires_at=None if ttl is None else now + ttl,
-    )
+    return finished(current, now, status=Status.SUCCEEDED, result=result, codec=codec, ttl=ttl)
 
 
 def failed(current: Record, now: float, *, error: bytes, ttl: float | None) -> Record:
-    return current.with_(
-        status=Status.FAILED,
-        error=error,
-        result=None,
-        codec=None,
-        lease_until=None,
-        updated_at=now,
-        expires_at=None if ttl is None else now + ttl,
-    )
+    return finished(current, now, status=Status.FAILED, error=error, ttl=ttl)
 
 
 def renewed(current: Record, now: float, lease: float, ttl: float | None) -> Record:
@@ -136,24 +142,10 @@ def settled(
     failed: bool,
     ttl: float | None,
 ) -> Record:
-    """Resolve an UNKNOWN (or stuck) record after asking the provider what happened."""
-    expires_at = None if ttl is None else now + ttl
+    """Resolve an UNKNOWN (or stuck) record after asking the provider what happened.
+
+    "It did not happen" is a failure without an error: the next claim may run again.
+    """
     if failed:
-        return current.with_(
-            status=Status.FAILED,
-            error=None,
-            result=None,
-            codec=None,
-            lease_until=None,
-            updated_at=now,
-            expires_at=expires_at,
-        )
-    return current.with_(
-        status=Status.SUCCEEDED,
-        result=result,
-        codec=codec,
-        error=None,
-        lease_until=None,
-        updated_at=now,
-        expires_at=expires_at,
-    )
+        return finished(current, now, status=Status.FAILED, ttl=ttl)
+    return finished(current, now, status=Status.SUCCEEDED, result=result, codec=codec, ttl=ttl)
