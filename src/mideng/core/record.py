@@ -55,7 +55,7 @@ class Record:
 
     def with_(self, **changes: Any) -> Record:
         # dataclasses.replace re-inspects the fields on every call; this is on the hot path.
-        values = {name: getattr(self, name) for name in _RECORD_FIELDS}
+        values = {name: getattr(self, name) for name in RECORD_FIELDS}
         values.update(changes)
         return Record(**values)
 
@@ -66,7 +66,8 @@ class Record:
         return self.lease_until is not None and self.lease_until > now
 
 
-_RECORD_FIELDS = tuple(f.name for f in fields(Record))
+#: The record's fields in order; SQL and SQLite tables use them as their columns.
+RECORD_FIELDS = tuple(f.name for f in fields(Record))
 
 
 @dataclass(frozen=True, slots=True)

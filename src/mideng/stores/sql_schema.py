@@ -10,25 +10,10 @@ from __future__ import annotations
 
 import re
 
+from mideng.core.record import RECORD_FIELDS
 from mideng.errors import ConfigurationError
 
-COLUMNS = (
-    "scope",
-    "key",
-    "status",
-    "fence",
-    "owner",
-    "fingerprint",
-    "lease_until",
-    "result",
-    "codec",
-    "error",
-    "attempts",
-    "request_id",
-    "created_at",
-    "updated_at",
-    "expires_at",
-)
+COLUMNS = RECORD_FIELDS
 DEFAULT_TABLE = "mideng_records"
 KINDS = ("postgresql", "mysql", "sqlite")
 

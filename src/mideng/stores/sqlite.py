@@ -19,27 +19,11 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from mideng.core.decide import decide
-from mideng.core.record import Claim, ClaimRequest, Record, Status, Ticket
+from mideng.core.record import RECORD_FIELDS, Claim, ClaimRequest, Record, Status, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import KEEP, LocalStore, Step, T, is_unresolved, lease_lost
 
-_COLUMNS = (
-    "scope",
-    "key",
-    "status",
-    "fence",
-    "owner",
-    "fingerprint",
-    "lease_until",
-    "result",
-    "codec",
-    "error",
-    "attempts",
-    "request_id",
-    "created_at",
-    "updated_at",
-    "expires_at",
-)
+_COLUMNS = RECORD_FIELDS
 # UPDATE/DELETE ... RETURNING arrived in SQLite 3.35; older libraries take the generic path.
 _RETURNING = sqlite3.sqlite_version_info >= (3, 35)
 # Only the fields a fenced transition reads matter; its output supplies the SET values.
