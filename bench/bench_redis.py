@@ -21,7 +21,6 @@ import logging
 import os
 import platform
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from common import RESULT, ACase, Case, aguard_case, atimed, guard_case, timed
+from common import RESULT, ACase, Case, aguard_case, atimed, case_table, guard_case, timed
 from mideng import Guard
 from mideng.stores.hybrid import HybridStore
 from mideng.stores.redis import RedisStore
@@ -197,24 +196,6 @@ async def run_async(cases: list[ACase], calls: int, rounds: int, warm: int) -> N
             case.duplicates += await atimed(case.duplicate, ["adup"] * calls)
 
 
-def table(title: str, cases: list[Case] | list[ACase]) -> list[str]:
-    floor_first = statistics.median(cases[0].firsts)
-    floor_dup = statistics.median(cases[0].duplicates)
-    lines = [
-        f"### {title}",
-        "",
-        "| contender | first call µs | vs floor | duplicate µs | vs floor |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for case in cases:
-        first, dup = statistics.median(case.firsts), statistics.median(case.duplicates)
-        lines.append(
-            f"| {case.name} | {first:.1f} | {first / floor_first:.2f} | "
-            f"{dup:.1f} | {dup / floor_dup:.2f} |"
-        )
-    return [*lines, ""]
-
-
 NOTES = [
     "### What the rows do",
     "",
@@ -296,8 +277,8 @@ def main() -> None:
         f"{platform.machine()}, {os.cpu_count()} CPUs; {args.rounds} batches of {args.calls} calls "
         "per contender, interleaved; medians, µs per call.",
         "",
-        *table("Sync (Guard.run)", sync_cases),
-        *table("Async (Guard.arun)", async_cases),
+        *case_table("Sync (Guard.run)", sync_cases, sync_cases[0]),
+        *case_table("Async (Guard.arun)", async_cases, async_cases[0]),
         *NOTES,
     ]
     text = "\n".join(lines)

@@ -30,7 +30,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from common import RESULT, ACall, ACase, Call, Case, aguard_case, atimed, guard_case, timed
+from common import (
+    RESULT,
+    ACall,
+    ACase,
+    Call,
+    Case,
+    aguard_case,
+    atimed,
+    case_table,
+    guard_case,
+    timed,
+)
 from mideng import Guard
 from mideng.stores.sql import SQLStore
 
@@ -231,28 +242,6 @@ async def run_async(cases: list[ACase], calls: int, rounds: int, warm: int) -> N
             case.duplicates.append(await amedian_us(case.duplicate, [f"dup-{tag}"] * calls))
 
 
-def table(title: str, cases: list[Case] | list[ACase], floor: Case | ACase | None) -> list[str]:
-    floor_first = statistics.median(floor.firsts) if floor else None
-    floor_dup = statistics.median(floor.duplicates) if floor else None
-
-    def ratio(value: float, base: float | None) -> str:
-        return "-" if base is None else f"{value / base:.2f}"
-
-    lines = [
-        f"### {title}",
-        "",
-        "| contender | first call µs | x floor | duplicate µs | x floor |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for case in cases:
-        first, dup = statistics.median(case.firsts), statistics.median(case.duplicates)
-        lines.append(
-            f"| {case.name} | {first:.1f} | {ratio(first, floor_first)} | "
-            f"{dup:.1f} | {ratio(dup, floor_dup)} |"
-        )
-    return [*lines, ""]
-
-
 def drop(store: SQLStore, *tables: str) -> None:
     with store.engine.connect() as conn:
         for name in tables:
@@ -295,8 +284,8 @@ def bench_postgresql(url: str, args: argparse.Namespace) -> list[str]:
     return [
         f"## PostgreSQL {version}",
         "",
-        *table("Sync (Guard.run; idemkit's sync facade)", cases, floor),
-        *table("Async (Guard.arun; idemkit's native async)", acases, acases[0]),
+        *case_table("Sync (Guard.run; idemkit's sync facade)", cases, floor),
+        *case_table("Async (Guard.arun; idemkit's native async)", acases, acases[0]),
     ]
 
 
@@ -335,8 +324,8 @@ def bench_mariadb(url: str, args: argparse.Namespace) -> list[str]:
         "",
         "idemkit has no MySQL/MariaDB backend.",
         "",
-        *table("Sync (Guard.run)", cases, floor),
-        *table("Async (Guard.arun)", acases, acases[0]),
+        *case_table("Sync (Guard.run)", cases, floor),
+        *case_table("Async (Guard.arun)", acases, acases[0]),
     ]
 
 

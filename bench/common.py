@@ -108,3 +108,28 @@ def aguard_case(name: str, guard: Guard) -> ACase:
         return await guard.arun("pay", key, body)
 
     return ACase(name, call, call)
+
+
+def case_table(
+    title: str, cases: list[Case] | list[ACase], floor: Case | ACase | None
+) -> list[str]:
+    """A markdown table of the cases' medians and their ratios to ``floor``."""
+    floor_first = statistics.median(floor.firsts) if floor else None
+    floor_dup = statistics.median(floor.duplicates) if floor else None
+
+    def ratio(value: float, base: float | None) -> str:
+        return "-" if base is None else f"{value / base:.2f}"
+
+    lines = [
+        f"### {title}",
+        "",
+        "| contender | first call µs | x floor | duplicate µs | x floor |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for case in cases:
+        first, dup = statistics.median(case.firsts), statistics.median(case.duplicates)
+        lines.append(
+            f"| {case.name} | {first:.1f} | {ratio(first, floor_first)} | "
+            f"{dup:.1f} | {ratio(dup, floor_dup)} |"
+        )
+    return [*lines, ""]
