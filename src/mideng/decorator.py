@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mideng.core.keys import (
     KeySpec,
-    check_key,
     check_scope,
     compile_template,
     fast_binder,
@@ -77,7 +76,7 @@ def _decorate(
     def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Guard, Any]:
         guard = resolve()
         arguments = binder(args, kwargs)
-        rendered = check_key(key_of(arguments))
+        rendered = key_of(arguments)  # Guard.prepare checks it
         base = guard.policy(scope)
         cached = cache.get(id(guard))
         if cached is None or cached[0] is not base:
