@@ -18,7 +18,7 @@ def ran() -> object:
 
 def test_inspect_resolve_release_purge(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'm.db'}"
-    guard = Guard(open_store(url), ttl=0.2)
+    guard = Guard(open_store(url))
     guard.run("pay", "t1", lambda: {"ok": True})
     guard.store.claim(
         ClaimRequest("charge", "c1", uuid.uuid4().hex, 0.1, 60, None, ExpiryPolicy.UNKNOWN)
@@ -32,6 +32,8 @@ def test_inspect_resolve_release_purge(tmp_path: Path) -> None:
     assert missing.exit_code == 1
     assert "no record for pay:nope" in missing.output
 
+    # A record that expires while the charge's lease runs out, for purge below.
+    Guard(guard.store, ttl=0.05).run("pay", "t2", lambda: {"ok": True})
     time.sleep(0.3)
     listed = cli.invoke(main, ["unresolved", "--store", url])
     assert listed.exit_code == 0
@@ -48,7 +50,8 @@ def test_inspect_resolve_release_purge(tmp_path: Path) -> None:
 
     purged = cli.invoke(main, ["purge", "--store", url])
     assert purged.exit_code == 0
-    assert "purged 1 expired record(s)" in purged.output  # pay:t1 (ttl 0.2 s)
+    assert "purged 1 expired record(s)" in purged.output  # pay:t2
+    assert guard.get("pay", "t1") is not None
 
     evicted = cli.invoke(main, ["release", "--store", url, "--yes", "charge", "c1"])
     assert evicted.exit_code == 0
