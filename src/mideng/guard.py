@@ -36,6 +36,7 @@ from mideng.stores.registry import open_store
 R = TypeVar("R")
 P = ParamSpec("P")
 _NO_RESULT: Any = object()
+_MAX_BODIES = 4096
 
 
 def _no_heartbeat() -> None:
@@ -66,7 +67,8 @@ class Guard:
         self.defaults = Policy(lease=lease, ttl=ttl).merged(**options)
         self._scopes: dict[str, Policy] = {}
         self._heartbeats = Heartbeats()
-        self._hints: dict[Callable[..., Any], Any] = {}
+        # Per body, learnt on first sight: its return type, and whether it is a coroutine.
+        self._bodies: dict[Callable[..., Any], tuple[Any, bool]] = {}
 
     # -- configuration ------------------------------------------------------------------------
     def configure_scope(self, scope: str, **options: Any) -> Policy:
@@ -123,7 +125,7 @@ class Guard:
         **kwargs: Any,
     ) -> R:
         """Run ``fn(*args, **kwargs)`` once for (scope, key); duplicates get its result."""
-        if inspect.iscoroutinefunction(fn):
+        if self._body(fn)[1]:
             raise ConfigurationError("run() got a coroutine function; use await guard.arun()")
         call = self.prepare(scope, key, fn, payload)
         return self.drive(call, fn, args, kwargs)
@@ -141,6 +143,14 @@ class Guard:
         call = self.prepare(scope, key, fn, payload)
         return await self.adrive(call, fn, args, kwargs)
 
+    def _body(self, fn: Callable[..., Any]) -> tuple[Any, bool]:
+        known = self._bodies.get(fn)
+        if known is None:
+            if len(self._bodies) >= _MAX_BODIES:  # bodies made per call (lambdas) come and go
+                self._bodies.clear()
+            known = self._bodies[fn] = (return_hint(fn), inspect.iscoroutinefunction(fn))
+        return known
+
     def prepare(
         self,
         scope: str,
@@ -149,9 +159,7 @@ class Guard:
         payload: Any,
         policy: Policy | None = None,
     ) -> Call:
-        hint = self._hints.get(fn, _NO_RESULT)
-        if hint is _NO_RESULT:
-            hint = self._hints[fn] = return_hint(fn)
+        hint = self._body(fn)[0]
         try:
             fp = None if payload is None else make_fingerprint(payload)
         except TypeError as exc:

@@ -25,23 +25,23 @@ FIRST_POLL = 0.005
 MAX_POLL = 0.25
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Run:
     ticket: Ticket
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Return:
     value: Any
     record: Record
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Raise:
     error: BaseException
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Wait:
     delay: float
 
@@ -49,7 +49,7 @@ class Wait:
 Action = Run | Return | Raise | Wait
 
 
-@dataclass
+@dataclass(slots=True)
 class Call:
     scope: str
     key: str

@@ -17,7 +17,7 @@ log = logging.getLogger("mideng")
 def duplicate(call: Call) -> None:
     """Log the first sighting of a duplicate for this call (not every poll while waiting)."""
     claim = call.duplicate
-    if claim is None or call.polls > 1:
+    if claim is None or call.polls > 1 or not log.isEnabledFor(logging.WARNING):
         return
     log.warning(
         "mideng duplicate scope=%s key=%s outcome=%s request_id=%s first_request_id=%s",
