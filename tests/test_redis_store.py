@@ -100,8 +100,7 @@ def test_each_operation_is_one_round_trip(
     claim = store.claim(request(key="k1"))
     assert claim.outcome is Outcome.ACQUIRED
     assert sends.n == 1
-    evalsha = direct.info("commandstats")["cmdstat_evalsha"]["calls"]
-    assert evalsha == 1
+    assert direct.info("commandstats")["cmdstat_fcall"]["calls"] == 1
 
     sends.n = 0
     store.complete(Ticket.of(claim.record), b'"ok"', "json", 60)
@@ -141,13 +140,53 @@ def test_lost_script_cache_is_reloaded(own_server: Server, prefix: str) -> None:
     store.close()
 
 
-def test_scripts_are_package_data_with_one_shared_head() -> None:
+def test_lost_function_library_is_reloaded(own_server: Server, prefix: str) -> None:
+    store = RedisStore.from_url(own_server.url, prefix=prefix)
+    first = store.claim(request(key="f1"))
+    direct = redis.Redis(port=own_server.port)
+    direct.function_flush()
+    assert store.claim(request(key="f1")).outcome is Outcome.IN_PROGRESS
+    assert store.get("pay", "f1") == first.record
+    libraries = [
+        dict(zip(lib[::2], lib[1::2], strict=True))[b"library_name"]
+        for lib in direct.function_list()
+    ]
+    assert libraries == [store.commands.scripts.library.split("\n")[0].split("=")[1].encode()]
+    store.close()
+    direct.close()
+
+
+def test_a_server_without_functions_gets_scripts() -> None:
+    # Redis 6 has no FCALL; a server with the command renamed away answers the same way.
+    server = Server("--rename-command", "FCALL", "").start()
+    try:
+        store = RedisStore.from_url(server.url, prefix="old")
+        guard = Guard(store)
+        assert guard.run("pay", "r6", lambda: {"ok": 1}) == {"ok": 1}
+        assert guard.run("pay", "r6", lambda: {"ok": 2}) == {"ok": 1}
+        stats = redis.Redis(port=server.port).info("commandstats")
+        assert stats["cmdstat_evalsha"]["calls"] >= 3  # claim, complete, claim
+        store.close()
+    finally:
+        server.cleanup()
+
+
+def test_operations_are_package_data_with_one_shared_head() -> None:
     scripts = redis_scripts.Scripts.load()
-    head = redis_scripts.Scripts.load().claim.text.split("-- ----")[0]
-    for name in scripts.__dataclass_fields__:
-        script = getattr(scripts, name)
+    head = scripts.head
+    assert head.startswith("-- The head of every operation")
+    names = set()
+    for script in scripts.all():
         assert script.text.startswith(head)
         assert len(script.sha) == 40
+        names.add(script.function)
+        # The library holds each operation once, as a function over the same text.
+        assert script.text[len(head) :] in scripts.library
+        assert f"redis.register_function('{script.function}'" in scripts.library
+    assert len(names) == len(scripts.all()) == 10
+    assert scripts.library.startswith("#!lua name=mideng_")
+    # The head (its helpers) is defined once for all functions.
+    assert scripts.library.count("local function reply(") == 1
 
 
 # -- keys and slots -------------------------------------------------------------------------------

@@ -1,12 +1,15 @@
 """Redis store: every operation is one Lua script (or one plain command), one round trip.
 
-A record is one hash at ``{prefix}:{scope:key}`` (see redis_commands). Scripts read the store's
-clock (``TIME``), decide by the rules of mideng.core.decide, write, and answer with the record.
+A record is one hash at ``{prefix}:{scope:key}`` (see redis_commands). Lua operations (a
+function library, or scripts on Redis 6; see redis_scripts) read the store's clock (``TIME``),
+decide by the rules of mideng.core.decide, write, and answer with the record.
 The key's own expiry follows the record's ``expires_at``, so Redis deletes finished records
 itself and ``purge`` has nothing to do.
 
 Sync calls use a redis-py client; async calls use a redis.asyncio client per event loop, made on
-first use there. Both run the same Ops from redis_commands: built and decoded once.
+first use there. Both run the same Ops from redis_commands: built and decoded once. On a
+standalone or Sentinel-managed server the commands go out through redis_lane, which skips
+redis-py's per-command connection probe.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from mideng.stores import redis_scripts as wire
 from mideng.stores.base import Store
 from mideng.stores.redis_commands import Commands, Op, stuck
 from mideng.stores.redis_connect import Connection, Target, connect, parse, redact
+from mideng.stores.redis_lane import ALane, Lane, pack, usable
 from mideng.stores.registry import open_store, require
 
 if TYPE_CHECKING:
@@ -58,6 +62,9 @@ class RedisStore(Store):
             OSError,
         )
         self._noscript: type[BaseException] = errors.NoScriptError
+        self._reply_error: type[BaseException] = errors.ResponseError
+        # Functions (FCALL) until the server says it has none; then scripts (EVALSHA).
+        self._functions = True
         self._sync: Connection | None = None
         self._async: dict[asyncio.AbstractEventLoop, Connection] = {}
         self._alocks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
@@ -101,25 +108,41 @@ class RedisStore(Store):
         )
 
     def _client(self) -> Any:
+        return self._connection().client
+
+    def _connection(self) -> Connection:
         conn = self._sync
         if conn is None:
             with self._lock:
                 if self._sync is None:
                     try:
-                        self._sync = connect(
-                            self._redis, self._target, self._retries, asynchronous=False
-                        )
+                        made = connect(self._redis, self._target, self._retries, asynchronous=False)
                     except self._errors as exc:
                         raise self._unavailable(exc) from exc
+                    if self._laned(made):
+                        made.lane = Lane(made.client.connection_pool, self._reply_error)
+                    self._sync = made
                 conn = self._sync
-        return conn.client
+        return conn
 
-    async def _aclient(self) -> Any:
+    def _laned(self, conn: Connection) -> bool:
+        # A cluster client routes each command to its slot's node, and a user who asked for
+        # driver retries gets redis-py's own path, which does them.
+        return (
+            self._target.kind != "cluster"
+            and self._retries == 0
+            and usable(conn.client.connection_pool)
+        )
+
+    async def _aconnection(self) -> Connection:
         loop = asyncio.get_running_loop()
         conn = self._async.get(loop)
         if conn is None:
             conn = await self._aconnect(loop)
-        return conn.client
+        return conn
+
+    async def _aclient(self) -> Any:
+        return (await self._aconnection()).client
 
     async def _aconnect(self, loop: asyncio.AbstractEventLoop) -> Connection:
         async with self._alocks.setdefault(loop, asyncio.Lock()):
@@ -135,33 +158,79 @@ class RedisStore(Store):
                 except BaseException:
                     await conn.aclose()
                     raise
+            elif self._laned(conn):
+                conn.lane = ALane(conn.client.connection_pool, self._reply_error)
             self._async[loop] = conn
             return conn
 
+    def _form(self, op: Op[Any]) -> tuple[Any, ...]:
+        script = op.script
+        if script is None:
+            return op.args
+        if self._functions:
+            return ("FCALL", script.function, 1, *op.args)
+        return ("EVALSHA", script.sha, 1, *op.args)
+
+    def _missing(self, exc: BaseException) -> str:
+        """What an error reply says is missing on the server: "scripts" (NOSCRIPT), the
+        "library" (a new server, a restart without persistence, FUNCTION FLUSH) or
+        "functions" (Redis 6). Any other error is raised."""
+        if isinstance(exc, self._noscript):
+            return "scripts"
+        text = str(exc).lower()
+        if self._functions and "function not found" in text:
+            return "library"
+        if self._functions and "unknown command" in text and "fcall" in text:
+            self._functions = False
+            return "scripts"
+        raise exc
+
+    def _loads(self, missing: str) -> list[tuple[str, ...]]:
+        # Sent as two-word commands, which a cluster client sends to every primary.
+        scripts = self.commands.scripts
+        if missing == "library":
+            return [("FUNCTION", "LOAD", "REPLACE", scripts.library)]
+        return [("SCRIPT", "LOAD", script.text) for script in scripts.all()]
+
+    def _send(self, conn: Connection, args: tuple[Any, ...]) -> Any:
+        if conn.lane is not None:
+            return conn.lane.call(pack(args))
+        return conn.client.execute_command(*args)
+
     def _run(self, op: Op[T]) -> T:
-        client = self._client()
+        conn = self._connection()
         try:
             try:
-                reply = client.execute_command(*op.command)
-            except self._noscript:
-                # A new server (first use, restart, failover) has no scripts yet: load them
-                # all at once, so the first complete() after a claim() does not pay again.
-                for script in self.commands.scripts.all():
-                    client.script_load(script.text)
-                reply = client.execute_command(*op.command)
+                reply = self._send(conn, self._form(op))
+            except self._reply_error as exc:
+                # Load everything at once, so the complete() after a claim() does not pay again.
+                for load in self._loads(self._missing(exc)):
+                    if conn.lane is not None:
+                        conn.lane.call(pack(load))
+                    else:
+                        conn.client.execute_command(" ".join(load[:2]), *load[2:])
+                reply = self._send(conn, self._form(op))
         except self._errors as exc:
             raise self._unavailable(exc) from exc
         return op.finish(reply)
 
+    async def _asend(self, conn: Connection, args: tuple[Any, ...]) -> Any:
+        if conn.lane is not None:
+            return await conn.lane.call(pack(args))
+        return await conn.client.execute_command(*args)
+
     async def _arun(self, op: Op[T]) -> T:
         try:
-            client = await self._aclient()
+            conn = await self._aconnection()
             try:
-                reply = await client.execute_command(*op.command)
-            except self._noscript:
-                for script in self.commands.scripts.all():
-                    await client.script_load(script.text)
-                reply = await client.execute_command(*op.command)
+                reply = await self._asend(conn, self._form(op))
+            except self._reply_error as exc:
+                for load in self._loads(self._missing(exc)):
+                    if conn.lane is not None:
+                        await conn.lane.call(pack(load))
+                    else:
+                        await conn.client.execute_command(" ".join(load[:2]), *load[2:])
+                reply = await self._asend(conn, self._form(op))
         except self._errors as exc:
             raise self._unavailable(exc) from exc
         return op.finish(reply)

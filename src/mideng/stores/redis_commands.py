@@ -1,6 +1,6 @@
 """What the Redis store sends and what the replies mean, written once for sync and async.
 
-Each method returns an Op: the command (mostly EVALSHA of one script, with its key and
+Each method returns an Op: the command (mostly one Lua operation, with its key and
 arguments) and the function that turns the reply into the store's answer. RedisStore runs Ops
 with a redis-py client or with a redis.asyncio one; nothing here does I/O.
 """
@@ -22,13 +22,23 @@ _GLOB = re.compile(r"([*?\[\]\\])")
 
 
 class Op(Generic[T]):
-    """One command for Redis and what its reply means."""
+    """One command for Redis and what its reply means.
 
-    __slots__ = ("command", "finish")
+    With a ``script``, ``args`` are its key and arguments, and the runner calls it by
+    whichever form the server has (FCALL or EVALSHA); without, ``args`` are the command.
+    """
 
-    def __init__(self, command: tuple[Any, ...], finish: Callable[[Any], T]) -> None:
-        self.command = command
+    __slots__ = ("args", "finish", "script")
+
+    def __init__(
+        self,
+        args: tuple[Any, ...],
+        finish: Callable[[Any], T],
+        script: wire.Script | None = None,
+    ) -> None:
+        self.args = args
         self.finish = finish
+        self.script = script
 
 
 def _ok(reply: Any) -> None:
@@ -89,7 +99,7 @@ class Commands:
     def script(
         self, script: wire.Script, key: str, args: tuple[Any, ...], finish: Callable[[Any], T]
     ) -> Op[T]:
-        return Op(("EVALSHA", script.sha, 1, key, *args), finish)
+        return Op((key, *args), finish, script)
 
     def claim(self, req: ClaimRequest) -> Op[Claim]:
         scope, key = req.scope, req.key

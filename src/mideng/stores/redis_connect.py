@@ -127,12 +127,18 @@ class Connection:
     def __init__(self, client: Any, helpers: list[Any]) -> None:
         self.client = client
         self._helpers = helpers
+        # The store's own path to the server (redis_lane), where the topology allows one.
+        self.lane: Any = None
 
     def close(self) -> None:
+        if self.lane is not None:
+            self.lane.close()
         for c in (self.client, *self._helpers):
             c.close()
 
     async def aclose(self) -> None:
+        if self.lane is not None:
+            await self.lane.aclose()
         for c in (self.client, *self._helpers):
             await c.aclose()
 

@@ -1,9 +1,19 @@
-"""The Redis store's wire format: its Lua scripts, how arguments go in and records come out.
+"""The Redis store's wire format: its Lua code, how arguments go in and records come out.
 
-Every script is ``lua/record.lua`` (the shared head: field order, clock, read, save, reply)
-followed by one operation, so each rule is written once. A script answers with one string (a
-short header, then the variable-length fields back to back), which costs the client one bulk
-reply to parse and a few slices to decode.
+Every operation is ``lua/record.lua`` (the shared head: field order, clock, read, save, reply)
+followed by the operation's own file, so each rule is written once. The same files make two
+forms of the code:
+
+- a function library (Redis 7+): the head runs once, when the library is loaded, and each
+  operation is a registered function called with ``FCALL``. This is the fast form: an
+  ``EVALSHA`` re-runs the head (a dozen closures and tables) on every call, which costs more
+  server time than reading and answering the record.
+- one script per operation, for ``EVALSHA`` on servers without functions (Redis 6).
+
+The library's name carries a hash of its text, so two versions of mideng sharing one server
+never replace each other's functions. An operation answers with one string (a short header,
+then the variable-length fields back to back), which costs the client one bulk reply to parse
+and a few slices to decode.
 """
 
 from __future__ import annotations
@@ -31,8 +41,9 @@ FIELDS = ("s", "f", "o", "fp", "lu", "r", "c", "e", "a", "rid", "ca", "ua", "ea"
 @dataclass(frozen=True)
 class Script:
     name: str
-    text: str
+    text: str  # the EVALSHA form: head + operation
     sha: str
+    function: str  # the FCALL form: this operation's name in the library
 
 
 def _read(name: str) -> str:
@@ -41,9 +52,22 @@ def _read(name: str) -> str:
     )
 
 
-def _load(name: str, head: str) -> Script:
-    text = head + _read(name)
-    return Script(name, text, hashlib.sha1(text.encode("utf-8")).hexdigest())
+def _library_name(head: str, bodies: dict[str, str]) -> str:
+    digest = hashlib.sha1(head.encode("utf-8"))
+    for name, body in bodies.items():
+        digest.update(f"\0{name}\0{body}".encode())
+    return f"mideng_{digest.hexdigest()[:16]}"
+
+
+def _library(name: str, head: str, bodies: dict[str, str]) -> str:
+    # An operation file is a script body over KEYS and ARGV; as a function it takes them as
+    # parameters, so the same text serves both forms.
+    parts = [f"#!lua name={name}\n", head]
+    for op, body in bodies.items():
+        parts.append(
+            f"\nredis.register_function('{name}_{op}', function(KEYS, ARGV)\n{body}\nend)\n"
+        )
+    return "".join(parts)
 
 
 @dataclass(frozen=True)
@@ -58,14 +82,32 @@ class Scripts:
     put: Script
     take_token: Script
     hit: Script
+    head: str  # lua/record.lua, shared by every operation
+    library: str  # the FUNCTION LOAD text holding every operation
 
     def all(self) -> list[Script]:
-        return [getattr(self, name) for name in self.__dataclass_fields__]
+        return [getattr(self, name) for name in _OPERATIONS]
 
     @classmethod
     def load(cls) -> Scripts:
         head = _read("record")
-        return cls(**{name: _load(name, head) for name in cls.__dataclass_fields__})
+        bodies = {name: _read(name) for name in _OPERATIONS}
+        lib = _library_name(head, bodies)
+        scripts = {
+            name: Script(
+                name,
+                head + body,
+                hashlib.sha1((head + body).encode("utf-8")).hexdigest(),
+                f"{lib}_{name}",
+            )
+            for name, body in bodies.items()
+        }
+        return cls(**scripts, head=head, library=_library(lib, head, bodies))
+
+
+_OPERATIONS = tuple(
+    name for name in Scripts.__dataclass_fields__ if name not in ("head", "library")
+)
 
 
 _scripts: Scripts | None = None

@@ -1,4 +1,5 @@
--- The head of every script, prepended once when the scripts are loaded.
+-- The head of every operation: run once when the function library is loaded (Redis 7+), or
+-- in front of each operation's own script on servers that only have EVALSHA.
 --
 -- A record is one hash; FIELDS names its fields. Every redis.call and every string.format
 -- costs real time inside the server's single thread, so scripts read once, write only the

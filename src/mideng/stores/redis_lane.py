@@ -1,0 +1,182 @@
+"""The Redis store's own path to a standalone or Sentinel-managed server.
+
+A redis-py client probes every pooled connection before each command: a non-blocking read
+to see whether the connection holds stale data or was closed, with the socket switched to
+non-blocking and back. That is three system calls around a command that itself needs two
+(send, receive), and on virtual machines system calls are most of a round trip's cost. The
+lane keeps the connections it has just used in its own free list and sends on them without
+the probe. That is safe because of how a connection gets back on the list:
+
+- only after a whole reply was read (an error reply is a whole reply), so no reply is ever
+  left behind to answer the next command. Any other exception (a timeout, a reset, a
+  cancellation half-way through a reply) disconnects the connection and hands it back to
+  redis-py's pool, which reconnects it before it is used again;
+- a connection idle for more than ``idle_probe`` seconds goes back through the pool and its
+  probe, so one the server closed meanwhile (its ``timeout`` setting is at least a second,
+  a restart) is replaced instead of failing a call.
+
+What the probe cannot rule out either, a server that closes a connection between one command
+and the next, fails that call with StoreUnavailableError; it never runs anything twice.
+
+Connections come from, and count against, the client's own pool, so ``max_connections``
+still bounds them. Commands are packed here, in the few shapes the store sends (str, bytes
+and int arguments; strings as UTF-8). A forked child starts with an empty list: it never
+writes to a socket its parent is using.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from typing import Any
+
+# redis-py's own value: arguments larger than this are sent as separate buffers, not copied.
+_CUTOFF = 6000
+IDLE_PROBE = 1.0
+
+_lanes: weakref.WeakSet[Lane | ALane] = weakref.WeakSet()
+
+
+def _forget_all() -> None:
+    for lane in list(_lanes):
+        lane.free.clear()
+
+
+os.register_at_fork(after_in_child=_forget_all)
+
+
+def pack(args: tuple[Any, ...]) -> list[bytes]:
+    """A command in the RESP protocol, as buffers to send one after another."""
+    out: list[bytes] = []
+    part = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        if isinstance(arg, str):
+            data = arg.encode()
+        elif isinstance(arg, bytes):
+            data = arg
+        elif isinstance(arg, int):
+            data = b"%d" % arg
+        else:
+            raise TypeError(f"cannot send {type(arg).__name__} to Redis")
+        if len(data) > _CUTOFF:
+            part.append(b"$%d\r\n" % len(data))
+            out.append(b"".join(part))
+            out.append(data)
+            part = [b"\r\n"]
+        else:
+            part.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    out.append(b"".join(part))
+    return out
+
+
+def usable(pool: Any) -> bool:
+    """Whether the lane may drive a pool's connections.
+
+    A push that arrives on an idle RESP3 connection (a maintenance notice) is read and handled
+    by redis-py's parser ahead of the next reply, so the lane stays in step. Client-side
+    caching is left to redis-py: it answers some reads from its cache without a round trip.
+    """
+    return getattr(pool, "cache", None) is None
+
+
+class Lane:
+    """Sends packed commands on recently used connections of one sync pool."""
+
+    def __init__(
+        self, pool: Any, reply_error: type[BaseException], idle_probe: float = IDLE_PROBE
+    ) -> None:
+        self.pool = pool
+        # redis-py's ResponseError: the server answered with an error, the reply is whole.
+        self.reply_error = reply_error
+        self.idle_probe = idle_probe
+        self.free: list[tuple[Any, float]] = []
+        _lanes.add(self)
+
+    def _take(self) -> Any:
+        try:
+            conn, used = self.free.pop()
+        except IndexError:
+            return self.pool.get_connection()
+        if time.monotonic() - used > self.idle_probe:
+            self.pool.release(conn)
+            return self.pool.get_connection()
+        return conn
+
+    def call(self, command: list[bytes]) -> Any:
+        conn = self._take()
+        try:
+            conn.send_packed_command(command)
+            reply = conn.read_response()
+        except self.reply_error:
+            self._give(conn)
+            raise
+        except BaseException:
+            conn.disconnect()
+            self.pool.release(conn)
+            raise
+        self._give(conn)
+        return reply
+
+    def _give(self, conn: Any) -> None:
+        # A connection told to move (a maintenance notice) goes back through the pool,
+        # which reconnects it.
+        if conn.should_reconnect():
+            self.pool.release(conn)
+        else:
+            self.free.append((conn, time.monotonic()))
+
+    def close(self) -> None:
+        free, self.free = self.free, []
+        for conn, _ in free:
+            conn.disconnect()
+            self.pool.release(conn)
+
+
+class ALane:
+    """The same for one asyncio pool (a store has one per event loop)."""
+
+    def __init__(self, pool: Any, reply_error: type[BaseException]) -> None:
+        self.pool = pool
+        self.reply_error = reply_error
+        self.free: list[Any] = []
+        _lanes.add(self)
+
+    async def _take(self) -> Any:
+        try:
+            conn = self.free.pop()
+        except IndexError:
+            return await self.pool.get_connection()
+        # Here the probe costs no system call (it looks at what the event loop has already
+        # read, end of stream included), so every reused connection gets it. redis-py's own
+        # pool ignores its answer when maintenance notifications are on; the lane does not.
+        if await conn.can_read():
+            await conn.disconnect()
+        return conn
+
+    async def call(self, command: list[bytes]) -> Any:
+        conn = await self._take()
+        try:
+            await conn.send_packed_command(command)
+            reply = await conn.read_response()
+        except self.reply_error:
+            await self._give(conn)
+            raise
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            await self.pool.release(conn)
+            raise
+        await self._give(conn)
+        return reply
+
+    async def _give(self, conn: Any) -> None:
+        if conn.should_reconnect():
+            await self.pool.release(conn)
+        else:
+            self.free.append(conn)
+
+    async def aclose(self) -> None:
+        free, self.free = self.free, []
+        for conn in free:
+            await conn.disconnect()
+            await self.pool.release(conn)
