@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import threading
+import time
+
+import pytest
 
 from mideng.heartbeat import Heartbeats
 
@@ -49,3 +52,34 @@ def test_shutdown_ends_the_timer_thread() -> None:
     # After shutdown a new beat starts no thread: the interpreter is on its way out.
     heartbeats.start(0.01, lambda: beats.append(2))
     assert heartbeats._thread is None
+
+
+def test_short_calls_with_a_long_lease_never_wake_the_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    heartbeats = Heartbeats()
+    wakes: list[int] = []
+    original = heartbeats._cond.notify
+
+    def notify(n: int = 1) -> None:
+        wakes.append(n)
+        original(n)
+
+    monkeypatch.setattr(heartbeats._cond, "notify", notify)
+    heartbeats.start(20.0, lambda: None)()  # the first beat starts the thread
+    thread = heartbeats._thread
+    assert thread is not None
+    # Wait until the thread has chosen when to wake (it sets that, then waits, under the
+    # lock that start() takes): from then on it is asleep.
+    deadline = time.monotonic() + 10
+    while heartbeats._wake_at == float("inf"):
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    for _ in range(200):  # one call at a time: the table empties after each
+        heartbeats.start(20.0, lambda: None)()
+    assert wakes == []
+    # A beat due before the thread's own wake-up does wake it.
+    stop = heartbeats.start(0.01, lambda: None)
+    assert wakes == [1]
+    stop()
+    heartbeats.shutdown()
