@@ -4,6 +4,7 @@ purge batches, timeouts, token atomicity and the debounce window, on PostgreSQL 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pymysql  # type: ignore[import-untyped]
 import pytest
 from click.testing import CliRunner
 from psycopg import Cursor
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from backends_sql import drop_table
 from mideng import Guard
@@ -346,12 +348,40 @@ def test_an_unreachable_server_is_store_unavailable() -> None:
 
 
 def test_an_exhausted_pool_is_store_unavailable(family: str, table: str) -> None:
-    store = _store(family, table, pool_size=1, max_overflow=0, pool_timeout=0.2)
+    _store(family, table).close()  # the table, made by another store
+    store = _store(
+        family, table, pool_size=1, max_overflow=0, pool_timeout=0.2, create_schema=False
+    )
     try:
         taken = store.engine.raw_connection()
         with pytest.raises(StoreUnavailableError):
             store.get("pay", "k")
         taken.close()
         assert store.get("pay", "k") is None
+        # The store keeps the connection between operations, and it still counts: the pool
+        # has nothing left to give anyone else.
+        with pytest.raises(PoolTimeout):
+            store.engine.raw_connection()
     finally:
         store.close()
+
+
+def test_kept_connections_stay_within_the_pool(family: str, table: str) -> None:
+    store = _store(family, table, pool_size=2, max_overflow=3, pool_timeout=5)
+    guard = Guard(store)
+    barrier = threading.Barrier(5)
+
+    def burst(n: int) -> None:
+        barrier.wait()
+        for i in range(20):
+            guard.run("pay", f"burst-{n}-{i}", lambda: n)
+
+    threads = [threading.Thread(target=burst, args=(n,)) for n in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # Overflow connections went back to the pool to be closed; the store keeps pool_size.
+    assert len(store.kept.free) <= 2
+    assert store.engine.pool.checkedout() == len(store.kept.free) == store.kept.owned
+    store.close()

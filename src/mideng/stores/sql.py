@@ -32,8 +32,10 @@ from mideng.stores.sql_engine import (
     cursor_of,
     drive,
     execute,
+    kept_limits,
     schema_op,
 )
+from mideng.stores.sql_kept import Kept
 from mideng.stores.sql_schema import DEFAULT_TABLE, script
 
 _NUMBERS: dict[str, Callable[[str], Any]] = {
@@ -44,6 +46,10 @@ _NUMBERS: dict[str, Callable[[str], Any]] = {
     "statement_timeout": float,
 }
 _FLAGS = ("create_schema", "returning", "pool_pre_ping")
+
+
+def _close(fairy: Any) -> None:
+    fairy.close()  # back to SQLAlchemy's pool
 
 
 class SQLStore(AsyncSide):
@@ -93,6 +99,7 @@ class SQLStore(AsyncSide):
         self.held = HeldClaims()
         self._engine: Any = None
         self._stmts: Statements | None = None
+        self.kept = Kept(*kept_limits(self.config))  # connections kept between operations
         self._pid = os.getpid()
         super().__init__()
         if create_schema:
@@ -121,6 +128,7 @@ class SQLStore(AsyncSide):
             return self._engine
         if self._engine is not None:
             # A forked child must not talk over its parent's sockets: drop them unclosed.
+            self.kept = Kept(*kept_limits(self.config))
             self._engine.dispose(close=False)
             self._forget_async_engines()
             self._pid = os.getpid()
@@ -134,27 +142,30 @@ class SQLStore(AsyncSide):
 
     def _run(self, op: Callable[..., ops.Op[ops.T]], *args: Any) -> ops.T:
         cfg, engine = self.config, self.engine
+        kept = self.kept
         for attempt in range(DEADLOCK_RETRIES + 1):
             try:
-                fairy = engine.raw_connection()
+                fairy = kept.take(engine.raw_connection)
             except Exception as exc:  # refused, auth, pool exhausted: all "unavailable"
                 raise cfg.unavailable(exc) from exc
-            if self._stmts is None:
-                self._stmts = cfg.statements(engine.dialect)
+            stmts = self._stmts
+            if stmts is None:
+                stmts = self._stmts = cfg.statements(engine.dialect)
             try:
-                value = drive(op(self._stmts, *args), execute, cursor_of(fairy))
+                value = drive(op(stmts, *args), execute, cursor_of(fairy))
             except IdempotencyError:
-                fairy.close()  # the operation's own answer (a lost lease); the link is fine
+                kept.give(fairy, _close)  # the operation's own answer (a lost lease)
                 raise
             except BaseException as exc:
                 # Whatever state the connection is in (mid-transaction, half-read), drop it.
+                kept.drop()
                 fairy.invalidate()
                 if not cfg.is_db_error(exc):
                     raise
                 if cfg.retryable(exc) and attempt < DEADLOCK_RETRIES:
                     continue
                 raise cfg.unavailable(exc) from exc
-            fairy.close()
+            kept.give(fairy, _close)
             return value
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -219,8 +230,12 @@ class SQLStore(AsyncSide):
 
     def close(self) -> None:
         self._close_async_engines()
+        free = self.kept.clear()
         if self._engine is not None:
             engine, self._engine = self._engine, None
+            if self._pid == os.getpid():
+                for fairy in free:
+                    fairy.close()
             engine.dispose(close=self._pid == os.getpid())
 
     def __repr__(self) -> str:

@@ -26,8 +26,10 @@ from mideng.stores.sql_engine import (
     EngineConfig,
     HeldClaims,
     cursor_of,
+    kept_limits,
     schema_op,
 )
+from mideng.stores.sql_kept import AKept
 
 
 async def _execute_psycopg(cur: Any, stmt: Stmt) -> Res:
@@ -55,18 +57,33 @@ async def adrive(
             return stop.value  # type: ignore[no-any-return]
 
 
+async def _agive(kept: AKept, fairy: Any) -> None:
+    extra = kept.give(fairy)
+    if extra is not None:
+        from sqlalchemy.util import greenlet_spawn
+
+        # Inside greenlet_spawn: a checkin to a full pool closes the connection, and closing
+        # an async connection awaits.
+        await greenlet_spawn(extra.close)
+
+
 @dataclass
 class _LoopEngine:
     engine: Any
     keeper: AsyncGenerator[None, None] | None = None
     statements: Statements | None = None
+    kept: AKept | None = None  # connections kept between operations (sql_kept)
 
 
-async def _keep(engine: Any) -> AsyncGenerator[None, None]:
+async def _keep(entry: _LoopEngine) -> AsyncGenerator[None, None]:
+    from sqlalchemy.util import greenlet_spawn
+
     try:
         yield
     finally:
-        await engine.dispose()
+        for fairy in entry.kept.clear() if entry.kept is not None else []:
+            await greenlet_spawn(fairy.close)
+        await entry.engine.dispose()
 
 
 class AsyncSide(Store):
@@ -97,8 +114,8 @@ class AsyncSide(Store):
             connect_args=cfg.connect_args(asynchronous=True),
             **cfg.engine_options,
         )
-        entry = self._loops[loop] = _LoopEngine(engine)
-        entry.keeper = _keep(engine)
+        entry = self._loops[loop] = _LoopEngine(engine, kept=AKept(*kept_limits(cfg)))
+        entry.keeper = _keep(entry)
         await entry.keeper.__anext__()  # registers it with the loop's asyncgen finaliser
         return entry
 
@@ -138,9 +155,11 @@ class AsyncSide(Store):
         cfg = self.config
         entry = await self._loop_engine()
         execute = _execute_psycopg if cfg.family == "postgresql" else _execute_asyncmy
+        kept = entry.kept
+        assert kept is not None
         for attempt in range(DEADLOCK_RETRIES + 1):
             try:
-                fairy = await entry.engine.raw_connection()
+                fairy = await kept.take(entry.engine.raw_connection)
             except Exception as exc:
                 raise cfg.unavailable(exc) from exc
             if entry.statements is None:
@@ -148,39 +167,40 @@ class AsyncSide(Store):
             try:
                 value = await adrive(op(entry.statements, *args), execute, cursor_of(fairy))
             except IdempotencyError:
-                await greenlet_spawn(fairy.close)
+                await _agive(kept, fairy)
                 raise
             except BaseException as exc:
                 # Cancelled mid-statement or failed: the connection's state is unknown.
+                kept.drop()
                 await asyncio.shield(greenlet_spawn(fairy.invalidate))
                 if not cfg.is_db_error(exc):
                     raise
                 if cfg.retryable(exc) and attempt < DEADLOCK_RETRIES:
                     continue
                 raise cfg.unavailable(exc) from exc
-            # Inside greenlet_spawn: a checkin to a full pool closes the connection, and closing
-            # an async connection awaits.
-            await greenlet_spawn(fairy.close)
+            await _agive(kept, fairy)
             return value
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- the protocol -------------------------------------------------------------------------
+    # The claim's own row is kept (as on the sync side), so settling it needs no read-back.
     async def aclaim(self, req: ClaimRequest) -> Claim:
-        return await self._arun(ops.claim, req)
+        return self.held.keep(await self._arun(ops.claim, req))
 
     async def acomplete(
         self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
     ) -> Record:
-        return await self._arun(ops.complete, ticket, result, codec, ttl)
+        return await self._arun(ops.complete, ticket, result, codec, ttl, self.held.pop(ticket))
 
     async def afail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
-        return await self._arun(ops.fail, ticket, error, ttl)
+        return await self._arun(ops.fail, ticket, error, ttl, self.held.pop(ticket))
 
     async def arelease(self, ticket: Ticket) -> None:
+        self.held.pop(ticket)
         await self._arun(ops.release, ticket)
 
     async def aheartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Record:
-        return await self._arun(ops.heartbeat, ticket, lease, ttl)
+        return await self._arun(ops.heartbeat, ticket, lease, ttl, self.held.get(ticket))
 
     async def aget(self, scope: str, key: str) -> Record | None:
         return await self._arun(ops.get, scope, key)

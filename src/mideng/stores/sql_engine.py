@@ -102,6 +102,14 @@ def schema_op(family: str, table: str) -> ops.Op[None]:
         yield stmt
 
 
+def kept_limits(config: EngineConfig) -> tuple[int, int, float]:
+    """(capacity, keep, timeout) for the connections a store keeps (see sql_kept). With
+    ``pool_pre_ping`` it keeps none idle: every operation goes through the pool, which pings."""
+    opts = config.engine_options
+    keep = 0 if opts["pool_pre_ping"] else int(opts["pool_size"])
+    return int(opts["pool_size"]) + int(opts["max_overflow"]), keep, float(opts["pool_timeout"])
+
+
 class HeldClaims:
     """The rows of the claims this store handed out that are still open, by ticket.
 

@@ -1,0 +1,150 @@
+"""Connections the SQL store keeps checked out of SQLAlchemy's pool between its operations.
+
+Checking a connection out of SQLAlchemy's pool and back in costs more Python than a short
+statement's own client side (and, on the async side, two greenlet switches). So the store keeps
+the connections it used: an operation pops one from a list and pushes it back. They stay
+checked out of the pool, so the pool's limits still hold: the store never has more than
+``pool_size + max_overflow`` (``capacity``), keeps at most ``pool_size`` idle (``keep``; the
+rest go back to the pool, which closes overflow ones), and a caller that finds all of them busy
+waits here, up to ``pool_timeout``, for one to come back. Waiting here and not in the pool
+matters: connections come back to this list, never to the pool, so a caller waiting in the
+pool would wait for nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+
+class Exhausted(Exception):
+    """Every connection the store may hold is busy, for longer than ``pool_timeout``."""
+
+
+class Kept:
+    """The sync store's connections (shared by its threads)."""
+
+    def __init__(self, capacity: int, keep: int, timeout: float) -> None:
+        self.capacity = capacity
+        self.keep = keep
+        self.timeout = timeout
+        self.free: list[Any] = []
+        self.owned = 0  # checked out of the pool by this store: in use or in ``free``
+        self.waiters = 0
+        self._cond = threading.Condition(threading.Lock())
+
+    def take(self, checkout: Callable[[], Any]) -> Any:
+        try:
+            return self.free.pop()  # atomic: no lock on the common path
+        except IndexError:
+            pass
+        with self._cond:
+            deadline = time.monotonic() + self.timeout
+            self.waiters += 1
+            try:
+                # ``waiters`` is counted before ``free`` is looked at, and give() pushes before
+                # it looks at ``waiters``: one of the two always sees the other.
+                while not self.free and self.owned >= self.capacity:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise Exhausted(
+                            f"all {self.capacity} connections busy for {self.timeout:g} s "
+                            "(pool_size + max_overflow; size them for your concurrency)"
+                        )
+                    self._cond.wait(remaining)
+            finally:
+                self.waiters -= 1
+            if self.free:
+                return self.free.pop()
+            self.owned += 1
+        try:
+            return checkout()
+        except BaseException:
+            self.drop()
+            raise
+
+    def give(self, conn: Any, close: Callable[[Any], None]) -> None:
+        """Keep ``conn`` after a clean operation (or hand it back to the pool)."""
+        self.free.append(conn)
+        if self.waiters:
+            with self._cond:
+                self._cond.notify()
+        elif len(self.free) > self.keep:
+            try:
+                extra = self.free.pop()
+            except IndexError:
+                return
+            self.drop()
+            close(extra)
+
+    def drop(self) -> None:
+        """A connection was invalidated or never made: room for a new one."""
+        with self._cond:
+            self.owned -= 1
+            self._cond.notify()
+
+    def clear(self) -> list[Any]:
+        with self._cond:
+            free, self.free = self.free, []
+            self.owned -= len(free)
+            return free
+
+
+class AKept:
+    """The same for one event loop's async engine (one loop: no thread races)."""
+
+    def __init__(self, capacity: int, keep: int, timeout: float) -> None:
+        self.capacity = capacity
+        self.keep = keep
+        self.timeout = timeout
+        self.free: list[Any] = []
+        self.owned = 0
+        self._room: asyncio.Event | None = None  # set when a connection comes back
+
+    async def take(self, checkout: Callable[[], Awaitable[Any]]) -> Any:
+        if self.free:
+            return self.free.pop()
+        if self.owned >= self.capacity:
+            deadline = time.monotonic() + self.timeout
+            while not self.free and self.owned >= self.capacity:
+                room = self._room = self._room or asyncio.Event()
+                room.clear()
+                remaining = deadline - time.monotonic()
+                try:
+                    await asyncio.wait_for(room.wait(), max(remaining, 0))
+                except asyncio.TimeoutError:
+                    raise Exhausted(
+                        f"all {self.capacity} connections busy for {self.timeout:g} s "
+                        "(pool_size + max_overflow; size them for your concurrency)"
+                    ) from None
+            if self.free:
+                return self.free.pop()
+        self.owned += 1
+        try:
+            return await checkout()
+        except BaseException:
+            self.drop()
+            raise
+
+    def give(self, conn: Any) -> Any | None:
+        """Keep ``conn``; returns an extra connection for the caller to close, if any."""
+        self.free.append(conn)
+        if self._room is not None:
+            self._room.set()
+        if len(self.free) > self.keep:
+            self.owned -= 1
+            return self.free.pop()
+        return None
+
+    def drop(self) -> None:
+        self.owned -= 1
+        if self._room is not None:
+            self._room.set()
+
+    def clear(self) -> list[Any]:
+        free, self.free = self.free, []
+        self.owned -= len(free)
+        return free
