@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import platform
-import random
 import sys
 import tempfile
 import time
@@ -33,7 +32,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from common import RESULT, ACase, Case, aguard_case, atimed, case_table, guard_case, timed
+from common import RESULT, ACase, Case, aguard_case, case_table, guard_case, run_async, run_sync
 from mideng import Guard
 from mideng.stores.hybrid import HybridStore
 from mideng.stores.redis import RedisStore
@@ -169,31 +168,6 @@ def aidemkit_case(url: str, prefix: str) -> ACase:
 
     call = kit.idempotent(backend=backend, config=config)(pay)
     return ACase("idemkit idempotent (Redis)", call, call)
-
-
-# -- running --------------------------------------------------------------------------------
-# Contenders take turns in small batches, in a new order every round, so a noisy neighbour
-# (another process on the machine) slows all of them alike instead of whichever was running.
-def run_sync(cases: list[Case], calls: int, rounds: int, warm: int) -> None:
-    for case in cases:
-        case.first("dup")
-        timed(case.first, [f"warm-{i}" for i in range(warm)])
-        timed(case.duplicate, ["dup"] * warm)
-    for r in range(rounds):
-        for case in random.Random(r).sample(cases, len(cases)):
-            case.firsts += timed(case.first, [f"new-{r}-{i}" for i in range(calls)])
-            case.duplicates += timed(case.duplicate, ["dup"] * calls)
-
-
-async def run_async(cases: list[ACase], calls: int, rounds: int, warm: int) -> None:
-    for case in cases:
-        await case.first("adup")
-        await atimed(case.first, [f"awarm-{i}" for i in range(warm)])
-        await atimed(case.duplicate, ["adup"] * warm)
-    for r in range(rounds):
-        for case in random.Random(r).sample(cases, len(cases)):
-            case.firsts += await atimed(case.first, [f"anew-{r}-{i}" for i in range(calls)])
-            case.duplicates += await atimed(case.duplicate, ["adup"] * calls)
 
 
 NOTES = [

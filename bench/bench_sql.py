@@ -1,9 +1,10 @@
 """SQL store (PostgreSQL, MariaDB) against the raw driver floor and idemkit, in one run.
 
-    .venv/bin/python bench/bench_sql.py [--calls 2000] [--rounds 5] [--warm 300]
+    .venv/bin/python bench/bench_sql.py [--rounds 120] [--calls 25] [--warm 200]
 
-Every number is the median of per-call wall times (µs) over ``--calls`` calls, itself the
-median over ``--rounds`` rounds, after a warm-up; the contenders take turns within each round.
+Every number is the median of per-call wall times (µs) over ``--rounds`` batches of ``--calls``
+calls per contender, after a warm-up; the contenders take turns, batch by batch, in a new
+order every round.
 "first" is a call on a new key (the body runs and its result is stored); "duplicate" is a call
 on a key whose result is stored (it is replayed).
 
@@ -21,7 +22,6 @@ import asyncio
 import json
 import logging
 import platform
-import statistics
 import sys
 import time
 import uuid
@@ -32,15 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from common import (
     RESULT,
-    ACall,
     ACase,
-    Call,
     Case,
     aguard_case,
-    atimed,
     case_table,
     guard_case,
-    timed,
+    run_async,
+    run_sync,
 )
 from mideng import Guard
 from mideng.stores.sql import SQLStore
@@ -64,14 +62,6 @@ NOTES = """## Reading the numbers
   that, the remaining cost is the per-call overhead above plus, on PostgreSQL's first call, the
   extra read; both sides stay well ahead of idemkit.
 """
-
-
-def median_us(fn: Call, keys: list[str]) -> float:
-    return statistics.median(timed(fn, keys))
-
-
-async def amedian_us(fn: ACall, keys: list[str]) -> float:
-    return statistics.median(await atimed(fn, keys))
 
 
 # -- the contenders -------------------------------------------------------------------------
@@ -218,30 +208,6 @@ def idemkit_backend(url: str, table: str) -> Any:
 
 
 # -- running --------------------------------------------------------------------------------
-def run_sync(cases: list[Case], calls: int, rounds: int, warm: int) -> None:
-    for r in range(rounds):
-        for case in cases:
-            tag = f"{r}-{uuid.uuid4().hex[:6]}"
-            case.first(f"dup-{tag}")
-            median_us(case.first, [f"warm-{tag}-{i}" for i in range(warm)])
-            median_us(case.duplicate, [f"dup-{tag}"] * warm)
-            case.firsts.append(median_us(case.first, [f"new-{tag}-{i}" for i in range(calls)]))
-            case.duplicates.append(median_us(case.duplicate, [f"dup-{tag}"] * calls))
-
-
-async def run_async(cases: list[ACase], calls: int, rounds: int, warm: int) -> None:
-    for r in range(rounds):
-        for case in cases:
-            tag = f"a{r}-{uuid.uuid4().hex[:6]}"
-            await case.first(f"dup-{tag}")
-            await amedian_us(case.first, [f"warm-{tag}-{i}" for i in range(warm)])
-            await amedian_us(case.duplicate, [f"dup-{tag}"] * warm)
-            case.firsts.append(
-                await amedian_us(case.first, [f"new-{tag}-{i}" for i in range(calls)])
-            )
-            case.duplicates.append(await amedian_us(case.duplicate, [f"dup-{tag}"] * calls))
-
-
 def drop(store: SQLStore, *tables: str) -> None:
     with store.engine.connect() as conn:
         for name in tables:
@@ -333,9 +299,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--postgresql", default=POSTGRES_URL)
     parser.add_argument("--mysql", default=MYSQL_URL)
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--warm", type=int, default=300)
+    parser.add_argument("--calls", type=int, default=25, help="calls per batch")
+    parser.add_argument("--rounds", type=int, default=120)
+    parser.add_argument("--warm", type=int, default=200)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "sql.md"))
     args = parser.parse_args()
     # Duplicates log a warning each (by design); the peers log nothing, so neither do we here.
@@ -358,7 +324,8 @@ def main() -> None:
         f"Python {platform.python_version()}, psycopg {psycopg.__version__}, PyMySQL "
         f"{'.'.join(map(str, pymysql.VERSION[:3]))}, {platform.machine()}, "
         f"database on the same host (loopback); "
-        f"{args.calls} calls x {args.rounds} rounds, medians, µs per call.",
+        f"{args.rounds} batches of {args.calls} calls per contender, interleaved; medians, "
+        "µs per call.",
         "",
         *sections,
         NOTES,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import random
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -88,6 +89,31 @@ async def atimed(fn: ACall, keys: list[str]) -> list[float]:
         await fn(key)
         times.append((clock() - start) / 1000)
     return times
+
+
+# Contenders take turns in small batches, in a new order every round, so a noisy neighbour
+# (another process, a checkpoint, a vacuum) slows all of them alike instead of whichever was
+# running at the time. Every call's time is kept; a table shows medians.
+def run_sync(cases: list[Case], calls: int, rounds: int, warm: int, tag: str = "") -> None:
+    for case in cases:
+        case.first(f"{tag}dup")
+        timed(case.first, [f"{tag}warm-{i}" for i in range(warm)])
+        timed(case.duplicate, [f"{tag}dup"] * warm)
+    for r in range(rounds):
+        for case in random.Random(r).sample(cases, len(cases)):
+            case.firsts += timed(case.first, [f"{tag}new-{r}-{i}" for i in range(calls)])
+            case.duplicates += timed(case.duplicate, [f"{tag}dup"] * calls)
+
+
+async def run_async(cases: list[ACase], calls: int, rounds: int, warm: int, tag: str = "a") -> None:
+    for case in cases:
+        await case.first(f"{tag}dup")
+        await atimed(case.first, [f"{tag}warm-{i}" for i in range(warm)])
+        await atimed(case.duplicate, [f"{tag}dup"] * warm)
+    for r in range(rounds):
+        for case in random.Random(r).sample(cases, len(cases)):
+            case.firsts += await atimed(case.first, [f"{tag}new-{r}-{i}" for i in range(calls)])
+            case.duplicates += await atimed(case.duplicate, [f"{tag}dup"] * calls)
 
 
 def guard_case(name: str, guard: Guard) -> Case:

@@ -32,6 +32,7 @@ from mideng.stores.sql_engine import (
     cursor_of,
     drive,
     execute,
+    execute_psycopg,
     kept_limits,
     schema_op,
 )
@@ -100,6 +101,7 @@ class SQLStore(AsyncSide):
         self._engine: Any = None
         self._stmts: Statements | None = None
         self.kept = Kept(*kept_limits(self.config))  # connections kept between operations
+        self._execute = execute_psycopg if self.family == "postgresql" else execute
         self._pid = os.getpid()
         super().__init__()
         if create_schema:
@@ -152,7 +154,7 @@ class SQLStore(AsyncSide):
             if stmts is None:
                 stmts = self._stmts = cfg.statements(engine.dialect)
             try:
-                value = drive(op(stmts, *args), execute, cursor_of(fairy))
+                value = drive(op(stmts, *args), self._execute, cursor_of(fairy))
             except IdempotencyError:
                 kept.give(fairy, _close)  # the operation's own answer (a lost lease)
                 raise

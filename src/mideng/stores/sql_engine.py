@@ -67,6 +67,13 @@ def cursor_of(fairy: Any) -> Any:
     return kept[1]
 
 
+def execute_psycopg(cur: Any, stmt: Stmt) -> Res:
+    """Run one statement on a psycopg cursor (one statement per text; no lastrowid)."""
+    sql = stmt.sql
+    cur.execute(sql.pyformat, stmt.params)
+    return Res(cur.rowcount, cur.fetchall() if sql.rows else ())
+
+
 def execute(cur: Any, stmt: Stmt) -> Res:
     """Run one statement on a psycopg or PyMySQL cursor."""
     cur.execute(stmt.sql.pyformat, stmt.params)

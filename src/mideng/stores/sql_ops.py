@@ -46,10 +46,14 @@ def _clip(request_id: str | None) -> str | None:
 
 def read(s: Statements, scope: str, key: str) -> Op[tuple[Record | None, float]]:
     """The record (None if absent) and the database clock (0 when absent: nothing to judge)."""
-    res = yield Stmt(s.select, _params(s, scope=scope, key=key))
+    params: dict[str, Any] = {"scope": scope, "key": key}
+    if s.python_clock:
+        params["now"] = time.time()
+    res = yield Stmt(s.select, params)
     if not res.rows:
         return None, 0.0
-    return s.record(res.rows[0]), float(res.rows[0][15])
+    row = res.rows[0]
+    return s.record(row), float(row[15])
 
 
 def _cas(s: Statements, old: Record, new: Record) -> Stmt:
@@ -62,15 +66,18 @@ def _cas(s: Statements, old: Record, new: Record) -> Stmt:
         was_owner=old.owner, was_status=old.status.value, was_updated_at=old.updated_at))
 
 
+def _claim_params(s: Statements, req: ClaimRequest) -> dict[str, Any]:
+    return _params(s, scope=req.scope, key=req.key, owner=req.owner,
+                   fingerprint=req.fingerprint, lease=float(req.lease),
+                   expiry_ttl=None if req.on_expiry is ExpiryPolicy.UNKNOWN else req.ttl,
+                   request_id=req.request_id)
+
+
 def claim(s: Statements, req: ClaimRequest) -> Op[Claim]:
     if req.request_id is not None and len(req.request_id) > REQUEST_ID_MAX:
         req = dataclasses.replace(req, request_id=_clip(req.request_id))
     current: Record | None
     for _ in range(RACES):
-        params = _params(s, scope=req.scope, key=req.key, owner=req.owner,
-                         fingerprint=req.fingerprint, lease=float(req.lease),
-                         expiry_ttl=None if req.on_expiry is ExpiryPolicy.UNKNOWN else req.ttl,
-                         request_id=req.request_id)
         if s.look_first:
             # A plain read decides replays and refusals without a lock; a snapshot older than
             # the row only sends us on to the locking insert below, which sees the row as is.
@@ -81,14 +88,18 @@ def claim(s: Statements, req: ClaimRequest) -> Op[Claim]:
                     return decision
         if s.mysql:  # insert-or-lock, then the row as it stands
             res = Res(0, ())
+            params = _claim_params(s, req)
             for sql in s.claim:
                 res = yield Stmt(sql, params)
             current, now = s.record(res.rows[0]), float(res.rows[0][15])
             if current.owner == req.owner:  # owners are minted per call: our insert
                 return Claim(Outcome.ACQUIRED, current)
         else:
+            # Read first: a duplicate is then one plain read. The insert's parameters are
+            # built only on a miss.
             current, now = yield from read(s, req.scope, req.key)
             if current is None:
+                params = _claim_params(s, req)
                 res = yield Stmt(s.insert, params)
                 if res.rowcount == 1:
                     now = float(res.rows[0][0]) if res.rows else params["now"]
