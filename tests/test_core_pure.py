@@ -118,6 +118,24 @@ def test_json_codec_errors_are_clear() -> None:
         get_codec("yaml")
 
 
+def test_containers_of_plain_json_types_are_checked_not_rebuilt() -> None:
+    codec = JsonCodec()
+    assert codec.decode(b'{"a":"x","b":"y"}', dict[str, str]) == {"a": "x", "b": "y"}
+    assert codec.decode(b'{"a":1}', dict[str, int]) == {"a": 1}
+    assert codec.decode(b'{"a":[1]}', dict[str, Any]) == {"a": [1]}
+    assert codec.decode(b'["x","y"]', list[str]) == ["x", "y"]
+    assert codec.decode(b'["x","y"]', set[str]) == {"x", "y"}
+    for data, hint in [
+        (b'{"a":1}', dict[str, str]),
+        (b'{"a":"x"}', dict[str, int]),
+        (b'["x",1]', list[str]),
+        (b'"x"', dict[str, str]),
+        (b'[1]', frozenset[str]),
+    ]:
+        with pytest.raises(CodecError, match="does not fit"):
+            codec.decode(data, hint)
+
+
 def test_key_templates_read_bound_arguments() -> None:
     @dataclasses.dataclass
     class Notify:

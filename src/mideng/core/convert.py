@@ -25,11 +25,23 @@ def convert(value: Any, hint: Any) -> Any:
     return converter(hint)(value)
 
 
+# The same hint object comes back on every replay of a body (the Guard learns it once), so an
+# identity lookup answers before the cache has to hash a generic alias like dict[str, str].
+_BY_ID: dict[int, tuple[Any, Converter]] = {}
+
+
 def converter(hint: Any) -> Converter:
+    known = _BY_ID.get(id(hint))
+    if known is not None and known[0] is hint:
+        return known[1]
     try:
-        return _cached(hint)
+        conv = _cached(hint)
     except TypeError:  # an unhashable hint (rare): compile it every time
         return _build(hint)
+    if len(_BY_ID) >= 1024:
+        _BY_ID.clear()
+    _BY_ID[id(hint)] = (hint, conv)  # the entry holds the hint, so its id can't be reused
+    return conv
 
 
 @functools.lru_cache(maxsize=1024)
@@ -101,6 +113,16 @@ def _collection(container: Any, item_hint: Any) -> Converter:
     build: Callable[[list[Any]], Any] = container if container in (set, frozenset) else list
     if item is _identity:
         return build
+    leaf = _LEAVES.get(item)
+    if leaf is not None:  # list[str] and the like: check, don't rebuild item by item
+
+        def convert_leaves(value: Any) -> Any:
+            for v in value:
+                if not isinstance(v, leaf):
+                    raise TypeError(f"expected {leaf.__name__}, got {type(v).__name__}")
+            return build(value)
+
+        return convert_leaves
     return lambda value: build([item(v) for v in value])
 
 
@@ -108,7 +130,24 @@ def _mapping(key_hint: Any, value_hint: Any) -> Converter:
     key, val = converter(key_hint), converter(value_hint)
     if key is _identity and val is _identity:
         return _checked(dict)
+    key_leaf = object if key is _identity else _LEAVES.get(key)
+    val_leaf = object if val is _identity else _LEAVES.get(val)
+    if key_leaf is not None and val_leaf is not None:  # dict[str, str] and the like
+
+        def convert_leaves(value: Any) -> Any:
+            if not isinstance(value, dict):
+                raise TypeError(f"expected dict, got {type(value).__name__}")
+            for k, v in value.items():
+                if not isinstance(k, key_leaf) or not isinstance(v, val_leaf):
+                    raise TypeError(f"unexpected item {k!r}: {v!r}")
+            return value  # freshly decoded JSON: nobody else holds it
+
+        return convert_leaves
     return lambda value: {key(k): val(v) for k, v in value.items()}
+
+
+# Converters that only check the type of a value JSON already decoded, by the type.
+_LEAVES: dict[Converter, type] = {}
 
 
 def _checked(cls: type) -> Converter:
@@ -117,6 +156,8 @@ def _checked(cls: type) -> Converter:
             raise TypeError(f"expected {cls.__name__}, got {type(value).__name__}")
         return value
 
+    if cls in (bool, str, int):
+        _LEAVES[exact] = cls
     return exact
 
 
