@@ -72,6 +72,26 @@ def raw_case(client: Any, prefix: str) -> Case:
     return Case("raw floor (redis-py)", first, duplicate)
 
 
+def raw_connection_case(client: Any, prefix: str) -> Case:
+    """The same commands on one redis-py connection held for the whole run, without the
+    client's pool and its per-command readiness probe: the least the driver itself costs."""
+    conn = client.connection_pool.get_connection()
+
+    def command(*args: Any) -> Any:
+        conn.send_command(*args)
+        return conn.read_response()
+
+    def first(key: str) -> object:
+        name = f"{prefix}:rawconn:{key}"
+        command("SET", name, b"processing", "NX", "PX", TTL_MS)
+        return command("SET", name, record_value(), "PX", TTL_MS)
+
+    def duplicate(key: str) -> object:
+        return json.loads(command("GET", f"{prefix}:rawconn:{key}"))
+
+    return Case("raw connection, no pool (redis-py)", first, duplicate)
+
+
 def _without_boto3() -> None:
     """Powertools' idempotency package imports its DynamoDB layer (boto3) unconditionally.
     The Redis layer never touches it; when boto3 is absent, stand-ins let the import pass."""
@@ -175,6 +195,11 @@ NOTES = [
     "",
     "- raw floor: first = `SET NX PX` + `json.dumps` of a record + `SET PX`; duplicate = `GET` +",
     "  `json.loads`. No fencing, no store clock, no result typing: the least any scheme does.",
+    "- raw connection, no pool: the same commands on one redis-py connection held for the run.",
+    "  redis-py's client probes a pooled connection before every command (a non-blocking read",
+    "  and two socket-mode switches: three system calls). The mideng Redis store skips that",
+    "  probe for connections it has just used (docs/stores-redis.md says why that is safe), so",
+    "  this row, not the floor, is the least its path can cost.",
     "- mideng: first = claim script + body + complete script (a compare-and-set on owner and",
     "  fence); duplicate = claim script, which answers with the stored result. Both scripts read",
     "  the server's clock. The Guard adds key checks, an owner id, the codec (typed results) and",
@@ -210,6 +235,7 @@ def main() -> None:
     )
     sync_cases = [
         raw_case(client, prefix),
+        raw_connection_case(client, prefix),
         guard_case("mideng RedisStore", Guard(store)),
         guard_case("mideng HybridStore (Redis + SQLite)", Guard(hybrid)),
         powertools_case(args.url, prefix),
