@@ -152,10 +152,18 @@ def test_key_templates_read_bound_arguments() -> None:
         render(None, {"conn": object()})
 
 
-@pytest.mark.parametrize("bad", ["", None, "x" * 256, 1.5, b"k"])
+@pytest.mark.parametrize("bad", ["", None, "x" * 256, 1.5, b"k", "a\x00b"])
 def test_bad_keys_are_refused(bad: object) -> None:
     with pytest.raises(InvalidKeyError):
         check_key(bad)
+
+
+def test_a_nul_in_a_scope_is_refused() -> None:
+    from mideng.core.keys import check_scope
+
+    assert check_scope("pay:v2") == "pay:v2"
+    with pytest.raises(InvalidKeyError, match="NUL"):
+        check_scope("pay\x00")
 
 
 def test_policy_validation() -> None:

@@ -32,6 +32,8 @@ def check_scope(scope: object) -> str:
             f"scope must be a non-empty string of at most {MAX_SCOPE_LENGTH} characters, "
             f"got {scope!r}"
         )
+    if "\x00" in scope:
+        raise InvalidKeyError(f"scope contains a NUL character: {scope!r}")
     return scope
 
 
@@ -45,6 +47,10 @@ def check_key(key: object) -> str:
             f"key is {len(key)} characters; the limit is {MAX_KEY_LENGTH}. Use the business "
             "identity, not the payload (or hash it yourself on purpose)"
         )
+    # PostgreSQL's text can't hold NUL, and no business identity needs one: refuse it here,
+    # the same for every store, instead of as a store failure on one of them.
+    if "\x00" in key:
+        raise InvalidKeyError(f"key contains a NUL character: {key!r}")
     return key
 
 
