@@ -52,8 +52,7 @@ def read(s: Statements, scope: str, key: str) -> Op[tuple[Record | None, float]]
     res = yield Stmt(s.select, params)
     if not res.rows:
         return None, 0.0
-    row = res.rows[0]
-    return s.record(row), float(row[15])
+    return s.current(res.rows[0], scope, key)
 
 
 def _cas(s: Statements, old: Record, new: Record) -> Stmt:
@@ -91,7 +90,7 @@ def claim(s: Statements, req: ClaimRequest) -> Op[Claim]:
             params = _claim_params(s, req)
             for sql in s.claim:
                 res = yield Stmt(sql, params)
-            current, now = s.record(res.rows[0]), float(res.rows[0][15])
+            current, now = s.current(res.rows[0], req.scope, req.key)
             if current.owner == req.owner:  # owners are minted per call: our insert
                 return Claim(Outcome.ACQUIRED, current)
         else:
