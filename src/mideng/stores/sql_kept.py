@@ -24,15 +24,26 @@ class Exhausted(Exception):
     """Every connection the store may hold is busy, for longer than ``pool_timeout``."""
 
 
-class Kept:
-    """The sync store's connections (shared by its threads)."""
-
+class _Limits:
     def __init__(self, capacity: int, keep: int, timeout: float) -> None:
         self.capacity = capacity
         self.keep = keep
         self.timeout = timeout
         self.free: list[Any] = []
         self.owned = 0  # checked out of the pool by this store: in use or in ``free``
+
+    def exhausted(self) -> Exhausted:
+        return Exhausted(
+            f"all {self.capacity} connections busy for {self.timeout:g} s "
+            "(pool_size + max_overflow; size them for your concurrency)"
+        )
+
+
+class Kept(_Limits):
+    """The sync store's connections (shared by its threads)."""
+
+    def __init__(self, capacity: int, keep: int, timeout: float) -> None:
+        super().__init__(capacity, keep, timeout)
         self.waiters = 0
         self._cond = threading.Condition(threading.Lock())
 
@@ -50,10 +61,7 @@ class Kept:
                 while not self.free and self.owned >= self.capacity:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise Exhausted(
-                            f"all {self.capacity} connections busy for {self.timeout:g} s "
-                            "(pool_size + max_overflow; size them for your concurrency)"
-                        )
+                        raise self.exhausted()
                     self._cond.wait(remaining)
             finally:
                 self.waiters -= 1
@@ -93,15 +101,11 @@ class Kept:
             return free
 
 
-class AKept:
+class AKept(_Limits):
     """The same for one event loop's async engine (one loop: no thread races)."""
 
     def __init__(self, capacity: int, keep: int, timeout: float) -> None:
-        self.capacity = capacity
-        self.keep = keep
-        self.timeout = timeout
-        self.free: list[Any] = []
-        self.owned = 0
+        super().__init__(capacity, keep, timeout)
         self._room: asyncio.Event | None = None  # set when a connection comes back
 
     async def take(self, checkout: Callable[[], Awaitable[Any]]) -> Any:
@@ -116,10 +120,7 @@ class AKept:
                 try:
                     await asyncio.wait_for(room.wait(), max(remaining, 0))
                 except asyncio.TimeoutError:
-                    raise Exhausted(
-                        f"all {self.capacity} connections busy for {self.timeout:g} s "
-                        "(pool_size + max_overflow; size them for your concurrency)"
-                    ) from None
+                    raise self.exhausted() from None
             if self.free:
                 return self.free.pop()
         self.owned += 1
