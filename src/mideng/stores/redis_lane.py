@@ -26,6 +26,8 @@ writes to a socket its parent is using.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import time
 import weakref
@@ -70,6 +72,23 @@ def pack(args: tuple[Any, ...]) -> list[bytes]:
     return out
 
 
+def _checkout(pool: Any) -> Any:
+    """The pool's get_connection; redis-py before 8 wants a command name (it ignores it)."""
+    first = next(iter(inspect.signature(pool.get_connection).parameters.values()), None)
+    if first is not None and first.default is inspect.Parameter.empty and first.kind in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        return functools.partial(pool.get_connection, "FCALL")
+    return pool.get_connection
+
+
+def _moving(conn: Any) -> bool:
+    """Whether a maintenance notice told this connection to move (redis-py 7 and later)."""
+    check = getattr(conn, "should_reconnect", None)
+    return check is not None and bool(check())
+
+
 def usable(pool: Any) -> bool:
     """Whether the lane may drive a pool's connections.
 
@@ -91,16 +110,17 @@ class Lane:
         self.reply_error = reply_error
         self.idle_probe = idle_probe
         self.free: list[tuple[Any, float]] = []
+        self._checkout = _checkout(pool)
         _lanes.add(self)
 
     def _take(self) -> Any:
         try:
             conn, used = self.free.pop()
         except IndexError:
-            return self.pool.get_connection()
+            return self._checkout()
         if time.monotonic() - used > self.idle_probe:
             self.pool.release(conn)
-            return self.pool.get_connection()
+            return self._checkout()
         return conn
 
     def call(self, command: list[bytes]) -> Any:
@@ -121,7 +141,7 @@ class Lane:
     def _give(self, conn: Any) -> None:
         # A connection told to move (a maintenance notice) goes back through the pool,
         # which reconnects it.
-        if conn.should_reconnect():
+        if _moving(conn):
             self.pool.release(conn)
         else:
             self.free.append((conn, time.monotonic()))
@@ -140,17 +160,23 @@ class ALane:
         self.pool = pool
         self.reply_error = reply_error
         self.free: list[Any] = []
+        self._checkout = _checkout(pool)
         _lanes.add(self)
 
     async def _take(self) -> Any:
         try:
             conn = self.free.pop()
         except IndexError:
-            return await self.pool.get_connection()
+            return await self._checkout()
         # Here the probe costs no system call (it looks at what the event loop has already
         # read, end of stream included), so every reused connection gets it. redis-py's own
         # pool ignores its answer when maintenance notifications are on; the lane does not.
-        if await conn.can_read():
+        probe = getattr(conn, "can_read", None) or conn.can_read_destructive  # before 8
+        try:
+            dirty = await probe()
+        except Exception:  # a closed stream, as the probe of some versions says it
+            dirty = True
+        if dirty:
             await conn.disconnect()
         return conn
 
@@ -170,7 +196,7 @@ class ALane:
         return reply
 
     async def _give(self, conn: Any) -> None:
-        if conn.should_reconnect():
+        if _moving(conn):
             await self.pool.release(conn)
         else:
             self.free.append(conn)
