@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
+from mideng.core import decide as rules
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.stores import sql_ops as ops
@@ -39,6 +40,7 @@ from mideng.stores.sql_engine import (
 from mideng.stores.sql_kept import Kept
 from mideng.stores.sql_schema import DEFAULT_TABLE, script
 
+T = TypeVar("T")
 _NUMBERS: dict[str, Callable[[str], Any]] = {
     "pool_size": int,
     "max_overflow": int,
@@ -102,6 +104,7 @@ class SQLStore(AsyncSide):
         self._stmts: Statements | None = None
         self.kept = Kept(*kept_limits(self.config))  # connections kept between operations
         self._execute = execute_psycopg if self.family == "postgresql" else execute
+        self._read_first = self.family == "postgresql"
         self._pid = os.getpid()
         super().__init__()
         if create_schema:
@@ -142,7 +145,28 @@ class SQLStore(AsyncSide):
         )
         return self._engine
 
-    def _run(self, op: Callable[..., ops.Op[ops.T]], *args: Any) -> ops.T:
+    def _run(self, op: Callable[..., ops.Op[T]], *args: Any) -> T:
+        value: T = self._with(self._driven, op, *args)
+        return value
+
+    def _driven(self, stmts: Statements, cur: Any, op: Callable[..., ops.Op[T]], *args: Any) -> T:
+        return drive(op(stmts, *args), self._execute, cur)
+
+    def _claim_read_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
+        # PostgreSQL's claim starts with a plain read, and most reads end it (a replay, a
+        # refusal): done here without the operation's generator, which costs more Python than
+        # the read's own client side. Anything that must write continues in ops.claim.
+        cur.execute(stmts.select.pyformat, {"scope": req.scope, "key": req.key})
+        rows = cur.fetchall()
+        seen = stmts.current(rows[0], req.scope, req.key) if rows else None
+        if seen is not None:
+            decision, write = rules.decide(seen[0], req, seen[1])
+            if not write:
+                return decision
+        return drive(ops.claim(stmts, req, seen), self._execute, cur)
+
+    def _with(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(statements, cursor, *args)`` on a kept connection, failures mapped."""
         cfg, engine = self.config, self.engine
         kept = self.kept
         for attempt in range(DEADLOCK_RETRIES + 1):
@@ -154,7 +178,7 @@ class SQLStore(AsyncSide):
             if stmts is None:
                 stmts = self._stmts = cfg.statements(engine.dialect)
             try:
-                value = drive(op(stmts, *args), self._execute, cursor_of(fairy))
+                value = fn(stmts, cursor_of(fairy), *args)
             except IdempotencyError:
                 kept.give(fairy, _close)  # the operation's own answer (a lost lease)
                 raise
@@ -182,6 +206,8 @@ class SQLStore(AsyncSide):
 
     # -- the protocol -------------------------------------------------------------------------
     def claim(self, req: ClaimRequest) -> Claim:
+        if self._read_first:
+            return self.held.keep(self._with(self._claim_read_first, req))
         return self.held.keep(self._run(ops.claim, req))
 
     def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:

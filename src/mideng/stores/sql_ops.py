@@ -72,7 +72,13 @@ def _claim_params(s: Statements, req: ClaimRequest) -> dict[str, Any]:
                    request_id=req.request_id)
 
 
-def claim(s: Statements, req: ClaimRequest) -> Op[Claim]:
+_UNREAD: Any = object()
+
+
+def claim(s: Statements, req: ClaimRequest,
+          first: tuple[Record, float] | None = _UNREAD) -> Op[Claim]:
+    """``first``: the read-first databases' first read, when the caller already made it (the
+    record and clock, or None for no row)."""
     if req.request_id is not None and len(req.request_id) > REQUEST_ID_MAX:
         req = dataclasses.replace(req, request_id=_clip(req.request_id))
     current: Record | None
@@ -96,7 +102,11 @@ def claim(s: Statements, req: ClaimRequest) -> Op[Claim]:
         else:
             # Read first: a duplicate is then one plain read. The insert's parameters are
             # built only on a miss.
-            current, now = yield from read(s, req.scope, req.key)
+            if first is _UNREAD:
+                current, now = yield from read(s, req.scope, req.key)
+            else:
+                current, now = first if first is not None else (None, 0.0)
+                first = _UNREAD
             if current is None:
                 params = _claim_params(s, req)
                 res = yield Stmt(s.insert, params)
