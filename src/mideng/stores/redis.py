@@ -1,4 +1,4 @@
-"""Redis store: every operation is one Lua script (or one plain command), one round trip.
+"""Redis store: every operation is one Lua function call (or one plain command), one round trip.
 
 A record is one hash at ``{prefix}:{scope:key}`` (see redis_commands). Lua operations (a
 function library, or scripts on Redis 6; see redis_scripts) read the store's clock (``TIME``),
@@ -172,9 +172,10 @@ class RedisStore(Store):
         return ("EVALSHA", script.sha, 1, *op.args)
 
     def _missing(self, exc: BaseException) -> str:
-        """What an error reply says is missing on the server: "scripts" (NOSCRIPT), the
-        "library" (a new server, a restart without persistence, FUNCTION FLUSH) or
-        "functions" (Redis 6). Any other error is raised."""
+        """What an error reply says is missing on the server: the "library" (a new server, a
+        restart without persistence, FUNCTION FLUSH) or the "scripts" (NOSCRIPT; or a server
+        without functions, Redis 6, after which the store calls scripts). Any other error is
+        raised."""
         if isinstance(exc, self._noscript):
             return "scripts"
         text = str(exc).lower()
