@@ -187,11 +187,12 @@ class RedisStore(Store):
         raise exc
 
     def _loads(self, missing: str) -> list[tuple[str, ...]]:
-        # Sent as two-word commands, which a cluster client sends to every primary.
+        # Named as redis-py names them ("FUNCTION LOAD"): a cluster client sends those to
+        # every primary, and pack() splits the name into its words.
         scripts = self.commands.scripts
         if missing == "library":
-            return [("FUNCTION", "LOAD", "REPLACE", scripts.library)]
-        return [("SCRIPT", "LOAD", script.text) for script in scripts.all()]
+            return [("FUNCTION LOAD", "REPLACE", scripts.library)]
+        return [("SCRIPT LOAD", script.text) for script in scripts.all()]
 
     def _send(self, conn: Connection, args: tuple[Any, ...]) -> Any:
         if conn.lane is not None:
@@ -206,10 +207,7 @@ class RedisStore(Store):
             except self._reply_error as exc:
                 # Load everything at once, so the complete() after a claim() does not pay again.
                 for load in self._loads(self._missing(exc)):
-                    if conn.lane is not None:
-                        conn.lane.call(pack(load))
-                    else:
-                        conn.client.execute_command(" ".join(load[:2]), *load[2:])
+                    self._send(conn, load)
                 reply = self._send(conn, self._form(op))
         except self._errors as exc:
             raise self._unavailable(exc) from exc
@@ -227,10 +225,7 @@ class RedisStore(Store):
                 reply = await self._asend(conn, self._form(op))
             except self._reply_error as exc:
                 for load in self._loads(self._missing(exc)):
-                    if conn.lane is not None:
-                        await conn.lane.call(pack(load))
-                    else:
-                        await conn.client.execute_command(" ".join(load[:2]), *load[2:])
+                    await self._asend(conn, load)
                 reply = await self._asend(conn, self._form(op))
         except self._errors as exc:
             raise self._unavailable(exc) from exc

@@ -49,7 +49,10 @@ os.register_at_fork(after_in_child=_forget_all)
 
 
 def pack(args: tuple[Any, ...]) -> list[bytes]:
-    """A command in the RESP protocol, as buffers to send one after another."""
+    """A command in the RESP protocol, as buffers to send one after another. A command name
+    of two words ("FUNCTION LOAD") is sent as two arguments, as redis-py does."""
+    if " " in args[0]:
+        args = (*args[0].split(), *args[1:])
     out: list[bytes] = []
     part = [b"*%d\r\n" % len(args)]
     for arg in args:
