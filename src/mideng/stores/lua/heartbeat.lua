@@ -1,9 +1,8 @@
 -- Extend a live claim. KEYS[1] the record. ARGV: owner, fence, lease, ttl ('' = never
 -- expires). Reply: code 1 and the record, or code 0 and the current record (lease lost).
 local key = KEYS[1]
-local now, at = clock()
-local rec = read(key)
-if not holds(rec, now, ARGV[1], ARGV[2]) then
+local rec, now, at = held(key, ARGV[1], ARGV[2])
+if not now then
   return reply(0, rec)
 end
 local lease, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])

@@ -52,6 +52,26 @@ local function holds(rec, now, owner, fence)
     and rec[O] == owner and rec[F] == fence
 end
 
+-- The record at key with the store's clock while (owner, fence) holds it; without a clock
+-- (only the record as it now is) when the ticket was lost.
+local function held(key, owner, fence)
+  local now, at = clock()
+  local rec = read(key)
+  if not holds(rec, now, owner, fence) then
+    return rec
+  end
+  return rec, now, at
+end
+
+-- A held record finished as status: result or error kept, no lease, expiring ttl seconds
+-- from now (never, without a ttl).
+local function finished(rec, now, at, status, result, codec, err, ttl)
+  local new = {unpack(rec, 1, 13)}
+  new[S], new[R], new[C], new[E], new[LU], new[UA] = status, result, codec, err, false, at
+  new[EA] = ttl and stamp(now + ttl) or false
+  return new
+end
+
 -- Write what differs between the stored record (old, false when absent) and rec.
 local function save(key, old, rec)
   old = old or NONE
