@@ -125,9 +125,10 @@ class Guard:
         **kwargs: Any,
     ) -> R:
         """Run ``fn(*args, **kwargs)`` once for (scope, key); duplicates get its result."""
-        if self._body(fn)[1]:
+        hint, coroutine = self._body(fn)
+        if coroutine:
             raise ConfigurationError("run() got a coroutine function; use await guard.arun()")
-        call = self.prepare(scope, key, fn, payload)
+        call = self._call(scope, key, hint, payload, None)
         return self.drive(call, fn, args, kwargs)
 
     async def arun(
@@ -159,7 +160,9 @@ class Guard:
         payload: Any,
         policy: Policy | None = None,
     ) -> Call:
-        hint = self._body(fn)[0]
+        return self._call(scope, key, self._body(fn)[0], payload, policy)
+
+    def _call(self, scope: str, key: str, hint: Any, payload: Any, policy: Policy | None) -> Call:
         try:
             fp = None if payload is None else make_fingerprint(payload)
         except TypeError as exc:
