@@ -37,7 +37,10 @@ def _text(value: bytes | None) -> str | None:
 
 _BIND = re.compile(r"(?<![:\w]):(\w+)")
 _STATUS = {s.value: s for s in Status}
-_MYSQL_MICROS = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6))"
+# The statement's start time in epoch seconds, microsecond precision: the instant NOW(6) and
+# UTC_TIMESTAMP(6) also read, without their calendar round trip (a third of the cost each) and
+# independent of the session time zone.
+_MYSQL_NOW = "@@timestamp"
 
 
 class Sql:
@@ -100,7 +103,7 @@ class Statements:
         self.now = now = {
             "postgresql": "date_part('epoch', statement_timestamp())",
             "sqlite": ":now",
-        }.get(kind, f"({_MYSQL_MICROS} / 1e6)")
+        }.get(kind, _MYSQL_NOW)
         self.pk = pk = f"scope = :scope AND {k} = :key"
         lease, expiry = f"{now} + {self.f('lease')}", f"{self.f('lease')} + {self.f('expiry_ttl')}"
         fresh = (f"INSERT INTO {t} ({cols}) VALUES (:scope, :key, 'processing', 1, :owner, "
@@ -190,7 +193,7 @@ class Statements:
         the new row exactly without reading it back."""
         t, now = self.table, self.now
         if self.mysql:
-            stamp, ref = f"LAST_INSERT_ID({_MYSQL_MICROS}) / 1e6", "updated_at"
+            stamp, ref = f"LAST_INSERT_ID(ROUND({_MYSQL_NOW} * 1e6)) / 1e6", "updated_at"
         else:
             stamp = ref = now
         tail = " RETURNING updated_at" if self.kind == "postgresql" else ""
