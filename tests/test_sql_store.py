@@ -19,10 +19,11 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from backends_sql import drop_table
 from mideng import Guard
 from mideng.cli.schema import schema
-from mideng.core.record import ClaimRequest, Outcome, Ticket
+from mideng.core.record import Claim, ClaimRequest, Outcome, Record, Status, Ticket
 from mideng.errors import ConfigurationError, LeaseLostError, StoreUnavailableError
 from mideng.stores.registry import open_store
 from mideng.stores.sql import SQLStore
+from mideng.stores.sql_ops import Habit
 
 from services import MYSQL_URL, POSTGRES_URL, need
 
@@ -84,9 +85,10 @@ def _store(family: str, table: str, **options: Any) -> SQLStore:
     return SQLStore.from_url(SERVERS[family], table=table, **options)
 
 
-@pytest.fixture
-def counted(family: str, table: str) -> Iterator[tuple[SQLStore, Statements]]:
-    store = _store(family, table, connect_args=_counting(family))
+@pytest.fixture(params=[None, True, False], ids=["learned", "read-first", "insert-first"])
+def counted(request: pytest.FixtureRequest, family: str,
+            table: str) -> Iterator[tuple[SQLStore, Statements]]:
+    store = _store(family, table, connect_args=_counting(family), read_first=request.param)
     SEEN.seen.clear()
     yield store, SEEN
     store.close()
@@ -97,27 +99,32 @@ def req(key: str, owner: str | None = None, lease: float = 30.0) -> ClaimRequest
 
 
 # -- round trips --------------------------------------------------------------------------
-def test_claim_statements(counted: tuple[SQLStore, Statements], family: str) -> None:
+def _reads_first(store: SQLStore) -> bool:
+    return store.habit.fixed is True
+
+
+def test_claim_statements(counted: tuple[SQLStore, Statements]) -> None:
     store, seen = counted
     first = store.claim(req("k"))
     assert first.outcome is Outcome.ACQUIRED
-    # PostgreSQL reads, then inserts; MariaDB inserts-or-reads in one statement.
-    assert seen.kinds() == (["SELECT", "INSERT"] if family == "postgresql" else ["INSERT"])
+    # Reading first costs a new key a read before the insert; inserting first (what a store
+    # that has seen nothing yet does) costs it the insert alone.
+    assert seen.kinds() == (["SELECT", "INSERT"] if _reads_first(store) else ["INSERT"])
 
     seen.seen.clear()
     store.complete(Ticket.of(first.record), b'"done"', "json", 60)
-    assert seen.kinds() == ["UPDATE"]
+    assert seen.kinds() == ["UPDATE"]  # the claim's own row is known: no read-back
 
     seen.seen.clear()
     again = store.claim(req("k"))
     assert again.outcome is Outcome.REPLAY
-    assert len(seen) == 1, seen.seen  # a duplicate is one statement
-    if family == "postgresql":
-        assert seen.kinds() == ["SELECT"]  # and on PostgreSQL a plain read: no lock, no write
+    # Read first, a duplicate is one plain read: no lock, no write. Insert first, the insert
+    # finds the key taken and the read follows.
+    assert seen.kinds() == (["SELECT"] if _reads_first(store) else ["INSERT", "SELECT"])
 
 
 def test_take_over_is_a_read_and_one_compare_and_set(
-        counted: tuple[SQLStore, Statements], family: str) -> None:
+        counted: tuple[SQLStore, Statements]) -> None:
     store, seen = counted
     store.claim(req("k", lease=0.2))
     time.sleep(0.3)  # let the lease run out
@@ -125,18 +132,35 @@ def test_take_over_is_a_read_and_one_compare_and_set(
     taken = store.claim(req("k"))
     assert taken.outcome is Outcome.ACQUIRED
     assert taken.record.fence == 2
-    assert seen.kinds() == (["SELECT", "UPDATE"] if family == "postgresql"
-                            else ["INSERT", "UPDATE"])
+    assert seen.kinds() == (["SELECT", "UPDATE"] if _reads_first(store)
+                            else ["INSERT", "SELECT", "UPDATE"])
 
 
-def test_a_duplicate_through_the_guard_is_one_statement(
-        counted: tuple[SQLStore, Statements]) -> None:
-    store, seen = counted
+def test_the_order_follows_what_each_scope_finds(family: str, table: str) -> None:
+    store = _store(family, table, connect_args=_counting(family))
     guard = Guard(store)
-    assert guard.run("pay", "order-1", lambda: {"n": 1}) == {"n": 1}
-    seen.seen.clear()
-    assert guard.run("pay", "order-1", lambda: {"n": 2}) == {"n": 1}
-    assert len(seen) == 1
+    SEEN.seen.clear()
+
+    def statements(scope: str, key: str) -> list[str]:
+        SEEN.seen.clear()
+        guard.run(scope, key, lambda: {"n": 1})
+        return SEEN.kinds()
+
+    try:
+        assert statements("pay", "order-1") == ["INSERT", "UPDATE"]  # new: insert, complete
+        # A run of duplicates: each pays the insert that finds the key taken, until the scope
+        # has learned; from then on a duplicate is one plain read.
+        assert [statements("pay", "order-1") for _ in range(4)] == [
+            ["INSERT", "SELECT"]] * 3 + [["SELECT"]]
+        # Another scope keeps its own habit.
+        assert statements("refund", "r-1") == ["INSERT", "UPDATE"]
+        # New keys again: each pays the read that finds nothing, until the scope relearns.
+        runs = [statements("pay", f"order-{n}") for n in range(2, 6)]
+        assert runs[0] == ["SELECT", "INSERT", "UPDATE"]
+        assert runs[-1] == ["INSERT", "UPDATE"]
+    finally:
+        store.close()
+
 
 
 def test_settled_rows_need_no_read_back(family: str, table: str) -> None:
@@ -411,3 +435,42 @@ def test_kept_connections_stay_within_the_pool(family: str, table: str) -> None:
     assert len(store.kept.free) <= 2
     assert store.engine.pool.checkedout() == len(store.kept.free) == store.kept.owned
     store.close()
+
+
+# -- the learned claim order (pure) -------------------------------------------------------
+def _claim(fence: int, outcome: Outcome = Outcome.ACQUIRED) -> Claim:
+    record = Record("pay", "k", Status.PROCESSING, fence, "o", None, 1.0, None, None, None,
+                    fence, None, 0.0, 0.0, None)
+    return Claim(outcome, record)
+
+
+def test_habit_learns_each_scope_and_forgets_past_its_bound() -> None:
+    habit = Habit()
+    assert not habit.read_first("pay")  # nothing seen: new keys are the usual case
+    for outcome, fence in [(Outcome.REPLAY, 1), (Outcome.IN_PROGRESS, 1)]:
+        habit.saw("pay", _claim(fence, outcome))
+    assert not habit.read_first("pay")
+    habit.saw("pay", _claim(2))  # a take-over found the key taken too
+    assert habit.read_first("pay")
+    assert not habit.read_first("refund")
+    for _ in range(3):
+        habit.saw("pay", _claim(1))  # fresh rows
+    assert not habit.read_first("pay")
+
+    habit = Habit()
+    for n in range(Habit.SCOPES):
+        for _ in range(3):
+            habit.saw(f"s{n}", _claim(1, Outcome.REPLAY))
+    assert habit.read_first("s0")
+    habit.saw("one-too-many", _claim(1, Outcome.REPLAY))  # the memory starts over
+    assert not habit.read_first("s0")
+    assert len(habit._taken) == 1
+
+
+def test_a_pinned_habit_never_moves() -> None:
+    for fixed in (True, False):
+        habit = Habit(fixed)
+        for _ in range(10):
+            habit.saw("pay", _claim(1, Outcome.REPLAY if fixed else Outcome.ACQUIRED))
+        assert habit.read_first("pay") is fixed
+        assert habit.read_first("other") is fixed

@@ -48,7 +48,7 @@ _NUMBERS: dict[str, Callable[[str], Any]] = {
     "connect_timeout": float,
     "statement_timeout": float,
 }
-_FLAGS = ("create_schema", "returning", "pool_pre_ping")
+_FLAGS = ("create_schema", "returning", "pool_pre_ping", "read_first")
 
 
 def _close(fairy: Any) -> None:
@@ -62,7 +62,9 @@ class SQLStore(AsyncSide):
     each engine's pool (size it for the threads, or concurrent tasks, that use the store).
     ``connect_timeout`` / ``statement_timeout``: seconds. ``create_schema``: create the table
     on open. ``returning``: False makes MariaDB use the MySQL 8 statements. ``purge_batch``:
-    rows deleted per statement by ``purge``.
+    rows deleted per statement by ``purge``. ``read_first``: the claim's order, True (a
+    duplicate costs one read) or False (a new key costs one insert); None, the default, learns
+    it per scope from what recent claims found (see ``sql_ops.Habit``).
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class SQLStore(AsyncSide):
         pool_pre_ping: bool = False,
         purge_batch: int = 1000,
         connect_args: dict[str, Any] | None = None,
+        read_first: bool | None = None,
     ) -> None:
         self.config = EngineConfig(
             url,
@@ -104,7 +107,7 @@ class SQLStore(AsyncSide):
         self._stmts: Statements | None = None
         self.kept = Kept(*kept_limits(self.config))  # connections kept between operations
         self._execute = execute_psycopg if self.family == "postgresql" else execute
-        self._read_first = self.family == "postgresql"
+        self.habit = ops.Habit(read_first)
         self._pid = os.getpid()
         super().__init__()
         if create_schema:
@@ -153,9 +156,11 @@ class SQLStore(AsyncSide):
         return drive(op(stmts, *args), self._execute, cur)
 
     def _claim_read_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
-        # PostgreSQL's claim starts with a plain read, and most reads end it (a replay, a
-        # refusal): done here without the operation's generator, which costs more Python than
-        # the read's own client side. Anything that must write continues in ops.claim.
+        # The read that starts the claim decides most duplicates (a replay, a refusal): done
+        # here without the operation's generator, which costs more Python than the read's own
+        # client side. Anything that must write continues in ops.claim.
+        if stmts.claim is not None:  # MySQL 8: one order
+            return drive(ops.claim(stmts, req), self._execute, cur)
         cur.execute(stmts.select.pyformat, {"scope": req.scope, "key": req.key})
         rows = cur.fetchall()
         seen = stmts.current(rows[0], req.scope, req.key) if rows else None
@@ -206,9 +211,13 @@ class SQLStore(AsyncSide):
 
     # -- the protocol -------------------------------------------------------------------------
     def claim(self, req: ClaimRequest) -> Claim:
-        if self._read_first:
-            return self.held.keep(self._with(self._claim_read_first, req))
-        return self.held.keep(self._run(ops.claim, req))
+        habit = self.habit
+        if habit.read_first(req.scope):
+            claim = self._with(self._claim_read_first, req)
+        else:
+            claim = self._run(ops.claim, req, ops.UNREAD, False)
+        habit.saw(req.scope, claim)
+        return self.held.keep(claim)
 
     def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
         return self._run(ops.complete, ticket, result, codec, ttl, self.held.pop(ticket))

@@ -91,6 +91,7 @@ class AsyncSide(Store):
 
     config: EngineConfig
     held: HeldClaims
+    habit: ops.Habit
     purge_batch: int
 
     def __init__(self) -> None:
@@ -185,7 +186,10 @@ class AsyncSide(Store):
     # -- the protocol -------------------------------------------------------------------------
     # The claim's own row is kept (as on the sync side), so settling it needs no read-back.
     async def aclaim(self, req: ClaimRequest) -> Claim:
-        return self.held.keep(await self._arun(ops.claim, req))
+        habit = self.habit
+        claim = await self._arun(ops.claim, req, ops.UNREAD, habit.read_first(req.scope))
+        habit.saw(req.scope, claim)
+        return self.held.keep(claim)
 
     async def acomplete(
         self, ticket: Ticket, result: bytes, codec: str, ttl: float | None

@@ -4,18 +4,22 @@ Each statement is written once with ``:name`` binds (SQLAlchemy ``text()``, used
 transactional mode on the caller's connection) and converted to ``%(name)s`` for the DB-API
 drivers the store calls directly (psycopg, PyMySQL, asyncmy).
 
-How a claim is asked, per database (measured; see docs/stores-sql.md):
+How a claim is asked (measured; see docs/stores-sql.md):
 
-- PostgreSQL and SQLite read first. A duplicate then costs one plain indexed read that takes no
-  lock and writes nothing; a new key costs that read plus ``INSERT … ON CONFLICT DO NOTHING``.
-  Folding both into one ``WITH … INSERT`` statement saves the read on a new key but makes every
-  duplicate pay for an insert plan, which on PostgreSQL costs more than the read it saves.
-- MySQL and MariaDB insert first: ``INSERT … ON DUPLICATE KEY UPDATE <no-op>`` adds a fresh
-  claim or locks the existing row, and MariaDB's ``RETURNING`` hands back the row in the same
-  round trip; on MariaDB that costs about what a plain read does. MySQL 8 has no RETURNING: a
-  ``SELECT … FOR UPDATE`` follows (in the same round trip on the store's own connections). It is
-  also the only safe order inside a caller's REPEATABLE READ transaction, where a plain read may
-  show a snapshot older than the row the insert collides with.
+- On the store's own PostgreSQL and MariaDB connections, in one of two orders, each two plain
+  statements: read first (a duplicate costs one indexed read that takes no lock and writes
+  nothing; a new key that read plus the insert) or insert first (a new key costs the insert
+  alone; a duplicate the insert, which finds the key taken, plus the read). Any one statement
+  that answers both cases costs more than either specialist: PostgreSQL's ``WITH … INSERT``
+  pays an insert plan on every duplicate, MariaDB re-parses a whole-row RETURNING on every new
+  key. Which order is cheaper depends on whether the key is taken, so the store learns it per
+  scope (``sql_ops.Habit``).
+- MySQL 8 (no RETURNING) inserts or locks with ``INSERT … ON DUPLICATE KEY UPDATE <no-op>``,
+  then ``SELECT … FOR UPDATE`` reads the row, in the same round trip on the store's own
+  connections. Inside a caller's MySQL transaction the claim reads first, then inserts or
+  locks and takes the row as it then stands (RETURNING on MariaDB): under REPEATABLE READ a
+  plain read may show a snapshot older than the row the insert collides with.
+- SQLite (the transactional mode) reads first.
 
 When the row exists and core.decide says it must change (a take-over, a record turning
 UNKNOWN), the write is a compare-and-set on the row exactly as it was read.
@@ -115,14 +119,22 @@ class Statements:
         # result than the server spends finding the row.
         row = self._packed(now) if self.mysql else f"{cols}, {now}"
         self.select = Sql(f"SELECT {row} FROM {t} WHERE {pk}")
+        # ``insert`` adds a fresh claim row and says whether it did, with the clock it was
+        # stamped with (the rest of the row is ours). ``claim``, where set instead, inserts or
+        # locks and returns the row as it then stands, whoever's it is.
+        self.insert: Sql | None = None
+        self.claim: list[Sql] | None = None
         if self.mysql:
             upsert = f"{fresh} ON DUPLICATE KEY UPDATE fence = fence"
             current = f"SELECT {row} FROM {t} WHERE {pk} FOR UPDATE"
-            self.claim = ([Sql(f"{upsert} RETURNING {row}")] if kind == "mariadb"
-                          else [Sql(f"{upsert}; {current}", sets=2)] if multi
-                          else [Sql(upsert), Sql(current)])
+            if kind == "mariadb" and not in_transaction:
+                # Whose row it is: owners are minted per call.
+                self.insert = Sql(f"{upsert} RETURNING created_at, owner = :owner")
+            else:
+                self.claim = ([Sql(f"{upsert} RETURNING {row}")] if kind == "mariadb"
+                              else [Sql(f"{upsert}; {current}", sets=2)] if multi
+                              else [Sql(upsert), Sql(current)])
         else:
-            # RETURNING the clock the row was stamped with; the rest of the row is ours.
             self.insert = Sql(f"{fresh} ON CONFLICT (scope, key) DO NOTHING"
                               + (" RETURNING created_at" if kind == "postgresql" else ""))
         self.cas = Sql(
@@ -155,6 +167,15 @@ class Statements:
         body = ", ".join(["owner", *(f"IFNULL({c}, '')" for c in (
             "fingerprint", "codec", "request_id", "result", "error"))])
         return f"CONCAT_WS(',', {head}), CONCAT({body})"
+
+    def stamped(self, res: Res, params: Mapping[str, Any]) -> float | None:
+        """The clock an ``insert`` stamped its new row with; None if the key was taken."""
+        if self.mysql:
+            created_at, mine = res.rows[0]
+            return float(created_at) if mine else None
+        if res.rowcount != 1:
+            return None
+        return float(res.rows[0][0]) if res.rows else float(params["now"])
 
     def current(self, row: Sequence[Any], scope: str, key: str) -> tuple[Record, float]:
         """The record and the database clock from a claim's or a read's row."""

@@ -72,13 +72,53 @@ def _claim_params(s: Statements, req: ClaimRequest) -> dict[str, Any]:
                    request_id=req.request_id)
 
 
-_UNREAD: Any = object()
+UNREAD: Any = object()
 
 
-def claim(s: Statements, req: ClaimRequest,
-          first: tuple[Record, float] | None = _UNREAD) -> Op[Claim]:
-    """``first``: the read-first databases' first read, when the caller already made it (the
-    record and clock, or None for no row)."""
+class Habit:
+    """Which claim order suits each scope: what its recent claims found, as a moving share.
+
+    Reading first makes a duplicate one read and a new key a read plus an insert; inserting
+    first makes a new key one insert and a duplicate an insert plus a read. Only the answer
+    tells which case a claim is, so each scope keeps the share of its recent claims that found
+    the key taken (weighted to the last few) and reads first while that share is at least half:
+    a scope of fresh requests inserts first, a redelivery storm or a retrying client switches
+    to reads within three calls. Both orders are the same claim, correct under any
+    interleaving; the guess only moves cost. ``fixed`` pins the order instead.
+    """
+
+    __slots__ = ("_taken", "fixed")
+    WEIGHT = 0.25  # of the newest claim in the share
+    SCOPES = 1024  # remembered at most; past that the memory starts over
+
+    def __init__(self, fixed: bool | None = None) -> None:
+        self.fixed = fixed
+        self._taken: dict[str, float] = {}
+
+    def read_first(self, scope: str) -> bool:
+        if self.fixed is not None:
+            return self.fixed
+        return self._taken.get(scope, 0.0) >= 0.5
+
+    def saw(self, scope: str, claim: Claim) -> None:
+        """Note a claim's outcome. A fresh row is fence 1; anything else found the key taken.
+        Threads may interleave here: a lost update only skews one guess."""
+        if self.fixed is not None:
+            return
+        taken = 0.0 if claim.outcome is Outcome.ACQUIRED and claim.record.fence == 1 else 1.0
+        shares = self._taken
+        share = shares.get(scope)
+        if share is None:
+            if len(shares) >= self.SCOPES:
+                shares.clear()
+            share = 0.0
+        shares[scope] = share + (taken - share) * self.WEIGHT
+
+
+def claim(s: Statements, req: ClaimRequest, first: tuple[Record, float] | None = UNREAD,
+          read_first: bool = True) -> Op[Claim]:
+    """``first``: the first read, when the caller already made it (the record and clock, or
+    None for no row). ``read_first``: the order (see Habit); MySQL 8's claim has one order."""
     if req.request_id is not None and len(req.request_id) > REQUEST_ID_MAX:
         req = dataclasses.replace(req, request_id=_clip(req.request_id))
     current: Record | None
@@ -91,7 +131,7 @@ def claim(s: Statements, req: ClaimRequest,
                 decision, write = rules.decide(seen, req, now)
                 if not write:
                     return decision
-        if s.mysql:  # insert-or-lock, then the row as it stands
+        if s.claim is not None:  # insert-or-lock, then the row as it stands
             res = Res(0, ())
             params = _claim_params(s, req)
             for sql in s.claim:
@@ -100,20 +140,26 @@ def claim(s: Statements, req: ClaimRequest,
             if current.owner == req.owner:  # owners are minted per call: our insert
                 return Claim(Outcome.ACQUIRED, current)
         else:
-            # Read first: a duplicate is then one plain read. The insert's parameters are
-            # built only on a miss.
-            if first is _UNREAD:
-                current, now = yield from read(s, req.scope, req.key)
-            else:
-                current, now = first if first is not None else (None, 0.0)
-                first = _UNREAD
+            assert s.insert is not None
+            current = None
+            if read_first:
+                if first is UNREAD:
+                    current, now = yield from read(s, req.scope, req.key)
+                else:
+                    current, now = first if first is not None else (None, 0.0)
+                    first = UNREAD
             if current is None:
+                # The insert's parameters are built only when it is sent.
                 params = _claim_params(s, req)
-                res = yield Stmt(s.insert, params)
-                if res.rowcount == 1:
-                    now = float(res.rows[0][0]) if res.rows else params["now"]
-                    return Claim(Outcome.ACQUIRED, rules.fresh(req, now, None))
-                continue  # inserted by someone else since the read
+                stamped = s.stamped((yield Stmt(s.insert, params)), params)
+                if stamped is not None:
+                    return Claim(Outcome.ACQUIRED, rules.fresh(req, stamped, None))
+                if read_first:
+                    continue  # inserted by someone else since the read
+                read_first = True  # taken: read it, and read first in any further round
+                current, now = yield from read(s, req.scope, req.key)
+                if current is None:
+                    continue  # gone again (purged) since the insert
         decision, write = rules.decide(current, req, now)
         if not write:
             return decision
