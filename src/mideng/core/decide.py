@@ -61,13 +61,16 @@ def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim
     if current.status is Status.FAILED and current.error is None:
         return Claim(Outcome.ACQUIRED, fresh(req, now, current)), True
 
-    outcome = {
-        Status.PROCESSING: Outcome.IN_PROGRESS,
-        Status.SUCCEEDED: Outcome.REPLAY,
-        Status.FAILED: Outcome.REPLAY,
-        Status.UNKNOWN: Outcome.UNRESOLVED,
-    }[current.status]
-    return Claim(_or_mismatch(outcome, current, req), current), False
+    return Claim(_or_mismatch(_STANDING[current.status], current, req), current), False
+
+
+# What a claim on a record that stands (no write) answers, by the record's status.
+_STANDING = {
+    Status.PROCESSING: Outcome.IN_PROGRESS,
+    Status.SUCCEEDED: Outcome.REPLAY,
+    Status.FAILED: Outcome.REPLAY,
+    Status.UNKNOWN: Outcome.UNRESOLVED,
+}
 
 
 def _or_mismatch(outcome: Outcome, record: Record, req: ClaimRequest) -> Outcome:

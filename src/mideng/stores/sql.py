@@ -15,7 +15,6 @@ Timeouts make a hung database fail fast: ``connect_timeout`` for new connections
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
@@ -30,6 +29,7 @@ from mideng.stores.sql_engine import (
     DEADLOCK_RETRIES,
     EngineConfig,
     HeldClaims,
+    Process,
     cursor_of,
     drive,
     execute,
@@ -106,9 +106,10 @@ class SQLStore(AsyncSide):
         self._engine: Any = None
         self._stmts: Statements | None = None
         self.kept = Kept(*kept_limits(self.config))  # connections kept between operations
-        self._execute = execute_psycopg if self.family == "postgresql" else execute
+        self._binary = self.family == "postgresql"  # psycopg: binary results
+        self._execute = execute_psycopg if self._binary else execute
         self.habit = ops.Habit(read_first)
-        self._pid = os.getpid()
+        self._pid = Process.pid
         super().__init__()
         if create_schema:
             self.create_schema()
@@ -132,14 +133,14 @@ class SQLStore(AsyncSide):
     @property
     def engine(self) -> Any:
         """The sync SQLAlchemy engine (created on first use; new after a fork)."""
-        if self._engine is not None and self._pid == os.getpid():
+        if self._engine is not None and self._pid == Process.pid:
             return self._engine
         if self._engine is not None:
             # A forked child must not talk over its parent's sockets: drop them unclosed.
             self.kept = Kept(*kept_limits(self.config))
             self._engine.dispose(close=False)
             self._forget_async_engines()
-            self._pid = os.getpid()
+            self._pid = Process.pid
         from sqlalchemy import create_engine
 
         cfg = self.config
@@ -161,7 +162,11 @@ class SQLStore(AsyncSide):
         # client side. Anything that must write continues in ops.claim.
         if stmts.claim is not None:  # MySQL 8: one order
             return drive(ops.claim(stmts, req), self._execute, cur)
-        cur.execute(stmts.select.pyformat, {"scope": req.scope, "key": req.key})
+        select = stmts.select  # binds: scope, key
+        if self._binary:
+            cur.execute(select.positional, (req.scope, req.key), binary=True)
+        else:
+            cur.execute(select.positional, (req.scope, req.key))
         rows = cur.fetchall()
         seen = stmts.current(rows[0], req.scope, req.key) if rows else None
         if seen is not None:
@@ -270,10 +275,10 @@ class SQLStore(AsyncSide):
         free = self.kept.clear()
         if self._engine is not None:
             engine, self._engine = self._engine, None
-            if self._pid == os.getpid():
+            if self._pid == Process.pid:
                 for fairy in free:
                     fairy.close()
-            engine.dispose(close=self._pid == os.getpid())
+            engine.dispose(close=self._pid == Process.pid)
 
     def __repr__(self) -> str:
         return f"SQLStore({self.family}, table={self.table})"

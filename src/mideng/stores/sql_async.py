@@ -33,7 +33,7 @@ from mideng.stores.sql_kept import AKept
 
 
 async def _execute_psycopg(cur: Any, stmt: Stmt) -> Res:
-    await cur.execute(stmt.sql.pyformat, stmt.params)
+    await cur.execute(stmt.sql.pyformat, stmt.params, binary=True)  # as execute_psycopg
     return Res(cur.rowcount, await cur.fetchall() if stmt.sql.rows else ())
 
 

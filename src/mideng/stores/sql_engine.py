@@ -7,6 +7,7 @@ same failures the same way.
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,20 @@ DRIVERS = {
 }
 MODULES = {"postgresql": ("psycopg", "psycopg"), "mysql": ("pymysql", "asyncmy")}
 DEADLOCK_RETRIES = 3
+
+
+class Process:
+    """This process's id, kept by a fork hook: ``os.getpid()`` is a system call on every use,
+    and a store checks for a fork on every operation."""
+
+    pid = os.getpid()
+
+    @classmethod
+    def forked(cls) -> None:
+        cls.pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=Process.forked)
 
 
 def family_of(url: str) -> str:
@@ -70,7 +85,8 @@ def cursor_of(fairy: Any) -> Any:
 def execute_psycopg(cur: Any, stmt: Stmt) -> Res:
     """Run one statement on a psycopg cursor (one statement per text; no lastrowid)."""
     sql = stmt.sql
-    cur.execute(sql.pyformat, stmt.params)
+    # Binary results: numbers and bytea arrive without text parsing (the values are the same).
+    cur.execute(sql.pyformat, stmt.params, binary=True)
     return Res(cur.rowcount, cur.fetchall() if sql.rows else ())
 
 
