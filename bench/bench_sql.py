@@ -101,11 +101,9 @@ def shared_cursor(store: SQLStore) -> Any:
     connection and 125 µs on another in the same run, the gap flipping between runs. Sharing
     the connection leaves only the difference in what each side does.
     """
-    from mideng.stores.sql_engine import cursor_of
-
-    fairy = store.kept.take(store.engine.raw_connection)
-    store.kept.give(fairy, lambda extra: extra.close())
-    return cursor_of(fairy)
+    held = store.kept.take(store._checkout)  # (pooled connection, its cursor)
+    store.kept.give(held, lambda extra: extra[0].close())
+    return held[1]
 
 
 def raw_case(store: SQLStore, table: str, mariadb: bool) -> Case:
@@ -145,13 +143,10 @@ def idemkit_sync_case(backend: Any) -> Case:
 
 async def araw_case(store: SQLStore, table: str, mariadb: bool) -> ACase:
     """The async floor: the same three statements on the store's own async connection."""
-    from mideng.stores.sql_engine import cursor_of
-
+    await store.aget("bench", "-")  # the loop's engine keeps a connection, with its cursor
     entry = await store._loop_engine()
-    assert entry.kept is not None
-    fairy = await entry.kept.take(entry.engine.raw_connection)
-    assert entry.kept.give(fairy) is None
-    cur = cursor_of(fairy)
+    assert entry.kept is not None and len(entry.kept.free) == 1
+    cur = entry.kept.free[0][1]
     insert, update, select = raw_statements(table, mariadb)
 
     async def first(key: str) -> object:

@@ -51,8 +51,8 @@ _NUMBERS: dict[str, Callable[[str], Any]] = {
 _FLAGS = ("create_schema", "returning", "pool_pre_ping", "read_first")
 
 
-def _close(fairy: Any) -> None:
-    fairy.close()  # back to SQLAlchemy's pool
+def _close(held: tuple[Any, Any]) -> None:
+    held[0].close()  # back to SQLAlchemy's pool
 
 
 class SQLStore(AsyncSide):
@@ -175,33 +175,38 @@ class SQLStore(AsyncSide):
                 return decision
         return drive(ops.claim(stmts, req, seen), self._execute, cur)
 
+    def _checkout(self) -> tuple[Any, Any]:
+        fairy = self.engine.raw_connection()
+        return fairy, cursor_of(fairy)
+
     def _with(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(statements, cursor, *args)`` on a kept connection, failures mapped."""
+        """``fn(statements, cursor, *args)`` on a kept connection, failures mapped. Connections
+        are kept with their cursor, as (pooled connection, cursor)."""
         cfg, engine = self.config, self.engine
         kept = self.kept
         for attempt in range(DEADLOCK_RETRIES + 1):
             try:
-                fairy = kept.take(engine.raw_connection)
+                held = kept.take(self._checkout)
             except Exception as exc:  # refused, auth, pool exhausted: all "unavailable"
                 raise cfg.unavailable(exc) from exc
             stmts = self._stmts
             if stmts is None:
                 stmts = self._stmts = cfg.statements(engine.dialect)
             try:
-                value = fn(stmts, cursor_of(fairy), *args)
+                value = fn(stmts, held[1], *args)
             except IdempotencyError:
-                kept.give(fairy, _close)  # the operation's own answer (a lost lease)
+                kept.give(held, _close)  # the operation's own answer (a lost lease)
                 raise
             except BaseException as exc:
                 # Whatever state the connection is in (mid-transaction, half-read), drop it.
                 kept.drop()
-                fairy.invalidate()
+                held[0].invalidate()
                 if not cfg.is_db_error(exc):
                     raise
                 if cfg.retryable(exc) and attempt < DEADLOCK_RETRIES:
                     continue
                 raise cfg.unavailable(exc) from exc
-            kept.give(fairy, _close)
+            kept.give(held, _close)
             return value
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -276,7 +281,7 @@ class SQLStore(AsyncSide):
         if self._engine is not None:
             engine, self._engine = self._engine, None
             if self._pid == Process.pid:
-                for fairy in free:
+                for fairy, _ in free:
                     fairy.close()
             engine.dispose(close=self._pid == Process.pid)
 

@@ -57,14 +57,14 @@ async def adrive(
             return stop.value  # type: ignore[no-any-return]
 
 
-async def _agive(kept: AKept, fairy: Any) -> None:
-    extra = kept.give(fairy)
+async def _agive(kept: AKept, held: tuple[Any, Any]) -> None:
+    extra = kept.give(held)
     if extra is not None:
         from sqlalchemy.util import greenlet_spawn
 
         # Inside greenlet_spawn: a checkin to a full pool closes the connection, and closing
         # an async connection awaits.
-        await greenlet_spawn(extra.close)
+        await greenlet_spawn(extra[0].close)
 
 
 @dataclass
@@ -81,7 +81,7 @@ async def _keep(entry: _LoopEngine) -> AsyncGenerator[None, None]:
     try:
         yield
     finally:
-        for fairy in entry.kept.clear() if entry.kept is not None else []:
+        for fairy, _ in entry.kept.clear() if entry.kept is not None else []:
             await greenlet_spawn(fairy.close)
         await entry.engine.dispose()
 
@@ -158,28 +158,33 @@ class AsyncSide(Store):
         execute = _execute_psycopg if cfg.family == "postgresql" else _execute_asyncmy
         kept = entry.kept
         assert kept is not None
+
+        async def checkout() -> tuple[Any, Any]:  # kept with its cursor, as on the sync side
+            fairy = await entry.engine.raw_connection()
+            return fairy, cursor_of(fairy)
+
         for attempt in range(DEADLOCK_RETRIES + 1):
             try:
-                fairy = await kept.take(entry.engine.raw_connection)
+                held = await kept.take(checkout)
             except Exception as exc:
                 raise cfg.unavailable(exc) from exc
             if entry.statements is None:
                 entry.statements = cfg.statements(entry.engine.dialect)
             try:
-                value = await adrive(op(entry.statements, *args), execute, cursor_of(fairy))
+                value = await adrive(op(entry.statements, *args), execute, held[1])
             except IdempotencyError:
-                await _agive(kept, fairy)
+                await _agive(kept, held)
                 raise
             except BaseException as exc:
                 # Cancelled mid-statement or failed: the connection's state is unknown.
                 kept.drop()
-                await asyncio.shield(greenlet_spawn(fairy.invalidate))
+                await asyncio.shield(greenlet_spawn(held[0].invalidate))
                 if not cfg.is_db_error(exc):
                     raise
                 if cfg.retryable(exc) and attempt < DEADLOCK_RETRIES:
                     continue
                 raise cfg.unavailable(exc) from exc
-            await _agive(kept, fairy)
+            await _agive(kept, held)
             return value
         raise AssertionError("unreachable")  # pragma: no cover
 
