@@ -290,6 +290,34 @@ def bench_mariadb(url: str, args: argparse.Namespace) -> list[str]:
     ]
 
 
+def bench_pinned(url: str, args: argparse.Namespace) -> None:
+    """PostgreSQL sync, floor and mideng only, with this process and the server process behind
+    the shared connection both pinned to CPU ``args.pinned``: round trips then stop depending
+    on where the OS happens to run the two sides. Needs ``taskset`` and the right to set the
+    server process's affinity (same host; root or the postgres user). Prints; writes nothing.
+    """
+    import os
+    import subprocess
+
+    tag = uuid.uuid4().hex[:8]
+    store = SQLStore.from_url(url, table=f"bench_mideng_{tag}")
+    raw_store = SQLStore.from_url(url, table=f"bench_raw_{tag}")
+    floor = raw_case(store, raw_store.table, mariadb=False)
+    cases = [floor, guard_case("mideng SQLStore (psycopg)", Guard(store))]
+    server = shared_cursor(store).connection.info.backend_pid
+    os.sched_setaffinity(0, {args.pinned})
+    subprocess.run(["taskset", "-p", "-c", str(args.pinned), str(server)], check=True,
+                   capture_output=True)
+    try:
+        run_sync(cases, args.calls, args.rounds, args.warm)
+    finally:
+        drop(raw_store, store.table, raw_store.table)
+        store.close()
+        raw_store.close()
+    title = f"PostgreSQL sync, client and server process pinned to CPU {args.pinned}"
+    print("\n".join(case_table(title, cases, floor)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--postgresql", default=POSTGRES_URL)
@@ -298,9 +326,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=120)
     parser.add_argument("--warm", type=int, default=200)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "sql.md"))
+    parser.add_argument("--pinned", type=int, metavar="CPU",
+                        help="PostgreSQL sync only, client and server on this CPU")
     args = parser.parse_args()
     # Duplicates log a warning each (by design); the peers log nothing, so neither do we here.
     logging.getLogger("mideng").setLevel(logging.ERROR)
+    if args.pinned is not None:
+        bench_pinned(args.postgresql, args)
+        return
 
     sections: list[str] = []
     if reachable("postgresql"):
