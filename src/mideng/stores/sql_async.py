@@ -74,6 +74,11 @@ class _LoopEngine:
     statements: Statements | None = None
     kept: AKept | None = None  # connections kept between operations (sql_kept)
 
+    async def checkout(self) -> tuple[Any, Any]:
+        """A pooled connection and its cursor, kept together (as on the sync side)."""
+        fairy = await self.engine.raw_connection()
+        return fairy, cursor_of(fairy)
+
 
 async def _keep(entry: _LoopEngine) -> AsyncGenerator[None, None]:
     from sqlalchemy.util import greenlet_spawn
@@ -159,13 +164,9 @@ class AsyncSide(Store):
         kept = entry.kept
         assert kept is not None
 
-        async def checkout() -> tuple[Any, Any]:  # kept with its cursor, as on the sync side
-            fairy = await entry.engine.raw_connection()
-            return fairy, cursor_of(fairy)
-
         for attempt in range(DEADLOCK_RETRIES + 1):
             try:
-                held = await kept.take(checkout)
+                held = await kept.take(entry.checkout)
             except Exception as exc:
                 raise cfg.unavailable(exc) from exc
             if entry.statements is None:

@@ -50,14 +50,13 @@ _MYSQL_NOW = "@@timestamp"
 class Sql:
     """One statement text (or several joined by ``;`` when ``sets`` > 1)."""
 
-    __slots__ = ("_clause", "names", "positional", "pyformat", "rows", "sets", "text")
+    __slots__ = ("_clause", "positional", "pyformat", "rows", "sets", "text")
 
     def __init__(self, text: str, sets: int = 1) -> None:
         self.text = " ".join(text.split())
         self.pyformat = _BIND.sub(r"%(\1)s", self.text)
-        # ``%s`` binds in order of appearance, for a caller that passes a tuple in ``names``
-        # order: the drivers then skip matching names to values on every execution.
-        self.names = tuple(_BIND.findall(self.text))
+        # ``%s`` binds in order of appearance, for a caller that passes a tuple in that order:
+        # the drivers then skip matching names to values on every execution.
         self.positional = _BIND.sub("%s", self.text)
         self.sets = sets
         # Known up front: asking a psycopg cursor for its description builds column objects,
@@ -123,7 +122,8 @@ class Statements:
         # result than the server spends finding the row.
         row = self._packed(now) if self.mysql else f"{cols.split(', ', 2)[2]}, {now}"
         self.select = Sql(f"SELECT {row} FROM {t} WHERE {pk}")
-        assert self.python_clock or self.select.names == ("scope", "key")  # SQLStore's read
+        # SQLStore's own read passes (scope, key) by position.
+        assert self.python_clock or _BIND.findall(self.select.text) == ["scope", "key"]
         # ``insert`` adds a fresh claim row and says whether it did, with the clock it was
         # stamped with (the rest of the row is ours). ``claim``, where set instead, inserts or
         # locks and returns the row as it then stands, whoever's it is.
@@ -185,12 +185,7 @@ class Statements:
     def current(self, row: Sequence[Any], scope: str, key: str) -> tuple[Record, float]:
         """The record and the database clock from a claim's or a read's row."""
         if not self.mysql:  # the record's columns after scope and key, then the clock
-            (status, fence, owner, fingerprint, lease_until, result, codec, error, attempts,
-             request_id, created_at, updated_at, expires_at, now) = row
-            return Record(scope, key, _STATUS[status], int(fence), owner, fingerprint,
-                          lease_until, None if result is None else bytes(result), codec,
-                          None if error is None else bytes(error), attempts, request_id,
-                          created_at, updated_at, expires_at), float(now)
+            return self.record((scope, key, *row[:13])), float(row[13])
         head, body = row[0], row[1]
         if isinstance(head, bytes):
             head = head.decode()
