@@ -136,6 +136,42 @@ def test_containers_of_plain_json_types_are_checked_not_rebuilt() -> None:
             codec.decode(data, hint)
 
 
+class Color(str, enum.Enum):
+    RED = "red"
+
+
+def test_dict_keys_come_back_as_their_declared_type() -> None:
+    # JSON object keys are strings: {1: "a"} is stored as {"1": "a"} and must replay as {1: "a"}.
+    codec = JsonCodec()
+    for hint, value in [
+        (dict[int, str], {1: "a", -2: "b"}),
+        (dict[bool, int], {True: 1, False: 0}),
+        (dict[float, str], {1.5: "x"}),
+        (dict[Kind, int], {Kind.A: 1}),
+        (dict[Color, int], {Color.RED: 1}),
+        (dict[uuid.UUID, int], {uuid.UUID(int=5): 1}),
+        (dict[Decimal, str], {Decimal("0.1"): "exact, not the float 0.1"}),
+        (dict[dt.date, int], {dt.date(2026, 1, 1): 3}),
+        (dict[tuple[int, int], str], {(1, 2): "a"}),
+        (dict[int, list[Item]], {7: [Item("a", Decimal("1.10"))]}),
+    ]:
+        replayed = codec.decode(codec.encode(value), hint)
+        assert replayed == value, hint
+        assert [type(k) for k in replayed] == [type(k) for k in value], hint
+    with pytest.raises(CodecError, match="does not fit"):
+        codec.decode(b'{"x":1}', dict[int, int])
+
+
+def test_json_decoding_matches_json_loads_at_the_edges() -> None:
+    codec = JsonCodec()
+    assert codec.decode(b' {"a": 1} \n') == {"a": 1}
+    assert codec.decode(b"[1,2]") == [1, 2]
+    assert codec.decode(b"7") == 7
+    for bad in (b"", b"1 2", b'{"a":', b"nul", b"\xff"):
+        with pytest.raises(CodecError, match="not valid JSON"):
+            codec.decode(bad)
+
+
 def test_key_templates_read_bound_arguments() -> None:
     @dataclasses.dataclass
     class Notify:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import decimal
 import json
 import pickle
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from mideng.core.canonical import to_jsonable
-from mideng.core.convert import convert
+from mideng.core.convert import converter
 from mideng.errors import CodecError, ConfigurationError
 
 
@@ -28,6 +29,19 @@ class Codec(Protocol):
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False,
                             default=to_jsonable)
+# The C scanner behind json.loads, called directly: loads wraps it in three Python-level calls
+# and two whitespace matches, which is most of a small replay's decoding time.
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _loads(text: str) -> Any:
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:
+        end = -1
+    if end != len(text):  # whitespace around the value, or not JSON: loads says which
+        return json.loads(text)
+    return value
 
 
 class JsonCodec:
@@ -51,13 +65,13 @@ class JsonCodec:
 
     def decode(self, data: bytes, type_hint: Any = None) -> Any:
         try:
-            plain = json.loads(data.decode("utf-8"))
+            plain = _loads(data.decode("utf-8"))
         except ValueError as exc:  # UnicodeDecodeError is a ValueError too
             raise CodecError(f"stored result is not valid JSON: {exc}") from exc
         if type_hint is None or type_hint is Any:
             return plain
         try:
-            return convert(plain, type_hint)
+            return converter(type_hint)(plain)
         except (TypeError, ValueError, KeyError, decimal.InvalidOperation) as exc:
             raise CodecError(f"stored result does not fit {type_hint!r}: {exc}") from exc
 

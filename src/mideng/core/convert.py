@@ -12,6 +12,7 @@ import datetime as dt
 import decimal
 import enum
 import functools
+import json
 import types
 import typing
 import uuid
@@ -19,10 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 Converter = Callable[[Any], Any]
-
-
-def convert(value: Any, hint: Any) -> Any:
-    return converter(hint)(value)
 
 
 # The same hint object comes back on every replay of a body (the Guard learns it once), so an
@@ -113,13 +110,14 @@ def _collection(container: Any, item_hint: Any) -> Converter:
     build: Callable[[list[Any]], Any] = container if container in (set, frozenset) else list
     if item is _identity:
         return build
-    leaf = _LEAVES.get(item)
-    if leaf is not None:  # list[str] and the like: check, don't rebuild item by item
+    kinds = _LEAVES.get(item)
+    if kinds is not None:  # list[str] and the like: check the types in one C pass, no rebuild
 
         def convert_leaves(value: Any) -> Any:
-            for v in value:
-                if not isinstance(v, leaf):
-                    raise TypeError(f"expected {leaf.__name__}, got {type(v).__name__}")
+            if type(value) is not list:
+                raise TypeError(f"expected a list, got {type(value).__name__}")
+            if not kinds.issuperset(map(type, value)):
+                _misfit(value, kinds)
             return build(value)
 
         return convert_leaves
@@ -127,27 +125,62 @@ def _collection(container: Any, item_hint: Any) -> Converter:
 
 
 def _mapping(key_hint: Any, value_hint: Any) -> Converter:
-    key, val = converter(key_hint), converter(value_hint)
-    if key is _identity and val is _identity:
+    key, val = _key(key_hint), converter(value_hint)
+    kinds = None if val is _identity else _LEAVES.get(val)
+    if key is None and val is _identity:
         return _checked(dict)
-    key_leaf = object if key is _identity else _LEAVES.get(key)
-    val_leaf = object if val is _identity else _LEAVES.get(val)
-    if key_leaf is not None and val_leaf is not None:  # dict[str, str] and the like
+    if key is None and kinds is not None:  # dict[str, str] and the like
 
         def convert_leaves(value: Any) -> Any:
-            if not isinstance(value, dict):
-                raise TypeError(f"expected dict, got {type(value).__name__}")
-            for k, v in value.items():
-                if not isinstance(k, key_leaf) or not isinstance(v, val_leaf):
-                    raise TypeError(f"unexpected item {k!r}: {v!r}")
+            if type(value) is not dict:
+                raise TypeError(f"expected an object, got {type(value).__name__}")
+            if not kinds.issuperset(map(type, value.values())):
+                _misfit(value.values(), kinds)
             return value  # freshly decoded JSON: nobody else holds it
 
         return convert_leaves
-    return lambda value: {key(k): val(v) for k, v in value.items()}
+    rebuild_key = key or _identity
+    return lambda value: {rebuild_key(k): val(v) for k, v in value.items()}
 
 
-# Converters that only check the type of a value JSON already decoded, by the type.
-_LEAVES: dict[Converter, type] = {}
+# Hints whose values a JSON object key holds as their own string form (the encoder's str(),
+# isoformat(), base64), parsed by their converter as they are.
+_STRING_FORMS = (str, decimal.Decimal, uuid.UUID, dt.datetime, dt.date, dt.time, bytes)
+
+
+def _key(hint: Any) -> Converter | None:
+    """How a dict key of type ``hint`` comes back from JSON, where object keys are strings;
+    None when the string is the key. Numbers, booleans, None, enums and tuples were written
+    as JSON text ({1: "a"} is stored as {"1": "a"}): parse the text, then convert it."""
+    if hint is str or hint is Any or hint is object:
+        return None
+    if typing.get_origin(hint) is typing.Literal and all(
+        isinstance(a, str) for a in typing.get_args(hint)
+    ):
+        return None
+    conv = converter(hint)
+    if hint in _STRING_FORMS:
+        return conv
+
+    def parse(text: str) -> Any:
+        try:
+            return conv(json.loads(text))
+        except (ValueError, TypeError, KeyError):
+            return conv(text)  # an enum of strings: its value is the text itself
+
+    return parse
+
+
+def _misfit(values: Any, kinds: frozenset[type]) -> None:
+    bad = next(v for v in values if type(v) not in kinds)
+    expected = " or ".join(sorted(k.__name__ for k in kinds))
+    raise TypeError(f"expected {expected}, got {type(bad).__name__}: {bad!r}")
+
+
+# Converters that only check the type of a value JSON already decoded: the exact types JSON
+# decoding produces that each accepts (an int field takes a bool, as isinstance does).
+_LEAVES: dict[Converter, frozenset[type]] = {}
+_LEAF_KINDS = {bool: frozenset({bool}), str: frozenset({str}), int: frozenset({int, bool})}
 
 
 def _checked(cls: type) -> Converter:
@@ -156,8 +189,8 @@ def _checked(cls: type) -> Converter:
             raise TypeError(f"expected {cls.__name__}, got {type(value).__name__}")
         return value
 
-    if cls in (bool, str, int):
-        _LEAVES[exact] = cls
+    if cls in _LEAF_KINDS:
+        _LEAVES[exact] = _LEAF_KINDS[cls]
     return exact
 
 
