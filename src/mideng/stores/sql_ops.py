@@ -19,7 +19,15 @@ from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 from mideng.core import decide as rules
-from mideng.core.record import Claim, ClaimRequest, ExpiryPolicy, Outcome, Record, Ticket
+from mideng.core.record import (
+    ACQUIRED,
+    GOES_UNKNOWN,
+    Claim,
+    ClaimRequest,
+    Outcome,
+    Record,
+    Ticket,
+)
 from mideng.errors import StoreUnavailableError
 from mideng.stores.base import HIT_PREFIX, TOKEN_PREFIX, check_resolvable, lease_lost
 from mideng.stores.sql_dialect import Res, Sql, Statements, Stmt
@@ -68,7 +76,7 @@ def _cas(s: Statements, old: Record, new: Record) -> Stmt:
 def _claim_params(s: Statements, req: ClaimRequest) -> dict[str, Any]:
     return _params(s, scope=req.scope, key=req.key, owner=req.owner,
                    fingerprint=req.fingerprint, lease=float(req.lease),
-                   expiry_ttl=None if req.on_expiry is ExpiryPolicy.UNKNOWN else req.ttl,
+                   expiry_ttl=None if req.on_expiry is GOES_UNKNOWN else req.ttl,
                    request_id=req.request_id)
 
 
@@ -105,7 +113,7 @@ class Habit:
         Threads may interleave here: a lost update only skews one guess."""
         if self.fixed is not None:
             return
-        taken = 0.0 if claim.outcome is Outcome.ACQUIRED and claim.record.fence == 1 else 1.0
+        taken = 0.0 if claim.outcome is ACQUIRED and claim.record.fence == 1 else 1.0
         shares = self._taken
         share = shares.get(scope)
         if share is None:
