@@ -6,14 +6,13 @@ It traces a call (logs, stored records, outgoing headers); it never dedupes: the
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
 _request_id: ContextVar[str | None] = ContextVar("mideng_request_id", default=None)
 
-
-def get_request_id() -> str | None:
-    return _request_id.get()
+#: The current request id, or None. The ContextVar's own method: every guarded call asks.
+get_request_id: Callable[[], str | None] = _request_id.get
 
 
 def set_request_id(request_id: str | None) -> None:

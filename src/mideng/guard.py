@@ -125,7 +125,8 @@ class Guard:
         **kwargs: Any,
     ) -> R:
         """Run ``fn(*args, **kwargs)`` once for (scope, key); duplicates get its result."""
-        hint, coroutine = self._body(fn)
+        known = self._bodies.get(fn)
+        hint, coroutine = known if known is not None else self._body(fn)
         if coroutine:
             raise ConfigurationError("run() got a coroutine function; use await guard.arun()")
         call = self._call(scope, key, hint, payload, None)
@@ -193,7 +194,7 @@ class Guard:
             action = call.next(claim, time.monotonic())
             if isinstance(action, Run):
                 return self._execute(call, action.ticket, fn, args, kwargs)
-            self.log_duplicate(call)
+            logs.duplicate(call)
             if isinstance(action, Return):
                 return action.value  # type: ignore[no-any-return]
             if isinstance(action, Raise):
@@ -218,7 +219,7 @@ class Guard:
             action = call.next(claim, time.monotonic())
             if isinstance(action, Run):
                 return await self._aexecute(call, action.ticket, fn, args, kwargs)
-            self.log_duplicate(call)
+            logs.duplicate(call)
             if isinstance(action, Return):
                 return action.value  # type: ignore[no-any-return]
             if isinstance(action, Raise):
