@@ -24,7 +24,7 @@ from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.stores import sql_ops as ops
 from mideng.stores.sql_async import AsyncSide
-from mideng.stores.sql_dialect import Statements
+from mideng.stores.sql_dialect import Statements, psycopg_current
 from mideng.stores.sql_engine import (
     DEADLOCK_RETRIES,
     EngineConfig,
@@ -165,10 +165,12 @@ class SQLStore(AsyncSide):
         select = stmts.select  # binds: scope, key
         if self._binary:
             cur.execute(select.positional, (req.scope, req.key), binary=True)
+            row = cur.fetchone()
+            seen = None if row is None else psycopg_current(row, req.scope, req.key)
         else:
             cur.execute(select.positional, (req.scope, req.key))
-        rows = cur.fetchall()
-        seen = stmts.current(rows[0], req.scope, req.key) if rows else None
+            row = cur.fetchone()
+            seen = None if row is None else stmts.current(row, req.scope, req.key)
         if seen is not None:
             decision, write = rules.decide(seen[0], req, seen[1])
             if not write:
@@ -182,16 +184,18 @@ class SQLStore(AsyncSide):
     def _with(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(statements, cursor, *args)`` on a kept connection, failures mapped. Connections
         are kept with their cursor, as (pooled connection, cursor)."""
-        cfg, engine = self.config, self.engine
-        kept = self.kept
-        for attempt in range(DEADLOCK_RETRIES + 1):
+        if self._pid != Process.pid or self._engine is None:
+            self.engine  # noqa: B018 (made on first use, remade in a forked child)
+        attempt = 0
+        while True:
+            kept = self.kept
             try:
                 held = kept.take(self._checkout)
             except Exception as exc:  # refused, auth, pool exhausted: all "unavailable"
-                raise cfg.unavailable(exc) from exc
+                raise self.config.unavailable(exc) from exc
             stmts = self._stmts
             if stmts is None:
-                stmts = self._stmts = cfg.statements(engine.dialect)
+                stmts = self._stmts = self.config.statements(self.engine.dialect)
             try:
                 value = fn(stmts, held[1], *args)
             except IdempotencyError:
@@ -201,14 +205,15 @@ class SQLStore(AsyncSide):
                 # Whatever state the connection is in (mid-transaction, half-read), drop it.
                 kept.drop()
                 held[0].invalidate()
+                cfg = self.config
                 if not cfg.is_db_error(exc):
                     raise
                 if cfg.retryable(exc) and attempt < DEADLOCK_RETRIES:
+                    attempt += 1
                     continue
                 raise cfg.unavailable(exc) from exc
             kept.give(held, _close)
             return value
-        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- schema -------------------------------------------------------------------------------
     def schema_sql(self) -> str:

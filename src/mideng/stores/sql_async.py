@@ -14,12 +14,13 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mideng.core import decide as rules
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import IdempotencyError
 from mideng.stores import sql_ops as ops
 from mideng.stores.base import Store
 from mideng.stores.registry import require
-from mideng.stores.sql_dialect import Res, Statements, Stmt
+from mideng.stores.sql_dialect import Res, Statements, Stmt, psycopg_current
 from mideng.stores.sql_engine import (
     DEADLOCK_RETRIES,
     MODULES,
@@ -156,11 +157,42 @@ class AsyncSide(Store):
 
     # -- the driver ---------------------------------------------------------------------------
     async def _arun(self, op: Callable[..., ops.Op[ops.T]], *args: Any) -> ops.T:
+        value: ops.T = await self._awith(self._adriven, op, *args)
+        return value
+
+    async def _adriven(
+        self, stmts: Statements, cur: Any, op: Callable[..., ops.Op[ops.T]], *args: Any
+    ) -> ops.T:
+        return await adrive(op(stmts, *args), self._aexecute, cur)
+
+    @property
+    def _aexecute(self) -> Callable[[Any, Stmt], Awaitable[Res]]:
+        return _execute_psycopg if self.config.family == "postgresql" else _execute_asyncmy
+
+    async def _aclaim_read_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
+        # As the sync side's: the first read decides most duplicates without the generator.
+        if stmts.claim is not None:  # MySQL 8: one order
+            return await adrive(ops.claim(stmts, req), self._aexecute, cur)
+        if self.config.family == "postgresql":
+            await cur.execute(stmts.select.positional, (req.scope, req.key), binary=True)
+            row = await cur.fetchone()
+            seen = None if row is None else psycopg_current(row, req.scope, req.key)
+        else:
+            await cur.execute(stmts.select.positional, (req.scope, req.key))
+            row = await cur.fetchone()
+            seen = None if row is None else stmts.current(row, req.scope, req.key)
+        if seen is not None:
+            decision, write = rules.decide(seen[0], req, seen[1])
+            if not write:
+                return decision
+        return await adrive(ops.claim(stmts, req, seen), self._aexecute, cur)
+
+    async def _awith(self, fn: Callable[..., Awaitable[ops.T]], *args: Any) -> ops.T:
+        """``await fn(statements, cursor, *args)`` on a kept connection, failures mapped."""
         from sqlalchemy.util import greenlet_spawn
 
         cfg = self.config
         entry = await self._loop_engine()
-        execute = _execute_psycopg if cfg.family == "postgresql" else _execute_asyncmy
         kept = entry.kept
         assert kept is not None
 
@@ -172,7 +204,7 @@ class AsyncSide(Store):
             if entry.statements is None:
                 entry.statements = cfg.statements(entry.engine.dialect)
             try:
-                value = await adrive(op(entry.statements, *args), execute, held[1])
+                value = await fn(entry.statements, held[1], *args)
             except IdempotencyError:
                 await _agive(kept, held)
                 raise
@@ -193,7 +225,10 @@ class AsyncSide(Store):
     # The claim's own row is kept (as on the sync side), so settling it needs no read-back.
     async def aclaim(self, req: ClaimRequest) -> Claim:
         habit = self.habit
-        claim = await self._arun(ops.claim, req, ops.UNREAD, habit.read_first(req.scope))
+        if habit.read_first(req.scope):
+            claim = await self._awith(self._aclaim_read_first, req)
+        else:
+            claim = await self._arun(ops.claim, req, ops.UNREAD, False)
         habit.saw(req.scope, claim)
         return self.held.keep(claim)
 

@@ -35,6 +35,17 @@ from mideng.core.record import Record, Status
 from mideng.stores.sql_schema import COLUMNS, check_table
 
 
+def psycopg_current(row: tuple[Any, ...], scope: str, key: str) -> tuple[Record, float]:
+    """``Statements.current`` for the store's own psycopg connection, whose binary results
+    already carry each column's record type (bytea as bytes, the clock as a float): a
+    duplicate then builds its record without a conversion pass. Transaction mode reads
+    through the caller's driver, so it keeps ``current``."""
+    (status, fence, owner, fingerprint, lease_until, result, codec, error, attempts,
+     request_id, created_at, updated_at, expires_at, now) = row
+    return Record(scope, key, _STATUS[status], fence, owner, fingerprint, lease_until, result,
+                  codec, error, attempts, request_id, created_at, updated_at, expires_at), now
+
+
 def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode()
 
