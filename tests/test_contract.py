@@ -152,6 +152,22 @@ def test_scopes_keep_keys_apart(opened: Opened, runner: Runner) -> None:
     assert runs.n == 2
 
 
+def test_the_longest_keys_are_kept_whole(opened: Opened, runner: Runner) -> None:
+    # The longest scope and key the core admits, in 4-byte characters, differing only at the
+    # end: a store that cut them short would run one body for both.
+    guard = Guard(opened.store)
+    runs = Counter()
+    scope = "\U0001f4b3" * 128
+    keys = ["\U0001f9fe" * 254 + end for end in ("\U0001f4e6", "\U0001f4e7")]
+    for key in keys:
+        assert runner.call(guard, scope, key, runs.bump) == runs.n
+    assert [runner.call(guard, scope, key, runs.bump) for key in keys] == [1, 2]
+    assert runs.n == 2
+    stored = guard.get(scope, keys[1])
+    assert stored is not None
+    assert (stored.scope, stored.key) == (scope, keys[1])
+
+
 def test_payload_mismatch_raises_and_equal_payload_replays(opened: Opened, runner: Runner) -> None:
     guard = Guard(opened.store)
     runs = Counter()

@@ -28,7 +28,6 @@ def statements_for(dialect: Any, table: str) -> Statements:
         raise ConfigurationError(f"transactional mode does not know the {dialect.name} dialect")
     found = _STATEMENTS.get((kind, table))
     if found is None:
-        # No multi-statement texts on a caller's connection: its flags are the caller's.
         found = _STATEMENTS[(kind, table)] = Statements(kind, table, in_transaction=True)
     return found
 

@@ -6,19 +6,20 @@ drivers the store calls directly (psycopg, PyMySQL, asyncmy).
 
 How a claim is asked (measured; see docs/stores-sql.md):
 
-- On the store's own PostgreSQL and MariaDB connections, in one of two orders, each two plain
-  statements: read first (a duplicate costs one indexed read that takes no lock and writes
-  nothing; a new key that read plus the insert) or insert first (a new key costs the insert
-  alone; a duplicate the insert, which finds the key taken, plus the read). Any one statement
-  that answers both cases costs more than either specialist: PostgreSQL's ``WITH … INSERT``
-  pays an insert plan on every duplicate, MariaDB re-parses a whole-row RETURNING on every new
-  key. Which order is cheaper depends on whether the key is taken, so the store learns it per
-  scope (``sql_ops.Habit``).
-- MySQL 8 (no RETURNING) inserts or locks with ``INSERT … ON DUPLICATE KEY UPDATE <no-op>``,
-  then ``SELECT … FOR UPDATE`` reads the row, in the same round trip on the store's own
-  connections. Inside a caller's MySQL transaction the claim reads first, then inserts or
-  locks and takes the row as it then stands (RETURNING on MariaDB): under REPEATABLE READ a
-  plain read may show a snapshot older than the row the insert collides with.
+- On the store's own PostgreSQL, MariaDB and MySQL 8 connections, in one of two orders, each
+  two plain statements: read first (a duplicate costs one indexed read that takes no lock and
+  writes nothing; a new key that read plus the insert) or insert first (a new key costs the
+  insert alone; a duplicate the insert, which finds the key taken, plus the read). Any one
+  statement that answers both cases costs more than either specialist: PostgreSQL's
+  ``WITH … INSERT`` pays an insert plan on every duplicate, MariaDB re-parses a RETURNING on
+  every new key. Which order is cheaper depends on whether the key is taken, so the store
+  learns it per scope (``sql_ops.Habit``). The insert is ``ON CONFLICT DO NOTHING RETURNING``
+  on PostgreSQL and ``INSERT IGNORE`` on MySQL/MariaDB, whose OK packet says both whether it
+  inserted and the clock it stamped.
+- Inside a caller's MySQL transaction the claim reads first, then inserts or locks
+  (``INSERT … ON DUPLICATE KEY UPDATE <no-op>``) and takes the row as it then stands
+  (RETURNING on MariaDB, ``SELECT … FOR UPDATE`` on MySQL 8): under REPEATABLE READ a plain
+  read may show a snapshot older than the row the insert collides with.
 - SQLite (the transactional mode) reads first.
 
 When the row exists and core.decide says it must change (a take-over, a record turning
@@ -56,6 +57,11 @@ _STATUS = {s.value: s for s in Status}
 # UTC_TIMESTAMP(6) also read, without their calendar round trip (a third of the cost each) and
 # independent of the session time zone.
 _MYSQL_NOW = "@@timestamp"
+# A write's clock, handed back in the OK packet (LAST_INSERT_ID(x) is MySQL's idiom for
+# returning a value from an INSERT or UPDATE) as whole microseconds: ``_MYSQL_STAMPED`` is the
+# same value for the row's other times, and lastrowid / 1e6 on the client, to the last bit.
+_MYSQL_STAMPED = f"ROUND({_MYSQL_NOW} * 1e6) / 1e6"
+_MYSQL_STAMP = f"LAST_INSERT_ID(ROUND({_MYSQL_NOW} * 1e6)) / 1e6"
 
 
 class Sql:
@@ -102,12 +108,10 @@ class Res(NamedTuple):
 
 
 class Statements:
-    """All statements for one (kind, table); ``multi`` allows ``;``-joined round trips (the
-    store's own MySQL connections, never a caller's); ``in_transaction``: for the
-    transactional mode."""
+    """All statements for one (kind, table); ``in_transaction``: for the transactional mode,
+    on a caller's connection (whose flags are the caller's: no ``;``-joined texts there)."""
 
-    def __init__(self, kind: str, table: str, *, multi: bool = False,
-                 in_transaction: bool = False) -> None:
+    def __init__(self, kind: str, table: str, *, in_transaction: bool = False) -> None:
         self.kind = kind
         self.table = t = check_table(table)
         self.mysql = kind in ("mysql", "mariadb")
@@ -123,10 +127,14 @@ class Statements:
             "sqlite": ":now",
         }.get(kind, _MYSQL_NOW)
         self.pk = pk = f"scope = :scope AND {k} = :key"
-        lease, expiry = f"{now} + {self.f('lease')}", f"{self.f('lease')} + {self.f('expiry_ttl')}"
-        fresh = (f"INSERT INTO {t} ({cols}) VALUES (:scope, :key, 'processing', 1, :owner, "
-                 f":fingerprint, {lease}, NULL, NULL, NULL, 1, :request_id, {now}, {now}, "
-                 f"{now} + {expiry})")
+        lease, ttl = self.f("lease"), self.f("expiry_ttl")
+
+        def fresh_row(created: str, at: str) -> str:
+            return (f"INSERT INTO {t} ({cols}) VALUES (:scope, :key, 'processing', 1, :owner, "
+                    f":fingerprint, {at} + {lease}, NULL, NULL, NULL, 1, :request_id, {created}, "
+                    f"{at}, {at} + {lease} + {ttl})")
+
+        fresh = fresh_row(now, now)
 
         # What a claim or a read returns: the row and the database clock. MySQL gets the row
         # packed into two columns (see _packed): PyMySQL spends more on each column of a
@@ -143,12 +151,17 @@ class Statements:
         if self.mysql:
             upsert = f"{fresh} ON DUPLICATE KEY UPDATE fence = fence"
             current = f"SELECT {row} FROM {t} WHERE {pk} FOR UPDATE"
-            if kind == "mariadb" and not in_transaction:
-                # Whose row it is: owners are minted per call.
-                self.insert = Sql(f"{upsert} RETURNING created_at, owner = :owner")
+            if not in_transaction:
+                # INSERT IGNORE tells an insert from a taken key by its affected rows (1 or 0,
+                # FOUND_ROWS or not; an upsert's count is ambiguous under FOUND_ROWS), and
+                # LAST_INSERT_ID(x) hands back the stamp in the same OK packet: no result set
+                # to send and parse, on MariaDB and MySQL 8 alike. IGNORE would also turn a
+                # value too long or a NULL into a warning; neither can occur: every column
+                # holds the longest scope, key and request id the core admits, in bytes.
+                self.insert = Sql(fresh_row(_MYSQL_STAMP, _MYSQL_STAMPED).replace(
+                    "INSERT INTO", "INSERT IGNORE INTO", 1))
             else:
                 self.claim = ([Sql(f"{upsert} RETURNING {row}")] if kind == "mariadb"
-                              else [Sql(f"{upsert}; {current}", sets=2)] if multi
                               else [Sql(upsert), Sql(current)])
         else:
             self.insert = Sql(f"{fresh} ON CONFLICT (scope, key) DO NOTHING"
@@ -187,8 +200,7 @@ class Statements:
     def stamped(self, res: Res, params: Mapping[str, Any]) -> float | None:
         """The clock an ``insert`` stamped its new row with; None if the key was taken."""
         if self.mysql:
-            created_at, mine = res.rows[0]
-            return float(created_at) if mine else None
+            return res.lastrowid / 1e6 if res.rowcount == 1 else None
         if res.rowcount != 1:
             return None
         return float(res.rows[0][0]) if res.rows else float(params["now"])
@@ -230,7 +242,7 @@ class Statements:
         the new row exactly without reading it back."""
         t, now = self.table, self.now
         if self.mysql:
-            stamp, ref = f"LAST_INSERT_ID(ROUND({_MYSQL_NOW} * 1e6)) / 1e6", "updated_at"
+            stamp, ref = _MYSQL_STAMP, "updated_at"
         else:
             stamp = ref = now
         tail = " RETURNING updated_at" if self.kind == "postgresql" else ""

@@ -242,7 +242,7 @@ class EngineConfig:
         return args
 
     def statements(self, dialect: Any) -> Statements:
-        return Statements(kind_of(dialect, self.returning), self.table, multi=True)
+        return Statements(kind_of(dialect, self.returning), self.table)
 
     def is_db_error(self, exc: BaseException) -> bool:
         from sqlalchemy.exc import SQLAlchemyError
