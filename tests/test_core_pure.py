@@ -110,6 +110,12 @@ def test_json_codec_errors_are_clear() -> None:
     codec = JsonCodec()
     with pytest.raises(CodecError, match="cannot store the result as JSON"):
         codec.encode(object())
+    circular: list[Any] = []
+    circular.append(circular)
+    with pytest.raises(CodecError, match="cannot store the result as JSON"):
+        codec.encode({"a": circular})
+    with pytest.raises(CodecError, match="cannot store the result as JSON"):
+        codec.encode({"a": math.nan})
     with pytest.raises(CodecError, match="does not fit"):
         codec.decode(b'"text"', int)
     with pytest.raises(CodecError, match="not valid JSON"):

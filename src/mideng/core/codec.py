@@ -29,6 +29,22 @@ class Codec(Protocol):
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False,
                             default=to_jsonable)
+
+
+def _make_dumps() -> Callable[[Any], str]:
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator (PyPy): the encoder object does it all
+        return _ENCODER.encode
+    # _ENCODER's settings as one C encoder, built once: JSONEncoder.encode builds a new one on
+    # every call, which is half a small result's encoding time. It has no markers dict (one
+    # shared by threads would see a value two threads encode at once as circular), so a
+    # circular value ends in RecursionError instead of ValueError.
+    chunks = make(None, to_jsonable, json.encoder.c_encode_basestring,  # type: ignore[attr-defined]
+                  None, ":", ",", False, False, False)
+    return lambda value: "".join(chunks(value, 0))
+
+
+_dumps = _make_dumps()
 # The C scanner behind json.loads, called directly: loads wraps it in three Python-level calls
 # and two whitespace matches, which is most of a small replay's decoding time.
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
@@ -53,11 +69,11 @@ class JsonCodec:
                 # The C encoder walks plain data itself and hands only the other types
                 # (dataclasses, Decimals, ...) to to_jsonable; a dict keyed by such types makes
                 # it give up, and the whole value then takes the pure-Python walk.
-                text = _ENCODER.encode(value)
+                text = _dumps(value)
             except TypeError:
                 text = _ENCODER.encode(to_jsonable(value))
             return text.encode("utf-8")
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             raise CodecError(
                 f"cannot store the result as JSON ({exc}); return JSON-able data, a dataclass "
                 "or a pydantic model, or choose a codec explicitly"
