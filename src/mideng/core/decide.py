@@ -116,15 +116,10 @@ def finished(
     ttl: float | None,
 ) -> Record:
     """The record as a claim ends: no lease, retained for ttl from now (None: forever)."""
-    return current.with_(
-        status=status,
-        result=result,
-        codec=codec,
-        error=error,
-        lease_until=None,
-        updated_at=now,
-        expires_at=None if ttl is None else now + ttl,
-    )
+    c = current  # built by position: this ends every first call
+    return Record(c.scope, c.key, status, c.fence, c.owner, c.fingerprint, None, result, codec,
+                  error, c.attempts, c.request_id, c.created_at, now,
+                  None if ttl is None else now + ttl)
 
 
 def completed(
