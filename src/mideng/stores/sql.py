@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 from mideng.core import decide as rules
-from mideng.core.record import Claim, ClaimRequest, Record, Ticket
+from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.stores import sql_ops as ops
 from mideng.stores.sql_async import AsyncSide
@@ -160,8 +160,6 @@ class SQLStore(AsyncSide):
         # The read that starts the claim decides most duplicates (a replay, a refusal): done
         # here without the operation's generator, which costs more Python than the read's own
         # client side. Anything that must write continues in ops.claim.
-        if stmts.claim is not None:  # MySQL 8: one order
-            return drive(ops.claim(stmts, req), self._execute, cur)
         select = stmts.select  # binds: scope, key
         if self._binary:
             cur.execute(select.positional, (req.scope, req.key), binary=True)
@@ -176,6 +174,16 @@ class SQLStore(AsyncSide):
             if not write:
                 return decision
         return drive(ops.claim(stmts, req, seen), self._execute, cur)
+
+    def _claim_insert_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
+        # A new key is one insert, done here without the generator as well. A key the insert
+        # finds taken goes on in ops.claim reading first, as the generator itself would.
+        req = ops.clipped(req)
+        insert = ops.insert(stmts, req)
+        stamped = stmts.stamped(self._execute(cur, insert), insert.params or {})
+        if stamped is not None:
+            return Claim(ACQUIRED, rules.fresh(req, stamped, None))
+        return drive(ops.claim(stmts, req), self._execute, cur)
 
     def _checkout(self) -> tuple[Any, Any]:
         fairy = self.engine.raw_connection()
@@ -230,7 +238,7 @@ class SQLStore(AsyncSide):
         if habit.read_first(req.scope):
             claim = self._with(self._claim_read_first, req)
         else:
-            claim = self._run(ops.claim, req, ops.UNREAD, False)
+            claim = self._with(self._claim_insert_first, req)
         habit.saw(req.scope, claim)
         return self.held.keep(claim)
 

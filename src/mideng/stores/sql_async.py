@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mideng.core import decide as rules
-from mideng.core.record import Claim, ClaimRequest, Record, Ticket
+from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record, Ticket
 from mideng.errors import IdempotencyError
 from mideng.stores import sql_ops as ops
 from mideng.stores.base import Store
@@ -171,8 +171,6 @@ class AsyncSide(Store):
 
     async def _aclaim_read_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
         # As the sync side's: the first read decides most duplicates without the generator.
-        if stmts.claim is not None:  # MySQL 8: one order
-            return await adrive(ops.claim(stmts, req), self._aexecute, cur)
         if self.config.family == "postgresql":
             await cur.execute(stmts.select.positional, (req.scope, req.key), binary=True)
             row = await cur.fetchone()
@@ -186,6 +184,14 @@ class AsyncSide(Store):
             if not write:
                 return decision
         return await adrive(ops.claim(stmts, req, seen), self._aexecute, cur)
+
+    async def _aclaim_insert_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
+        req = ops.clipped(req)  # as the sync side's: a new key is one insert
+        insert = ops.insert(stmts, req)
+        stamped = stmts.stamped(await self._aexecute(cur, insert), insert.params or {})
+        if stamped is not None:
+            return Claim(ACQUIRED, rules.fresh(req, stamped, None))
+        return await adrive(ops.claim(stmts, req), self._aexecute, cur)
 
     async def _awith(self, fn: Callable[..., Awaitable[ops.T]], *args: Any) -> ops.T:
         """``await fn(statements, cursor, *args)`` on a kept connection, failures mapped."""
@@ -228,7 +234,7 @@ class AsyncSide(Store):
         if habit.read_first(req.scope):
             claim = await self._awith(self._aclaim_read_first, req)
         else:
-            claim = await self._arun(ops.claim, req, ops.UNREAD, False)
+            claim = await self._awith(self._aclaim_insert_first, req)
         habit.saw(req.scope, claim)
         return self.held.keep(claim)
 

@@ -83,6 +83,19 @@ def _claim_params(s: Statements, req: ClaimRequest) -> dict[str, Any]:
 UNREAD: Any = object()
 
 
+def clipped(req: ClaimRequest) -> ClaimRequest:
+    """The request with its request id cut to the column, as it is stored and answered."""
+    if req.request_id is not None and len(req.request_id) > REQUEST_ID_MAX:
+        return dataclasses.replace(req, request_id=_clip(req.request_id))
+    return req
+
+
+def insert(s: Statements, req: ClaimRequest) -> Stmt:
+    """The insert of a fresh claim row (``req`` clipped); ``s.stamped`` reads its answer."""
+    assert s.insert is not None
+    return Stmt(s.insert, _claim_params(s, req))
+
+
 class Habit:
     """Which claim order suits each scope: what its recent claims found, as a moving share.
 
@@ -123,12 +136,12 @@ class Habit:
         shares[scope] = share + (taken - share) * self.WEIGHT
 
 
-def claim(s: Statements, req: ClaimRequest, first: tuple[Record, float] | None = UNREAD,
-          read_first: bool = True) -> Op[Claim]:
-    """``first``: the first read, when the caller already made it (the record and clock, or
-    None for no row). ``read_first``: the order (see Habit); MySQL 8's claim has one order."""
-    if req.request_id is not None and len(req.request_id) > REQUEST_ID_MAX:
-        req = dataclasses.replace(req, request_id=_clip(req.request_id))
+def claim(s: Statements, req: ClaimRequest,
+          first: tuple[Record, float] | None = UNREAD) -> Op[Claim]:
+    """A claim that reads first. ``first``: that read, when the caller already made it (the
+    record and clock, or None for no row). Inserting first (see Habit) is ``insert`` sent by
+    the store itself; a key it finds taken comes here."""
+    req = clipped(req)
     current: Record | None
     for _ in range(RACES):
         if s.look_first:
@@ -148,26 +161,17 @@ def claim(s: Statements, req: ClaimRequest, first: tuple[Record, float] | None =
             if current.owner == req.owner:  # owners are minted per call: our insert
                 return Claim(Outcome.ACQUIRED, current)
         else:
-            assert s.insert is not None
-            current = None
-            if read_first:
-                if first is UNREAD:
-                    current, now = yield from read(s, req.scope, req.key)
-                else:
-                    current, now = first if first is not None else (None, 0.0)
-                    first = UNREAD
+            if first is UNREAD:
+                current, now = yield from read(s, req.scope, req.key)
+            else:
+                current, now = first if first is not None else (None, 0.0)
+                first = UNREAD
             if current is None:
-                # The insert's parameters are built only when it is sent.
-                params = _claim_params(s, req)
-                stamped = s.stamped((yield Stmt(s.insert, params)), params)
+                fresh = insert(s, req)  # its parameters built only when it is sent
+                stamped = s.stamped((yield fresh), fresh.params or {})
                 if stamped is not None:
                     return Claim(Outcome.ACQUIRED, rules.fresh(req, stamped, None))
-                if read_first:
-                    continue  # inserted by someone else since the read
-                read_first = True  # taken: read it, and read first in any further round
-                current, now = yield from read(s, req.scope, req.key)
-                if current is None:
-                    continue  # gone again (purged) since the insert
+                continue  # inserted by someone else since the read
         decision, write = rules.decide(current, req, now)
         if not write:
             return decision
