@@ -149,7 +149,7 @@ class Color(str, enum.Enum):
 def test_dict_keys_come_back_as_their_declared_type() -> None:
     # JSON object keys are strings: {1: "a"} is stored as {"1": "a"} and must replay as {1: "a"}.
     codec = JsonCodec()
-    for hint, value in [
+    cases: list[tuple[Any, dict[Any, Any]]] = [
         (dict[int, str], {1: "a", -2: "b"}),
         (dict[bool, int], {True: 1, False: 0}),
         (dict[float, str], {1.5: "x"}),
@@ -160,7 +160,8 @@ def test_dict_keys_come_back_as_their_declared_type() -> None:
         (dict[dt.date, int], {dt.date(2026, 1, 1): 3}),
         (dict[tuple[int, int], str], {(1, 2): "a"}),
         (dict[int, list[Item]], {7: [Item("a", Decimal("1.10"))]}),
-    ]:
+    ]
+    for hint, value in cases:
         replayed = codec.decode(codec.encode(value), hint)
         assert replayed == value, hint
         assert [type(k) for k in replayed] == [type(k) for k in value], hint
