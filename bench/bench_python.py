@@ -1,0 +1,167 @@
+"""Python instructions per guarded call, counted, with the database driver stubbed out.
+
+    .venv/bin/python bench/bench_python.py [--calls 5000]
+
+Wall-clock ratios on a shared VM move with where the OS runs client and server (see
+bench_sql.py); instruction counts do not. Each case runs in a child process under
+``valgrind --tool=callgrind`` twice, with 1000 and 1000 + ``--calls`` calls; the difference
+divided by ``--calls`` is the instructions one call executes, interpreter included. Hash
+randomisation is off, so reruns agree to within a fraction of a percent.
+
+The SQL store runs on PostgreSQL statements, its cursor replaced by a stub that answers each
+statement instantly with the row PostgreSQL would send (psycopg's binary types). The floor is
+the raw scheme's Python on the same stub: ``execute`` + ``fetchone`` + ``json.loads`` for a
+duplicate, two ``execute`` calls + ``json.dumps`` for a first call. What is left over is
+what mideng adds per call in Python: Guard, claim decision, codec, typed result, store rows.
+No database is needed; valgrind is (``apt install valgrind``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common import RESULT
+
+BASE = 1000
+CASES = ("floor duplicate", "mideng duplicate", "floor first", "mideng first")
+
+
+def pay(order: str) -> dict[str, str]:
+    return RESULT
+
+
+class Stub:
+    """A psycopg cursor that answers at once: rowcount 1 and the prepared rows."""
+
+    rowcount = 1
+
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self.rows = rows
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> None:
+        pass
+
+    def fetchone(self) -> tuple[Any, ...]:
+        return self.rows[0]
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self.rows
+
+
+def child(case: str, calls: int) -> None:
+    """Run ``calls`` calls of ``case``; everything before the loop is the same for both
+    counts, so it cancels out."""
+    import logging
+
+    from mideng import Guard
+    from mideng.stores.sql import SQLStore
+
+    logging.getLogger("mideng").setLevel(logging.ERROR)
+    now = time.time()
+    result = json.dumps(RESULT, separators=(",", ":")).encode()
+    # The row PostgreSQL sends for the store's read: the record after scope and key, then the
+    # clock; and for an insert or a completion, the stamp they return.
+    stored = ("succeeded", 1, "o-1", None, None, result, "json", None, 1, None, now, now,
+              now + 86400, now)
+    store = SQLStore("postgresql://stub@127.0.0.1/stub", create_schema=False,
+                     read_first="duplicate" in case)
+    reads, writes = Stub([stored]), Stub([(now,)])
+    store.kept.free.append((None, reads if "duplicate" in case else writes))
+    guard = Guard(store, heartbeat=True)
+    floor_insert = "INSERT INTO t VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+    floor_update = "UPDATE t SET status = 'succeeded', result = %s WHERE scope = %s AND key = %s"
+    select = "SELECT * FROM t WHERE scope = %s AND key = %s"
+    if case.startswith("mideng"):  # the path measured is the one meant: a replay, a new claim
+        claim = store.claim(guard.prepare("bench", "k", pay, None).request())
+        assert claim.outcome.value == ("replay" if "duplicate" in case else "acquired"), claim
+        assert guard.run("bench", "k", pay, "k") == RESULT
+    if case == "floor duplicate":
+        for _ in range(calls):
+            reads.execute(select, ("raw", "k"))
+            json.loads(reads.fetchone()[5])
+    elif case == "mideng duplicate":
+        for _ in range(calls):
+            guard.run("bench", "k", pay, "k")
+    elif case == "floor first":
+        for _ in range(calls):
+            t = time.time()
+            writes.execute(floor_insert, ("raw", "k", "o", t + 60, t, t, t + 86460))
+            writes.execute(floor_update, (json.dumps(RESULT).encode(), "raw", "k"))
+    elif case == "mideng first":
+        for _ in range(calls):
+            guard.run("bench", "k", pay, "k")  # the stub says every insert is new
+    else:
+        raise SystemExit(f"unknown case {case!r}")
+
+
+def count(case: str, calls: int) -> float:
+    """Instructions per call of ``case``."""
+    totals = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (BASE, BASE + calls):
+            out = Path(tmp) / f"cg.{n}"
+            done = subprocess.run(
+                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                 sys.executable, __file__, "--child", case, str(n)],
+                capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
+                check=False)
+            found = re.search(r"Collected : (\d+)", done.stderr)
+            if done.returncode != 0 or found is None:
+                raise SystemExit(f"{case}: valgrind failed\n{done.stderr[-2000:]}")
+            totals.append(int(found.group(1)))
+    return (totals[1] - totals[0]) / calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "python.md"))
+    parser.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], int(args.child[1]))
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench_python.py counts instructions with valgrind: apt install valgrind")
+    got = {case: count(case, args.calls) for case in CASES}
+    rows = []
+    for kind in ("duplicate", "first"):
+        floor, ours = got[f"floor {kind}"], got[f"mideng {kind}"]
+        rows.append(f"| {kind} | {floor / 1000:.1f} | {ours / 1000:.1f} | "
+                    f"{(ours - floor) / 1000:.1f} |")
+    command = " ".join(sys.argv[1:])
+    text = "\n".join([
+        "# Python per guarded call (instructions, driver stubbed)",
+        "",
+        "Command: `.venv/bin/python bench/bench_python.py" + (f" {command}`" if command else "`"),
+        "",
+        f"Python {platform.python_version()}, {platform.machine()}, valgrind callgrind; "
+        f"thousands of instructions per call over {args.calls} calls, PostgreSQL statements.",
+        "",
+        "| call | raw floor's Python | mideng (Guard + SQLStore) | mideng adds |",
+        "|---|---:|---:|---:|",
+        *rows,
+        "",
+        "The floor is the raw scheme's own Python on the same stubbed cursor (duplicate: "
+        "execute, fetchone, json.loads; first call: two executes and json.dumps), so the last "
+        "column is what mideng costs in Python on top of any driver. A real call adds the "
+        "driver's own Python and the round trip, the same for both (bench_sql.py).",
+    ])
+    print(text)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
