@@ -26,4 +26,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
-	for b in core redis sql http; do $(BIN)/python bench/bench_$$b.py || exit 1; done
+	for b in core redis sql http python; do $(BIN)/python bench/bench_$$b.py || exit 1; done

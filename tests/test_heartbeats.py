@@ -1,13 +1,18 @@
-"""The heartbeat timer: stopping waits for an in-flight renewal; shutdown ends the thread."""
+"""The heartbeat timers: stopping waits for an in-flight renewal; shutdown ends the thread;
+async beats share one loop timer."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import threading
 import time
+from typing import Any
 
 import pytest
 
-from mideng.heartbeat import Heartbeats
+from mideng.errors import LeaseLostError
+from mideng.heartbeat import Heartbeats, start_async
 
 
 def test_stop_waits_for_an_in_flight_renewal() -> None:
@@ -83,3 +88,59 @@ def test_short_calls_with_a_long_lease_never_wake_the_timer(
     assert wakes == [1]
     stop()
     heartbeats.shutdown()
+
+
+def test_async_beats_share_one_loop_timer() -> None:
+    """Short bodies arm no timer of their own (none left cancelled in the loop's heap); a due
+    beat renews, re-arms, and stops when stopped or when its lease is lost."""
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        armed: list[float] = []
+        original = loop.call_at
+
+        def call_at(when: float, callback: Any, *args: Any, **kwargs: Any) -> Any:
+            armed.append(when)
+            return original(when, callback, *args, **kwargs)
+
+        loop.call_at = call_at  # type: ignore[method-assign, assignment]
+
+        async def nothing() -> None:
+            pass
+
+        start_async(20.0, nothing)()  # the first beat arms the loop's timer
+        assert len(armed) == 1
+        for _ in range(200):  # one call at a time, each shorter than its period
+            start_async(20.0, nothing)()
+        assert len(armed) == 1
+
+        renewals: list[float] = []
+        three = asyncio.Event()
+
+        async def renew() -> None:
+            renewals.append(loop.time())
+            if len(renewals) == 3:
+                three.set()
+
+        stop = start_async(0.02, renew)  # due before the armed timer: re-armed sooner
+        assert len(armed) == 2
+        await asyncio.wait_for(three.wait(), 10)
+        stop()
+        seen = len(renewals)
+        await asyncio.sleep(0.1)
+        assert len(renewals) == seen  # stopped: no renewal after stop()
+        assert all(b > a for a, b in itertools.pairwise(renewals))
+
+        lost: list[int] = []
+
+        async def lose() -> None:
+            lost.append(1)
+            raise LeaseLostError("taken over", None)
+
+        stop_lost = start_async(0.02, lose)
+        await asyncio.sleep(0.2)
+        assert lost == [1]  # a lost lease ends the renewals by itself
+        stop_lost()
+        loop.call_at = original  # type: ignore[method-assign]
+
+    asyncio.run(scenario())

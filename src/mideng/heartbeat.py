@@ -155,38 +155,88 @@ def _renew_locked(beat: Beat) -> None:
 
 
 class AsyncBeat:
-    __slots__ = ("cancelled", "handle", "task")
+    __slots__ = ("cancelled", "due", "period", "renew", "task")
 
-    def __init__(self) -> None:
+    def __init__(self, period: float, renew: Callable[[], Awaitable[object]], due: float) -> None:
         self.cancelled = False
-        self.handle: asyncio.TimerHandle | None = None
-        self.task: asyncio.Task[None] | None = None
+        self.period = period
+        self.renew = renew
+        self.due = due
+        self.task: asyncio.Task[None] | None = None  # a renewal in flight
 
-    def cancel(self) -> None:
-        self.cancelled = True
-        if self.handle is not None:
-            self.handle.cancel()
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
+
+class _LoopBeats:
+    """One event loop's beats, served by one loop timer set for the earliest due.
+
+    As on the sync side, a beat with the usual period arms nothing: a timer per call would be
+    cancelled when the body returns and stay in the loop's timer heap until the loop sweeps
+    it, and every other timer of the loop (each socket timeout of a client) sifts past the
+    hundreds that pile up, at a Python-level comparison per step.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.beats: dict[int, AsyncBeat] = {}
+        self.ids = itertools.count()
+        self.timer: asyncio.TimerHandle | None = None
+        self.at = float("inf")
+
+    def start(self, period: float, renew: Callable[[], Awaitable[object]]) -> Callable[[], None]:
+        beat = AsyncBeat(period, renew, self.loop.time() + period)
+        ident = next(self.ids)
+        self.beats[ident] = beat
+        self._arm(beat.due)
+
+        def stop() -> None:
+            beat.cancelled = True
+            self.beats.pop(ident, None)
+            if beat.task is not None and not beat.task.done():
+                beat.task.cancel()
+
+        return stop
+
+    def _arm(self, due: float) -> None:
+        if due < self.at:
+            if self.timer is not None:
+                self.timer.cancel()
+            self.at = due
+            self.timer = self.loop.call_at(due, self._tick)
+
+    def _tick(self) -> None:
+        self.timer, self.at = None, float("inf")
+        now = self.loop.time()
+        for beat in list(self.beats.values()):
+            if beat.task is not None or beat.cancelled:
+                continue  # renewing (it re-arms when done), or stopped by a lost lease
+            if beat.due <= now:
+                beat.task = self.loop.create_task(self._renew(beat))
+            else:
+                self._arm(beat.due)
+
+    async def _renew(self, beat: AsyncBeat) -> None:
+        try:
+            await beat.renew()
+        except IdempotencyError as exc:
+            # Lost lease or store trouble: stop renewing; the completion is fenced anyway.
+            log.warning("mideng heartbeat stopped: %s", exc)
+            beat.cancelled = True
+            return
+        finally:
+            beat.task = None
+        if not beat.cancelled:
+            beat.due = self.loop.time() + beat.period
+            self._arm(beat.due)
+
+
+_LOOPS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBeats] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def start_async(period: float, renew: Callable[[], Awaitable[object]]) -> Callable[[], None]:
     """Begin renewing on the running loop; returns the function that stops it."""
     loop = asyncio.get_running_loop()
-    beat = AsyncBeat()
-
-    async def fire() -> None:
-        try:
-            await renew()
-        except IdempotencyError as exc:
-            log.warning("mideng heartbeat stopped: %s", exc)
-            return
-        if not beat.cancelled:
-            beat.handle = loop.call_later(period, spawn)
-
-    def spawn() -> None:
-        if not beat.cancelled:
-            beat.task = loop.create_task(fire())
-
-    beat.handle = loop.call_later(period, spawn)
-    return beat.cancel
+    beats = _LOOPS.get(loop)
+    if beats is None:
+        beats = _LOOPS[loop] = _LoopBeats(loop)
+    return beats.start(period, renew)
