@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import platform
+import sqlite3
 import sys
 import tempfile
 import time
@@ -36,7 +37,7 @@ from common import RESULT, ACase, Case, aguard_case, case_table, guard_case, run
 from mideng import Guard
 from mideng.stores.hybrid import HybridStore
 from mideng.stores.redis import RedisStore
-from mideng.stores.sqlite import SQLiteStore
+from mideng.stores.sqlite import SQLiteStore, schema
 
 TTL_MS = 86_400_000
 
@@ -70,6 +71,35 @@ def raw_case(client: Any, prefix: str) -> Case:
         return json.loads(client.get(f"{prefix}:raw:{key}"))
 
     return Case("raw floor (redis-py)", first, duplicate)
+
+
+def hybrid_floor_case(client: Any, prefix: str, path: Path) -> Case:
+    """What any scheme with Redis in front of a SQL table does at least, on the same SQLite
+    setup as the hybrid store's (WAL, synchronous=NORMAL, the store's own table): a first call
+    looks in Redis (a miss), inserts the claim row and stores the result in SQLite, then copies
+    it to Redis; a duplicate is the Redis GET alone."""
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    for ddl in schema("r"):
+        db.execute(ddl)
+    insert = ("INSERT INTO r (scope, key, status, fence, owner, lease_until, created_at, "
+              "updated_at, expires_at) VALUES ('pay', ?, 'processing', 1, ?, ?, ?, ?, ?)")
+    update = ("UPDATE r SET status = 'succeeded', result = ?, codec = 'json', "
+              "lease_until = NULL, updated_at = ?, expires_at = ? WHERE scope = 'pay' AND key = ?")
+
+    def first(key: str) -> object:
+        name = f"{prefix}:rawh:{key}"
+        client.get(name)
+        now = time.time()
+        db.execute(insert, (key, uuid.uuid4().hex, now + 60, now, now, now + 86460))
+        db.execute(update, (json.dumps(RESULT).encode(), now, now + 86400, key))
+        return client.set(name, record_value(), px=TTL_MS)
+
+    def duplicate(key: str) -> object:
+        return json.loads(client.get(f"{prefix}:rawh:{key}"))
+
+    return Case("raw floor of a hybrid (redis-py + sqlite3)", first, duplicate)
 
 
 def raw_connection_case(client: Any, prefix: str) -> Case:
@@ -205,7 +235,10 @@ NOTES = [
     "  read the server's clock. The Guard adds key checks, an owner id, the codec (typed",
     "  results) and the lease heartbeat. The duplicate warning log is switched off for the run.",
     "- hybrid: duplicate = one Redis function call (the copy), never SQLite; first = Redis miss +",
-    "  SQLite claim + SQLite complete + copy to Redis.",
+    "  SQLite claim + SQLite complete + copy to Redis. Its own floor is the least any scheme",
+    "  with Redis in front of SQL does: a Redis GET (the miss), the SQLite INSERT + UPDATE of",
+    "  the SQL floor on the same table and settings, a Redis SET of the record; a duplicate is",
+    "  the Redis GET.",
     "- aws-lambda-powertools: `@idempotent` handler, RedisCachePersistenceLayer, a fake Lambda",
     "  context; first = `SET NX EX` + `SET EX`, duplicate = a failing `SET NX`, then `GET`.",
     "- idemkit: `idempotent_sync` / `idempotent` with its RedisBackend (Lua), no local cache.",
@@ -233,11 +266,14 @@ def main() -> None:
         fast=RedisStore.from_url(args.url, prefix=f"{prefix}:hybrid"),
         durable=SQLiteStore(str(Path(tmp.name) / "durable.db")),
     )
+    hybrid_floor = hybrid_floor_case(client, prefix, Path(tmp.name) / "raw.db")
+    hybrid_case = guard_case("mideng HybridStore (Redis + SQLite)", Guard(hybrid))
     sync_cases = [
         raw_case(client, prefix),
         raw_connection_case(client, prefix),
         guard_case("mideng RedisStore", Guard(store)),
-        guard_case("mideng HybridStore (Redis + SQLite)", Guard(hybrid)),
+        hybrid_floor,
+        hybrid_case,
         powertools_case(args.url, prefix),
         idemkit_sync_case(args.url, prefix),
     ]
@@ -278,6 +314,8 @@ def main() -> None:
         "per contender, interleaved; medians, µs per call.",
         "",
         *case_table("Sync (Guard.run)", sync_cases, sync_cases[0]),
+        *case_table("Hybrid against its own floor (sync, from the runs above)",
+                    [hybrid_floor, hybrid_case], hybrid_floor),
         *case_table("Async (Guard.arun)", async_cases, async_cases[0]),
         *NOTES,
     ]
