@@ -15,6 +15,7 @@ from mideng.core.record import (
     PROCESSING,
     REPLAY,
     SUCCEEDED,
+    UNRESOLVED,
     Claim,
     ClaimRequest,
     Outcome,
@@ -62,7 +63,7 @@ def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim
             unknown = current.with_(
                 status=Status.UNKNOWN, lease_until=None, updated_at=now, expires_at=None
             )
-            return Claim(_or_mismatch(Outcome.UNRESOLVED, unknown, req), unknown), True
+            return Claim(_or_mismatch(UNRESOLVED, unknown, req), unknown), True
         return Claim(ACQUIRED, fresh(req, now, current)), True
 
     status = current.status
@@ -76,7 +77,7 @@ def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim
     elif status is PROCESSING:
         standing = IN_PROGRESS
     else:
-        standing = Outcome.UNRESOLVED
+        standing = UNRESOLVED
     return Claim(_or_mismatch(standing, current, req), current), False
 
 

@@ -19,12 +19,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
-from mideng.core import decide as rules
-from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record, Ticket
+from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.stores import sql_ops as ops
 from mideng.stores.sql_async import AsyncSide
-from mideng.stores.sql_dialect import Statements, psycopg_current
+from mideng.stores.sql_dialect import Statements
 from mideng.stores.sql_engine import (
     DEADLOCK_RETRIES,
     EngineConfig,
@@ -163,16 +162,12 @@ class SQLStore(AsyncSide):
         select = stmts.select  # binds: scope, key
         if self._binary:
             cur.execute(select.positional, (req.scope, req.key), binary=True)
-            row = cur.fetchone()
-            seen = None if row is None else psycopg_current(row, req.scope, req.key)
         else:
             cur.execute(select.positional, (req.scope, req.key))
-            row = cur.fetchone()
-            seen = None if row is None else stmts.current(row, req.scope, req.key)
-        if seen is not None:
-            decision, write = rules.decide(seen[0], req, seen[1])
-            if not write:
-                return decision
+        seen = ops.seen(stmts, cur.fetchone(), req, self._binary)
+        answer = ops.standing(req, seen)
+        if answer is not None:
+            return answer
         return drive(ops.claim(stmts, req, seen), self._execute, cur)
 
     def _claim_insert_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
@@ -180,9 +175,9 @@ class SQLStore(AsyncSide):
         # finds taken goes on in ops.claim reading first, as the generator itself would.
         req = ops.clipped(req)
         insert = ops.insert(stmts, req)
-        stamped = stmts.stamped(self._execute(cur, insert), insert.params or {})
-        if stamped is not None:
-            return Claim(ACQUIRED, rules.fresh(req, stamped, None))
+        made = ops.inserted(stmts, req, insert, self._execute(cur, insert))
+        if made is not None:
+            return made
         return drive(ops.claim(stmts, req), self._execute, cur)
 
     def _checkout(self) -> tuple[Any, Any]:

@@ -14,13 +14,12 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mideng.core import decide as rules
-from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record, Ticket
+from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import IdempotencyError
 from mideng.stores import sql_ops as ops
 from mideng.stores.base import Store
 from mideng.stores.registry import require
-from mideng.stores.sql_dialect import Res, Statements, Stmt, psycopg_current
+from mideng.stores.sql_dialect import Res, Statements, Stmt
 from mideng.stores.sql_engine import (
     DEADLOCK_RETRIES,
     MODULES,
@@ -171,26 +170,23 @@ class AsyncSide(Store):
 
     async def _aclaim_read_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
         # As the sync side's: the first read decides most duplicates without the generator.
-        if self.config.family == "postgresql":
+        binary = self.config.family == "postgresql"
+        if binary:
             await cur.execute(stmts.select.positional, (req.scope, req.key), binary=True)
-            row = await cur.fetchone()
-            seen = None if row is None else psycopg_current(row, req.scope, req.key)
         else:
             await cur.execute(stmts.select.positional, (req.scope, req.key))
-            row = await cur.fetchone()
-            seen = None if row is None else stmts.current(row, req.scope, req.key)
-        if seen is not None:
-            decision, write = rules.decide(seen[0], req, seen[1])
-            if not write:
-                return decision
+        seen = ops.seen(stmts, await cur.fetchone(), req, binary)
+        answer = ops.standing(req, seen)
+        if answer is not None:
+            return answer
         return await adrive(ops.claim(stmts, req, seen), self._aexecute, cur)
 
     async def _aclaim_insert_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
         req = ops.clipped(req)  # as the sync side's: a new key is one insert
         insert = ops.insert(stmts, req)
-        stamped = stmts.stamped(await self._aexecute(cur, insert), insert.params or {})
-        if stamped is not None:
-            return Claim(ACQUIRED, rules.fresh(req, stamped, None))
+        made = ops.inserted(stmts, req, insert, await self._aexecute(cur, insert))
+        if made is not None:
+            return made
         return await adrive(ops.claim(stmts, req), self._aexecute, cur)
 
     async def _awith(self, fn: Callable[..., Awaitable[ops.T]], *args: Any) -> ops.T:

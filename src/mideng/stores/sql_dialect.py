@@ -36,7 +36,7 @@ from mideng.core.record import Record, Status
 from mideng.stores.sql_schema import COLUMNS, check_table
 
 
-def psycopg_current(row: tuple[Any, ...], scope: str, key: str) -> tuple[Record, float]:
+def psycopg_current(row: Sequence[Any], scope: str, key: str) -> tuple[Record, float]:
     """``Statements.current`` for the store's own psycopg connection, whose binary results
     already carry each column's record type (bytea as bytes, the clock as a float): a
     duplicate then builds its record without a conversion pass. Transaction mode reads
@@ -129,8 +129,8 @@ class Statements:
         self.pk = pk = f"scope = :scope AND {k} = :key"
         lease, ttl = self.f("lease"), self.f("expiry_ttl")
 
-        def fresh_row(created: str, at: str) -> str:
-            return (f"INSERT INTO {t} ({cols}) VALUES (:scope, :key, 'processing', 1, :owner, "
+        def fresh_row(created: str, at: str, verb: str = "INSERT") -> str:
+            return (f"{verb} INTO {t} ({cols}) VALUES (:scope, :key, 'processing', 1, :owner, "
                     f":fingerprint, {at} + {lease}, NULL, NULL, NULL, 1, :request_id, {created}, "
                     f"{at}, {at} + {lease} + {ttl})")
 
@@ -158,8 +158,7 @@ class Statements:
                 # to send and parse, on MariaDB and MySQL 8 alike. IGNORE would also turn a
                 # value too long or a NULL into a warning; neither can occur: every column
                 # holds the longest scope, key and request id the core admits, in bytes.
-                self.insert = Sql(fresh_row(_MYSQL_STAMP, _MYSQL_STAMPED).replace(
-                    "INSERT INTO", "INSERT IGNORE INTO", 1))
+                self.insert = Sql(fresh_row(_MYSQL_STAMP, _MYSQL_STAMPED, "INSERT IGNORE"))
             else:
                 self.claim = ([Sql(f"{upsert} RETURNING {row}")] if kind == "mariadb"
                               else [Sql(upsert), Sql(current)])

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 from mideng.core import decide as rules
@@ -30,7 +30,7 @@ from mideng.core.record import (
 )
 from mideng.errors import StoreUnavailableError
 from mideng.stores.base import HIT_PREFIX, TOKEN_PREFIX, check_resolvable, lease_lost
-from mideng.stores.sql_dialect import Res, Sql, Statements, Stmt
+from mideng.stores.sql_dialect import Res, Sql, Statements, Stmt, psycopg_current
 from mideng.stores.sql_schema import REQUEST_ID_MAX
 
 T = TypeVar("T")
@@ -91,9 +91,34 @@ def clipped(req: ClaimRequest) -> ClaimRequest:
 
 
 def insert(s: Statements, req: ClaimRequest) -> Stmt:
-    """The insert of a fresh claim row (``req`` clipped); ``s.stamped`` reads its answer."""
+    """The insert of a fresh claim row (``req`` clipped); ``inserted`` reads its answer."""
     assert s.insert is not None
     return Stmt(s.insert, _claim_params(s, req))
+
+
+def inserted(s: Statements, req: ClaimRequest, stmt: Stmt, res: Res) -> Claim | None:
+    """The claim an ``insert`` made, or None when it found the key taken."""
+    stamped = s.stamped(res, stmt.params or {})
+    return None if stamped is None else Claim(ACQUIRED, rules.fresh(req, stamped, None))
+
+
+def seen(s: Statements, row: Sequence[Any] | None, req: ClaimRequest,
+         binary: bool) -> tuple[Record, float] | None:
+    """The record and clock from the store's own read of ``s.select`` (None: no row);
+    ``binary``: a psycopg row in binary, typed already."""
+    if row is None:
+        return None
+    if binary:
+        return psycopg_current(row, req.scope, req.key)
+    return s.current(row, req.scope, req.key)
+
+
+def standing(req: ClaimRequest, found: tuple[Record, float] | None) -> Claim | None:
+    """What a read answers by itself (a replay, a refusal); None when the claim must write."""
+    if found is None:
+        return None
+    decision, write = rules.decide(found[0], req, found[1])
+    return None if write else decision
 
 
 class Habit:
@@ -168,9 +193,9 @@ def claim(s: Statements, req: ClaimRequest,
                 first = UNREAD
             if current is None:
                 fresh = insert(s, req)  # its parameters built only when it is sent
-                stamped = s.stamped((yield fresh), fresh.params or {})
-                if stamped is not None:
-                    return Claim(Outcome.ACQUIRED, rules.fresh(req, stamped, None))
+                made = inserted(s, req, fresh, (yield fresh))
+                if made is not None:
+                    return made
                 continue  # inserted by someone else since the read
         decision, write = rules.decide(current, req, now)
         if not write:
