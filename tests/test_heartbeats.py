@@ -1,5 +1,6 @@
 """The heartbeat timers: stopping waits for an in-flight renewal; shutdown ends the thread;
-async beats share one loop timer."""
+async beats share one loop timer; failures are retried on one schedule and never stop the
+timer or another beat."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from mideng.errors import LeaseLostError
-from mideng.heartbeat import Heartbeats, start_async
+from mideng import heartbeat
+from mideng.errors import LeaseLostError, StoreUnavailableError
+from mideng.heartbeat import Heartbeats, Lease, start_async
 
 
 def test_stop_waits_for_an_in_flight_renewal() -> None:
@@ -142,5 +144,153 @@ def test_async_beats_share_one_loop_timer() -> None:
         assert lost == [1]  # a lost lease ends the renewals by itself
         stop_lost()
         loop.call_at = original  # type: ignore[method-assign]
+
+    asyncio.run(scenario())
+
+
+def test_the_schedule_retries_sooner_as_the_lease_ends_and_goes_on_after() -> None:
+    """Pure: after a failure the next try is a third of what is left (at most a period, at
+    least a twentieth of one); past the end, every half period; a success starts over."""
+    beat = Lease(3.0, lambda: None, None, now=0.0)
+    assert (beat.period, beat.deadline, beat.due) == (1.0, 3.0, 1.0)
+    tries, now = [], 1.0
+    while now < 3.0:
+        assert beat.settle(now, now, StoreUnavailableError("down"))
+        assert beat.due - now <= beat.period
+        assert beat.due - now >= beat.period / 20 - 1e-12
+        tries.append(beat.due)
+        now = beat.due
+    assert len(tries) >= 5  # many chances before the end, not one per period
+    assert tries[0] == pytest.approx(1.0 + 2.0 / 3)
+    assert not beat.lapsed or tries[-1] >= 3.0
+    beat.settle(now, now, StoreUnavailableError("still down"))
+    assert beat.lapsed
+    assert beat.due == pytest.approx(now + 0.5)
+    # Renewed at last (nobody took over): the lease counts from that renewal's send time.
+    assert beat.settle(now + 0.5, now + 0.6, None)
+    assert (beat.failures, beat.lapsed) == (0, False)
+    assert beat.deadline == pytest.approx(now + 3.5)
+    assert beat.due == pytest.approx(now + 1.5)
+    # Only a fenced refusal ends the beat; any other error, even an unexpected one, is retried.
+    assert beat.settle(now, now, RuntimeError("driver bug"))
+    assert not beat.settle(now, now, LeaseLostError("taken over", None))
+    assert beat.cancelled
+
+
+def test_a_lost_beat_does_not_stop_the_timer() -> None:
+    """The lost beat is dropped, the timer never waits forever (it died of an infinite
+    timeout once), and a beat started afterwards renews."""
+    heartbeats = Heartbeats()
+    lost: list[int] = []
+
+    def lose() -> None:
+        lost.append(1)
+        raise LeaseLostError("forgotten", None)
+
+    heartbeats.start(0.03, lose)
+    deadline = time.monotonic() + 10
+    while not lost:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    renewed = threading.Event()
+    stop = heartbeats.start(0.03, renewed.set)
+    assert renewed.wait(10)
+    stop()
+    assert lost == [1]
+    heartbeats.shutdown()
+
+
+def test_a_timer_that_dies_is_restarted(monkeypatch: pytest.MonkeyPatch) -> None:
+    heartbeats = Heartbeats()
+    original = heartbeats._loop
+    calls: list[int] = []
+
+    def dies_once() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OverflowError("timestamp out of range for platform time_t")
+        original()
+
+    monkeypatch.setattr(heartbeats, "_loop", dies_once)
+    before = heartbeat.stats()["restarts"]
+    renewed = threading.Event()
+    stop = heartbeats.start(0.03, renewed.set)
+    assert renewed.wait(10)
+    assert len(calls) == 2
+    assert heartbeat.stats()["restarts"] == before + 1
+    stop()
+    heartbeats.shutdown()
+
+
+def test_a_hung_renewal_holds_one_worker_not_the_timer() -> None:
+    heartbeats = Heartbeats()
+    release = threading.Event()
+    hung = threading.Event()
+
+    def hang() -> None:
+        hung.set()
+        release.wait(30)
+
+    stop_hung = heartbeats.start(0.03, hang)
+    assert hung.wait(10)
+    beats: list[float] = []
+    three = threading.Event()
+
+    def count() -> None:
+        beats.append(time.monotonic())
+        if len(beats) == 3:
+            three.set()
+
+    stop = heartbeats.start(0.03, count)
+    assert three.wait(10)  # renewed again and again while the other renewal hangs
+    stop()
+    release.set()
+    stop_hung()
+    heartbeats.shutdown()
+
+
+def test_an_async_beat_whose_task_cannot_start_is_tried_again() -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        original = loop.create_task
+        refused: list[int] = []
+
+        def create_task(coro: Any, **kwargs: Any) -> Any:
+            if not refused and getattr(coro, "__name__", "") == "_renew":
+                refused.append(1)
+                coro.close()
+                raise RuntimeError("no task (injected)")
+            return original(coro, **kwargs)
+
+        loop.create_task = create_task  # type: ignore[method-assign]
+        renewed = asyncio.Event()
+
+        async def renew() -> None:
+            renewed.set()
+
+        stop = start_async(0.03, renew)
+        await asyncio.wait_for(renewed.wait(), 10)
+        assert refused == [1]
+        stop()
+        loop.create_task = original  # type: ignore[method-assign]
+
+    asyncio.run(scenario())
+
+
+def test_an_async_renewal_unanswered_at_the_lease_end_is_abandoned_and_retried() -> None:
+    async def scenario() -> None:
+        calls: list[int] = []
+        second = asyncio.Event()
+
+        async def renew() -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                await asyncio.sleep(30)  # a half-dead connection that never answers
+            second.set()
+
+        stop = start_async(0.3, renew)
+        await asyncio.wait_for(second.wait(), 10)
+        assert len(calls) == 2
+        stop()
 
     asyncio.run(scenario())

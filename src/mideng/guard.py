@@ -10,7 +10,7 @@ import asyncio
 import inspect
 import time
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
 from mideng.context import get_request_id
@@ -122,14 +122,23 @@ class Guard:
         /,
         *args: Any,
         payload: Any = None,
+        policy: Policy | Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> R:
-        """Run ``fn(*args, **kwargs)`` once for (scope, key); duplicates get its result."""
+        """Run ``fn(*args, **kwargs)`` once for (scope, key); duplicates get its result.
+
+        ``payload`` is fingerprinted (a reused key with other data raises
+        PayloadMismatchError); ``policy`` overrides the scope's policy for this call, as a
+        Policy (``guard.policy(scope, on_error="record")``) or a mapping of options. Both are
+        taken by ``run`` itself: a body whose own arguments have those names gets them through
+        ``functools.partial``.
+        """
         known = self._bodies.get(fn)
         hint, coroutine = known if known is not None else self._body(fn)
         if coroutine:
             raise ConfigurationError("run() got a coroutine function; use await guard.arun()")
-        call = self._call(scope, key, hint, payload, None)
+        override = None if policy is None else self._override(scope, policy)
+        call = self._call(scope, key, hint, payload, override)
         return self.drive(call, fn, args, kwargs)
 
     async def arun(
@@ -140,10 +149,22 @@ class Guard:
         /,
         *args: Any,
         payload: Any = None,
+        policy: Policy | Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> R:
-        call = self.prepare(scope, key, fn, payload)
+        """``run`` for ``async def`` bodies: the same arguments, awaited."""
+        override = None if policy is None else self._override(scope, policy)
+        call = self.prepare(scope, key, fn, payload, override)
         return await self.adrive(call, fn, args, kwargs)
+
+    def _override(self, scope: str, policy: Policy | Mapping[str, Any]) -> Policy:
+        if isinstance(policy, Policy):
+            return policy
+        if not isinstance(policy, Mapping):
+            raise ConfigurationError(
+                f"policy= must be a Policy or a mapping of options, got {type(policy).__name__}"
+            )
+        return self.policy(scope, **policy)
 
     def _body(self, fn: Callable[..., Any]) -> tuple[Any, bool]:
         known = self._bodies.get(fn)
@@ -166,7 +187,7 @@ class Guard:
     def _call(self, scope: str, key: str, hint: Any, payload: Any, policy: Policy | None) -> Call:
         try:
             fp = None if payload is None else make_fingerprint(payload)
-        except TypeError as exc:
+        except TypeError as exc:  # canonical_bytes turns every unspellable value into this
             raise ConfigurationError(f"payload can't be fingerprinted: {exc}") from exc
         # Positional: a dataclass matches keywords to fields on every call (twice the cost).
         return Call(
@@ -239,7 +260,7 @@ class Guard:
         p = call.policy
         stop = (
             self._heartbeats.start(
-                p.lease / 3, lambda: self.store.heartbeat(ticket, p.lease, p.ttl)
+                p.lease, lambda: self.store.heartbeat(ticket, p.lease, p.ttl), ticket
             )
             if p.heartbeat
             else _no_heartbeat
@@ -274,7 +295,7 @@ class Guard:
     ) -> R:
         p = call.policy
         stop = (
-            start_async(p.lease / 3, lambda: self.store.aheartbeat(ticket, p.lease, p.ttl))
+            start_async(p.lease, lambda: self.store.aheartbeat(ticket, p.lease, p.ttl), ticket)
             if p.heartbeat
             else _no_heartbeat
         )
@@ -360,7 +381,7 @@ class Guard:
         return await self.store.aforget(check_scope(scope), check_key(key))
 
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
-        return self.store.unresolved(scope, limit)
+        return self.store.unresolved(None if scope is None else check_scope(scope), limit)
 
     def resolve(
         self, scope: str, key: str, *, result: Any = _NO_RESULT, failed: bool = False

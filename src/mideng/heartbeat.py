@@ -1,9 +1,22 @@
-"""Lease renewal while a body runs: one timer thread per Guard (sync), loop timers (async).
+"""Lease renewal while a body runs: a timer thread and renewal workers per Guard (sync), one
+loop timer and a task per renewal (async), both driven by one schedule (``Lease``).
 
 A body shorter than a third of its lease never touches the store for a heartbeat: the sync
 side only adds itself to a table the timer thread looks at, the async side only arms a loop
 timer. A holder that is killed or stopped stops renewing, so its lease runs out and a take-over
 becomes possible.
+
+What a failed renewal means decides whether a live holder stays protected:
+
+- ``LeaseLostError`` (fenced: the record was forgotten, taken over or settled) ends that beat
+  only; every other beat goes on.
+- Anything else (``StoreUnavailableError`` from a failover, a proxy reset, a timeout; or an
+  error nobody expected) is transient: logged, counted, and retried sooner and sooner as the
+  lease's end nears, so one lost connection never lets the lease run out. Past the end the beat
+  keeps trying: while nobody has taken over, the record is unchanged and a renewal restores it.
+- A renewal in flight never delays another beat: the sync side hands due beats to worker
+  threads (a hung store call holds one worker), the async side renews each in its own task,
+  cancelled when the lease it was protecting has run out.
 """
 
 from __future__ import annotations
@@ -11,41 +24,141 @@ from __future__ import annotations
 import asyncio
 import atexit
 import itertools
-import logging
 import os
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-from mideng.errors import IdempotencyError
+from mideng.errors import LeaseLostError
+from mideng.observability import logs
 
-log = logging.getLogger("mideng")
-# How long the timer thread waits with no beats before it looks again (and, still with none,
-# exits).
+# How long an idle timer thread or worker waits before it looks again (and, still idle, exits).
 _IDLE = 5.0
+# Renewals in flight at once (sync); each hung store call holds one worker until its driver's
+# timeout. Beats beyond it wait for a free worker, so the bound is generous.
+_MAX_WORKERS = 64
+# Retry pacing after a failure, in periods: at most one period apart, at least 1/20.
+_RETRY_FLOOR = 1 / 20
+_AFTER_LAPSE = 1 / 2
+_INF = float("inf")
 
 
-class Beat:
+class Stats:
+    """Process-wide heartbeat counters (renewals, failures, lost, lapsed, recovered,
+    restarts): failures are rare, so a lock per count costs nothing that matters."""
+
+    __slots__ = ("_counts", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(
+            ("renewals", "failures", "lost", "lapsed", "recovered", "restarts"), 0
+        )
+
+    def add(self, name: str) -> None:
+        with self._lock:
+            self._counts[name] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+STATS = Stats()
+
+
+def stats() -> dict[str, int]:
+    """A copy of the heartbeat counters of this process."""
+    return STATS.snapshot()
+
+
+class Lease:
+    """When one beat renews next, from what its renewals did; the same for both sides.
+
+    Times are the side's own monotonic clock. ``deadline`` is the lease's end as this process
+    can know it: a renewal sent at ``sent`` was stamped by the store no earlier, so its lease
+    ends no earlier than ``sent + lease``.
+    """
+
+    __slots__ = (
+        "cancelled",
+        "deadline",
+        "due",
+        "failures",
+        "ident",
+        "lapsed",
+        "lease",
+        "period",
+        "renew",
+        "what",
+    )
+
+    def __init__(self, lease: float, renew: Callable[[], Any], what: object, now: float) -> None:
+        self.lease = lease
+        self.period = lease / 3
+        self.renew = renew
+        self.what = what  # names the claim in log lines
+        self.deadline = now + lease
+        self.due = now + self.period
+        self.failures = 0
+        self.lapsed = False
+        self.cancelled = False
+        self.ident = 0
+
+    def settle(self, sent: float, now: float, exc: Exception | None) -> bool:
+        """Take one renewal's outcome; False when the beat is over (its lease is lost)."""
+        if exc is None:
+            self.deadline = sent + self.lease
+            self.due = sent + self.period
+            if self.failures:
+                logs.heartbeat_recovered(self.what, self.failures, self.lapsed)
+                STATS.add("recovered")
+                self.failures, self.lapsed = 0, False
+            STATS.add("renewals")
+            return True
+        if isinstance(exc, LeaseLostError):
+            self.cancelled = True
+            logs.heartbeat_lost(self.what, exc)
+            STATS.add("lost")
+            return False
+        self.failures += 1
+        STATS.add("failures")
+        remaining = self.deadline - now
+        if remaining > 0:
+            # Geometric towards the end: a third of what is left, never below a floor.
+            delay = min(self.period, max(remaining / 3, self.period * _RETRY_FLOOR))
+        else:
+            delay = self.period * _AFTER_LAPSE
+            if not self.lapsed:
+                self.lapsed = True
+                STATS.add("lapsed")
+                logs.heartbeat_lapsed(self.what, exc, self.failures)
+        self.due = now + delay
+        logs.heartbeat_failed(self.what, exc, self.failures, remaining, delay)
+        return True
+
+
+class Beat(Lease):
     # ``lock`` is held while a renewal runs: stopping a beat waits for an in-flight renewal, so
     # once the body's claim is completed or released no heartbeat of it is still talking to
     # the store (and a store closed right after is never used by this thread).
-    __slots__ = ("cancelled", "due", "lock", "lost", "period", "renew")
+    __slots__ = ("busy", "lock")
 
-    def __init__(self, period: float, renew: Callable[[], object]) -> None:
+    def __init__(self, lease: float, renew: Callable[[], Any], what: object, now: float) -> None:
+        super().__init__(lease, renew, what, now)
         self.lock = threading.Lock()
-        self.cancelled = False
-        self.lost = False
-        self.period = period
-        self.renew = renew
-        self.due = time.monotonic() + period
+        self.busy = False  # queued for or held by a worker
 
 
 class Heartbeats:
-    """Live beats in a dict (O(1) to add and drop) served by one daemon thread.
+    """Live beats in a dict (O(1) to add and drop), a timer thread and renewal workers.
 
-    The thread sleeps until the earliest due beat; a new beat wakes it only when it is due
-    sooner than that, which a beat with the usual period never is.
+    The timer sleeps until the earliest due beat (a new beat wakes it only when due sooner,
+    which one with the usual period never is) and hands due beats to workers; it never calls
+    the store itself, so no renewal can make another beat late.
     """
 
     def __init__(self) -> None:
@@ -53,25 +166,31 @@ class Heartbeats:
         _ALL.add(self)
 
     def _reset(self) -> None:
-        # A forked child has none of its parent's threads: it starts its own timer on demand.
+        # A forked child has none of its parent's threads: it starts its own on demand.
         self._beats: dict[int, Beat] = {}
         self._ids = itertools.count()
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the timer waits here
+        self._work = threading.Condition(lock)  # idle workers wait here
+        self._queue: deque[Beat] = deque()
         self._thread: threading.Thread | None = None
-        self._wake_at = float("inf")
+        self._workers: set[threading.Thread] = set()
+        self._idle = 0
+        self._restarts = 0
+        self._wake_at = _INF
         self._stopping = False
 
-    def start(self, period: float, renew: Callable[[], object]) -> Callable[[], None]:
-        """Begin renewing; returns the function that stops it."""
-        beat = Beat(period, renew)
-        ident = next(self._ids)
+    def start(
+        self, lease: float, renew: Callable[[], object], what: object = None
+    ) -> Callable[[], None]:
+        """Begin renewing every ``lease / 3``; returns the function that stops it."""
+        beat = Beat(lease, renew, what, time.monotonic())
+        beat.ident = ident = next(self._ids)
         with self._cond:
             self._beats[ident] = beat
-            if self._thread is None and not self._stopping:
-                self._thread = threading.Thread(
-                    target=self._serve, name="mideng-heartbeat", daemon=True
-                )
-                self._thread.start()
+            if self._thread is None:
+                if not self._stopping:
+                    self._spawn_timer()
             elif beat.due < self._wake_at:
                 self._cond.notify()
 
@@ -84,18 +203,40 @@ class Heartbeats:
         return stop
 
     def shutdown(self, timeout: float = 5.0) -> None:
-        """Stop the timer thread and wait for it (at interpreter exit: a daemon thread caught
+        """Stop the threads and wait for them (at interpreter exit: a daemon thread caught
         inside a driver's C code while the interpreter tears down can crash the process)."""
         with self._cond:
             self._stopping = True
-            thread = self._thread
+            threads = [t for t in (self._thread, *self._workers) if t is not None]
             self._cond.notify_all()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+            self._work.notify_all()
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    # -- the timer ------------------------------------------------------------------------------
+    def _spawn_timer(self) -> None:  # the lock is held
+        self._thread = threading.Thread(target=self._serve, name="mideng-heartbeat", daemon=True)
+        self._thread.start()
 
     def _serve(self) -> None:
-        while True:
+        try:
+            if self._restarts:  # a timer that keeps dying must not spin a core
+                time.sleep(min(1.0, 0.01 * 2 ** min(self._restarts, 7)))
+            self._loop()
+        except BaseException as exc:
+            logs.heartbeat_thread_died(exc)
+            STATS.add("restarts")
             with self._cond:
+                self._thread = None
+                self._restarts += 1
+                if self._beats and not self._stopping:
+                    self._spawn_timer()
+
+    def _loop(self) -> None:
+        with self._cond:
+            while True:
                 if self._stopping:
                     self._thread = None
                     return
@@ -104,18 +245,81 @@ class Heartbeats:
                     # must not wake it now. Waking a thread costs a context switch, and a
                     # caller making one call at a time empties the table on every call.
                     self._wake_at = time.monotonic() + _IDLE
-                    self._cond.wait(timeout=_IDLE)
+                    self._cond.wait(_IDLE)
                     if not self._beats:
                         self._thread = None
                         return
-                now = time.monotonic()
-                due = [b for b in self._beats.values() if b.due <= now]
-                if not due:
-                    self._wake_at = min(b.due for b in self._beats.values())
-                    self._cond.wait(timeout=self._wake_at - now)
                     continue
-            for beat in due:
-                _renew_once(beat)
+                now = time.monotonic()
+                soonest = _INF
+                for beat in self._beats.values():
+                    if beat.busy:
+                        continue
+                    if beat.due <= now:
+                        beat.busy = True
+                        self._queue.append(beat)
+                    elif beat.due < soonest:
+                        soonest = beat.due
+                if self._queue:
+                    self._dispatch()
+                self._restarts = 0
+                self._wake_at = soonest
+                # Never an infinite timeout (every beat may be busy): a bounded wait always.
+                self._cond.wait(min(soonest - now, _IDLE))
+
+    def _dispatch(self) -> None:  # the lock is held
+        missing = len(self._queue) - self._idle
+        while missing > 0 and len(self._workers) < _MAX_WORKERS:
+            worker = threading.Thread(target=self._work_loop, name="mideng-renew", daemon=True)
+            self._workers.add(worker)
+            worker.start()
+            missing -= 1
+        self._work.notify(len(self._queue))
+
+    # -- the workers ----------------------------------------------------------------------------
+    def _work_loop(self) -> None:
+        try:
+            while (beat := self._next()) is not None:
+                try:
+                    _renew(beat)
+                finally:
+                    self._done(beat)
+        finally:
+            with self._cond:
+                self._workers.discard(threading.current_thread())
+
+    def _next(self) -> Beat | None:
+        with self._cond:
+            while not self._queue:
+                if self._stopping:
+                    return None
+                self._idle += 1
+                woken = self._work.wait(_IDLE)
+                self._idle -= 1
+                if not woken and not self._queue:
+                    return None
+            return self._queue.popleft()
+
+    def _done(self, beat: Beat) -> None:
+        with self._cond:
+            beat.busy = False
+            if beat.cancelled:
+                self._beats.pop(beat.ident, None)
+            elif beat.due < self._wake_at:
+                self._cond.notify()
+
+
+def _renew(beat: Beat) -> None:
+    with beat.lock:
+        if beat.cancelled:
+            return
+        sent = time.monotonic()
+        error: Exception | None = None
+        try:
+            beat.renew()
+        except Exception as exc:
+            error = exc
+        beat.settle(sent, time.monotonic(), error)
 
 
 _ALL: weakref.WeakSet[Heartbeats] = weakref.WeakSet()
@@ -135,33 +339,13 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(_shutdown_all)
 
 
-def _renew_once(beat: Beat) -> None:
-    with beat.lock:
-        if beat.cancelled or beat.lost:
-            return
-        _renew_locked(beat)
+class AsyncBeat(Lease):
+    __slots__ = ("task",)
 
-
-def _renew_locked(beat: Beat) -> None:
-    try:
-        beat.renew()
-    except IdempotencyError as exc:
-        # Lost lease or store trouble: stop renewing; the completion will be fenced anyway.
-        beat.lost = True
-        beat.due = float("inf")
-        log.warning("mideng heartbeat stopped: %s", exc)
-        return
-    beat.due = time.monotonic() + beat.period
-
-
-class AsyncBeat:
-    __slots__ = ("cancelled", "due", "period", "renew", "task")
-
-    def __init__(self, period: float, renew: Callable[[], Awaitable[object]], due: float) -> None:
-        self.cancelled = False
-        self.period = period
-        self.renew = renew
-        self.due = due
+    def __init__(
+        self, lease: float, renew: Callable[[], Awaitable[object]], what: object, now: float
+    ) -> None:
+        super().__init__(lease, renew, what, now)
         self.task: asyncio.Task[None] | None = None  # a renewal in flight
 
 
@@ -179,11 +363,13 @@ class _LoopBeats:
         self.beats: dict[int, AsyncBeat] = {}
         self.ids = itertools.count()
         self.timer: asyncio.TimerHandle | None = None
-        self.at = float("inf")
+        self.at = _INF
 
-    def start(self, period: float, renew: Callable[[], Awaitable[object]]) -> Callable[[], None]:
-        beat = AsyncBeat(period, renew, self.loop.time() + period)
-        ident = next(self.ids)
+    def start(
+        self, lease: float, renew: Callable[[], Awaitable[object]], what: object
+    ) -> Callable[[], None]:
+        beat = AsyncBeat(lease, renew, what, self.loop.time())
+        beat.ident = ident = next(self.ids)
         self.beats[ident] = beat
         self._arm(beat.due)
 
@@ -203,29 +389,39 @@ class _LoopBeats:
             self.timer = self.loop.call_at(due, self._tick)
 
     def _tick(self) -> None:
-        self.timer, self.at = None, float("inf")
+        self.timer, self.at = None, _INF
         now = self.loop.time()
         for beat in list(self.beats.values()):
             if beat.task is not None or beat.cancelled:
-                continue  # renewing (it re-arms when done), or stopped by a lost lease
-            if beat.due <= now:
-                beat.task = self.loop.create_task(self._renew(beat))
-            else:
+                continue  # renewing (it re-arms when done), or stopped
+            if beat.due > now:
                 self._arm(beat.due)
+                continue
+            try:
+                beat.task = self.loop.create_task(self._renew(beat))
+            except Exception as exc:
+                # Counted as a failed renewal, so the beat is tried again (sooner near its end).
+                beat.settle(now, now, exc)
+                self._arm(max(beat.due, now + beat.period * _RETRY_FLOOR))
 
     async def _renew(self, beat: AsyncBeat) -> None:
+        sent = self.loop.time()
+        error: Exception | None = None
         try:
-            await beat.renew()
-        except IdempotencyError as exc:
-            # Lost lease or store trouble: stop renewing; the completion is fenced anyway.
-            log.warning("mideng heartbeat stopped: %s", exc)
-            beat.cancelled = True
-            return
+            # A renewal still unanswered when the lease it protects ends is abandoned and
+            # tried again (a fresh connection may answer where a half-dead one never will).
+            limit = max(beat.deadline - sent, beat.period)
+            await asyncio.wait_for(beat.renew(), limit)
+        except Exception as exc:
+            error = exc
         finally:
             beat.task = None
-        if not beat.cancelled:
-            beat.due = self.loop.time() + beat.period
+        if beat.cancelled:
+            return
+        if beat.settle(sent, self.loop.time(), error):
             self._arm(beat.due)
+        else:
+            self.beats.pop(beat.ident, None)
 
 
 _LOOPS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBeats] = (
@@ -233,10 +429,12 @@ _LOOPS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBeats] = (
 )
 
 
-def start_async(period: float, renew: Callable[[], Awaitable[object]]) -> Callable[[], None]:
-    """Begin renewing on the running loop; returns the function that stops it."""
+def start_async(
+    lease: float, renew: Callable[[], Awaitable[object]], what: object = None
+) -> Callable[[], None]:
+    """Begin renewing every ``lease / 3`` on the running loop; returns the stop function."""
     loop = asyncio.get_running_loop()
     beats = _LOOPS.get(loop)
     if beats is None:
         beats = _LOOPS[loop] = _LoopBeats(loop)
-    return beats.start(period, renew)
+    return beats.start(lease, renew, what)

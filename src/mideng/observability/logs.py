@@ -52,3 +52,57 @@ def unsettled(call: Call, exc: BaseException, store_exc: IdempotencyError) -> No
         type(exc).__name__,
         store_exc,
     )
+
+
+# -- heartbeats: ``what`` names the claim (a Ticket from the Guard; anything printable) -------
+def _claim(what: object) -> str:
+    scope, key, fence = (getattr(what, name, None) for name in ("scope", "key", "fence"))
+    return f"{scope}:{key} fence={fence}" if scope is not None else repr(what)
+
+
+def heartbeat_failed(
+    what: object, exc: Exception, failures: int, remaining: float, delay: float
+) -> None:
+    # The first failure of a streak is news; the retries after it only while debugging.
+    level = logging.WARNING if failures == 1 else logging.DEBUG
+    if log.isEnabledFor(level):
+        log.log(
+            level,
+            "mideng heartbeat of %s failed (%d in a row, %.3f s of lease left), retrying in "
+            "%.3f s: %s: %s",
+            _claim(what),
+            failures,
+            remaining,
+            delay,
+            type(exc).__name__,
+            exc,
+        )
+
+
+def heartbeat_lapsed(what: object, exc: Exception, failures: int) -> None:
+    log.error(
+        "mideng heartbeat of %s could not renew before its lease ran out (%d failures, last "
+        "%s: %s): another caller may take over; this holder's completion is fenced and "
+        "renewal goes on",
+        _claim(what),
+        failures,
+        type(exc).__name__,
+        exc,
+    )
+
+
+def heartbeat_recovered(what: object, failures: int, lapsed: bool) -> None:
+    log.warning(
+        "mideng heartbeat of %s renewed again after %d failures%s",
+        _claim(what),
+        failures,
+        " (its lease had run out meanwhile)" if lapsed else "",
+    )
+
+
+def heartbeat_lost(what: object, exc: Exception) -> None:
+    log.warning("mideng heartbeat of %s stopped, its lease is lost: %s", _claim(what), exc)
+
+
+def heartbeat_thread_died(exc: BaseException) -> None:
+    log.error("mideng heartbeat timer died and is restarted", exc_info=exc)
