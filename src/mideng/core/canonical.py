@@ -65,13 +65,23 @@ def _key(k: Any) -> str:
 
 
 def canonical_bytes(value: Any) -> bytes:
-    return json.dumps(
-        to_jsonable(value),
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-    ).encode("utf-8")
+    """The canonical spelling; TypeError for anything without one (callers catch only that).
+
+    A value that contains itself, or nests deeper than the interpreter recurses, has none, and
+    neither has text with a lone surrogate (badly decoded input): UTF-8 can't carry it.
+    """
+    try:
+        return json.dumps(
+            to_jsonable(value),
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+        ).encode("utf-8")
+    except RecursionError:
+        raise TypeError("the value contains itself or nests too deeply") from None
+    except UnicodeEncodeError as exc:
+        raise TypeError(f"the value holds text UTF-8 can't encode ({exc.reason})") from None
 
 
 def fingerprint(value: Any) -> str:
