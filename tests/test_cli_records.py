@@ -64,3 +64,29 @@ def test_bad_store_url_is_a_clear_error() -> None:
     result = CliRunner().invoke(main, ["purge", "--store", "nosuch://x"])
     assert result.exit_code == 1
     assert "no store for scheme 'nosuch'" in result.output
+
+
+def test_bad_scopes_and_keys_are_usage_errors_not_tracebacks(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    guard = Guard(open_store(url))
+    guard.run("pay", "t1", ran)
+    guard.close()
+    cli = CliRunner()
+    # A shell passes undecodable argv bytes on as lone surrogates (surrogateescape).
+    for args in (
+        ["inspect", "--store", url, "token:form", "t1"],
+        ["inspect", "--store", url, "pay", "t1\udcff"],
+        ["resolve", "--store", url, "hit:form", "t1", "--failed"],
+        ["resolve", "--store", url, "pay\udcff", "t1", "--failed"],
+        ["release", "--store", url, "--yes", "token:form", "t1"],
+        ["release", "--store", url, "--yes", "pay", "t1\udcff"],
+        ["unresolved", "--store", url, "--scope", "pay\udcff"],
+    ):
+        done = cli.invoke(main, args)
+        assert done.exit_code == 1, (args, done.output)
+        assert done.exception is None or isinstance(done.exception, SystemExit), args
+        assert "reserved for" in done.output or "lone surrogate" in done.output, done.output
+    shown = cli.invoke(main, ["inspect", "--store", url, "pay", "t1"])
+    assert shown.exit_code == 0, shown.output
+    listed = cli.invoke(main, ["unresolved", "--store", url, "--scope", "pay"])
+    assert listed.exit_code == 0, listed.output

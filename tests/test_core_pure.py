@@ -136,7 +136,7 @@ def test_containers_of_plain_json_types_are_checked_not_rebuilt() -> None:
         (b'{"a":"x"}', dict[str, int]),
         (b'["x",1]', list[str]),
         (b'"x"', dict[str, str]),
-        (b'[1]', frozenset[str]),
+        (b"[1]", frozenset[str]),
     ]:
         with pytest.raises(CodecError, match="does not fit"):
             codec.decode(data, hint)
@@ -207,6 +207,71 @@ def test_a_nul_in_a_scope_is_refused() -> None:
     assert check_scope("pay:v2") == "pay:v2"
     with pytest.raises(InvalidKeyError, match="NUL"):
         check_scope("pay\x00")
+
+
+# "\ud83d\ude00" is a UTF-16 pair left as two code points, not the emoji they would make.
+@pytest.mark.parametrize(
+    "bad", ["order-\ud800", "\udcff", "a\udfffb", "订单\ud83d", "\ud83d\ude00"]
+)
+def test_a_lone_surrogate_is_refused_in_keys_scopes_and_entry_scopes(bad: str) -> None:
+    from mideng.core.keys import check_entry_scope, check_scope, check_text
+
+    for check in (check_key, check_scope, check_entry_scope):
+        with pytest.raises(InvalidKeyError, match="lone surrogate"):
+            check(bad)
+    with pytest.raises(InvalidKeyError, match="lone surrogate"):
+        check_text(bad, "debounce key")
+
+
+@pytest.mark.parametrize("good", ["订单-123", "\U0001f4b3\U0001f600", "café", "x"])
+def test_non_ascii_text_is_a_valid_key_and_scope(good: str) -> None:
+    from mideng.core.keys import check_entry_scope, check_scope
+
+    assert check_key(good) == good
+    assert check_scope(good) == good
+    assert check_entry_scope(good) == good
+
+
+@pytest.mark.parametrize(
+    ("scope", "reserved_for"),
+    [("token:formX", "TokenService"), ("token:", "TokenService"), ("hit:debounce", "Debouncer")],
+)
+def test_a_guarded_scope_may_not_start_with_a_reserved_prefix(
+    scope: str, reserved_for: str
+) -> None:
+    from mideng.core.keys import check_entry_scope, check_scope
+
+    with pytest.raises(InvalidKeyError, match=rf"starts with '\w+:'.*reserved.*{reserved_for}"):
+        check_scope(scope)
+    # The entry-layer primitives take any name: the store adds the prefix to it.
+    assert check_entry_scope(scope) == scope
+
+
+@pytest.mark.parametrize(
+    "scope", ["token", "tokens:x", "hits:x", "my-token:x", "Token:x", "http:u1"]
+)
+def test_names_near_the_reserved_prefixes_are_guarded_scopes(scope: str) -> None:
+    from mideng.core.keys import check_scope
+
+    assert check_scope(scope) == scope
+
+
+def test_scopes_that_passed_are_remembered_within_a_bound() -> None:
+    from mideng.core import keys
+
+    for bad in ["token:x", "pay\udcff", "pay\x00"]:
+        for _ in range(2):  # a refusal is never remembered as a pass
+            with pytest.raises(InvalidKeyError):
+                keys.check_scope(bad)
+
+    class Sly(str):
+        pass
+
+    keys.check_scope(Sly("sly-scope"))
+    assert "sly-scope" not in keys._PASSED
+    for i in range(keys._MAX_PASSED + 10):
+        assert keys.check_scope(f"http:user-{i}") == f"http:user-{i}"
+    assert 0 < len(keys._PASSED) <= keys._MAX_PASSED
 
 
 def test_policy_validation() -> None:

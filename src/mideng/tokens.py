@@ -17,7 +17,7 @@ import secrets
 from collections.abc import AsyncIterator, Iterator
 from typing import TypeGuard
 
-from mideng.core.keys import check_key, check_scope
+from mideng.core.keys import check_entry_scope, check_key
 from mideng.errors import ConfigurationError, TokenRejectedError
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
@@ -38,15 +38,21 @@ class TokenService:
     time is gone with the consumed binding); defaults to ``ttl``.
     """
 
-    def __init__(self, store: Store | str, ttl: float = 1800.0, scope: str = "default", *,
-                 restore_ttl: float | None = None) -> None:
+    def __init__(
+        self,
+        store: Store | str,
+        ttl: float = 1800.0,
+        scope: str = "default",
+        *,
+        restore_ttl: float | None = None,
+    ) -> None:
         for name, value in (("ttl", ttl), ("restore_ttl", restore_ttl)):
             if value is not None and (isinstance(value, bool) or not value > 0):
                 raise ConfigurationError(f"{name} must be a positive number of seconds: {value!r}")
         self.store = open_store(store) if isinstance(store, str) else store
         self.ttl = float(ttl)
         self.restore_ttl = float(restore_ttl) if restore_ttl is not None else self.ttl
-        self.scope = check_scope(scope)
+        self.scope = check_entry_scope(scope)
 
     @staticmethod
     def new_token() -> str:
@@ -76,8 +82,9 @@ class TokenService:
         """Consume or raise TokenRejectedError; restore when the block raises an Exception
         (not on cancellation: whether the work happened is then unknown)."""
         if not self.consume(biz_key, token):
-            raise TokenRejectedError(f"token for {biz_key!r} was already used, has expired or "
-                                     "was never issued")
+            raise TokenRejectedError(
+                f"token for {biz_key!r} was already used, has expired or was never issued"
+            )
         assert token is not None  # consume() accepted it
         try:
             yield token
@@ -104,8 +111,9 @@ class TokenService:
     @contextlib.asynccontextmanager
     async def aspend(self, biz_key: str, token: str | None) -> AsyncIterator[str]:
         if not await self.aconsume(biz_key, token):
-            raise TokenRejectedError(f"token for {biz_key!r} was already used, has expired or "
-                                     "was never issued")
+            raise TokenRejectedError(
+                f"token for {biz_key!r} was already used, has expired or was never issued"
+            )
         assert token is not None  # consume() accepted it
         try:
             yield token

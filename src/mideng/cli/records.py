@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mideng.config import DEFAULT_STORE
+from mideng.core.keys import check_scope
 from mideng.core.record import Record
 from mideng.errors import IdempotencyError
 from mideng.guard import Guard
@@ -94,7 +95,11 @@ def unresolved(store_url: str, scope: str | None, limit: int) -> None:
     """List UNKNOWN records and processing ones whose lease ran out."""
     guard = _guard(store_url)
     try:
-        records = guard.unresolved(scope, limit)
+        # Guard.unresolved hands the scope to the store as it is: check it here, so a bad one
+        # is a usage error rather than a driver's traceback.
+        records = guard.unresolved(None if scope is None else check_scope(scope), limit)
+    except IdempotencyError as exc:
+        raise click.ClickException(str(exc)) from exc
     finally:
         guard.close()
     table = Table(title=f"{len(records)} unresolved record(s)")
@@ -146,6 +151,8 @@ def release(store_url: str, scope: str, key: str) -> None:
     guard = _guard(store_url)
     try:
         existed = guard.forget(scope, key)
+    except IdempotencyError as exc:
+        raise click.ClickException(str(exc)) from exc
     finally:
         guard.close()
     click.echo(f"{scope}:{key} {'evicted' if existed else 'was not there'}")

@@ -13,7 +13,7 @@ import inspect
 import string
 from _string import formatter_field_name_split  # type: ignore[import-not-found]
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from mideng.core.canonical import fingerprint
 from mideng.errors import InvalidKeyError, KeyMissingError
@@ -26,14 +26,86 @@ KeySpec = str | Callable[..., Any] | None
 _FORMATTER = string.Formatter()
 
 
-def check_scope(scope: object) -> str:
-    if not isinstance(scope, str) or not scope or len(scope) > MAX_SCOPE_LENGTH:
+# The stores keep the entry-layer primitives' rows beside the guarded records: on memory,
+# SQLite and SQL a token or a debounce window is a record at (prefix + scope, key). A guarded
+# scope spelled with one of these prefixes would share those rows (an issued token would
+# overwrite a stored result), so guarded scopes may not start with them.
+TOKEN_PREFIX = "token:"
+HIT_PREFIX = "hit:"
+RESERVED_PREFIXES = {
+    TOKEN_PREFIX: "anti-resubmit tokens (TokenService)",
+    HIT_PREFIX: "debounce windows (Debouncer)",
+}
+_RESERVED = tuple(RESERVED_PREFIXES)
+
+
+def _refuse_bad_text(value: str, what: str) -> None:
+    """Raise for a NUL or a lone surrogate; return for any other (non-ASCII) text."""
+    # PostgreSQL's text can't hold NUL, and no business identity needs one: refuse it here,
+    # the same for every store, instead of as a store failure on one of them.
+    if "\x00" in value:
+        raise InvalidKeyError(f"{what} contains a NUL character: {value!r}")
+    # A lone surrogate (bytes decoded with surrogateescape, a badly decoded header) has no
+    # UTF-8 form: every store but memory would fail to send it, and memory would run the body.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
         raise InvalidKeyError(
-            f"scope must be a non-empty string of at most {MAX_SCOPE_LENGTH} characters, "
-            f"got {scope!r}"
+            f"{what} contains a lone surrogate {value[exc.start]!r} at index {exc.start}, which "
+            f"is not text any store can hold; decode the bytes it came from strictly: {value!r}"
+        ) from exc
+
+
+def check_text(value: str, what: str) -> str:
+    """``value`` if every store can hold it (no NUL, no lone surrogate); InvalidKeyError if not."""
+    if "\x00" in value or not value.isascii():
+        _refuse_bad_text(value, what)
+    return value
+
+
+def _refuse_bad_scope(scope: object) -> NoReturn:
+    raise InvalidKeyError(
+        f"scope must be a non-empty string of at most {MAX_SCOPE_LENGTH} characters, got {scope!r}"
+    )
+
+
+# Every guarded call checks its scope, and a service names a handful of scopes over and over:
+# one that passed is let through again by a set lookup, cheaper than the checks it skips.
+# Bounded (and emptied when full), since HTTP makes a scope per principal.
+_PASSED: set[str] = set()
+_MAX_PASSED = 4096
+
+
+def check_scope(scope: object) -> str:
+    """A guarded scope (Guard, @idempotent, transactional mode, the operator tools)."""
+    if type(scope) is str and scope in _PASSED:  # exact str: a subclass could redefine ==
+        return scope
+    if not isinstance(scope, str) or not scope or len(scope) > MAX_SCOPE_LENGTH:
+        _refuse_bad_scope(scope)
+    # isascii() is one C scan: only text that fails it can hold a lone surrogate.
+    if "\x00" in scope or not scope.isascii():
+        _refuse_bad_text(scope, "scope")
+    if scope.startswith(_RESERVED):
+        prefix = next(p for p in _RESERVED if scope.startswith(p))
+        raise InvalidKeyError(
+            f"scope {scope!r} starts with {prefix!r}, which is reserved for "
+            f"{RESERVED_PREFIXES[prefix]}: the stores keep those rows under that prefix, so "
+            "this scope would share them. Name the guarded scope another way"
         )
-    if "\x00" in scope:
-        raise InvalidKeyError(f"scope contains a NUL character: {scope!r}")
+    if type(scope) is str:
+        if len(_PASSED) >= _MAX_PASSED:
+            _PASSED.clear()
+        _PASSED.add(scope)
+    return scope
+
+
+def check_entry_scope(scope: object) -> str:
+    """A TokenService or Debouncer scope: any name, since the store itself puts the reserved
+    prefix in front of it (so it is checked here without the prefix, never with it)."""
+    if not isinstance(scope, str) or not scope or len(scope) > MAX_SCOPE_LENGTH:
+        _refuse_bad_scope(scope)
+    if "\x00" in scope or not scope.isascii():
+        _refuse_bad_text(scope, "scope")
     return scope
 
 
@@ -47,10 +119,8 @@ def check_key(key: object) -> str:
             f"key is {len(key)} characters; the limit is {MAX_KEY_LENGTH}. Use the business "
             "identity, not the payload (or hash it yourself on purpose)"
         )
-    # PostgreSQL's text can't hold NUL, and no business identity needs one: refuse it here,
-    # the same for every store, instead of as a store failure on one of them.
-    if "\x00" in key:
-        raise InvalidKeyError(f"key contains a NUL character: {key!r}")
+    if "\x00" in key or not key.isascii():
+        _refuse_bad_text(key, "key")
     return key
 
 

@@ -15,14 +15,15 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from mideng.core import decide as rules
+from mideng.core import keys
 from mideng.core.record import Claim, ClaimRequest, Record, Status, Ticket
 from mideng.errors import IdempotencyError, LeaseLostError
 
 T = TypeVar("T")
 
-# Namespaces for the entry-layer primitives, kept apart from guarded scopes.
-TOKEN_PREFIX = "token:"
-HIT_PREFIX = "hit:"
+# The entry-layer primitives' namespaces, defined with the key rules that keep guarded scopes out.
+TOKEN_PREFIX = keys.TOKEN_PREFIX
+HIT_PREFIX = keys.HIT_PREFIX
 
 # What a transaction function returns: its answer and the record to store
 # (KEEP leaves the row alone, None deletes it).
@@ -269,8 +270,9 @@ class LocalStore(Store):
     def purge(self, limit: int | None = None) -> int:
         return self._delete_expired(self._now(), limit)
 
-    # Tokens and debounce windows are records too (status SUCCEEDED, never claimable by a
-    # guarded call because they live in their own scope namespace).
+    # Tokens and debounce windows are records too (status SUCCEEDED), at TOKEN_PREFIX or
+    # HIT_PREFIX + scope: never claimable by a guarded call, since check_scope refuses a guarded
+    # scope that starts with either.
     def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
         def step(current: Record | None, now: float) -> tuple[None, Record | None]:
             return None, Record(
