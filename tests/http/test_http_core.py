@@ -36,7 +36,8 @@ def options(**kwargs: Any) -> HttpOptions:
 
 @pytest.mark.parametrize("bad", [{"in_progress": "maybe"}, {"max_body": -1},
                                  {"max_response": 1.5}, {"wait_timeout": 0},
-                                 {"scope_prefix": ""}])
+                                 {"scope_prefix": ""}, {"scope_prefix": "token"},
+                                 {"scope_prefix": "hit"}])
 def test_bad_options_fail_at_start_up(bad: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError):
         options(**bad)

@@ -82,8 +82,18 @@ def test_long_principals_are_hashed_into_a_short_key() -> None:
     assert len(key) < 100
 
 
-@pytest.mark.parametrize("options", [{"window": 0}, {"window": -1}, {"limit": 0},
-                                     {"limit": 1.5}, {"window": True}])
+def test_a_separator_in_the_principal_never_shares_a_window(store: Store) -> None:
+    pairs = [("a|b", "c"), ("a", "b|c"), ("a\\", "|c"), ("a\\|", "c"), ("a", "\\|c")]
+    keys = {Debouncer.key(who, op) for who, op in pairs}
+    assert len(keys) == len(pairs)
+    debouncer = Debouncer(store, window=30, limit=1)
+    assert all(debouncer.hit(who, op) is None for who, op in pairs)  # one window each
+    assert debouncer.hit("a|b", "c") is not None
+
+
+@pytest.mark.parametrize(
+    "options", [{"window": 0}, {"window": -1}, {"limit": 0}, {"limit": 1.5}, {"window": True}]
+)
 def test_bad_settings_are_refused(options: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError):
         Debouncer(MemoryStore(), **options)
@@ -105,8 +115,7 @@ async def test_fastapi_dependency() -> None:
     async def create(shop: str) -> dict[str, Any]:
         return {"shop": shop}
 
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://t") as c:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
         assert (await c.post("/orders/a", headers={"x-user": "ann"})).status_code == 200
         # The window is per route template: another shop is the same operation.
         check_refusal(await c.post("/orders/b", headers={"x-user": "ann"}), 2)

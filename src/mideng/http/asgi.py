@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, MutableMapping, Sequence
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from mideng.context import request_id_scope
 from mideng.guard import Guard
@@ -29,6 +30,7 @@ from mideng.http.core import (
     storable_status,
 )
 from mideng.http.exchange import Captured, arun
+from mideng.http.identity import text_bytes
 from mideng.http.problem import PROBLEM_BASE
 from mideng.http.request_id import accept_request_id
 
@@ -43,17 +45,38 @@ SCOPE_REQUEST_ID = "mideng.request_id"
 _REQUEST_ID_BYTES = REQUEST_ID_HEADER.encode("latin-1")
 
 
+def path_bytes(scope: Scope) -> bytes:
+    """The path's exact bytes. ``path`` is decoded text (an undecodable byte already replaced
+    by most servers); ``raw_path`` is the path as it arrived, still percent-encoded: its escapes
+    decoded, it is the bytes ``path`` was read from."""
+    raw = scope.get("raw_path")
+    if isinstance(raw, bytes):
+        return unquote_to_bytes(raw)
+    return text_bytes(scope.get("path", ""))
+
+
 def incoming(scope: Scope) -> Incoming:
-    headers = Headers((k.decode("latin-1"), v.decode("latin-1"))
-                      for k, v in scope.get("headers", ()))
-    return Incoming(scope["method"], scope.get("path", ""),
-                    scope.get("query_string", b"").decode("latin-1"), headers, scope)
+    headers = Headers(
+        (k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", ())
+    )
+    return Incoming(
+        scope["method"],
+        scope.get("path", ""),
+        scope.get("query_string", b"").decode("latin-1"),
+        headers,
+        scope,
+        path_bytes(scope),
+    )
 
 
 async def send_response(send: Send, response: StoredResponse) -> None:
-    await send({"type": "http.response.start", "status": response.status,
-                "headers": [(n.encode("latin-1"), v.encode("latin-1"))
-                            for n, v in response.headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": response.status,
+            "headers": [(n.encode("latin-1"), v.encode("latin-1")) for n, v in response.headers],
+        }
+    )
     await send({"type": "http.response.body", "body": response.body, "more_body": False})
 
 
@@ -62,8 +85,14 @@ def bind_request_id(scope: Scope) -> str | None:
     """The id this layer binds, or None when an outer layer already did."""
     if SCOPE_REQUEST_ID in scope:
         return None
-    header = next((v.decode("latin-1") for k, v in scope.get("headers", ())
-                   if k.lower() == _REQUEST_ID_BYTES), None)
+    header = next(
+        (
+            v.decode("latin-1")
+            for k, v in scope.get("headers", ())
+            if k.lower() == _REQUEST_ID_BYTES
+        ),
+        None,
+    )
     request_id = accept_request_id(header)
     scope[SCOPE_REQUEST_ID] = request_id
     return request_id
@@ -148,8 +177,17 @@ class Capture:
     as it comes; the call then returns None so the key is released rather than half-stored.
     """
 
-    __slots__ = ("app", "chunks", "complete", "late_error", "limit", "passing", "size", "start",
-                 "upstream")
+    __slots__ = (
+        "app",
+        "chunks",
+        "complete",
+        "late_error",
+        "limit",
+        "passing",
+        "size",
+        "start",
+        "upstream",
+    )
 
     def __init__(self, app: Callable[[Send], Awaitable[None]], upstream: Send, limit: int):
         self.app = app
@@ -175,8 +213,10 @@ class Capture:
             return None
         if self.start is None or not self.complete:
             raise RuntimeError("the application returned without a complete response")
-        headers = tuple((k.decode("latin-1").lower(), v.decode("latin-1"))
-                        for k, v in self.start.get("headers", ()))
+        headers = tuple(
+            (k.decode("latin-1").lower(), v.decode("latin-1"))
+            for k, v in self.start.get("headers", ())
+        )
         return StoredResponse(int(self.start["status"]), headers, b"".join(self.chunks))
 
     async def send(self, message: Message) -> None:
@@ -201,27 +241,32 @@ class Capture:
         self.passing = True
         await self.upstream(self.start)
         if more is not None:
-            await self.upstream({"type": "http.response.body", "body": b"".join(self.chunks),
-                                 "more_body": more})
+            await self.upstream(
+                {"type": "http.response.body", "body": b"".join(self.chunks), "more_body": more}
+            )
         self.chunks = []
 
 
 def _is_event_stream(start: Message) -> bool:
-    return any(k.lower() == b"content-type" and v.lower().startswith(b"text/event-stream")
-               for k, v in start.get("headers", ()))
+    return any(
+        k.lower() == b"content-type" and v.lower().startswith(b"text/event-stream")
+        for k, v in start.get("headers", ())
+    )
 
 
 def capturable(scope: Scope) -> None:
     """Hide response extensions (pathsend, trailers, ...) a capture could not store."""
     extensions = scope.get("extensions")
     if extensions:
-        scope["extensions"] = {k: v for k, v in extensions.items()
-                               if not k.startswith("http.response.")}
+        scope["extensions"] = {
+            k: v for k, v in extensions.items() if not k.startswith("http.response.")
+        }
 
 
 # -- the idempotency middleware --------------------------------------------------------------
-async def guard_asgi(opts: HttpOptions, app: ASGIApp, scope: Scope, receive: Receive,
-                     send: Send) -> None:
+async def guard_asgi(
+    opts: HttpOptions, app: ASGIApp, scope: Scope, receive: Receive, send: Send
+) -> None:
     """Run one HTTP request through the idempotency rules; shared with the FastAPI route."""
     request = incoming(scope)
     plan = opts.plan(request)
@@ -263,20 +308,44 @@ class IdempotencyMiddleware:
 
     # The options are spelled out (not **options) so Starlette's typed add_middleware() can
     # check them; they are HttpOptions' fields, defaults included.
-    def __init__(self, app: ASGIApp, guard: Guard, *, required: bool = False,
-                 principal: Principal | None = None, methods: Collection[str] = DEFAULT_METHODS,
-                 routes: Sequence[Route] = (), fingerprint_headers: Sequence[str] = (),
-                 in_progress: str = "raise", wait_timeout: float | None = None,
-                 store_status: Callable[[int], bool] = storable_status, max_body: int = MiB,
-                 max_response: int = MiB, lenient: bool = True, scope_prefix: str = "http",
-                 problem_base: str = PROBLEM_BASE, request_id: bool = True) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        guard: Guard,
+        *,
+        required: bool = False,
+        principal: Principal | None = None,
+        methods: Collection[str] = DEFAULT_METHODS,
+        routes: Sequence[Route] = (),
+        fingerprint_headers: Sequence[str] = (),
+        in_progress: str = "raise",
+        wait_timeout: float | None = None,
+        store_status: Callable[[int], bool] = storable_status,
+        max_body: int = MiB,
+        max_response: int = MiB,
+        lenient: bool = True,
+        scope_prefix: str = "http",
+        problem_base: str = PROBLEM_BASE,
+        request_id: bool = True,
+    ) -> None:
         self.app = app
         self.options = HttpOptions(
-            guard=guard, required=required, principal=principal, methods=methods,
-            routes=routes, fingerprint_headers=fingerprint_headers, in_progress=in_progress,
-            wait_timeout=wait_timeout, store_status=store_status, max_body=max_body,
-            max_response=max_response, lenient=lenient, scope_prefix=scope_prefix,
-            problem_base=problem_base, request_id=request_id)
+            guard=guard,
+            required=required,
+            principal=principal,
+            methods=methods,
+            routes=routes,
+            fingerprint_headers=fingerprint_headers,
+            in_progress=in_progress,
+            wait_timeout=wait_timeout,
+            store_status=store_status,
+            max_body=max_body,
+            max_response=max_response,
+            lenient=lenient,
+            scope_prefix=scope_prefix,
+            problem_base=problem_base,
+            request_id=request_id,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -21,7 +21,7 @@ from typing import Any
 
 from mideng.context import get_request_id
 from mideng.core.canonical import canonical_bytes
-from mideng.core.keys import MAX_KEY_LENGTH, MAX_SCOPE_LENGTH
+from mideng.core.keys import MAX_KEY_LENGTH, MAX_SCOPE_LENGTH, RESERVED_PREFIXES
 from mideng.core.policy import Policy
 from mideng.errors import (
     ConfigurationError,
@@ -34,6 +34,7 @@ from mideng.errors import (
 )
 from mideng.guard import Guard
 from mideng.http import problem as p
+from mideng.http.identity import Form, exact, path_form, principal_scope
 from mideng.http.sfv import SFVError, Token, parse_item
 
 KEY_HEADER = "idempotency-key"
@@ -43,12 +44,30 @@ REQUEST_ID_HEADER = "x-request-id"
 DEFAULT_METHODS = ("POST", "PATCH")
 MiB = 1 << 20
 
-HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
-                        "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"})
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
 # Written fresh for every response (or, for cookies, tied to a session that may have moved on),
 # so a replay never repeats them; content-length is recomputed from the stored body.
-NOT_REPLAYED = HOP_BY_HOP | {"date", "server", "set-cookie", "content-length", REQUEST_ID_HEADER,
-                             REPLAYED_HEADER, RETENTION_HEADER}
+NOT_REPLAYED = HOP_BY_HOP | {
+    "date",
+    "server",
+    "set-cookie",
+    "content-length",
+    REQUEST_ID_HEADER,
+    REPLAYED_HEADER,
+    RETENTION_HEADER,
+}
 _PLAIN_STRING = re.compile(r'[ \t]*"([ !#-\[\]-~]*)"[ \t]*')
 # A bare key, accepted leniently: token characters plus what UUIDs, base64 and URL-ish keys
 # use; never a quote, comma, semicolon or space (those would start another item or field).
@@ -74,13 +93,18 @@ class Headers:
 
 @dataclass(frozen=True, slots=True)
 class Incoming:
-    """A request as the core sees it; ``raw`` is the framework's own object for callables."""
+    """A request as the core sees it; ``raw`` is the framework's own object for callables.
+
+    ``path`` is text for routes and principals (undecodable bytes replaced); ``path_bytes``,
+    where the integration has them, the path's exact bytes, which the fingerprint keeps.
+    """
 
     method: str
     path: str
     query: str
     headers: Headers
     raw: Any = None
+    path_bytes: bytes | None = None
 
 
 Principal = Callable[[Incoming], "str | None"]
@@ -126,8 +150,9 @@ class Route:
         return path == self.path
 
 
-def problem_response(kind: p.Kind, detail: str, retry_after: float | None = None,
-                     base: str = p.PROBLEM_BASE) -> StoredResponse:
+def problem_response(
+    kind: p.Kind, detail: str, retry_after: float | None = None, base: str = p.PROBLEM_BASE
+) -> StoredResponse:
     prob = p.Problem(kind, detail, retry_after, get_request_id())
     body = prob.body(base)
     return StoredResponse(prob.status, prob.headers(body), body)
@@ -169,9 +194,14 @@ def _reject_constant(name: str) -> Any:
 
 
 def _text(value: str) -> str:
-    # A lone surrogate (an undecodable path from some servers) can't be encoded as UTF-8 for
-    # the fingerprint; spell it out instead of failing the request.
+    # A lone surrogate (an undecodable path from some servers) can't be encoded as UTF-8;
+    # spell it out instead of failing the request. Not one-to-one (a lone U+DCFF comes out as
+    # the six characters of its escape), so scopes and fingerprints use http.identity instead.
     return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _header(value: str | None) -> Form | None:
+    return None if value is None else exact(value)
 
 
 def body_digest(content_type: str | None, body: bytes) -> str:
@@ -218,14 +248,25 @@ class HttpOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigurationError(f"{name} must be a whole number of bytes: {value!r}")
-        if not isinstance(self.scope_prefix, str) or not self.scope_prefix \
-                or ":" in self.scope_prefix or len(self.scope_prefix) > MAX_SCOPE_LENGTH // 2:
-            raise ConfigurationError(f"scope_prefix must be a short name without ':': "
-                                     f"{self.scope_prefix!r}")
+        if (
+            not isinstance(self.scope_prefix, str)
+            or not self.scope_prefix
+            or ":" in self.scope_prefix
+            or len(self.scope_prefix) > MAX_SCOPE_LENGTH // 2
+        ):
+            raise ConfigurationError(
+                f"scope_prefix must be a short name without ':': {self.scope_prefix!r}"
+            )
+        if f"{self.scope_prefix}:" in RESERVED_PREFIXES:  # else every request would be a 400
+            raise ConfigurationError(
+                f"scope_prefix {self.scope_prefix!r} is reserved for "
+                f"{RESERVED_PREFIXES[self.scope_prefix + ':']}"
+            )
         object.__setattr__(self, "_methods", frozenset(m.upper() for m in self.methods))
         object.__setattr__(self, "_policy", [])
-        object.__setattr__(self, "fingerprint_headers",
-                           tuple(h.lower() for h in self.fingerprint_headers))
+        object.__setattr__(
+            self, "fingerprint_headers", tuple(h.lower() for h in self.fingerprint_headers)
+        )
         self.policy()  # a bad wait_timeout fails here, not on the first request
 
     @classmethod
@@ -245,8 +286,9 @@ class HttpOptions:
         extra: dict[str, Any] = {}
         if self.wait_timeout is not None:
             extra["wait_timeout"] = self.wait_timeout
-        policy = base.merged(on_error="release", codec="json", in_progress=self.in_progress,
-                             **extra)
+        policy = base.merged(
+            on_error="release", codec="json", in_progress=self.in_progress, **extra
+        )
         self._policy[:] = [base, policy]
         return policy
 
@@ -256,8 +298,11 @@ class HttpOptions:
         route = next((r for r in self.routes if r.matches(request.path)), None)
         if route is not None and not route.guarded:
             return None
-        methods = self._methods if route is None or route.methods is None else {
-            m.upper() for m in route.methods}
+        methods = (
+            self._methods
+            if route is None or route.methods is None
+            else {m.upper() for m in route.methods}
+        )
         if request.method.upper() not in methods:
             return None
         required = self.required if route is None or route.required is None else route.required
@@ -265,24 +310,25 @@ class HttpOptions:
         if value is None:
             if not required:
                 return None
-            return self.problem(p.KEY_MISSING, f"{request.method} {request.path} needs an "
-                                "Idempotency-Key header, e.g. Idempotency-Key: \"<uuid>\"")
+            return self.problem(
+                p.KEY_MISSING,
+                f"{request.method} {request.path} needs an "
+                'Idempotency-Key header, e.g. Idempotency-Key: "<uuid>"',
+            )
         key = parse_key(value, lenient=self.lenient)
         if key is None:
-            return self.problem(p.KEY_MALFORMED, "Idempotency-Key must be one quoted string "
-                                f"(RFC 8941 sf-string) of 1 to {MAX_KEY_LENGTH} characters")
+            return self.problem(
+                p.KEY_MALFORMED,
+                "Idempotency-Key must be one quoted string "
+                f"(RFC 8941 sf-string) of 1 to {MAX_KEY_LENGTH} characters",
+            )
         if self.declared_too_large(request.headers):
             return self.too_large()
         return Target(self.scope_for(request), key)
 
     def scope_for(self, request: Incoming) -> str:
         who = self.principal(request) if self.principal is not None else None
-        name = _text(str(who)) if who else "-"
-        scope = f"{self.scope_prefix}:{name}"
-        if len(scope) > MAX_SCOPE_LENGTH:
-            digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:40]
-            scope = f"{self.scope_prefix}:#{digest}"
-        return scope
+        return principal_scope(self.scope_prefix, who)
 
     def declared_too_large(self, headers: Headers) -> bool:
         declared = headers.get("content-length")
@@ -294,33 +340,51 @@ class HttpOptions:
             return False  # the server rejects a garbled length; the read limit still holds
 
     def too_large(self) -> StoredResponse:
-        return self.problem(p.BODY_TOO_LARGE, f"the request body is larger than {self.max_body}"
-                            " bytes; nothing was stored")
+        return self.problem(
+            p.BODY_TOO_LARGE,
+            f"the request body is larger than {self.max_body} bytes; nothing was stored",
+        )
 
     def payload(self, request: Incoming, body: bytes) -> dict[str, Any]:
-        return {"method": _text(request.method.upper()), "path": _text(request.path),
-                "query": _text(request.query),
-                "body": body_digest(request.headers.get("content-type"), body),
-                "headers": {h: request.headers.get(h) for h in self.fingerprint_headers}}
+        return {
+            "method": exact(request.method.upper()),
+            "path": path_form(request.path, request.path_bytes),
+            "query": exact(request.query),
+            "body": body_digest(request.headers.get("content-type"), body),
+            "headers": {h: _header(request.headers.get(h)) for h in self.fingerprint_headers},
+        }
 
     # -- answering -------------------------------------------------------------------------
-    def problem(self, kind: p.Kind, detail: str, retry_after: float | None = None
-                ) -> StoredResponse:
+    def problem(
+        self, kind: p.Kind, detail: str, retry_after: float | None = None
+    ) -> StoredResponse:
         return problem_response(kind, detail, retry_after, self.problem_base)
 
     def problem_for(self, exc: IdempotencyError) -> StoredResponse:
         if isinstance(exc, InProgressError):
-            return self.problem(p.KEY_IN_USE, "the first request with this key has not finished;"
-                                " retry after the delay", exc.retry_after)
+            return self.problem(
+                p.KEY_IN_USE,
+                "the first request with this key has not finished; retry after the delay",
+                exc.retry_after,
+            )
         if isinstance(exc, PayloadMismatchError):
-            return self.problem(p.KEY_REUSED, "this key was used for a different method, path "
-                                "or body; send a new key for a new operation")
+            return self.problem(
+                p.KEY_REUSED,
+                "this key was used for a different method, path "
+                "or body; send a new key for a new operation",
+            )
         if isinstance(exc, UnresolvedError):
-            return self.problem(p.KEY_UNRESOLVED, "an earlier attempt stopped part-way; an "
-                                "operator must resolve it before this key can be used")
+            return self.problem(
+                p.KEY_UNRESOLVED,
+                "an earlier attempt stopped part-way; an "
+                "operator must resolve it before this key can be used",
+            )
         if isinstance(exc, StoreUnavailableError):
-            return self.problem(p.STORE_UNAVAILABLE, "the request was not processed; retry "
-                                "later with the same key", 1.0)
+            return self.problem(
+                p.STORE_UNAVAILABLE,
+                "the request was not processed; retry later with the same key",
+                1.0,
+            )
         if isinstance(exc, InvalidKeyError):
             return self.problem(p.KEY_MALFORMED, str(exc))
         return self.problem(p.REPLAY_UNAVAILABLE, "send the request again with a new key")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from mideng.core.keys import check_scope
+from mideng.core.keys import check_entry_scope, check_text
 from mideng.errors import ConfigurationError, IdempotencyError, StoreUnavailableError
 from mideng.http import problem as p
 from mideng.http.core import Incoming, Principal, StoredResponse, problem_response
@@ -24,11 +24,20 @@ from mideng.stores.registry import open_store
 _MAX_KEY = 200
 
 
+def _spelled(text: str) -> str:
+    # Debouncer refuses a lone surrogate (an undecodable path, a badly decoded header); at the
+    # edge it is spelled as its escape instead, so the caller is braked rather than answered
+    # with a server error. Not one-to-one ("\udcff" and its escape share a window), which a
+    # brake can afford: the worst case is one more refusal, never another caller's response.
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class Debouncer:
     """At most ``limit`` calls per ``window`` seconds per (principal, operation)."""
 
-    def __init__(self, store: Store | str, window: float = 2.0, limit: int = 1,
-                 scope: str = "debounce") -> None:
+    def __init__(
+        self, store: Store | str, window: float = 2.0, limit: int = 1, scope: str = "debounce"
+    ) -> None:
         if isinstance(window, bool) or not window > 0:
             raise ConfigurationError(f"window must be a positive number of seconds: {window!r}")
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
@@ -36,13 +45,16 @@ class Debouncer:
         self.store = open_store(store) if isinstance(store, str) else store
         self.window = float(window)
         self.limit = limit
-        self.scope = check_scope(scope)
+        self.scope = check_entry_scope(scope)
 
     @staticmethod
     def key(principal: str, operation: str) -> str:
-        key = f"{principal}|{operation}"
+        # The principal's own "|" and backslash are escaped, so the first bare "|" ends it:
+        # ("a|b", "c") and ("a", "b|c") are two windows. A hashed key has no "|" at all.
+        who = principal.replace("\\", "\\\\").replace("|", "\\|")
+        key = check_text(f"{who}|{operation}", "debounce key")
         if len(key) > _MAX_KEY:
-            key = "sha256:" + hashlib.sha256(key.encode("utf-8", "backslashreplace")).hexdigest()
+            key = "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
         return key
 
     def hit(self, principal: str, operation: str) -> float | None:
@@ -50,8 +62,9 @@ class Debouncer:
         return self.store.hit(self.scope, self.key(principal, operation), self.window, self.limit)
 
     async def ahit(self, principal: str, operation: str) -> float | None:
-        return await self.store.ahit(self.scope, self.key(principal, operation), self.window,
-                                     self.limit)
+        return await self.store.ahit(
+            self.scope, self.key(principal, operation), self.window, self.limit
+        )
 
 
 @dataclass(frozen=True)
@@ -71,7 +84,8 @@ class DebounceGate:
         who = self.principal(request)
         if not who:
             return None
-        return str(who), self.operation or f"{request.method.upper()} {route or request.path}"
+        operation = self.operation or f"{request.method.upper()} {route or request.path}"
+        return _spelled(str(who)), _spelled(operation)
 
     def check(self, request: Incoming, route: str | None = None) -> StoredResponse | None:
         subject = self._subject(request, route)
@@ -94,12 +108,17 @@ class DebounceGate:
     def _answer(self, wait: float | None) -> StoredResponse | None:
         if wait is None:
             return None
-        return problem_response(p.TOO_SOON, f"at most {self.debouncer.limit} call(s) per "
-                                f"{self.debouncer.window:g} s; retry after the delay", wait,
-                                self.problem_base)
+        return problem_response(
+            p.TOO_SOON,
+            f"at most {self.debouncer.limit} call(s) per "
+            f"{self.debouncer.window:g} s; retry after the delay",
+            wait,
+            self.problem_base,
+        )
 
     def _failed(self, exc: IdempotencyError) -> StoredResponse:
         if not isinstance(exc, StoreUnavailableError):
             raise exc
-        return problem_response(p.STORE_UNAVAILABLE, "not processed; retry later", 1.0,
-                                self.problem_base)
+        return problem_response(
+            p.STORE_UNAVAILABLE, "not processed; retry later", 1.0, self.problem_base
+        )

@@ -20,6 +20,7 @@ import functools
 import itertools
 from collections.abc import Callable, Iterator
 from typing import Any, cast
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
@@ -29,6 +30,7 @@ from django.utils.module_loading import import_string
 
 from mideng.context import request_id_scope
 from mideng.guard import Guard
+from mideng.http import asgi, wsgi
 from mideng.http.core import REQUEST_ID_HEADER, Headers, HttpOptions, Incoming, StoredResponse
 from mideng.http.debounce import DebounceGate, Debouncer
 from mideng.http.exchange import Captured, run
@@ -41,6 +43,26 @@ _DOTTED = ("principal", "store_status")
 View = Callable[..., HttpResponseBase]
 
 
+def _path_bytes(request: HttpRequest) -> bytes | None:
+    """The path's exact bytes, or None where Django alone had them.
+
+    Django percent-encodes what UTF-8 can't decode, so its path for the byte 0xFF and for a
+    literal "%FF" is the same, and under WSGI it writes that text over PATH_INFO before any
+    middleware runs. The request line keeps the bytes; most servers pass it on as
+    REQUEST_URI (gunicorn as RAW_URI).
+    """
+    scope = getattr(request, "scope", None)  # an ASGIRequest's
+    if scope is not None:
+        return asgi.path_bytes(scope)
+    target = request.META.get("REQUEST_URI") or request.META.get("RAW_URI")
+    if not isinstance(target, str) or not target:
+        return None
+    raw = wsgi.wsgi_bytes(target).partition(b"?")[0]
+    if not raw.startswith(b"/"):  # absolute-form: scheme://authority/path
+        raw = urlsplit(raw).path
+    return unquote_to_bytes(raw)
+
+
 def incoming(request: HttpRequest) -> Incoming:
     return Incoming(
         request.method or "GET",
@@ -48,6 +70,7 @@ def incoming(request: HttpRequest) -> Incoming:
         request.META.get("QUERY_STRING", ""),
         Headers(request.headers.items()),
         request,
+        _path_bytes(request),
     )
 
 

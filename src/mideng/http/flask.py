@@ -35,7 +35,7 @@ from mideng.http.core import (
 from mideng.http.debounce import DebounceGate, Debouncer
 from mideng.http.exchange import Captured, run
 from mideng.http.resubmit import TOKEN_FIELD, TOKEN_HEADER, BizKey, TokenGate
-from mideng.http.wsgi import bind_request_id
+from mideng.http.wsgi import bind_request_id, wsgi_bytes
 from mideng.tokens import TokenService
 
 View = Callable[..., Any]
@@ -49,6 +49,8 @@ def incoming() -> Incoming:
         request.query_string.decode("latin-1"),
         Headers(request.headers.items()),
         request,
+        # Werkzeug's path replaced what UTF-8 can't decode; the fingerprint needs the bytes.
+        wsgi_bytes(request.environ.get("PATH_INFO", "")),
     )
 
 

@@ -25,6 +25,7 @@ from mideng.http.core import (
     StoredResponse,
 )
 from mideng.http.exchange import Captured, run
+from mideng.http.identity import text_bytes
 from mideng.http.request_id import accept_request_id
 
 if TYPE_CHECKING:
@@ -35,20 +36,37 @@ ENVIRON_REQUEST_ID = "mideng.request_id"
 _CHUNK = 64 * 1024
 
 
-def _text(value: str) -> str:
-    # PEP 3333 strings are bytes as latin-1; paths read better (and match routes) as UTF-8.
-    return value.encode("latin-1", "replace").decode("utf-8", "replace")
+def wsgi_bytes(value: str) -> bytes:
+    """The bytes a PEP 3333 string carries, one latin-1 character each."""
+    try:
+        return value.encode("latin-1")
+    except UnicodeEncodeError:  # a server that passed decoded text, against PEP 3333
+        return text_bytes(value)
+
+
+def path_bytes(environ: WSGIEnvironment) -> bytes:
+    return wsgi_bytes(environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""))
 
 
 def incoming(environ: WSGIEnvironment) -> Incoming:
-    pairs = [(name[5:].replace("_", "-"), value) for name, value in environ.items()
-             if name.startswith("HTTP_") and isinstance(value, str)]
+    pairs = [
+        (name[5:].replace("_", "-"), value)
+        for name, value in environ.items()
+        if name.startswith("HTTP_") and isinstance(value, str)
+    ]
     for name in ("CONTENT_TYPE", "CONTENT_LENGTH"):
         if environ.get(name):
             pairs.append((name.replace("_", "-"), environ[name]))
-    path = _text(environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""))
-    return Incoming(environ.get("REQUEST_METHOD", "GET"), path,
-                    environ.get("QUERY_STRING", ""), Headers(pairs), environ)
+    raw = path_bytes(environ)
+    # Routes and principals read the path as UTF-8 text; the fingerprint keeps the bytes.
+    return Incoming(
+        environ.get("REQUEST_METHOD", "GET"),
+        raw.decode("utf-8", "replace"),
+        environ.get("QUERY_STRING", ""),
+        Headers(pairs),
+        environ,
+        raw,
+    )
 
 
 def status_line(status: int) -> str:
@@ -82,8 +100,9 @@ def with_request_id(start_response: StartResponse, request_id: str) -> StartResp
     return start
 
 
-def _with_bound_id(app: WSGIApplication, environ: WSGIEnvironment,
-                   start_response: StartResponse) -> Iterable[bytes]:
+def _with_bound_id(
+    app: WSGIApplication, environ: WSGIEnvironment, start_response: StartResponse
+) -> Iterable[bytes]:
     # A body the app generates lazily, after this returns, runs outside the id's scope.
     request_id = bind_request_id(environ)
     if request_id is None:
@@ -98,8 +117,7 @@ class RequestIdMiddleware:
     def __init__(self, app: WSGIApplication) -> None:
         self.app = app
 
-    def __call__(self, environ: WSGIEnvironment,
-                 start_response: StartResponse) -> Iterable[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         return _with_bound_id(self.app, environ, start_response)
 
 
@@ -154,8 +172,9 @@ class Capture:
         self.size = 0
         self.passed: Iterable[bytes] | None = None
 
-    def start_response(self, status: str, headers: list[tuple[str, str]],
-                       exc_info: Any = None) -> Callable[[bytes], object]:
+    def start_response(
+        self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[[bytes], object]:
         # Nothing was sent yet, so a second call (an error page) simply replaces the first.
         self.status, self.headers = status, list(headers)
         return self.write
@@ -167,7 +186,8 @@ class Capture:
     def _streaming(self) -> bool:
         return self.size > self.limit or any(
             n.lower() == "content-type" and v.lower().startswith("text/event-stream")
-            for n, v in self.headers)
+            for n, v in self.headers
+        )
 
     def __call__(self) -> Captured:
         result = self.app(self.environ, self.start_response)
@@ -205,14 +225,12 @@ class IdempotencyMiddleware:
         self.app = app
         self.options = HttpOptions.build(guard, options)
 
-    def __call__(self, environ: WSGIEnvironment,
-                 start_response: StartResponse) -> Iterable[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if self.options.request_id:
             return _with_bound_id(self._guarded, environ, start_response)
         return self._guarded(environ, start_response)
 
-    def _guarded(self, environ: WSGIEnvironment,
-                 start_response: StartResponse) -> Iterable[bytes]:
+    def _guarded(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         opts = self.options
         request = incoming(environ)
         plan = opts.plan(request)
