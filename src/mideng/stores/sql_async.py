@@ -9,6 +9,7 @@ uses that moment to dispose the engine's connections on the loop that owns them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
@@ -35,6 +36,26 @@ from mideng.stores.sql_kept import AKept
 async def _execute_psycopg(cur: Any, stmt: Stmt) -> Res:
     await cur.execute(stmt.sql.pyformat, stmt.params, binary=True)  # as execute_psycopg
     return Res(cur.rowcount, await cur.fetchall() if stmt.sql.rows else ())
+
+
+@functools.cache
+def _quiet_cursor() -> type:
+    """asyncmy's cursor, minus the warnings it fetches.
+
+    When the server counts a warning, asyncmy's cursor sends SHOW WARNINGS and logs each one at
+    WARNING. The claim's INSERT IGNORE warns on every taken key (that is how it says so), so
+    every duplicate claim paid a second round trip and a log line; PyMySQL, on the sync side,
+    reads the warning count and goes on. ``_show_warnings`` is the hook asyncmy's own result
+    handling calls for that (the store's statements admit no other warning; see the insert
+    in sql_dialect).
+    """
+    from asyncmy.cursors import Cursor
+
+    class QuietCursor(Cursor):
+        async def _show_warnings(self, conn: Any) -> None:
+            return None
+
+    return QuietCursor
 
 
 async def _execute_asyncmy(cur: Any, stmt: Stmt) -> Res:
@@ -77,7 +98,8 @@ class _LoopEngine:
     async def checkout(self) -> tuple[Any, Any]:
         """A pooled connection and its cursor, kept together (as on the sync side)."""
         fairy = await self.engine.raw_connection()
-        return fairy, cursor_of(fairy)
+        quiet = _quiet_cursor() if self.engine.dialect.driver == "asyncmy" else None
+        return fairy, cursor_of(fairy, quiet)
 
 
 async def _keep(entry: _LoopEngine) -> AsyncGenerator[None, None]:

@@ -72,13 +72,14 @@ def kind_of(dialect: Any, returning: bool | None = None) -> str:
     return "mysql"
 
 
-def cursor_of(fairy: Any) -> Any:
+def cursor_of(fairy: Any, cursor_class: type | None = None) -> Any:
     """The pooled connection's own cursor, made once: a new psycopg cursor per statement
-    costs a noticeable share of a short read."""
+    costs a noticeable share of a short read. ``cursor_class``: the driver's default if None."""
     conn = fairy.driver_connection
     kept = fairy.info.get("mideng.cursor")
     if kept is None or kept[0] is not conn:
-        kept = fairy.info["mideng.cursor"] = (conn, conn.cursor())
+        cursor = conn.cursor() if cursor_class is None else conn.cursor(cursor_class)
+        kept = fairy.info["mideng.cursor"] = (conn, cursor)
     return kept[1]
 
 
