@@ -72,10 +72,25 @@ def child(case: str, calls: int) -> None:
     result = json.dumps(RESULT, separators=(",", ":")).encode()
     # The row PostgreSQL sends for the store's read: the record after scope and key, then the
     # clock; and for an insert or a completion, the stamp they return.
-    stored = ("succeeded", 1, "o-1", None, None, result, "json", None, 1, None, now, now,
-              now + 86400, now)
-    store = SQLStore("postgresql://stub@127.0.0.1/stub", create_schema=False,
-                     read_first="duplicate" in case)
+    stored = (
+        "succeeded",
+        1,
+        "o-1",
+        None,
+        None,
+        result,
+        "json",
+        None,
+        1,
+        None,
+        now,
+        now,
+        now + 86400,
+        now,
+    )
+    store = SQLStore(
+        "postgresql://stub@127.0.0.1/stub", create_schema=False, read_first="duplicate" in case
+    )
     reads, writes = Stub([stored]), Stub([(now,)])
     store.kept.free.append((None, reads if "duplicate" in case else writes))
     guard = Guard(store, heartbeat=True)
@@ -112,10 +127,21 @@ def count(case: str, calls: int) -> float:
         for n in (BASE, BASE + calls):
             out = Path(tmp) / f"cg.{n}"
             done = subprocess.run(
-                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                 sys.executable, __file__, "--child", case, str(n)],
-                capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
-                check=False)
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    f"--callgrind-out-file={out}",
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    case,
+                    str(n),
+                ],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "PYTHONHASHSEED": "0"},
+                check=False,
+            )
             found = re.search(r"Collected : (\d+)", done.stderr)
             if done.returncode != 0 or found is None:
                 raise SystemExit(f"{case}: valgrind failed\n{done.stderr[-2000:]}")
@@ -138,26 +164,30 @@ def main() -> None:
     rows = []
     for kind in ("duplicate", "first"):
         floor, ours = got[f"floor {kind}"], got[f"mideng {kind}"]
-        rows.append(f"| {kind} | {floor / 1000:.1f} | {ours / 1000:.1f} | "
-                    f"{(ours - floor) / 1000:.1f} |")
+        rows.append(
+            f"| {kind} | {floor / 1000:.1f} | {ours / 1000:.1f} | {(ours - floor) / 1000:.1f} |"
+        )
     command = " ".join(sys.argv[1:])
-    text = "\n".join([
-        "# Python per guarded call (instructions, driver stubbed)",
-        "",
-        "Command: `.venv/bin/python bench/bench_python.py" + (f" {command}`" if command else "`"),
-        "",
-        f"Python {platform.python_version()}, {platform.machine()}, valgrind callgrind; "
-        f"thousands of instructions per call over {args.calls} calls, PostgreSQL statements.",
-        "",
-        "| call | raw floor's Python | mideng (Guard + SQLStore) | mideng adds |",
-        "|---|---:|---:|---:|",
-        *rows,
-        "",
-        "The floor is the raw scheme's own Python on the same stubbed cursor (duplicate: "
-        "execute, fetchone, json.loads; first call: two executes and json.dumps), so the last "
-        "column is what mideng costs in Python on top of any driver. A real call adds the "
-        "driver's own Python and the round trip, the same for both (bench_sql.py).",
-    ])
+    text = "\n".join(
+        [
+            "# Python per guarded call (instructions, driver stubbed)",
+            "",
+            "Command: `.venv/bin/python bench/bench_python.py"
+            + (f" {command}`" if command else "`"),
+            "",
+            f"Python {platform.python_version()}, {platform.machine()}, valgrind callgrind; "
+            f"thousands of instructions per call over {args.calls} calls, PostgreSQL statements.",
+            "",
+            "| call | raw floor's Python | mideng (Guard + SQLStore) | mideng adds |",
+            "|---|---:|---:|---:|",
+            *rows,
+            "",
+            "The floor is the raw scheme's own Python on the same stubbed cursor (duplicate: "
+            "execute, fetchone, json.loads; first call: two executes and json.dumps), so the last "
+            "column is what mideng costs in Python on top of any driver. A real call adds the "
+            "driver's own Python and the round trip, the same for both (bench_sql.py).",
+        ]
+    )
     print(text)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text + "\n")

@@ -83,10 +83,14 @@ def hybrid_floor_case(client: Any, prefix: str, path: Path) -> Case:
     db.execute("PRAGMA synchronous=NORMAL")
     for ddl in schema("r"):
         db.execute(ddl)
-    insert = ("INSERT INTO r (scope, key, status, fence, owner, lease_until, created_at, "
-              "updated_at, expires_at) VALUES ('pay', ?, 'processing', 1, ?, ?, ?, ?, ?)")
-    update = ("UPDATE r SET status = 'succeeded', result = ?, codec = 'json', "
-              "lease_until = NULL, updated_at = ?, expires_at = ? WHERE scope = 'pay' AND key = ?")
+    insert = (
+        "INSERT INTO r (scope, key, status, fence, owner, lease_until, created_at, "
+        "updated_at, expires_at) VALUES ('pay', ?, 'processing', 1, ?, ?, ?, ?, ?)"
+    )
+    update = (
+        "UPDATE r SET status = 'succeeded', result = ?, codec = 'json', "
+        "lease_until = NULL, updated_at = ?, expires_at = ? WHERE scope = 'pay' AND key = ?"
+    )
 
     def first(key: str) -> object:
         name = f"{prefix}:rawh:{key}"
@@ -314,8 +318,11 @@ def main() -> None:
         "per contender, interleaved; medians, µs per call.",
         "",
         *case_table("Sync (Guard.run)", sync_cases, sync_cases[0]),
-        *case_table("Hybrid against its own floor (sync, from the runs above)",
-                    [hybrid_floor, hybrid_case], hybrid_floor),
+        *case_table(
+            "Hybrid against its own floor (sync, from the runs above)",
+            [hybrid_floor, hybrid_case],
+            hybrid_floor,
+        ),
         *case_table("Async (Guard.arun)", async_cases, async_cases[0]),
         *NOTES,
     ]

@@ -309,8 +309,9 @@ def bench_pinned(url: str, args: argparse.Namespace) -> None:
     cases = [floor, guard_case("mideng SQLStore (psycopg)", Guard(store))]
     server = shared_cursor(store).connection.info.backend_pid
     os.sched_setaffinity(0, {args.pinned})
-    subprocess.run(["taskset", "-p", "-c", str(args.pinned), str(server)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["taskset", "-p", "-c", str(args.pinned), str(server)], check=True, capture_output=True
+    )
     try:
         run_sync(cases, args.calls, args.rounds, args.warm)
     finally:
@@ -329,8 +330,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=120)
     parser.add_argument("--warm", type=int, default=200)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "sql.md"))
-    parser.add_argument("--pinned", type=int, metavar="CPU",
-                        help="PostgreSQL sync only, client and server on this CPU")
+    parser.add_argument(
+        "--pinned",
+        type=int,
+        metavar="CPU",
+        help="PostgreSQL sync only, client and server on this CPU",
+    )
     args = parser.parse_args()
     # Duplicates log a warning each (by design); the peers log nothing, so neither do we here.
     logging.getLogger("mideng").setLevel(logging.ERROR)

@@ -14,8 +14,9 @@ def drop_table(url: str, table: str) -> None:
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
 
-    engine = create_engine(SQLStore.from_url(url, create_schema=False).config.sqlalchemy_url(),
-                           poolclass=NullPool)
+    engine = create_engine(
+        SQLStore.from_url(url, create_schema=False).config.sqlalchemy_url(), poolclass=NullPool
+    )
     try:
         with engine.begin() as conn:
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")

@@ -1,4 +1,5 @@
-"""The code standards are part of the suite: ruff clean, strict mypy, no module past ~400 lines."""
+"""The code standards are part of the suite: ruff check and format clean, strict mypy, no module
+past ~400 lines."""
 
 from __future__ import annotations
 
@@ -24,6 +25,17 @@ def _tool(name: str) -> str:
 def test_ruff_is_clean() -> None:
     done = subprocess.run(
         [_tool("ruff"), "check", "src", "tests", "bench"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ruff_format_is_clean() -> None:
+    done = subprocess.run(
+        [_tool("ruff"), "format", "--check", "src", "tests", "bench"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -95,8 +95,9 @@ def claim_family(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(params=[None, True, False], ids=["learned", "read-first", "insert-first"])
-def counted(request: pytest.FixtureRequest, claim_family: str,
-            table: str) -> Iterator[tuple[SQLStore, Statements]]:
+def counted(
+    request: pytest.FixtureRequest, claim_family: str, table: str
+) -> Iterator[tuple[SQLStore, Statements]]:
     family = claim_family
     store = _store(family, table, connect_args=_counting(family), read_first=request.param)
     SEEN.seen.clear()
@@ -133,8 +134,7 @@ def test_claim_statements(counted: tuple[SQLStore, Statements]) -> None:
     assert seen.kinds() == (["SELECT"] if _reads_first(store) else ["INSERT", "SELECT"])
 
 
-def test_take_over_is_a_read_and_one_compare_and_set(
-        counted: tuple[SQLStore, Statements]) -> None:
+def test_take_over_is_a_read_and_one_compare_and_set(counted: tuple[SQLStore, Statements]) -> None:
     store, seen = counted
     store.claim(req("k", lease=0.2))
     time.sleep(0.3)  # let the lease run out
@@ -142,8 +142,9 @@ def test_take_over_is_a_read_and_one_compare_and_set(
     taken = store.claim(req("k"))
     assert taken.outcome is Outcome.ACQUIRED
     assert taken.record.fence == 2
-    assert seen.kinds() == (["SELECT", "UPDATE"] if _reads_first(store)
-                            else ["INSERT", "SELECT", "UPDATE"])
+    assert seen.kinds() == (
+        ["SELECT", "UPDATE"] if _reads_first(store) else ["INSERT", "SELECT", "UPDATE"]
+    )
 
 
 def test_the_order_follows_what_each_scope_finds(claim_family: str, table: str) -> None:
@@ -161,8 +162,9 @@ def test_the_order_follows_what_each_scope_finds(claim_family: str, table: str) 
         assert statements("pay", "order-1") == ["INSERT", "UPDATE"]  # new: insert, complete
         # A run of duplicates: each pays the insert that finds the key taken, until the scope
         # has learned; from then on a duplicate is one plain read.
-        assert [statements("pay", "order-1") for _ in range(4)] == [
-            ["INSERT", "SELECT"]] * 3 + [["SELECT"]]
+        assert [statements("pay", "order-1") for _ in range(4)] == [["INSERT", "SELECT"]] * 3 + [
+            ["SELECT"]
+        ]
         # Another scope keeps its own habit.
         assert statements("refund", "r-1") == ["INSERT", "UPDATE"]
         # New keys again: each pays the read that finds nothing, until the scope relearns.
@@ -171,7 +173,6 @@ def test_the_order_follows_what_each_scope_finds(claim_family: str, table: str) 
         assert runs[-1] == ["INSERT", "UPDATE"]
     finally:
         store.close()
-
 
 
 def test_settled_rows_need_no_read_back(family: str, table: str) -> None:
@@ -247,13 +248,17 @@ def test_claimed_and_read_rows_decode_exactly(family: str, table: str) -> None:
     store.close()
 
 
-def test_times_come_from_the_database_clock(family: str, table: str,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_times_come_from_the_database_clock(
+    family: str, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = _store(family, table)
     try:
         with store.engine.connect() as conn:
-            sql = ("SELECT date_part('epoch', clock_timestamp())" if family == "postgresql"
-                   else "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) / 1e6")
+            sql = (
+                "SELECT date_part('epoch', clock_timestamp())"
+                if family == "postgresql"
+                else "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) / 1e6"
+            )
             db_before = float(conn.exec_driver_sql(sql).scalar_one())
         # A client clock a day off must change nothing the store writes or decides.
         real = time.time
@@ -309,8 +314,9 @@ def test_table_names_and_options_are_checked() -> None:
         SQLStore(POSTGRES_URL, statement_timeout=0, create_schema=False)
     with pytest.raises(ConfigurationError):
         SQLStore("oracle://x/y", create_schema=False)
-    store = SQLStore.from_url(POSTGRES_URL + "?table=t_from_url&pool_size=3&statement_timeout=2"
-                              "&create_schema=false")
+    store = SQLStore.from_url(
+        POSTGRES_URL + "?table=t_from_url&pool_size=3&statement_timeout=2&create_schema=false"
+    )
     assert store.table == "t_from_url"
     assert store.config.engine_options["pool_size"] == 3
     assert store.config.statement_timeout == 2.0
@@ -324,16 +330,23 @@ def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_open_store_normalises_schemes() -> None:
-    expected = {"postgresql://u@h/db": "postgresql+psycopg", "postgres://u@h/db":
-                "postgresql+psycopg", "mysql://u@h/db": "mysql+pymysql",
-                "mariadb+pymysql://u@h/db": "mysql+pymysql"}
+    expected = {
+        "postgresql://u@h/db": "postgresql+psycopg",
+        "postgres://u@h/db": "postgresql+psycopg",
+        "mysql://u@h/db": "mysql+pymysql",
+        "mariadb+pymysql://u@h/db": "mysql+pymysql",
+    }
     for url, driver in expected.items():
         store = open_store(url, create_schema=False)
         assert isinstance(store, SQLStore)
         assert store.config.sqlalchemy_url().drivername == driver
         store.close()
-    assert SQLStore("mysql://u@h/db", create_schema=False).config.sqlalchemy_url(
-        asynchronous=True).drivername == "mysql+asyncmy"
+    assert (
+        SQLStore("mysql://u@h/db", create_schema=False)
+        .config.sqlalchemy_url(asynchronous=True)
+        .drivername
+        == "mysql+asyncmy"
+    )
 
 
 # -- purge ----------------------------------------------------------------------------------
@@ -382,7 +395,8 @@ def _hold_row(family: str, table: str, key: str) -> tuple[Any, Any, Any]:
     k = "`key`" if family == "mysql" else "key"
     conn.exec_driver_sql(
         f"INSERT INTO {table} (scope, {k}, status, fence, owner, created_at, updated_at) "
-        f"VALUES ('pay', '{key}', 'processing', 1, 'other', 0, 0)")
+        f"VALUES ('pay', '{key}', 'processing', 1, 'other', 0, 0)"
+    )
     return engine, conn, trans
 
 
@@ -450,8 +464,23 @@ def test_kept_connections_stay_within_the_pool(family: str, table: str) -> None:
 
 # -- the learned claim order (pure) -------------------------------------------------------
 def _claim(fence: int, outcome: Outcome = Outcome.ACQUIRED) -> Claim:
-    record = Record("pay", "k", Status.PROCESSING, fence, "o", None, 1.0, None, None, None,
-                    fence, None, 0.0, 0.0, None)
+    record = Record(
+        "pay",
+        "k",
+        Status.PROCESSING,
+        fence,
+        "o",
+        None,
+        1.0,
+        None,
+        None,
+        None,
+        fence,
+        None,
+        0.0,
+        0.0,
+        None,
+    )
     return Claim(outcome, record)
 
 

@@ -47,8 +47,9 @@ class Db:
 
     def orders_for(self, key: str) -> list[tuple[Any, ...]]:
         with self.engine.connect() as conn:
-            rows = conn.execute(text(f"SELECT id, amount FROM {self.orders} WHERE order_key = :k"),
-                                {"k": key})
+            rows = conn.execute(
+                text(f"SELECT id, amount FROM {self.orders} WHERE order_key = :k"), {"k": key}
+            )
             return [tuple(r) for r in rows]
 
 
@@ -72,8 +73,12 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Db]:
     store = open_store(store_url, table=table)
     engine = create_engine(url)
     with engine.begin() as conn:
-        conn.execute(text(f"CREATE TABLE {orders} (id VARCHAR(64) PRIMARY KEY, "
-                          f"order_key VARCHAR(64) NOT NULL, amount INTEGER NOT NULL)"))
+        conn.execute(
+            text(
+                f"CREATE TABLE {orders} (id VARCHAR(64) PRIMARY KEY, "
+                f"order_key VARCHAR(64) NOT NULL, amount INTEGER NOT NULL)"
+            )
+        )
     db = Db(name, url, aurl, store_url, table, orders, engine, Guard(store, lease=30))
     yield db
     store.close()
@@ -90,14 +95,18 @@ def never() -> Any:
 
 def pay(conn: Connection | Session, db: Db, key: str, amount: int) -> dict[str, Any]:
     order = uuid.uuid4().hex
-    conn.execute(text(f"INSERT INTO {db.orders} (id, order_key, amount) VALUES (:i, :k, :a)"),
-                 {"i": order, "k": key, "a": amount})
+    conn.execute(
+        text(f"INSERT INTO {db.orders} (id, order_key, amount) VALUES (:i, :k, :a)"),
+        {"i": order, "k": key, "a": amount},
+    )
     return {"order": order, "amount": amount}
 
 
 def charge(db: Db, key: str, amount: int = 10, fail: bool = False) -> tuple[bool, Any]:
-    with db.engine.connect() as conn, db.guard.transaction(
-            conn, "pay", key, payload={"amount": amount}) as tx:
+    with (
+        db.engine.connect() as conn,
+        db.guard.transaction(conn, "pay", key, payload={"amount": amount}) as tx,
+    ):
         if tx.replayed:
             return True, tx.result
         result = pay(conn, db, key, amount)
@@ -195,12 +204,13 @@ def test_a_duplicate_never_aborts_the_callers_transaction(db: Db) -> None:
     with db.engine.connect() as conn:
         conn.begin()
         pay(conn, db, "before", 1)
-        with db.guard.transaction(conn, "pay", "o-7", payload={"amount": 7},
-                                  savepoint=False) as tx:
+        with db.guard.transaction(conn, "pay", "o-7", payload={"amount": 7}, savepoint=False) as tx:
             assert tx.replayed
             assert tx.result == first
-        with pytest.raises(PayloadMismatchError), db.guard.transaction(
-                conn, "pay", "o-7", payload={"amount": 8}, savepoint=False):
+        with (
+            pytest.raises(PayloadMismatchError),
+            db.guard.transaction(conn, "pay", "o-7", payload={"amount": 8}, savepoint=False),
+        ):
             pytest.fail("a mismatched payload must not run")
         assert conn.execute(text(f"SELECT count(*) FROM {db.orders}")).scalar() == 2
         conn.commit()
@@ -219,8 +229,9 @@ def test_a_duplicate_in_a_transaction_is_one_statement(db: Db) -> None:
     try:
         with db.engine.connect() as conn:
             conn.begin()
-            with db.guard.transaction(conn, "pay", "o-8", payload={"amount": 10},
-                                      savepoint=False) as tx:
+            with db.guard.transaction(
+                conn, "pay", "o-8", payload={"amount": 10}, savepoint=False
+            ) as tx:
                 assert tx.replayed
             conn.commit()
     finally:
@@ -233,8 +244,11 @@ def test_an_orm_session_works_as_the_connection(db: Db) -> None:
         with db.guard.transaction(session, "pay", "o-9") as tx:
             tx.set_result(pay(session, db, "o-9", 9))
         assert not session.in_transaction()  # the block began it, so it committed it
-    with Session(db.engine) as session, session.begin(), db.guard.transaction(
-            session, "pay", "o-9") as tx:
+    with (
+        Session(db.engine) as session,
+        session.begin(),
+        db.guard.transaction(session, "pay", "o-9") as tx,
+    ):
         assert tx.replayed
     assert len(db.orders_for("o-9")) == 1
 
@@ -243,8 +257,11 @@ def test_wrong_connection_types_are_refused(db: Db) -> None:
     with pytest.raises(ConfigurationError), db.guard.transaction(object(), "pay", "k"):
         pytest.fail("must not run")
     guard = Guard("memory://")
-    with db.engine.connect() as conn, pytest.raises(ConfigurationError, match="table"), \
-            guard.transaction(conn, "pay", "k"):
+    with (
+        db.engine.connect() as conn,
+        pytest.raises(ConfigurationError, match="table"),
+        guard.transaction(conn, "pay", "k"),
+    ):
         pytest.fail("must not run")
 
 
@@ -272,8 +289,7 @@ def test_a_replay_in_an_open_transaction_blocks_nobody(db: Db) -> None:
         with db.guard.transaction(conn, "pay", "o-14", payload={"amount": 10}) as tx:
             assert tx.replayed
         # Still inside that transaction: other callers of the key replay at once.
-        assert db.guard.run("pay", "o-14", never,
-                            payload={"amount": 10}) == first
+        assert db.guard.run("pay", "o-14", never, payload={"amount": 10}) == first
         assert charge(db, "o-14") == (True, first)
         conn.commit()
 
@@ -294,25 +310,25 @@ def test_a_lapsed_guard_run_claim_is_taken_over(db: Db) -> None:
 
 def test_an_unknown_scope_refuses_after_a_lapse(db: Db) -> None:
     store = db.guard.store
-    store.claim(ClaimRequest("charge", "c-1", uuid.uuid4().hex, 0.2, None,
-                             on_expiry="unknown"))  # type: ignore[arg-type]
+    store.claim(ClaimRequest("charge", "c-1", uuid.uuid4().hex, 0.2, None, on_expiry="unknown"))  # type: ignore[arg-type]
     time.sleep(0.3)
-    with db.engine.connect() as conn, pytest.raises(UnresolvedError), db.guard.transaction(
-            conn, "charge", "c-1", on_expiry="unknown"):
+    with (
+        db.engine.connect() as conn,
+        pytest.raises(UnresolvedError),
+        db.guard.transaction(conn, "charge", "c-1", on_expiry="unknown"),
+    ):
         pytest.fail("must not run")
 
 
 def test_guard_run_replays_a_transactional_record(db: Db) -> None:
     _, result = charge(db, "o-12")
-    assert db.guard.run("pay", "o-12", never,
-                        payload={"amount": 10}) == result
+    assert db.guard.run("pay", "o-12", never, payload={"amount": 10}) == result
 
 
 def test_the_guard_store_table_is_the_default(db: Db) -> None:
     store = db.guard.store
     assert isinstance(store, (SQLStore, SQLiteStore))
     other = Guard("memory://")
-    with db.engine.connect() as conn, other.transaction(conn, "pay", "o-13",
-                                                        table=db.table) as tx:
+    with db.engine.connect() as conn, other.transaction(conn, "pay", "o-13", table=db.table) as tx:
         tx.set_result(13)
     assert db.guard.get("pay", "o-13") is not None

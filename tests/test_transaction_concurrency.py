@@ -52,8 +52,7 @@ def test_16_threads_one_key_one_business_write(db: Db) -> None:
     assert {r["order"] for _, r in answers} == {orders[0][0]}
 
 
-def _process(url: str, store_url: str, table: str, orders: str, barrier: Any,
-             out: Any) -> None:
+def _process(url: str, store_url: str, table: str, orders: str, barrier: Any, out: Any) -> None:
     store = open_store(store_url, table=table)
     engine = create_engine(url)
     db = Db("worker", url, url, store_url, table, orders, engine, Guard(store, lease=30))
@@ -67,8 +66,10 @@ def test_4_processes_one_key_one_business_write(db: Db, monkeypatch: pytest.Monk
     ctx = multiprocessing.get_context("spawn")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
     barrier, out = ctx.Barrier(4), ctx.Queue()
-    procs = [ctx.Process(target=_process, args=(db.url, db.store_url, db.table, db.orders,
-                                                barrier, out)) for _ in range(4)]
+    procs = [
+        ctx.Process(target=_process, args=(db.url, db.store_url, db.table, db.orders, barrier, out))
+        for _ in range(4)
+    ]
     for p in procs:
         p.start()
     answers = [out.get(timeout=120) for _ in procs]
@@ -87,8 +88,10 @@ async def acharge(db: Db, conn: AsyncConnection, key: str, fail: bool = False) -
         if tx.replayed:
             return ("replayed", tx.result)
         order = uuid.uuid4().hex
-        await conn.execute(text(f"INSERT INTO {db.orders} (id, order_key, amount) "
-                                f"VALUES (:i, :k, 10)"), {"i": order, "k": key})
+        await conn.execute(
+            text(f"INSERT INTO {db.orders} (id, order_key, amount) VALUES (:i, :k, 10)"),
+            {"i": order, "k": key},
+        )
         if fail:
             raise RuntimeError("declined")
         tx.set_result(order)
@@ -130,6 +133,7 @@ async def test_async_commit_rollback_and_replay(db: Db) -> None:
 async def test_async_concurrent_duplicates_one_business_write(db: Db) -> None:
     engine = create_async_engine(db.aurl, pool_size=8, max_overflow=8)
     try:
+
         async def one() -> Any:
             async with engine.connect() as conn:
                 return await acharge(db, conn, "a-hot")

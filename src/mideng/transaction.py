@@ -57,8 +57,16 @@ class Tx:
 
     __slots__ = ("_value", "key", "record", "replayed", "result", "scope", "ticket")
 
-    def __init__(self, scope: str, key: str, *, replayed: bool, result: Any = None,
-                 record: Record | None = None, ticket: Ticket | None = None) -> None:
+    def __init__(
+        self,
+        scope: str,
+        key: str,
+        *,
+        replayed: bool,
+        result: Any = None,
+        record: Record | None = None,
+        ticket: Ticket | None = None,
+    ) -> None:
         self.scope = scope
         self.key = key
         self.replayed = replayed
@@ -70,7 +78,8 @@ class Tx:
     def set_result(self, value: Any) -> None:
         if self.replayed:
             raise ConfigurationError(
-                f"{self.scope}:{self.key} is a replay; its result was stored by the first run")
+                f"{self.scope}:{self.key} is a replay; its result was stored by the first run"
+            )
         self._value = value
 
     @property
@@ -97,11 +106,13 @@ def _table(guard: Guard, table: str | None) -> str:
         return found
     raise ConfigurationError(
         "transactional mode needs the record table: use a Guard over a SQL or SQLite store, or "
-        "pass table=")
+        "pass table="
+    )
 
 
-def _call(guard: Guard, scope: str, key: str, payload: Any, result_type: Any,
-          options: dict[str, Any]) -> Call:
+def _call(
+    guard: Guard, scope: str, key: str, payload: Any, result_type: Any, options: dict[str, Any]
+) -> Call:
     call = guard.prepare(scope, key, _untyped, payload, guard.policy(scope, **options))
     call.type_hint = result_type
     return call
@@ -111,12 +122,10 @@ def _decided(guard: Guard, call: Call, claim: Any) -> Tx | float:
     """The block's Tx, or seconds to wait before claiming again; raises for refusals."""
     action = call.next(claim, time.monotonic())
     if isinstance(action, Run):
-        return Tx(call.scope, call.key, replayed=False, record=claim.record,
-                  ticket=action.ticket)
+        return Tx(call.scope, call.key, replayed=False, record=claim.record, ticket=action.ticket)
     guard.log_duplicate(call)
     if isinstance(action, Return):
-        return Tx(call.scope, call.key, replayed=True, result=action.value,
-                  record=action.record)
+        return Tx(call.scope, call.key, replayed=True, result=action.value, record=action.record)
     if isinstance(action, Raise):
         raise action.error
     return action.delay
@@ -148,14 +157,24 @@ def _stored(call: Call, tx: Tx) -> bytes:
 
 def _complete(s: Statements, call: Call, tx: Tx, data: bytes) -> ops.Op[Record]:
     assert tx.ticket is not None
-    return ops.complete(s, tx.ticket, data, call.policy.codec_obj.name, call.policy.ttl,
-                        known=tx.record)
+    return ops.complete(
+        s, tx.ticket, data, call.policy.codec_obj.name, call.policy.ttl, known=tx.record
+    )
 
 
 @contextmanager
-def transaction(guard: Guard, conn: Any, scope: str, key: str, *, payload: Any = None,
-                table: str | None = None, savepoint: bool = True, result_type: Any = None,
-                **options: Any) -> Iterator[Tx]:
+def transaction(
+    guard: Guard,
+    conn: Any,
+    scope: str,
+    key: str,
+    *,
+    payload: Any = None,
+    table: str | None = None,
+    savepoint: bool = True,
+    result_type: Any = None,
+    **options: Any,
+) -> Iterator[Tx]:
     """``with transaction(guard, conn, scope, key) as tx:``; ``Guard.transaction`` is this."""
     site = SyncSite(conn, _table(guard, table))
     call = _call(guard, scope, key, payload, result_type, options)
@@ -189,9 +208,18 @@ def transaction(guard: Guard, conn: Any, scope: str, key: str, *, payload: Any =
 
 
 @asynccontextmanager
-async def atransaction(guard: Guard, conn: Any, scope: str, key: str, *, payload: Any = None,
-                       table: str | None = None, savepoint: bool = True,
-                       result_type: Any = None, **options: Any) -> AsyncIterator[Tx]:
+async def atransaction(
+    guard: Guard,
+    conn: Any,
+    scope: str,
+    key: str,
+    *,
+    payload: Any = None,
+    table: str | None = None,
+    savepoint: bool = True,
+    result_type: Any = None,
+    **options: Any,
+) -> AsyncIterator[Tx]:
     """``async with atransaction(guard, conn, scope, key) as tx:``; the async twin."""
     site = AsyncSite(conn, _table(guard, table))
     call = _call(guard, scope, key, payload, result_type, options)

@@ -46,7 +46,8 @@ class SyncSite:
         if not isinstance(conn, (Connection, Session)):
             raise ConfigurationError(
                 f"transaction() takes a SQLAlchemy Connection or Session, got {type(conn)!r}; "
-                "use atransaction() for AsyncConnection / AsyncSession")
+                "use atransaction() for AsyncConnection / AsyncSession"
+            )
         self.conn: Any = conn
         self.session = isinstance(conn, Session)
         self.table = table
@@ -104,7 +105,8 @@ class AsyncSite:
         if not isinstance(conn, (AsyncConnection, AsyncSession)):
             raise ConfigurationError(
                 f"atransaction() takes a SQLAlchemy AsyncConnection or AsyncSession, got "
-                f"{type(conn)!r}; use transaction() for a sync Connection / Session")
+                f"{type(conn)!r}; use transaction() for a sync Connection / Session"
+            )
         self.conn: Any = conn
         self.session = isinstance(conn, AsyncSession)
         self.table = table

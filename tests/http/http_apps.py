@@ -166,8 +166,9 @@ def fastapi_app(rec: Recorder) -> FastAPI:
     @app.post("/events")
     async def events(request: Request) -> StreamingResponse:
         rec.ran(label(request))
-        return StreamingResponse(iter([b"data: 1\n\n", b"data: 2\n\n"]),
-                                 media_type="text/event-stream")
+        return StreamingResponse(
+            iter([b"data: 1\n\n", b"data: 2\n\n"]), media_type="text/event-stream"
+        )
 
     return app
 
@@ -216,7 +217,6 @@ def flask_app(rec: Recorder) -> flask.Flask:
     @app.post("/events")
     def events() -> flask.Response:
         rec.ran(label())
-        return flask.Response(iter([b"data: 1\n\n", b"data: 2\n\n"]),
-                              mimetype="text/event-stream")
+        return flask.Response(iter([b"data: 1\n\n", b"data: 2\n\n"]), mimetype="text/event-stream")
 
     return app

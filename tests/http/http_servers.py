@@ -34,8 +34,16 @@ def uvicorn_server(app: Any) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", ws="none", http="h11",
-                            loop="asyncio", access_log=False, backlog=256)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="off",
+        ws="none",
+        http="h11",
+        loop="asyncio",
+        access_log=False,
+        backlog=256,
+    )
     server = _ThreadedUvicorn(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -50,8 +58,9 @@ def uvicorn_server(app: Any) -> Iterator[str]:
 
 @contextlib.contextmanager
 def waitress_server(app: Any, threads: int = 64) -> Iterator[str]:
-    server: Any = create_server(app, host="127.0.0.1", port=0, threads=threads,
-                                connection_limit=256, channel_timeout=60)
+    server: Any = create_server(
+        app, host="127.0.0.1", port=0, threads=threads, connection_limit=256, channel_timeout=60
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

@@ -26,18 +26,25 @@ def anyio_backend() -> str:
 
 
 def request(path: str = "/x", method: str = "POST", **headers: str) -> Incoming:
-    return Incoming(method, path, "", Headers((k.replace("_", "-"), v)
-                                             for k, v in headers.items()))
+    return Incoming(method, path, "", Headers((k.replace("_", "-"), v) for k, v in headers.items()))
 
 
 def options(**kwargs: Any) -> HttpOptions:
     return HttpOptions(guard=Guard(MemoryStore()), **kwargs)
 
 
-@pytest.mark.parametrize("bad", [{"in_progress": "maybe"}, {"max_body": -1},
-                                 {"max_response": 1.5}, {"wait_timeout": 0},
-                                 {"scope_prefix": ""}, {"scope_prefix": "token"},
-                                 {"scope_prefix": "hit"}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"in_progress": "maybe"},
+        {"max_body": -1},
+        {"max_response": 1.5},
+        {"wait_timeout": 0},
+        {"scope_prefix": ""},
+        {"scope_prefix": "token"},
+        {"scope_prefix": "hit"},
+    ],
+)
 def test_bad_options_fail_at_start_up(bad: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError):
         options(**bad)
@@ -46,9 +53,13 @@ def test_bad_options_fail_at_start_up(bad: dict[str, Any]) -> None:
 
 
 def test_routes_decide_methods_requirement_and_exemption() -> None:
-    opts = options(routes=[Route("/pay", required=True),
-                           Route("/orders/*", methods=["PUT"]),
-                           Route(re.compile(r"/carts/\d+"), guarded=False)])
+    opts = options(
+        routes=[
+            Route("/pay", required=True),
+            Route("/orders/*", methods=["PUT"]),
+            Route(re.compile(r"/carts/\d+"), guarded=False),
+        ]
+    )
     assert isinstance(opts.plan(request("/pay")), StoredResponse)  # 400: key required
     assert opts.plan(request("/orders/1", "POST", idempotency_key='"k"')) is None
     assert opts.plan(request("/orders/1", "PUT", idempotency_key='"k"')) is not None
@@ -67,10 +78,20 @@ def test_scopes_follow_the_principal_and_stay_short() -> None:
 
 
 def test_stored_headers_drop_connection_specific_ones() -> None:
-    response = StoredResponse(200, (
-        ("content-type", "text/plain"), ("connection", "close, x-trace"), ("x-trace", "1"),
-        ("keep-alive", "timeout=5"), ("set-cookie", "a=1"), ("date", "now"),
-        ("x-kept", "yes"), ("content-length", "2")), b"ok")
+    response = StoredResponse(
+        200,
+        (
+            ("content-type", "text/plain"),
+            ("connection", "close, x-trace"),
+            ("x-trace", "1"),
+            ("keep-alive", "timeout=5"),
+            ("set-cookie", "a=1"),
+            ("date", "now"),
+            ("x-kept", "yes"),
+            ("content-length", "2"),
+        ),
+        b"ok",
+    )
     assert storable(response).headers == (("content-type", "text/plain"), ("x-kept", "yes"))
     no_content = replayed(StoredResponse(204, (), b""), options())
     assert no_content.header("content-length") is None
@@ -84,16 +105,22 @@ class LosingStore(MemoryStore):
         raise StoreUnavailableError("lost the store (test)")
 
 
-def counting_app(runs: list[int], hold: threading.Event | None = None,
-                 started: anyio.Event | None = None) -> asgi.ASGIApp:
+def counting_app(
+    runs: list[int], hold: threading.Event | None = None, started: anyio.Event | None = None
+) -> asgi.ASGIApp:
     async def app(scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
         runs.append(1)
         if started is not None:
             started.set()
         if hold is not None:
             await anyio.to_thread.run_sync(hold.wait, 30)
-        await send({"type": "http.response.start", "status": 201,
-                    "headers": [(b"content-type", b"text/plain")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 201,
+                "headers": [(b"content-type", b"text/plain")],
+            }
+        )
         await send({"type": "http.response.body", "body": b"created %d" % len(runs)})
 
     return app
@@ -103,8 +130,7 @@ def counting_app(runs: list[int], hold: threading.Event | None = None,
 async def test_the_client_gets_the_response_even_when_it_cannot_be_stored() -> None:
     runs: list[int] = []
     app = asgi.IdempotencyMiddleware(counting_app(runs), guard=Guard(LosingStore()))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://t") as c:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
         response = await c.post("/", headers={"idempotency-key": '"k"'})
     assert response.status_code == 201
     assert response.content == b"created 1"
@@ -116,10 +142,16 @@ async def test_wait_mode_answers_409_when_the_wait_runs_out() -> None:
     runs: list[int] = []
     hold = threading.Event()
     started = anyio.Event()
-    app = asgi.IdempotencyMiddleware(counting_app(runs, hold, started), guard=Guard(MemoryStore()),
-                                     in_progress="wait", wait_timeout=0.2)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://t") as c, anyio.create_task_group() as tg:
+    app = asgi.IdempotencyMiddleware(
+        counting_app(runs, hold, started),
+        guard=Guard(MemoryStore()),
+        in_progress="wait",
+        wait_timeout=0.2,
+    )
+    async with (
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c,
+        anyio.create_task_group() as tg,
+    ):
         first: list[httpx.Response] = []
 
         async def first_call() -> None:

@@ -40,8 +40,14 @@ def key() -> str:
     return f'"{uuid.uuid4().hex}"'
 
 
-def post(c: Any, path: str, idem: str | None = None, body: bytes = b"{}",
-         content_type: str = "application/json", **headers: str) -> Any:
+def post(
+    c: Any,
+    path: str,
+    idem: str | None = None,
+    body: bytes = b"{}",
+    content_type: str = "application/json",
+    **headers: str,
+) -> Any:
     extra = {f"HTTP_{k.upper()}": v for k, v in headers.items()}
     if idem is not None:
         extra["HTTP_IDEMPOTENCY_KEY"] = idem
@@ -173,8 +179,9 @@ def test_resubmit_token_flow() -> None:
     assert response.status_code == 200
     # A token is bound to its business key.
     other = json.loads(post(c, "/token", x_user=user).content)["token"]
-    problem(post(c, "/submit", x_user="someone-else", x_resubmit_token=other), 409,
-            "token-rejected")
+    problem(
+        post(c, "/submit", x_user="someone-else", x_resubmit_token=other), 409, "token-rejected"
+    )
 
 
 def test_debounce_refuses_the_second_call_with_429() -> None:
@@ -191,19 +198,33 @@ latin1 = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=255), ma
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(method=st.sampled_from(["POST", "PATCH", "PUT", "DELETE", "GET"]),
-       idem=st.one_of(st.none(), latin1, st.uuids().map(lambda u: f'"{u}"')),
-       tenant=st.one_of(st.none(), latin1), rid=st.one_of(st.none(), latin1),
-       content_type=st.sampled_from(["application/json", "text/plain", "x/y; q=\"1\""]),
-       body=st.binary(max_size=300))
-def test_property_never_500_never_twice(method: str, idem: str | None, tenant: str | None,
-                                        rid: str | None, content_type: str,
-                                        body: bytes) -> None:
+@given(
+    method=st.sampled_from(["POST", "PATCH", "PUT", "DELETE", "GET"]),
+    idem=st.one_of(st.none(), latin1, st.uuids().map(lambda u: f'"{u}"')),
+    tenant=st.one_of(st.none(), latin1),
+    rid=st.one_of(st.none(), latin1),
+    content_type=st.sampled_from(["application/json", "text/plain", 'x/y; q="1"']),
+    body=st.binary(max_size=300),
+)
+def test_property_never_500_never_twice(
+    method: str,
+    idem: str | None,
+    tenant: str | None,
+    rid: str | None,
+    content_type: str,
+    body: bytes,
+) -> None:
     views().guard.store = MemoryStore()
     c = client()
-    extra = {name: value for name, value in (("HTTP_IDEMPOTENCY_KEY", idem),
-                                             ("HTTP_X_TENANT", tenant),
-                                             ("HTTP_X_REQUEST_ID", rid)) if value is not None}
+    extra = {
+        name: value
+        for name, value in (
+            ("HTTP_IDEMPOTENCY_KEY", idem),
+            ("HTTP_X_TENANT", tenant),
+            ("HTTP_X_REQUEST_ID", rid),
+        )
+        if value is not None
+    }
     before = sum(views().runs.values())
     first = c.generic(method, "/orders", body, content_type, **extra)
     middle = sum(views().runs.values())

@@ -21,10 +21,14 @@ CALLERS = 50
 @contextlib.contextmanager
 def fire(url: str, key: str) -> Iterator[list[concurrent.futures.Future[httpx.Response]]]:
     limits = httpx.Limits(max_connections=CALLERS + 10)
-    with httpx.Client(base_url=url, timeout=60.0, limits=limits) as client, \
-            concurrent.futures.ThreadPoolExecutor(CALLERS) as pool:
-        yield [pool.submit(client.post, "/slow", json={"order": 1},
-                           headers={"idempotency-key": key}) for _ in range(CALLERS)]
+    with (
+        httpx.Client(base_url=url, timeout=60.0, limits=limits) as client,
+        concurrent.futures.ThreadPoolExecutor(CALLERS) as pool,
+    ):
+        yield [
+            pool.submit(client.post, "/slow", json={"order": 1}, headers={"idempotency-key": key})
+            for _ in range(CALLERS)
+        ]
 
 
 @pytest.mark.parametrize("kind", FRAMEWORKS)
@@ -59,5 +63,8 @@ def test_raise_mode_one_success_and_the_rest_409(kind: str) -> None:
     assert {r.status_code for r in refused} == {409}
     statuses = sorted(r.status_code for r in responses)
     assert statuses == [200] + [409] * (CALLERS - 1)
-    assert all(r.headers["content-type"] == "application/problem+json"
-               for r in responses if r.status_code == 409)
+    assert all(
+        r.headers["content-type"] == "application/problem+json"
+        for r in responses
+        if r.status_code == 409
+    )

@@ -50,25 +50,39 @@ keys = st.one_of(
     st.none(),
     st.uuids().map(lambda u: f'"{u}"'.encode()),
     st.sampled_from([b'"k1"', b"k1", b'"k1";x=1', b'""', b"?1", b'"a", "b"', b'"unterminated']),
-    st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
-    .map(lambda t: t.encode()),
+    st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=30).map(
+        lambda t: t.encode()
+    ),
     header_bytes,
 )
-methods = st.one_of(st.sampled_from(["POST", "PATCH", "PUT", "GET", "DELETE"]),
-                    st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=1, max_size=8))
+methods = st.one_of(
+    st.sampled_from(["POST", "PATCH", "PUT", "GET", "DELETE"]),
+    st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=1, max_size=8),
+)
 bodies = st.one_of(
     st.binary(max_size=300),
-    st.dictionaries(st.text(max_size=5), st.integers(), max_size=4)
-    .map(lambda d: json.dumps(d).encode()),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=4).map(
+        lambda d: json.dumps(d).encode()
+    ),
 )
 optional_header = st.one_of(st.none(), header_bytes)
 requests = st.builds(
     lambda method, path, key, ctype, tenant_, rid, body, answer: Sent(
-        method, path,
-        tuple((name, value) for name, value in (
-            (b"idempotency-key", key), (b"content-type", ctype), (b"x-tenant", tenant_),
-            (b"x-request-id", rid)) if value is not None),
-        body, answer),
+        method,
+        path,
+        tuple(
+            (name, value)
+            for name, value in (
+                (b"idempotency-key", key),
+                (b"content-type", ctype),
+                (b"x-tenant", tenant_),
+                (b"x-request-id", rid),
+            )
+            if value is not None
+        ),
+        body,
+        answer,
+    ),
     methods,
     st.sampled_from(["/a", "/b", "/caf\u00e9", "/\udcff"]),
     keys,
@@ -96,8 +110,13 @@ def asgi_handler(runs: collections.Counter[int]) -> asgi.ASGIApp:
         run_id = sum(runs.values()) + 1
         runs[run_id] += 1
         payload = json.dumps({"run": run_id, "size": len(body)}).encode()
-        await send({"type": "http.response.start", "status": answer_of(scope["headers"]),
-                    "headers": [(b"content-type", b"application/json")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": answer_of(scope["headers"]),
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
         await send({"type": "http.response.body", "body": payload})
 
     return app
@@ -105,14 +124,21 @@ def asgi_handler(runs: collections.Counter[int]) -> asgi.ASGIApp:
 
 async def call_asgi(app: asgi.ASGIApp, sent: Sent) -> Got:
     scope: dict[str, Any] = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-        "method": sent.method, "scheme": "http", "path": sent.path, "root_path": "",
-        "raw_path": sent.path.encode("utf-8", "surrogateescape"), "query_string": b"",
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": sent.method,
+        "scheme": "http",
+        "path": sent.path,
+        "root_path": "",
+        "raw_path": sent.path.encode("utf-8", "surrogateescape"),
+        "query_string": b"",
         "headers": [*sent.headers, (b"x-answer", str(sent.answer).encode())],
-        "client": ("127.0.0.1", 5000), "server": ("test", 80), "extensions": {},
+        "client": ("127.0.0.1", 5000),
+        "server": ("test", 80),
+        "extensions": {},
     }
-    inbox: list[dict[str, Any]] = [{"type": "http.request", "body": sent.body,
-                                    "more_body": False}]
+    inbox: list[dict[str, Any]] = [{"type": "http.request", "body": sent.body, "more_body": False}]
     outbox: list[asgi.Message] = []
 
     async def receive() -> asgi.Message:
@@ -123,9 +149,11 @@ async def call_asgi(app: asgi.ASGIApp, sent: Sent) -> Got:
 
     await app(scope, receive, send)
     start = outbox[0]
-    return Got(start["status"], {k.decode("latin-1"): v.decode("latin-1")
-                                 for k, v in start["headers"]},
-               b"".join(m.get("body", b"") for m in outbox[1:]))
+    return Got(
+        start["status"],
+        {k.decode("latin-1"): v.decode("latin-1") for k, v in start["headers"]},
+        b"".join(m.get("body", b"") for m in outbox[1:]),
+    )
 
 
 def wsgi_handler(runs: collections.Counter[int]) -> Callable[..., Any]:
@@ -142,13 +170,22 @@ def wsgi_handler(runs: collections.Counter[int]) -> Callable[..., Any]:
 
 def call_wsgi(app: Callable[..., Any], sent: Sent) -> Got:
     environ: dict[str, Any] = {
-        "REQUEST_METHOD": sent.method, "SCRIPT_NAME": "",
+        "REQUEST_METHOD": sent.method,
+        "SCRIPT_NAME": "",
         "PATH_INFO": sent.path.encode("utf-8", "surrogateescape").decode("latin-1"),
-        "QUERY_STRING": "", "SERVER_NAME": "test", "SERVER_PORT": "80",
-        "SERVER_PROTOCOL": "HTTP/1.1", "wsgi.input": io.BytesIO(sent.body),
-        "wsgi.url_scheme": "http", "wsgi.errors": io.StringIO(), "wsgi.multithread": False,
-        "wsgi.multiprocess": False, "wsgi.run_once": False, "wsgi.version": (1, 0),
-        "CONTENT_LENGTH": str(len(sent.body)), "HTTP_X_ANSWER": str(sent.answer),
+        "QUERY_STRING": "",
+        "SERVER_NAME": "test",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.input": io.BytesIO(sent.body),
+        "wsgi.url_scheme": "http",
+        "wsgi.errors": io.StringIO(),
+        "wsgi.multithread": False,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "wsgi.version": (1, 0),
+        "CONTENT_LENGTH": str(len(sent.body)),
+        "HTTP_X_ANSWER": str(sent.answer),
     }
     for name, value in sent.headers:
         text = value.decode("latin-1")
@@ -181,8 +218,7 @@ def check_pair(first: Got, second: Got, runs_between: int) -> None:
 
 
 OPTIONS: dict[str, Any] = {"principal": tenant, "max_body": 200, "max_response": 4096}
-SETTINGS = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

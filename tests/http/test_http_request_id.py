@@ -67,8 +67,9 @@ class Outgoing:
         return httpx.Response(200, json={"ok": True})
 
 
-def check_one_id(response: httpx.Response, lines: Lines, outgoing: Outgoing, guard: Guard,
-                 key: str) -> None:
+def check_one_id(
+    response: httpx.Response, lines: Lines, outgoing: Outgoing, guard: Guard, key: str
+) -> None:
     request_id = response.headers["x-request-id"]
     assert valid_request_id(request_id)
     assert lines.lines == [f"{request_id} charging order 7"]
@@ -87,8 +88,9 @@ async def test_asgi_one_id_everywhere(lines: Lines, sent_id: str | None) -> None
     @app.post("/charge")
     async def charge() -> dict[str, Any]:
         logging.getLogger("shop").info("charging order 7")
-        async with httpx.AsyncClient(transport=httpx.MockTransport(outgoing.handle),
-                                     event_hooks=async_httpx_event_hooks()) as client:
+        async with httpx.AsyncClient(
+            transport=httpx.MockTransport(outgoing.handle), event_hooks=async_httpx_event_hooks()
+        ) as client:
             await client.post("http://payments/charge")
         return {"ok": True}
 
@@ -97,8 +99,7 @@ async def test_asgi_one_id_everywhere(lines: Lines, sent_id: str | None) -> None
     headers = {"idempotency-key": '"k-asgi"'}
     if sent_id:
         headers["x-request-id"] = sent_id
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://t") as c:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
         response = await c.post("/charge", headers=headers)
     check_one_id(response, lines, outgoing, guard, "k-asgi")
     if sent_id:
@@ -112,8 +113,9 @@ def test_wsgi_one_id_everywhere(lines: Lines) -> None:
     @app.post("/charge")
     def charge() -> dict[str, Any]:
         logging.getLogger("shop").info("charging order 7")
-        with httpx.Client(transport=httpx.MockTransport(outgoing.handle),
-                          event_hooks=httpx_event_hooks()) as client:
+        with httpx.Client(
+            transport=httpx.MockTransport(outgoing.handle), event_hooks=httpx_event_hooks()
+        ) as client:
             client.post("http://payments/charge")
         return {"ok": True}
 
@@ -165,8 +167,9 @@ def test_wsgi_request_id_middleware_generates_and_echoes() -> None:
         start_response("200 OK", [])
         return [(get_request_id() or "").encode()]
 
-    with httpx.Client(transport=httpx.WSGITransport(app=wsgi.RequestIdMiddleware(app)),
-                      base_url="http://t") as c:
+    with httpx.Client(
+        transport=httpx.WSGITransport(app=wsgi.RequestIdMiddleware(app)), base_url="http://t"
+    ) as c:
         response = c.get("/", headers={"x-request-id": "bad id with spaces"})
     assert response.text == response.headers["x-request-id"]
     assert valid_request_id(response.text)

@@ -61,17 +61,22 @@ async def test_fastapi_route_class_guards_only_its_routes() -> None:
     transport = httpx.ASGITransport(app=fastapi_app(guard, calls))
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
         key = new_key()
-        first = await c.post("/v1/orders", json={"item": "pen", "qty": 1},
-                             headers={"idempotency-key": key, "x-request-id": "r-1"})
-        again = await c.post("/v1/orders", json={"qty": 1, "item": "pen"},
-                             headers={"idempotency-key": key})
+        first = await c.post(
+            "/v1/orders",
+            json={"item": "pen", "qty": 1},
+            headers={"idempotency-key": key, "x-request-id": "r-1"},
+        )
+        again = await c.post(
+            "/v1/orders", json={"qty": 1, "item": "pen"}, headers={"idempotency-key": key}
+        )
         assert first.status_code == again.status_code == 201
         assert again.content == first.content
         assert again.headers["idempotent-replayed"] == "true"
         assert first.headers["x-request-id"] == "r-1"
         assert calls == ["pen", "background"]
-        mismatch = await c.post("/v1/orders", json={"item": "ink", "qty": 1},
-                                headers={"idempotency-key": key})
+        mismatch = await c.post(
+            "/v1/orders", json={"item": "ink", "qty": 1}, headers={"idempotency-key": key}
+        )
         assert mismatch.status_code == 422
         missing = await c.post("/v1/orders", json={"item": "pen", "qty": 1})
         assert missing.status_code == 400
@@ -79,8 +84,9 @@ async def test_fastapi_route_class_guards_only_its_routes() -> None:
         # An HTTPException from the endpoint releases the key: the retry runs again.
         bad = new_key()
         for _ in range(2):
-            refused = await c.post("/v1/orders", json={"item": "neg", "qty": -1},
-                                   headers={"idempotency-key": bad})
+            refused = await c.post(
+                "/v1/orders", json={"item": "neg", "qty": -1}, headers={"idempotency-key": bad}
+            )
             assert refused.status_code == 400
         assert calls.count("neg") == 2
         # Routes outside the router are not guarded.
@@ -121,16 +127,21 @@ def test_flask_decorator_guards_one_view() -> None:
     assert again.headers["idempotent-replayed"] == "true"
     assert first.headers["x-request-id"]
     assert calls == ["pen"]
-    assert c.post("/orders", json={"item": "ink"}, headers={"idempotency-key": key}
-                  ).status_code == 422
+    assert (
+        c.post("/orders", json={"item": "ink"}, headers={"idempotency-key": key}).status_code == 422
+    )
     assert c.post("/orders", json={"item": "pen"}).status_code == 400
     too_big = c.post("/orders", json={"item": "x" * 100}, headers={"idempotency-key": new_key()})
     assert too_big.status_code == 413
     # abort() releases the key.
     gone = new_key()
     for _ in range(2):
-        assert c.post("/orders", json={"item": "missing"},
-                      headers={"idempotency-key": gone}).status_code == 404
+        assert (
+            c.post(
+                "/orders", json={"item": "missing"}, headers={"idempotency-key": gone}
+            ).status_code
+            == 404
+        )
     assert calls.count("missing") == 2
 
 

@@ -36,8 +36,9 @@ def quoted(key: str) -> str:
     return f'"{key}"'
 
 
-def post(client: httpx.Client, path: str, key: str | None, body: Any = None,
-         **headers: str) -> httpx.Response:
+def post(
+    client: httpx.Client, path: str, key: str | None, body: Any = None, **headers: str
+) -> httpx.Response:
     sent = {k.replace("_", "-"): v for k, v in headers.items()}
     if key is not None:
         sent["idempotency-key"] = key
@@ -58,8 +59,9 @@ def assert_problem(response: httpx.Response, status: int, slug: str) -> dict[str
 
 
 # -- first call and replay ------------------------------------------------------------------
-def test_replay_returns_the_stored_status_headers_and_body(served: Served,
-                                                           client: httpx.Client) -> None:
+def test_replay_returns_the_stored_status_headers_and_body(
+    served: Served, client: httpx.Client
+) -> None:
     key = new_key()
     first = post(client, "/orders", quoted(key), {"item": "book", "qty": 2})
     again = post(client, "/orders", quoted(key), {"item": "book", "qty": 2})
@@ -104,8 +106,9 @@ def test_json_body_is_canonicalised(served: Served, client: httpx.Client) -> Non
 def test_non_json_body_is_compared_byte_for_byte(client: httpx.Client) -> None:
     key = quoted(new_key())
     post(client, "/orders", key, b"a=1&b=2", content_type="application/x-www-form-urlencoded")
-    again = post(client, "/orders", key, b"b=2&a=1",
-                 content_type="application/x-www-form-urlencoded")
+    again = post(
+        client, "/orders", key, b"b=2&a=1", content_type="application/x-www-form-urlencoded"
+    )
     assert_problem(again, 422, "key-reused")
 
 
@@ -132,8 +135,9 @@ def test_chosen_header_is_part_of_the_fingerprint(client: httpx.Client) -> None:
     assert_problem(post(client, "/orders", key, {}, x_variant="b"), 422, "key-reused")
 
 
-def test_missing_key_on_a_route_that_requires_it_is_400(served: Served,
-                                                        client: httpx.Client) -> None:
+def test_missing_key_on_a_route_that_requires_it_is_400(
+    served: Served, client: httpx.Client
+) -> None:
     doc = assert_problem(client.put("/any"), 400, "key-missing")
     assert "Idempotency-Key" in doc["detail"]
     assert served.rec.count("-/None") == 0
@@ -146,16 +150,27 @@ def test_missing_key_where_optional_runs_unguarded(served: Served, client: httpx
     assert served.rec.count("-/None") == before + 2
 
 
-@pytest.mark.parametrize("value", ['"unterminated', '"a", "b"', '"tab\there"', '""',
-                                   "?1", '"' + "k" * 256 + '"', "a b", '"x";', '"x";A=1'])
+@pytest.mark.parametrize(
+    "value",
+    [
+        '"unterminated',
+        '"a", "b"',
+        '"tab\there"',
+        '""',
+        "?1",
+        '"' + "k" * 256 + '"',
+        "a b",
+        '"x";',
+        '"x";A=1',
+    ],
+)
 def test_malformed_key_is_400(served: Served, client: httpx.Client, value: str) -> None:
     assert_problem(post(client, "/orders", value, {}), 400, "key-malformed")
     assert served.rec.count(f"-/{value}") == 0
 
 
 @pytest.mark.parametrize("value", ["8e03978e-40d5-43e8-bc93-6894a57f9324", "tok:en/1", "12345"])
-def test_bare_key_is_accepted_leniently(served: Served, client: httpx.Client,
-                                        value: str) -> None:
+def test_bare_key_is_accepted_leniently(served: Served, client: httpx.Client, value: str) -> None:
     key = value.replace("8e03978e", new_key()[:8]).replace("12345", str(uuid.uuid4().int)[:15])
     first = post(client, "/orders", key, {})
     assert first.status_code == 201
@@ -228,8 +243,7 @@ def test_principals_never_share_a_stored_response(served: Served, client: httpx.
     assert post(client, "/orders", key, {"x": 2}, x_tenant="initech").status_code == 201
 
 
-def test_oversized_body_is_413_and_nothing_is_stored(served: Served,
-                                                    client: httpx.Client) -> None:
+def test_oversized_body_is_413_and_nothing_is_stored(served: Served, client: httpx.Client) -> None:
     key = quoted(new_key())
     assert_problem(post(client, "/orders", key, b"x" * 2048), 413, "body-too-large")
     assert served.guard.get("http:-", key.strip('"')) is None
@@ -250,8 +264,9 @@ def test_oversized_chunked_body_is_413(served: Served, client: httpx.Client) -> 
     assert served.rec.count(f"-/{key}") == 0
 
 
-def test_store_down_is_503_and_the_handler_does_not_run(served: Served,
-                                                       client: httpx.Client) -> None:
+def test_store_down_is_503_and_the_handler_does_not_run(
+    served: Served, client: httpx.Client
+) -> None:
     key = quoted(new_key())
     served.store.down = True
     try:
@@ -286,7 +301,8 @@ def test_streamed_response_is_captured_whole(served: Served, client: httpx.Clien
 
 @pytest.mark.parametrize(("path", "size"), [("/big", 10_000), ("/events", 18)])
 def test_uncapturable_response_passes_through_and_releases(
-        served: Served, client: httpx.Client, path: str, size: int) -> None:
+    served: Served, client: httpx.Client, path: str, size: int
+) -> None:
     key = quoted(new_key())
     first = post(client, path, key, {})
     again = post(client, path, key, {})

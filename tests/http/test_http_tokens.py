@@ -63,8 +63,9 @@ async def test_concurrent_async_consumes_have_exactly_one_winner(store: Store) -
     tokens = TokenService(store, ttl=60)
     try:
         token = await tokens.aissue("u2:pay")
-        results = await asyncio.gather(*(tokens.aconsume("u2:pay", token)
-                                         for _ in range(CONCURRENT)))
+        results = await asyncio.gather(
+            *(tokens.aconsume("u2:pay", token) for _ in range(CONCURRENT))
+        )
     finally:
         await store.aclose()  # async connections belong to this test's loop
     assert results.count(True) == 1
@@ -155,8 +156,9 @@ def fastapi_app(tokens: TokenService) -> FastAPI:
     app.add_api_route("/token", fa.token_endpoint(tokens, user_key), methods=["POST"])
 
     @app.post("/submit")
-    async def submit(fail: bool = False,
-                     token: str = Depends(fa.require_token(tokens, user_key))) -> dict[str, Any]:
+    async def submit(
+        fail: bool = False, token: str = Depends(fa.require_token(tokens, user_key))
+    ) -> dict[str, Any]:
         if fail:
             raise HTTPException(503, "downstream failed")
         return {"ok": True}
@@ -175,8 +177,9 @@ async def test_fastapi_token_endpoint_and_dependency() -> None:
         missing = await c.post("/submit", headers={"x-user": "ann"})
         assert missing.status_code == 400
         assert missing.headers["content-type"] == "application/problem+json"
-        failed = await c.post("/submit?fail=true",
-                              headers={"x-user": "ann", "x-resubmit-token": token})
+        failed = await c.post(
+            "/submit?fail=true", headers={"x-user": "ann", "x-resubmit-token": token}
+        )
         assert failed.status_code == 503
         ok = await c.post("/submit", data={"resubmit_token": token}, headers={"x-user": "ann"})
         assert ok.status_code == 200
@@ -202,8 +205,10 @@ def test_flask_token_view_and_decorator() -> None:
     assert c.post("/submit", headers={"x-user": "bob"}).status_code == 400
     failed = c.post("/submit?fail=1", headers={"x-user": "bob", "x-resubmit-token": token})
     assert failed.status_code == 500
-    assert c.post("/submit", data={"resubmit_token": token},
-                  headers={"x-user": "bob"}).status_code == 200
+    assert (
+        c.post("/submit", data={"resubmit_token": token}, headers={"x-user": "bob"}).status_code
+        == 200
+    )
     refused = c.post("/submit", headers={"x-user": "bob", "x-resubmit-token": token})
     assert refused.status_code == 409
     assert refused.content_type == "application/problem+json"

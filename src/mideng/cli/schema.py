@@ -17,12 +17,16 @@ def _family(url: str) -> str:
 
 
 @click.command()
-@click.option("--url", required=True, envvar="MIDENG_STORE",
-              help="postgresql://…, mysql://… or sqlite:///path.db (or MIDENG_STORE).")
-@click.option("--table", default=DEFAULT_TABLE, show_default=True,
-              help="Name of the record table.")
-@click.option("--apply", "apply_", is_flag=True,
-              help="Also create the table and indexes (idempotent).")
+@click.option(
+    "--url",
+    required=True,
+    envvar="MIDENG_STORE",
+    help="postgresql://…, mysql://… or sqlite:///path.db (or MIDENG_STORE).",
+)
+@click.option("--table", default=DEFAULT_TABLE, show_default=True, help="Name of the record table.")
+@click.option(
+    "--apply", "apply_", is_flag=True, help="Also create the table and indexes (idempotent)."
+)
 def schema(url: str, table: str, apply_: bool) -> None:
     """Print the DDL of the record table, for review or a migration tool."""
     try:

@@ -27,8 +27,9 @@ class Codec(Protocol):
     def decode(self, data: bytes, type_hint: Any = None) -> Any: ...
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False,
-                            default=to_jsonable)
+_ENCODER = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=to_jsonable
+)
 
 
 def _make_dumps() -> Callable[[Any], str]:
@@ -39,8 +40,17 @@ def _make_dumps() -> Callable[[Any], str]:
     # every call, which is half a small result's encoding time. It has no markers dict (one
     # shared by threads would see a value two threads encode at once as circular), so a
     # circular value ends in RecursionError instead of ValueError.
-    chunks = make(None, to_jsonable, json.encoder.c_encode_basestring,  # type: ignore[attr-defined]
-                  None, ":", ",", False, False, False)
+    chunks = make(
+        None,
+        to_jsonable,
+        json.encoder.c_encode_basestring,  # type: ignore[attr-defined]
+        None,
+        ":",
+        ",",
+        False,
+        False,
+        False,
+    )
     return lambda value: "".join(chunks(value, 0))
 
 

@@ -118,9 +118,23 @@ def finished(
 ) -> Record:
     """The record as a claim ends: no lease, retained for ttl from now (None: forever)."""
     c = current  # built by position: this ends every first call
-    return Record(c.scope, c.key, status, c.fence, c.owner, c.fingerprint, None, result, codec,
-                  error, c.attempts, c.request_id, c.created_at, now,
-                  None if ttl is None else now + ttl)
+    return Record(
+        c.scope,
+        c.key,
+        status,
+        c.fence,
+        c.owner,
+        c.fingerprint,
+        None,
+        result,
+        codec,
+        error,
+        c.attempts,
+        c.request_id,
+        c.created_at,
+        now,
+        None if ttl is None else now + ttl,
+    )
 
 
 def completed(

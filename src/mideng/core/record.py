@@ -63,10 +63,23 @@ class Record:
         # On every first call (a claim's row completed). dataclasses.replace re-inspects the
         # fields each time, and fifteen keywords cost twice what positions do: copy by
         # position, then set what changes.
-        new = Record(self.scope, self.key, self.status, self.fence, self.owner,
-                     self.fingerprint, self.lease_until, self.result, self.codec, self.error,
-                     self.attempts, self.request_id, self.created_at, self.updated_at,
-                     self.expires_at)
+        new = Record(
+            self.scope,
+            self.key,
+            self.status,
+            self.fence,
+            self.owner,
+            self.fingerprint,
+            self.lease_until,
+            self.result,
+            self.codec,
+            self.error,
+            self.attempts,
+            self.request_id,
+            self.created_at,
+            self.updated_at,
+            self.expires_at,
+        )
         for name, value in changes.items():
             setattr(new, name, value)
         return new

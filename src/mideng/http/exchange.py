@@ -45,10 +45,12 @@ class NotStored(Exception):
 
 
 def storable(response: StoredResponse) -> StoredResponse:
-    connection = {t.strip().lower() for n, v in response.headers if n == "connection"
-                  for t in v.split(",")}
-    headers = tuple((n, v) for n, v in response.headers
-                    if n not in NOT_REPLAYED and n not in connection)
+    connection = {
+        t.strip().lower() for n, v in response.headers if n == "connection" for t in v.split(",")
+    }
+    headers = tuple(
+        (n, v) for n, v in response.headers if n not in NOT_REPLAYED and n not in connection
+    )
     return replace(response, headers=headers)
 
 
@@ -75,8 +77,11 @@ class Exchange:
 
     def keep(self, captured: Captured) -> StoredResponse:
         if captured is None:
-            log.warning("mideng: a streamed or oversized response (max_response=%d) was passed "
-                        "through unguarded and its key released", self.opts.max_response)
+            log.warning(
+                "mideng: a streamed or oversized response (max_response=%d) was passed "
+                "through unguarded and its key released",
+                self.opts.max_response,
+            )
             raise NotStored(Reply(None, own=True))
         self.original = captured
         if not self.opts.store_status(captured.status):
@@ -115,8 +120,9 @@ async def _aproduce(exchange: Exchange) -> StoredResponse:
     return exchange.keep(await exchange.downstream())
 
 
-def run(opts: HttpOptions, target: Target, payload: Any,
-        downstream: Callable[[], Captured]) -> Reply:
+def run(
+    opts: HttpOptions, target: Target, payload: Any, downstream: Callable[[], Captured]
+) -> Reply:
     exchange = Exchange(opts, downstream)
     guard = opts.guard
     try:
@@ -130,8 +136,9 @@ def run(opts: HttpOptions, target: Target, payload: Any,
     return exchange.reply(stored)
 
 
-async def arun(opts: HttpOptions, target: Target, payload: Any,
-               downstream: Callable[[], Awaitable[Captured]]) -> Reply:
+async def arun(
+    opts: HttpOptions, target: Target, payload: Any, downstream: Callable[[], Awaitable[Captured]]
+) -> Reply:
     exchange = Exchange(opts, downstream)
     guard = opts.guard
     try:

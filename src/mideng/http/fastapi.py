@@ -37,8 +37,13 @@ Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
 
 def incoming(request: Request) -> Incoming:
-    return Incoming(request.method, request.url.path, request.url.query,
-                    Headers(request.headers.items()), request)
+    return Incoming(
+        request.method,
+        request.url.path,
+        request.url.query,
+        Headers(request.headers.items()),
+        request,
+    )
 
 
 def to_starlette(response: StoredResponse) -> Response:
@@ -115,8 +120,9 @@ async def _form(request: Request) -> Mapping[str, Any] | None:
     return None
 
 
-def token_endpoint(service: TokenService, biz_key: BizKey) -> Callable[[Request],
-                                                                        Awaitable[Response]]:
+def token_endpoint(
+    service: TokenService, biz_key: BizKey
+) -> Callable[[Request], Awaitable[Response]]:
     """``app.add_api_route("/token", token_endpoint(tokens, key_of), methods=["POST"])``."""
     gate = TokenGate(service, biz_key)
 
@@ -126,8 +132,9 @@ def token_endpoint(service: TokenService, biz_key: BizKey) -> Callable[[Request]
     return issue_token
 
 
-def require_token(service: TokenService, biz_key: BizKey, *, header: str = TOKEN_HEADER,
-                  field: str = TOKEN_FIELD) -> Callable[[Request], AsyncIterator[str]]:
+def require_token(
+    service: TokenService, biz_key: BizKey, *, header: str = TOKEN_HEADER, field: str = TOKEN_FIELD
+) -> Callable[[Request], AsyncIterator[str]]:
     """A dependency: consume the token (header or form field) before the endpoint; restore it
     if the endpoint raises, so the user can submit again."""
     gate = TokenGate(service, biz_key, header, field)
@@ -147,8 +154,12 @@ def require_token(service: TokenService, biz_key: BizKey, *, header: str = TOKEN
     return resubmit_token
 
 
-def debounce(debouncer: Debouncer, principal: Callable[[Incoming], str | None], *,
-             operation: str | None = None) -> Callable[[Request], Awaitable[None]]:
+def debounce(
+    debouncer: Debouncer,
+    principal: Callable[[Incoming], str | None],
+    *,
+    operation: str | None = None,
+) -> Callable[[Request], Awaitable[None]]:
     """A dependency refusing (429) a principal's second call within the window;
     ``operation`` defaults to the method and the route's path template."""
     gate = DebounceGate(debouncer, principal, operation)

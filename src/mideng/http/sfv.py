@@ -85,7 +85,7 @@ class _Parser:
             if char == "\\":
                 escaped = self.take()
                 if escaped not in ('"', "\\"):
-                    raise SFVError("only \\\" and \\\\ may be escaped in an sf-string")
+                    raise SFVError('only \\" and \\\\ may be escaped in an sf-string')
                 out.append(escaped)
             elif char == '"':
                 return "".join(out)
@@ -100,7 +100,7 @@ class _Parser:
         self.pos += 1
         while self.peek() in _TOKEN_REST:
             self.pos += 1
-        return Token(self.text[start:self.pos])
+        return Token(self.text[start : self.pos])
 
     def number(self) -> int | Decimal:
         start = self.pos
@@ -113,7 +113,7 @@ class _Parser:
             if self.peek() == ".":
                 dot = self.pos
             self.pos += 1
-        text = self.text[start:self.pos]
+        text = self.text[start : self.pos]
         digits = text.lstrip("-")
         if dot < 0:
             if len(digits) > 15:
@@ -129,7 +129,7 @@ class _Parser:
         end = self.text.find(":", self.pos)
         if end < 0:
             raise SFVError("unterminated byte sequence")
-        chunk = self.text[self.pos:end]
+        chunk = self.text[self.pos : end]
         self.pos = end + 1
         if not set(chunk) <= _BASE64:
             raise SFVError("a byte sequence is base64")
@@ -165,4 +165,4 @@ class _Parser:
         start = self.pos
         while self.peek() in _KEY_REST:
             self.pos += 1
-        return self.text[start:self.pos]
+        return self.text[start : self.pos]

@@ -78,9 +78,14 @@ def pack(args: tuple[Any, ...]) -> list[bytes]:
 def _checkout(pool: Any) -> Any:
     """The pool's get_connection; redis-py before 8 wants a command name (it ignores it)."""
     first = next(iter(inspect.signature(pool.get_connection).parameters.values()), None)
-    if first is not None and first.default is inspect.Parameter.empty and first.kind in (
-        inspect.Parameter.POSITIONAL_ONLY,
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    if (
+        first is not None
+        and first.default is inspect.Parameter.empty
+        and first.kind
+        in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        )
     ):
         return functools.partial(pool.get_connection, "FCALL")
     return pool.get_connection

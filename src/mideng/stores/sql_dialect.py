@@ -41,10 +41,39 @@ def psycopg_current(row: Sequence[Any], scope: str, key: str) -> tuple[Record, f
     already carry each column's record type (bytea as bytes, the clock as a float): a
     duplicate then builds its record without a conversion pass. Transaction mode reads
     through the caller's driver, so it keeps ``current``."""
-    (status, fence, owner, fingerprint, lease_until, result, codec, error, attempts,
-     request_id, created_at, updated_at, expires_at, now) = row
-    return Record(scope, key, _STATUS[status], fence, owner, fingerprint, lease_until, result,
-                  codec, error, attempts, request_id, created_at, updated_at, expires_at), now
+    (
+        status,
+        fence,
+        owner,
+        fingerprint,
+        lease_until,
+        result,
+        codec,
+        error,
+        attempts,
+        request_id,
+        created_at,
+        updated_at,
+        expires_at,
+        now,
+    ) = row
+    return Record(
+        scope,
+        key,
+        _STATUS[status],
+        fence,
+        owner,
+        fingerprint,
+        lease_until,
+        result,
+        codec,
+        error,
+        attempts,
+        request_id,
+        created_at,
+        updated_at,
+        expires_at,
+    ), now
 
 
 def _text(value: bytes | None) -> str | None:
@@ -130,9 +159,11 @@ class Statements:
         lease, ttl = self.f("lease"), self.f("expiry_ttl")
 
         def fresh_row(created: str, at: str, verb: str = "INSERT") -> str:
-            return (f"{verb} INTO {t} ({cols}) VALUES (:scope, :key, 'processing', 1, :owner, "
-                    f":fingerprint, {at} + {lease}, NULL, NULL, NULL, 1, :request_id, {created}, "
-                    f"{at}, {at} + {lease} + {ttl})")
+            return (
+                f"{verb} INTO {t} ({cols}) VALUES (:scope, :key, 'processing', 1, :owner, "
+                f":fingerprint, {at} + {lease}, NULL, NULL, NULL, 1, :request_id, {created}, "
+                f"{at}, {at} + {lease} + {ttl})"
+            )
 
         fresh = fresh_row(now, now)
 
@@ -160,11 +191,16 @@ class Statements:
                 # holds the longest scope, key and request id the core admits, in bytes.
                 self.insert = Sql(fresh_row(_MYSQL_STAMP, _MYSQL_STAMPED, "INSERT IGNORE"))
             else:
-                self.claim = ([Sql(f"{upsert} RETURNING {row}")] if kind == "mariadb"
-                              else [Sql(upsert), Sql(current)])
+                self.claim = (
+                    [Sql(f"{upsert} RETURNING {row}")]
+                    if kind == "mariadb"
+                    else [Sql(upsert), Sql(current)]
+                )
         else:
-            self.insert = Sql(f"{fresh} ON CONFLICT (scope, key) DO NOTHING"
-                              + (" RETURNING created_at" if kind == "postgresql" else ""))
+            self.insert = Sql(
+                f"{fresh} ON CONFLICT (scope, key) DO NOTHING"
+                + (" RETURNING created_at" if kind == "postgresql" else "")
+            )
         self.cas = Sql(
             f"UPDATE {t} SET status = :status, fence = :fence, owner = :owner, "
             f"fingerprint = :fingerprint, lease_until = {self.f('lease_until')}, "
@@ -172,7 +208,8 @@ class Statements:
             f"request_id = :request_id, created_at = {self.f('created_at')}, "
             f"updated_at = {self.f('updated_at')}, expires_at = {self.f('expires_at')} "
             f"WHERE {pk} AND fence = :was_fence AND owner = :was_owner "
-            f"AND status = :was_status AND updated_at = {self.f('was_updated_at')}")
+            f"AND status = :was_status AND updated_at = {self.f('was_updated_at')}"
+        )
         self.forget = Sql(f"DELETE FROM {t} WHERE {pk}")
         self._fenced()
         self._views()
@@ -185,15 +222,37 @@ class Statements:
         server writes them in a result, which parse back to the same doubles; a NULL number as
         nothing; the byte lengths of the variable fields, '-' for NULL), and ``body``, the
         variable fields back to back. Scope and key are the caller's own."""
+
         def size(col: str) -> str:
             return f"IFNULL(LENGTH({col}), '-')"
 
-        head = ", ".join([
-            "status", "fence", "IFNULL(lease_until, '')", "attempts", "created_at",
-            "updated_at", "IFNULL(expires_at, '')", now, "LENGTH(owner)", size("fingerprint"),
-            size("codec"), size("request_id"), size("result"), size("error")])
-        body = ", ".join(["owner", *(f"IFNULL({c}, '')" for c in (
-            "fingerprint", "codec", "request_id", "result", "error"))])
+        head = ", ".join(
+            [
+                "status",
+                "fence",
+                "IFNULL(lease_until, '')",
+                "attempts",
+                "created_at",
+                "updated_at",
+                "IFNULL(expires_at, '')",
+                now,
+                "LENGTH(owner)",
+                size("fingerprint"),
+                size("codec"),
+                size("request_id"),
+                size("result"),
+                size("error"),
+            ]
+        )
+        body = ", ".join(
+            [
+                "owner",
+                *(
+                    f"IFNULL({c}, '')"
+                    for c in ("fingerprint", "codec", "request_id", "result", "error")
+                ),
+            ]
+        )
         return f"CONCAT_WS(',', {head}), CONCAT({body})"
 
     def stamped(self, res: Res, params: Mapping[str, Any]) -> float | None:
@@ -211,8 +270,22 @@ class Statements:
         head, body = row[0], row[1]
         if isinstance(head, bytes):
             head = head.decode()
-        (status, fence, lease_until, attempts, created_at, updated_at, expires_at, now, l_owner,
-         l_fp, l_codec, l_rid, l_result, l_error) = head.split(",")
+        (
+            status,
+            fence,
+            lease_until,
+            attempts,
+            created_at,
+            updated_at,
+            expires_at,
+            now,
+            l_owner,
+            l_fp,
+            l_codec,
+            l_rid,
+            l_result,
+            l_error,
+        ) = head.split(",")
         end = int(l_owner)
         owner = body[:end].decode()
         fields: list[bytes | None] = []
@@ -224,10 +297,22 @@ class Statements:
                 fields.append(bytes(body[start:end]))
         fp, codec, rid, result, error = fields
         return Record(
-            scope, key, _STATUS[status], int(fence), owner, _text(fp),
-            float(lease_until) if lease_until else None, result, _text(codec), error,
-            int(attempts), _text(rid), float(created_at), float(updated_at),
-            float(expires_at) if expires_at else None), float(now)
+            scope,
+            key,
+            _STATUS[status],
+            int(fence),
+            owner,
+            _text(fp),
+            float(lease_until) if lease_until else None,
+            result,
+            _text(codec),
+            error,
+            int(attempts),
+            _text(rid),
+            float(created_at),
+            float(updated_at),
+            float(expires_at) if expires_at else None,
+        ), float(now)
 
     def f(self, name: str) -> str:
         """A float bind; PostgreSQL can't type a bare parameter in ``x IS NULL``."""
@@ -245,44 +330,55 @@ class Statements:
         else:
             stamp = ref = now
         tail = " RETURNING updated_at" if self.kind == "postgresql" else ""
-        where = (f"WHERE {self.pk} AND owner = :owner AND fence = :fence "
-                 f"AND status = 'processing' AND (expires_at IS NULL OR expires_at > {now})")
+        where = (
+            f"WHERE {self.pk} AND owner = :owner AND fence = :fence "
+            f"AND status = 'processing' AND (expires_at IS NULL OR expires_at > {now})"
+        )
         ttl, lease = self.f("ttl"), self.f("lease")
         self.complete = Sql(
             f"UPDATE {t} SET updated_at = {stamp}, status = 'succeeded', result = :result, "
             f"codec = :codec, error = NULL, lease_until = NULL, expires_at = {ref} + {ttl} "
-            f"{where}{tail}")
+            f"{where}{tail}"
+        )
         self.fail = Sql(
             f"UPDATE {t} SET updated_at = {stamp}, status = 'failed', error = :error, "
             f"result = NULL, codec = NULL, lease_until = NULL, expires_at = {ref} + {ttl} "
-            f"{where}{tail}")
+            f"{where}{tail}"
+        )
         # expires_at reads its own old value: MySQL applies assignments left to right, but a
         # column not yet assigned still holds the row's value.
         self.heartbeat = Sql(
             f"UPDATE {t} SET updated_at = {stamp}, lease_until = {ref} + {lease}, "
             f"expires_at = CASE WHEN expires_at IS NULL OR {ttl} IS NULL THEN NULL "
-            f"ELSE {ref} + {lease} + {ttl} END {where}{tail}")
+            f"ELSE {ref} + {lease} + {ttl} END {where}{tail}"
+        )
         self.release = Sql(f"DELETE FROM {t} {where}")
 
     def _views(self) -> None:
         t, now, cols = self.table, self.now, self.cols
-        open_ = (f"status IN ('processing', 'unknown') "
-                 f"AND (expires_at IS NULL OR expires_at > {now}) "
-                 f"AND (status = 'unknown' OR lease_until IS NULL OR lease_until <= {now})")
+        open_ = (
+            f"status IN ('processing', 'unknown') "
+            f"AND (expires_at IS NULL OR expires_at > {now}) "
+            f"AND (status = 'unknown' OR lease_until IS NULL OR lease_until <= {now})"
+        )
         self.unresolved_all = Sql(
-            f"SELECT {cols} FROM {t} WHERE {open_} ORDER BY updated_at LIMIT :limit")
+            f"SELECT {cols} FROM {t} WHERE {open_} ORDER BY updated_at LIMIT :limit"
+        )
         self.unresolved_scope = Sql(
             f"SELECT {cols} FROM {t} WHERE scope = :scope AND {open_} "
-            f"ORDER BY updated_at LIMIT :limit")
+            f"ORDER BY updated_at LIMIT :limit"
+        )
         if self.kind == "postgresql":
             # SKIP LOCKED: a row that a claim is taking over right now is not garbage.
             self.purge = Sql(
                 f"DELETE FROM {t} WHERE (scope, key) IN (SELECT scope, key FROM {t} "
                 f"WHERE expires_at <= {now} LIMIT :batch FOR UPDATE SKIP LOCKED) "
-                f"AND expires_at <= {now}")
+                f"AND expires_at <= {now}"
+            )
         else:
             self.purge = Sql(
-                f"DELETE FROM {t} WHERE expires_at <= {now} ORDER BY expires_at LIMIT :batch")
+                f"DELETE FROM {t} WHERE expires_at <= {now} ORDER BY expires_at LIMIT :batch"
+            )
 
     def _tokens_and_hits(self) -> None:
         """Tokens and debounce windows: SUCCEEDED rows in their own scope namespace."""
@@ -290,37 +386,78 @@ class Statements:
 
         def entry(owner: str, result: str, codec: str, life: str, alias: str = "") -> str:
             into = f"{t} AS {alias}" if alias else t
-            return (f"INSERT INTO {into} ({cols}) VALUES (:scope, :key, 'succeeded', 0, {owner}, "
-                    f"NULL, NULL, {result}, {codec}, NULL, 1, NULL, {now}, {now}, "
-                    f"{now} + {self.f(life)})")
+            return (
+                f"INSERT INTO {into} ({cols}) VALUES (:scope, :key, 'succeeded', 0, {owner}, "
+                f"NULL, NULL, {result}, {codec}, NULL, 1, NULL, {now}, {now}, "
+                f"{now} + {self.f(life)})"
+            )
 
         token = entry(":owner", "NULL", "NULL", "ttl")
         if self.kind == "postgresql":
             replace = ", ".join(f"{c} = EXCLUDED.{c}" for c in COLUMNS[2:])
             self.put_token = Sql(f"{token} ON CONFLICT (scope, key) DO UPDATE SET {replace}")
             # The no-op update takes the row lock, inserting the row first if need be.
-            self.hit_lock = [Sql(f"{entry(repr(''), ':empty', repr('json'), 'window', 'r')} "
-                                 f"ON CONFLICT (scope, key) DO UPDATE SET fence = r.fence "
-                                 f"RETURNING result, {now}")]
+            self.hit_lock = [
+                Sql(
+                    f"{entry(repr(''), ':empty', repr('json'), 'window', 'r')} "
+                    f"ON CONFLICT (scope, key) DO UPDATE SET fence = r.fence "
+                    f"RETURNING result, {now}"
+                )
+            ]
         else:
             self.put_token = Sql(token.replace("INSERT INTO", "REPLACE INTO", 1))
-            upsert = (f"{entry(repr(''), ':empty', repr('json'), 'window')} "
-                      f"ON DUPLICATE KEY UPDATE fence = fence")
+            upsert = (
+                f"{entry(repr(''), ':empty', repr('json'), 'window')} "
+                f"ON DUPLICATE KEY UPDATE fence = fence"
+            )
             read = f"SELECT result, {now} FROM {t} WHERE {pk} FOR UPDATE"
-            self.hit_lock = ([Sql(f"{upsert} RETURNING result, {now}")]
-                             if self.kind == "mariadb" else [Sql(f"{upsert}; {read}", sets=2)])
+            self.hit_lock = (
+                [Sql(f"{upsert} RETURNING result, {now}")]
+                if self.kind == "mariadb"
+                else [Sql(f"{upsert}; {read}", sets=2)]
+            )
         self.take_token = Sql(
-            f"DELETE FROM {t} WHERE {pk} AND owner = :owner AND expires_at > {now}")
+            f"DELETE FROM {t} WHERE {pk} AND owner = :owner AND expires_at > {now}"
+        )
         self.hit_store = Sql(
             f"UPDATE {t} SET result = :result, updated_at = {self.f('now')}, "
-            f"expires_at = {self.f('now')} + {self.f('window')} WHERE {pk}")
+            f"expires_at = {self.f('now')} + {self.f('window')} WHERE {pk}"
+        )
 
     def record(self, row: Sequence[Any]) -> Record:
-        (scope, key, status, fence, owner, fingerprint, lease_until, result, codec, error,
-         attempts, request_id, created_at, updated_at, expires_at) = row[:15]
+        (
+            scope,
+            key,
+            status,
+            fence,
+            owner,
+            fingerprint,
+            lease_until,
+            result,
+            codec,
+            error,
+            attempts,
+            request_id,
+            created_at,
+            updated_at,
+            expires_at,
+        ) = row[:15]
         if self.mysql:  # VARBINARY scope, key and owner
             scope, key, owner = scope.decode(), key.decode(), owner.decode()
-        return Record(scope, key, _STATUS[status], int(fence), owner, fingerprint, lease_until,
-                      None if result is None else bytes(result), codec,
-                      None if error is None else bytes(error), attempts, request_id,
-                      created_at, updated_at, expires_at)
+        return Record(
+            scope,
+            key,
+            _STATUS[status],
+            int(fence),
+            owner,
+            fingerprint,
+            lease_until,
+            None if result is None else bytes(result),
+            codec,
+            None if error is None else bytes(error),
+            attempts,
+            request_id,
+            created_at,
+            updated_at,
+            expires_at,
+        )

@@ -64,20 +64,44 @@ def read(s: Statements, scope: str, key: str) -> Op[tuple[Record | None, float]]
 
 
 def _cas(s: Statements, old: Record, new: Record) -> Stmt:
-    return Stmt(s.cas, _params(
-        s, scope=old.scope, key=old.key, status=new.status.value, fence=new.fence,
-        owner=new.owner, fingerprint=new.fingerprint, lease_until=new.lease_until,
-        result=new.result, codec=new.codec, error=new.error, attempts=new.attempts,
-        request_id=_clip(new.request_id), created_at=new.created_at,
-        updated_at=new.updated_at, expires_at=new.expires_at, was_fence=old.fence,
-        was_owner=old.owner, was_status=old.status.value, was_updated_at=old.updated_at))
+    return Stmt(
+        s.cas,
+        _params(
+            s,
+            scope=old.scope,
+            key=old.key,
+            status=new.status.value,
+            fence=new.fence,
+            owner=new.owner,
+            fingerprint=new.fingerprint,
+            lease_until=new.lease_until,
+            result=new.result,
+            codec=new.codec,
+            error=new.error,
+            attempts=new.attempts,
+            request_id=_clip(new.request_id),
+            created_at=new.created_at,
+            updated_at=new.updated_at,
+            expires_at=new.expires_at,
+            was_fence=old.fence,
+            was_owner=old.owner,
+            was_status=old.status.value,
+            was_updated_at=old.updated_at,
+        ),
+    )
 
 
 def _claim_params(s: Statements, req: ClaimRequest) -> dict[str, Any]:
-    return _params(s, scope=req.scope, key=req.key, owner=req.owner,
-                   fingerprint=req.fingerprint, lease=float(req.lease),
-                   expiry_ttl=None if req.on_expiry is GOES_UNKNOWN else req.ttl,
-                   request_id=req.request_id)
+    return _params(
+        s,
+        scope=req.scope,
+        key=req.key,
+        owner=req.owner,
+        fingerprint=req.fingerprint,
+        lease=float(req.lease),
+        expiry_ttl=None if req.on_expiry is GOES_UNKNOWN else req.ttl,
+        request_id=req.request_id,
+    )
 
 
 UNREAD: Any = object()
@@ -102,8 +126,9 @@ def inserted(s: Statements, req: ClaimRequest, stmt: Stmt, res: Res) -> Claim | 
     return None if stamped is None else Claim(ACQUIRED, rules.fresh(req, stamped, None))
 
 
-def seen(s: Statements, row: Sequence[Any] | None, req: ClaimRequest,
-         binary: bool) -> tuple[Record, float] | None:
+def seen(
+    s: Statements, row: Sequence[Any] | None, req: ClaimRequest, binary: bool
+) -> tuple[Record, float] | None:
     """The record and clock from the store's own read of ``s.select`` (None: no row);
     ``binary``: a psycopg row in binary, typed already."""
     if row is None:
@@ -161,8 +186,9 @@ class Habit:
         shares[scope] = share + (taken - share) * self.WEIGHT
 
 
-def claim(s: Statements, req: ClaimRequest,
-          first: tuple[Record, float] | None = UNREAD) -> Op[Claim]:
+def claim(
+    s: Statements, req: ClaimRequest, first: tuple[Record, float] | None = UNREAD
+) -> Op[Claim]:
     """A claim that reads first. ``first``: that read, when the caller already made it (the
     record and clock, or None for no row). Inserting first (see Habit) is ``insert`` sent by
     the store itself; a key it finds taken comes here."""
@@ -206,14 +232,24 @@ def claim(s: Statements, req: ClaimRequest,
     raise StoreUnavailableError(f"claim on {req.scope}:{req.key} kept losing races")
 
 
-def _fenced(s: Statements, ticket: Ticket, sql: Sql, known: Record | None,
-            change: Callable[[Record, float], Record], **values: Any) -> Op[Record]:
+def _fenced(
+    s: Statements,
+    ticket: Ticket,
+    sql: Sql,
+    known: Record | None,
+    change: Callable[[Record, float], Record],
+    **values: Any,
+) -> Op[Record]:
     """Run a fenced update; ``known`` is the claim's own row, from which the new one follows."""
-    params = _params(s, scope=ticket.scope, key=ticket.key, owner=ticket.owner,
-                     fence=ticket.fence, **values)
+    params = _params(
+        s, scope=ticket.scope, key=ticket.key, owner=ticket.owner, fence=ticket.fence, **values
+    )
     res = yield Stmt(sql, params)
-    if res.rowcount == 1 and known is not None and (known.owner, known.fence) == (
-            ticket.owner, ticket.fence):
+    if (
+        res.rowcount == 1
+        and known is not None
+        and (known.owner, known.fence) == (ticket.owner, ticket.fence)
+    ):
         if s.kind == "postgresql":
             now = float(res.rows[0][0])
         else:
@@ -225,27 +261,59 @@ def _fenced(s: Statements, ticket: Ticket, sql: Sql, known: Record | None,
     raise lease_lost(ticket, current)
 
 
-def complete(s: Statements, ticket: Ticket, result: bytes, codec: str, ttl: float | None,
-             known: Record | None = None) -> Op[Record]:
-    return _fenced(s, ticket, s.complete, known, lambda cur, now: rules.completed(
-        cur, now, result=result, codec=codec, ttl=ttl), result=result, codec=codec, ttl=ttl)
+def complete(
+    s: Statements,
+    ticket: Ticket,
+    result: bytes,
+    codec: str,
+    ttl: float | None,
+    known: Record | None = None,
+) -> Op[Record]:
+    return _fenced(
+        s,
+        ticket,
+        s.complete,
+        known,
+        lambda cur, now: rules.completed(cur, now, result=result, codec=codec, ttl=ttl),
+        result=result,
+        codec=codec,
+        ttl=ttl,
+    )
 
 
-def fail(s: Statements, ticket: Ticket, error: bytes, ttl: float | None,
-         known: Record | None = None) -> Op[Record]:
-    return _fenced(s, ticket, s.fail, known, lambda cur, now: rules.failed(
-        cur, now, error=error, ttl=ttl), error=error, ttl=ttl)
+def fail(
+    s: Statements, ticket: Ticket, error: bytes, ttl: float | None, known: Record | None = None
+) -> Op[Record]:
+    return _fenced(
+        s,
+        ticket,
+        s.fail,
+        known,
+        lambda cur, now: rules.failed(cur, now, error=error, ttl=ttl),
+        error=error,
+        ttl=ttl,
+    )
 
 
-def heartbeat(s: Statements, ticket: Ticket, lease: float, ttl: float | None,
-              known: Record | None = None) -> Op[Record]:
-    return _fenced(s, ticket, s.heartbeat, known, lambda cur, now: rules.renewed(
-        cur, now, lease, ttl), lease=float(lease), ttl=ttl)
+def heartbeat(
+    s: Statements, ticket: Ticket, lease: float, ttl: float | None, known: Record | None = None
+) -> Op[Record]:
+    return _fenced(
+        s,
+        ticket,
+        s.heartbeat,
+        known,
+        lambda cur, now: rules.renewed(cur, now, lease, ttl),
+        lease=float(lease),
+        ttl=ttl,
+    )
 
 
 def release(s: Statements, ticket: Ticket) -> Op[None]:
-    res = yield Stmt(s.release, _params(s, scope=ticket.scope, key=ticket.key,
-                                        owner=ticket.owner, fence=ticket.fence))
+    res = yield Stmt(
+        s.release,
+        _params(s, scope=ticket.scope, key=ticket.key, owner=ticket.owner, fence=ticket.fence),
+    )
     if res.rowcount == 1:
         return None
     current, _ = yield from read(s, ticket.scope, ticket.key)
@@ -262,8 +330,15 @@ def forget(s: Statements, scope: str, key: str) -> Op[bool]:
     return res.rowcount > 0
 
 
-def resolve(s: Statements, scope: str, key: str, result: bytes | None, codec: str | None,
-            failed: bool, ttl: float | None) -> Op[Record]:
+def resolve(
+    s: Statements,
+    scope: str,
+    key: str,
+    result: bytes | None,
+    codec: str | None,
+    failed: bool,
+    ttl: float | None,
+) -> Op[Record]:
     for _ in range(RACES):
         current, now = yield from read(s, scope, key)
         check_resolvable(scope, key, current, now)
@@ -296,8 +371,9 @@ def purge(s: Statements, limit: int | None, batch: int = PURGE_BATCH) -> Op[int]
 
 
 def put_token(s: Statements, scope: str, key: str, token: str, ttl: float) -> Op[None]:
-    yield Stmt(s.put_token, {"scope": TOKEN_PREFIX + scope, "key": key, "owner": token,
-                             "ttl": float(ttl)})
+    yield Stmt(
+        s.put_token, {"scope": TOKEN_PREFIX + scope, "key": key, "owner": token, "ttl": float(ttl)}
+    )
 
 
 def take_token(s: Statements, scope: str, key: str, token: str) -> Op[bool]:
@@ -322,4 +398,3 @@ def hit(s: Statements, scope: str, key: str, window: float, limit: int) -> Op[fl
     yield Stmt(s.hit_store, {**params, "result": json.dumps(stamps).encode(), "now": now})
     yield Stmt(s.commit)
     return None
-

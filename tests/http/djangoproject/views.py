@@ -45,8 +45,10 @@ def ran(request: HttpRequest) -> int:
 def orders(request: HttpRequest) -> HttpResponse:
     run = ran(request)
     body = request.body.decode("utf-8", "replace")
-    response = JsonResponse({"run": run, "body": body, "nonce": uuid.uuid4().hex,
-                             "request_id": get_request_id()}, status=201)
+    response = JsonResponse(
+        {"run": run, "body": body, "nonce": uuid.uuid4().hex, "request_id": get_request_id()},
+        status=201,
+    )
     response.set_cookie("session", "first")
     response["X-Custom"] = "kept"
     return response
