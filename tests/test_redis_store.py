@@ -20,9 +20,9 @@ from backends_redis import delete_prefix, expiry_ms
 from mideng import Guard, open_store
 from mideng.core.record import ClaimRequest, ExpiryPolicy, Outcome, Status, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
-from mideng.stores import redis_scripts
 from mideng.stores.redis import RedisStore
-from mideng.stores.redis_connect import parse, redact
+from mideng.stores.redis import scripts as redis_scripts
+from mideng.stores.redis.connect import parse, redact
 
 from redis_cluster import Server, cluster
 from services import REDIS_URL, need

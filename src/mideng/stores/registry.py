@@ -79,4 +79,4 @@ for _scheme in (
 ):
     _BACKENDS[_scheme] = "mideng.stores.sql:SQLStore.from_url"
 for _scheme in ("redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel", "unix"):
-    _BACKENDS[_scheme] = "mideng.stores.redis:RedisStore.from_url"
+    _BACKENDS[_scheme] = "mideng.stores.redis.store:RedisStore.from_url"

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
-from mideng.stores import redis_scripts as wire
 from mideng.stores.base import Store
-from mideng.stores.redis_commands import Commands, Op, stuck
-from mideng.stores.redis_connect import Connection, Target, connect, parse, redact
-from mideng.stores.redis_lane import ALane, Lane, pack, usable
+from mideng.stores.redis import scripts as wire
+from mideng.stores.redis.commands import Commands, Op, stuck
+from mideng.stores.redis.connect import Connection, Target, connect, parse, redact
+from mideng.stores.redis.direct import ALane, Lane, pack, usable
 from mideng.stores.registry import open_store, require
 
 if TYPE_CHECKING:

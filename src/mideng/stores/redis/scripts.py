@@ -48,7 +48,10 @@ class Script:
 
 def _read(name: str) -> str:
     return (
-        resources.files("mideng.stores").joinpath("lua").joinpath(f"{name}.lua").read_text("utf-8")
+        resources.files("mideng.stores.redis")
+        .joinpath("lua")
+        .joinpath(f"{name}.lua")
+        .read_text("utf-8")
     )
 
 

@@ -18,7 +18,7 @@ from mideng import Guard
 from mideng.core.record import ClaimRequest, Outcome
 from mideng.errors import StoreUnavailableError
 from mideng.stores.redis import RedisStore
-from mideng.stores.redis_lane import ALane, Lane
+from mideng.stores.redis.direct import ALane, Lane
 
 from redis_cluster import Server
 

@@ -14,8 +14,8 @@ from typing import Any, Generic, TypeVar
 
 from mideng.core.record import Claim, ClaimRequest, ExpiryPolicy, Record, Ticket
 from mideng.errors import ConfigurationError, IdempotencyError
-from mideng.stores import redis_scripts as wire
 from mideng.stores.base import check_resolvable, is_unresolved, lease_lost
+from mideng.stores.redis import scripts as wire
 
 T = TypeVar("T")
 _GLOB = re.compile(r"([*?\[\]\\])")

@@ -1,0 +1,10 @@
+"""The Redis store: standalone Redis, Redis Cluster or a Sentinel-managed master.
+
+``store`` is the RedisStore (sync and asyncio); ``commands`` what it sends and what replies
+mean; ``rows`` a record as a Redis hash and as a reply; ``scripts`` the Lua function library
+from ``lua/``; ``connect`` URLs and redis-py clients; ``direct`` the probe-free send path.
+"""
+
+from mideng.stores.redis.store import RedisStore
+
+__all__ = ["RedisStore"]
