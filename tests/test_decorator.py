@@ -12,7 +12,7 @@ import pytest
 
 import mideng
 from mideng import Guard, configure, idempotent, request_id_scope
-from mideng.config import default_guard
+from mideng.guard.default import default_guard
 from mideng.errors import ConfigurationError, KeyMissingError, PayloadMismatchError
 from mideng.stores.memory import MemoryStore
 from mideng.stores.sqlite import SQLiteStore
@@ -141,10 +141,10 @@ def test_duplicate_is_logged_with_scope_key_and_request_id(
 def fresh_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MIDENG_STORE", raising=False)
-    monkeypatch.setattr(mideng.config, "_default", None)
+    monkeypatch.setattr(mideng.guard.default, "_default", None)
     yield tmp_path
-    if mideng.config._default is not None:
-        mideng.config._default.close()
+    if mideng.guard.default._default is not None:
+        mideng.guard.default._default.close()
 
 
 def test_module_level_decorator_uses_embedded_sqlite_by_default(fresh_default: Path) -> None:

@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
-from mideng import heartbeat
+from mideng.guard import lease
 from mideng.errors import LeaseLostError, StoreUnavailableError
-from mideng.heartbeat import Heartbeats, Lease, start_async
+from mideng.guard.aheartbeat import start_async
+from mideng.guard.heartbeat import Heartbeats
+from mideng.guard.lease import Lease
 
 
 def test_stop_waits_for_an_in_flight_renewal() -> None:
@@ -212,12 +214,12 @@ def test_a_timer_that_dies_is_restarted(monkeypatch: pytest.MonkeyPatch) -> None
         original()
 
     monkeypatch.setattr(heartbeats, "_loop", dies_once)
-    before = heartbeat.stats()["restarts"]
+    before = lease.stats()["restarts"]
     renewed = threading.Event()
     stop = heartbeats.start(0.03, renewed.set)
     assert renewed.wait(10)
     assert len(calls) == 2
-    assert heartbeat.stats()["restarts"] == before + 1
+    assert lease.stats()["restarts"] == before + 1
     stop()
     heartbeats.shutdown()
 

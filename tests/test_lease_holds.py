@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from mideng import Guard, heartbeat
+from mideng import Guard
+from mideng.guard import lease
 from mideng.core.record import Ticket
 from mideng.errors import InProgressError, LeaseLostError, StoreUnavailableError
 
@@ -110,7 +111,7 @@ def test_a_lost_lease_leaves_every_other_beat_renewing(held: Opened, drive: Runn
     another key, started after, is still renewed through its whole run."""
     guard = Guard(held.store, lease=LEASE)
     scope = f"lost-{uuid.uuid4().hex[:8]}"
-    before = heartbeat.stats()["lost"]
+    before = lease.stats()["lost"]
 
     def forgotten() -> str:
         assert guard.forget(scope, "evicted")
@@ -122,7 +123,7 @@ def test_a_lost_lease_leaves_every_other_beat_renewing(held: Opened, drive: Runn
     )
     evicted.start()
     evicted.join(60)
-    assert heartbeat.stats()["lost"] > before  # the lost beat was seen, and ended
+    assert lease.stats()["lost"] > before  # the lost beat was seen, and ended
     started = time.monotonic()
     holder = Holder(drive, guard, scope, "long", BODY)
     time.sleep(max(0.0, SECOND_AT - (time.monotonic() - started)))
@@ -257,7 +258,7 @@ def test_killed_server_connections_do_not_stop_renewal(name: str, mode: str, ctx
     try:
         guard = Guard(opened.store, lease=LEASE)
         scope = f"kill-{uuid.uuid4().hex[:8]}"
-        failures = heartbeat.stats()["failures"]
+        failures = lease.stats()["failures"]
         started = time.monotonic()
         holder = Holder(run, guard, scope, "k", BODY)
         time.sleep(max(0.0, LEASE / 6 - (time.monotonic() - started)))
@@ -268,7 +269,7 @@ def test_killed_server_connections_do_not_stop_renewal(name: str, mode: str, ctx
         # on redis-py's asyncio client, which reconnects and resends by itself, so the kill
         # never reaches the heartbeat there.
         if (name, mode) != ("redis", "async"):
-            assert heartbeat.stats()["failures"] > failures
+            assert lease.stats()["failures"] > failures
     finally:
         if isinstance(run, AsyncRunner):
             run.submit(opened.store.aclose())

@@ -1,6 +1,5 @@
 """mideng (幂等): run each business operation once, whatever retries and redeliveries do."""
 
-from mideng.config import configure, default_guard, idempotent
 from mideng.context import get_request_id, request_id_scope, set_request_id
 from mideng.core.record import ExpiryPolicy, Outcome, Record, Status
 from mideng.errors import (
@@ -11,13 +10,14 @@ from mideng.errors import (
     StoreUnavailableError,
     UnresolvedError,
 )
-from mideng.guard import Guard
+from mideng.guard import Driver, Guard, configure, default_guard, idempotent
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store, register_store
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Driver",
     "ExpiryPolicy",
     "Guard",
     "IdempotencyError",

@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from mideng.config import DEFAULT_STORE
+from mideng.guard.default import DEFAULT_STORE
 from mideng.core.keys import check_scope
 from mideng.core.record import Record
 from mideng.errors import IdempotencyError

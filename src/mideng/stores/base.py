@@ -1,9 +1,11 @@
 """The store protocol, written once; and the read-decide-write base for embedded stores.
 
-Every store offers the same operations, sync and async (``claim`` / ``aclaim`` ...). Server
-stores (Redis, SQL) implement each one as a single atomic round trip. Embedded stores (memory,
-SQLite) only provide ``_transact``: run a pure function over the current record under the
-store's lock or transaction. All of their operations are then the core's rules, applied here.
+The protocol is three capabilities — records (what the Guard needs), tokens, windows — each
+with every operation sync and async (``claim`` / ``aclaim`` ...); ``Store`` is all three.
+Server stores (Redis, SQL) implement each operation natively as a single atomic round trip.
+Embedded stores (memory, SQLite) only provide ``_transact``: run a pure function over the
+current record under the store's lock or transaction. All of their operations are then the
+core's rules, applied here, and their async twins those same operations offloaded.
 """
 
 from __future__ import annotations
@@ -31,15 +33,16 @@ KEEP: Any = object()
 Step = Callable[[Record | None, float], tuple[T, Record | None]]
 
 
-class Store(abc.ABC):
-    """What the Guard needs from a store. Times are seconds; the store's clock decides."""
+class RecordStore(abc.ABC):
+    """The records capability: what the Guard needs. Times are seconds; the store's clock
+    decides. Every operation has an async twin, and both are abstract: a store that forgets
+    one can't be built, instead of silently running the sync one in a thread."""
 
     url: str = ""
     #: True where the server drops expired records itself (Redis TTLs): purge() then has
     #: nothing left to delete and returns 0.
     self_expiring: bool = False
 
-    # -- sync --------------------------------------------------------------------------------
     @abc.abstractmethod
     def claim(self, req: ClaimRequest) -> Claim: ...
 
@@ -87,7 +90,63 @@ class Store(abc.ABC):
     def purge(self, limit: int | None = None) -> int:
         """Delete records whose retention ran out; returns how many."""
 
-    # -- entry-layer primitives: anti-resubmit tokens and per-principal debounce --------------
+    @abc.abstractmethod
+    async def aclaim(self, req: ClaimRequest) -> Claim: ...
+
+    @abc.abstractmethod
+    async def acomplete(
+        self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
+    ) -> Record: ...
+
+    @abc.abstractmethod
+    async def afail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record: ...
+
+    @abc.abstractmethod
+    async def arelease(self, ticket: Ticket) -> None: ...
+
+    @abc.abstractmethod
+    async def aheartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Record: ...
+
+    @abc.abstractmethod
+    async def aget(self, scope: str, key: str) -> Record | None: ...
+
+    @abc.abstractmethod
+    async def aforget(self, scope: str, key: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def aresolve(
+        self,
+        scope: str,
+        key: str,
+        *,
+        result: bytes | None,
+        codec: str | None,
+        failed: bool,
+        ttl: float | None,
+    ) -> Record: ...
+
+    @abc.abstractmethod
+    async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]: ...
+
+    @abc.abstractmethod
+    async def apurge(self, limit: int | None = None) -> int: ...
+
+    def close(self) -> None:  # noqa: B027 - stores without connections have nothing to do
+        """Release connections. Safe to call twice."""
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def __enter__(self) -> RecordStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class TokenStore(abc.ABC):
+    """The anti-resubmit token capability (mideng.tokens)."""
+
     @abc.abstractmethod
     def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
         """Bind ``token`` to (scope, key) for ``ttl`` seconds, replacing any earlier token."""
@@ -97,14 +156,48 @@ class Store(abc.ABC):
         """Atomically delete the binding if it holds ``token`` and is live; never GET-then-DEL."""
 
     @abc.abstractmethod
+    async def aput_token(self, scope: str, key: str, token: str, ttl: float) -> None: ...
+
+    @abc.abstractmethod
+    async def atake_token(self, scope: str, key: str, token: str) -> bool: ...
+
+
+class WindowStore(abc.ABC):
+    """The sliding-window capability (per-principal debounce)."""
+
+    @abc.abstractmethod
     def hit(self, scope: str, key: str, window: float, limit: int) -> float | None:
         """Sliding window: count a hit if fewer than ``limit`` fell in the last ``window``
         seconds and return None; otherwise count nothing and return seconds until one frees."""
 
-    def close(self) -> None:  # noqa: B027 - stores without connections have nothing to do
-        """Release connections. Safe to call twice."""
+    @abc.abstractmethod
+    async def ahit(self, scope: str, key: str, window: float, limit: int) -> float | None: ...
 
-    # -- async: thread offload unless a store has a native async driver -----------------------
+
+class Store(RecordStore, TokenStore, WindowStore):
+    """A full store: records, tokens and windows. Every store mideng ships is one; a store
+    for one capability only subclasses that one."""
+
+    def __enter__(self) -> Store:
+        return self
+
+
+def lease_lost(ticket: Ticket, current: Record | None) -> LeaseLostError:
+    state = "gone" if current is None else f"{current.status.value}, fence {current.fence}"
+    return LeaseLostError(
+        f"claim on {ticket.scope}:{ticket.key} (fence {ticket.fence}) was lost; the record is "
+        f"{state}. This write changed nothing.",
+        current,
+    )
+
+
+class LocalStore(Store):
+    """A store whose operations are the core's pure rules run under ``_transact``."""
+
+    # -- async: the sync operations offloaded (written once for every embedded store) -------
+    #: Why this store's async operations are its sync ones run elsewhere, not native: every
+    #: embedded store must say (a quality test reads it).
+    offload_reason = "an embedded store: its sync operations are short local transactions"
     #: False where sync calls never block (memory): async calls then skip the thread hop.
     blocking_io = True
 
@@ -164,28 +257,6 @@ class Store(abc.ABC):
 
     async def apurge(self, limit: int | None = None) -> int:
         return await self._offload(self.purge, limit)
-
-    async def aclose(self) -> None:
-        self.close()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def lease_lost(ticket: Ticket, current: Record | None) -> LeaseLostError:
-    state = "gone" if current is None else f"{current.status.value}, fence {current.fence}"
-    return LeaseLostError(
-        f"claim on {ticket.scope}:{ticket.key} (fence {ticket.fence}) was lost; the record is "
-        f"{state}. This write changed nothing.",
-        current,
-    )
-
-
-class LocalStore(Store):
-    """A store whose operations are the core's pure rules run under ``_transact``."""
 
     @abc.abstractmethod
     def _transact(self, scope: str, key: str, step: Step[T]) -> T:

@@ -12,6 +12,7 @@ from mideng.stores.base import KEEP, LocalStore, Step, T
 
 
 class MemoryStore(LocalStore):
+    offload_reason = "a dict under a lock: nothing blocks, so the async twins call the sync ones"
     blocking_io = False
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:

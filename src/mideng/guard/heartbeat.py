@@ -1,5 +1,6 @@
-"""Lease renewal while a body runs: a timer thread and renewal workers per Guard (sync), one
-loop timer and a task per renewal (async), both driven by one schedule (``Lease``).
+"""Lease renewal while a sync body runs: a timer thread and renewal workers per Guard.
+
+The async side is ``mideng.guard.aheartbeat``; both follow one schedule (``mideng.guard.lease``).
 
 A body shorter than a third of its lease never touches the store for a heartbeat: the sync
 side only adds itself to a table the timer thread looks at, the async side only arms a loop
@@ -21,7 +22,6 @@ What a failed renewal means decides whether a live holder stays protected:
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import itertools
 import os
@@ -29,116 +29,18 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
-from mideng.errors import LeaseLostError
+from mideng.guard.lease import STATS, Lease
 from mideng.observability import logs
 
 # How long an idle timer thread or worker waits before it looks again (and, still idle, exits).
 _IDLE = 5.0
-# Renewals in flight at once (sync); each hung store call holds one worker until its driver's
+# Renewals in flight at once; each hung store call holds one worker until its driver's
 # timeout. Beats beyond it wait for a free worker, so the bound is generous.
 _MAX_WORKERS = 64
-# Retry pacing after a failure, in periods: at most one period apart, at least 1/20.
-_RETRY_FLOOR = 1 / 20
-_AFTER_LAPSE = 1 / 2
 _INF = float("inf")
-
-
-class Stats:
-    """Process-wide heartbeat counters (renewals, failures, lost, lapsed, recovered,
-    restarts): failures are rare, so a lock per count costs nothing that matters."""
-
-    __slots__ = ("_counts", "_lock")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts = dict.fromkeys(
-            ("renewals", "failures", "lost", "lapsed", "recovered", "restarts"), 0
-        )
-
-    def add(self, name: str) -> None:
-        with self._lock:
-            self._counts[name] += 1
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
-
-
-STATS = Stats()
-
-
-def stats() -> dict[str, int]:
-    """A copy of the heartbeat counters of this process."""
-    return STATS.snapshot()
-
-
-class Lease:
-    """When one beat renews next, from what its renewals did; the same for both sides.
-
-    Times are the side's own monotonic clock. ``deadline`` is the lease's end as this process
-    can know it: a renewal sent at ``sent`` was stamped by the store no earlier, so its lease
-    ends no earlier than ``sent + lease``.
-    """
-
-    __slots__ = (
-        "cancelled",
-        "deadline",
-        "due",
-        "failures",
-        "ident",
-        "lapsed",
-        "lease",
-        "period",
-        "renew",
-        "what",
-    )
-
-    def __init__(self, lease: float, renew: Callable[[], Any], what: object, now: float) -> None:
-        self.lease = lease
-        self.period = lease / 3
-        self.renew = renew
-        self.what = what  # names the claim in log lines
-        self.deadline = now + lease
-        self.due = now + self.period
-        self.failures = 0
-        self.lapsed = False
-        self.cancelled = False
-        self.ident = 0
-
-    def settle(self, sent: float, now: float, exc: Exception | None) -> bool:
-        """Take one renewal's outcome; False when the beat is over (its lease is lost)."""
-        if exc is None:
-            self.deadline = sent + self.lease
-            self.due = sent + self.period
-            if self.failures:
-                logs.heartbeat_recovered(self.what, self.failures, self.lapsed)
-                STATS.add("recovered")
-                self.failures, self.lapsed = 0, False
-            STATS.add("renewals")
-            return True
-        if isinstance(exc, LeaseLostError):
-            self.cancelled = True
-            logs.heartbeat_lost(self.what, exc)
-            STATS.add("lost")
-            return False
-        self.failures += 1
-        STATS.add("failures")
-        remaining = self.deadline - now
-        if remaining > 0:
-            # Geometric towards the end: a third of what is left, never below a floor.
-            delay = min(self.period, max(remaining / 3, self.period * _RETRY_FLOOR))
-        else:
-            delay = self.period * _AFTER_LAPSE
-            if not self.lapsed:
-                self.lapsed = True
-                STATS.add("lapsed")
-                logs.heartbeat_lapsed(self.what, exc, self.failures)
-        self.due = now + delay
-        logs.heartbeat_failed(self.what, exc, self.failures, remaining, delay)
-        return True
 
 
 class Beat(Lease):
@@ -337,104 +239,3 @@ def _shutdown_all() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(_shutdown_all)
-
-
-class AsyncBeat(Lease):
-    __slots__ = ("task",)
-
-    def __init__(
-        self, lease: float, renew: Callable[[], Awaitable[object]], what: object, now: float
-    ) -> None:
-        super().__init__(lease, renew, what, now)
-        self.task: asyncio.Task[None] | None = None  # a renewal in flight
-
-
-class _LoopBeats:
-    """One event loop's beats, served by one loop timer set for the earliest due.
-
-    As on the sync side, a beat with the usual period arms nothing: a timer per call would be
-    cancelled when the body returns and stay in the loop's timer heap until the loop sweeps
-    it, and every other timer of the loop (each socket timeout of a client) sifts past the
-    hundreds that pile up, at a Python-level comparison per step.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.beats: dict[int, AsyncBeat] = {}
-        self.ids = itertools.count()
-        self.timer: asyncio.TimerHandle | None = None
-        self.at = _INF
-
-    def start(
-        self, lease: float, renew: Callable[[], Awaitable[object]], what: object
-    ) -> Callable[[], None]:
-        beat = AsyncBeat(lease, renew, what, self.loop.time())
-        beat.ident = ident = next(self.ids)
-        self.beats[ident] = beat
-        self._arm(beat.due)
-
-        def stop() -> None:
-            beat.cancelled = True
-            self.beats.pop(ident, None)
-            if beat.task is not None and not beat.task.done():
-                beat.task.cancel()
-
-        return stop
-
-    def _arm(self, due: float) -> None:
-        if due < self.at:
-            if self.timer is not None:
-                self.timer.cancel()
-            self.at = due
-            self.timer = self.loop.call_at(due, self._tick)
-
-    def _tick(self) -> None:
-        self.timer, self.at = None, _INF
-        now = self.loop.time()
-        for beat in list(self.beats.values()):
-            if beat.task is not None or beat.cancelled:
-                continue  # renewing (it re-arms when done), or stopped
-            if beat.due > now:
-                self._arm(beat.due)
-                continue
-            try:
-                beat.task = self.loop.create_task(self._renew(beat))
-            except Exception as exc:
-                # Counted as a failed renewal, so the beat is tried again (sooner near its end).
-                beat.settle(now, now, exc)
-                self._arm(max(beat.due, now + beat.period * _RETRY_FLOOR))
-
-    async def _renew(self, beat: AsyncBeat) -> None:
-        sent = self.loop.time()
-        error: Exception | None = None
-        try:
-            # A renewal still unanswered when the lease it protects ends is abandoned and
-            # tried again (a fresh connection may answer where a half-dead one never will).
-            limit = max(beat.deadline - sent, beat.period)
-            await asyncio.wait_for(beat.renew(), limit)
-        except Exception as exc:
-            error = exc
-        finally:
-            beat.task = None
-        if beat.cancelled:
-            return
-        if beat.settle(sent, self.loop.time(), error):
-            self._arm(beat.due)
-        else:
-            self.beats.pop(beat.ident, None)
-
-
-_LOOPS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBeats] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def start_async(
-    lease: float, renew: Callable[[], Awaitable[object]], what: object = None
-) -> Callable[[], None]:
-    """Begin renewing every ``lease / 3`` on the running loop; returns the stop function."""
-    loop = asyncio.get_running_loop()
-    beats = _LOOPS.get(loop)
-    if beats is None:
-        beats = _LOOPS[loop] = _LoopBeats(loop)
-    return beats.start(lease, renew, what)

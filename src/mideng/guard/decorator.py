@@ -24,13 +24,13 @@ from mideng.core.policy import Policy
 from mideng.errors import ConfigurationError, KeyMissingError
 
 if TYPE_CHECKING:
-    from mideng.guard import Guard
+    from mideng.guard.driver import Driver
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def build(
-    resolve: Callable[[], Guard],
+    resolve: Callable[[], Driver],
     scope: str | Callable[..., Any],
     key: KeySpec,
     payload: Callable[..., Any] | None,
@@ -53,7 +53,7 @@ def build(
 
 
 def _decorate(
-    resolve: Callable[[], Guard],
+    resolve: Callable[[], Driver],
     scope: str,
     key: KeySpec,
     payload: Callable[..., Any] | None,
@@ -73,10 +73,10 @@ def _decorate(
     payload_of = selector(payload) if payload is not None else None
     cache: dict[int, tuple[Policy, Policy]] = {}
 
-    def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Guard, Any]:
+    def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Driver, Any]:
         guard = resolve()
         arguments = binder(args, kwargs)
-        rendered = key_of(arguments)  # Guard.prepare checks it
+        rendered = key_of(arguments)  # Driver.prepare checks it
         base = guard.policy(scope)
         cached = cache.get(id(guard))
         if cached is None or cached[0] is not base:

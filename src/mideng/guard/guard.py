@@ -15,27 +15,27 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from mideng.context import get_request_id
 from mideng.core.canonical import fingerprint as make_fingerprint
-from mideng.core.failure import encode_failure
 from mideng.core.flow import Call, Raise, Return, Run, Wait
 from mideng.core.keys import KeySpec, check_key, check_scope
-from mideng.core.policy import OnError, Policy
+from mideng.core.policy import Policy
 from mideng.core.record import Record, Ticket
-from mideng.decorator import build
+from mideng.core.settle import UNSET, failure_to_record, resolution
 from mideng.errors import (
     CodecError,
     ConfigurationError,
     IdempotencyError,
     StoreUnavailableError,
 )
-from mideng.heartbeat import Heartbeats, start_async
+from mideng.guard.aheartbeat import start_async
+from mideng.guard.decorator import build
+from mideng.guard.heartbeat import Heartbeats
+from mideng.guard.owners import new_owner
 from mideng.observability import logs
-from mideng.owners import new_owner
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
 
 R = TypeVar("R")
 P = ParamSpec("P")
-_NO_RESULT: Any = object()
 _MAX_BODIES = 4096
 
 
@@ -319,20 +319,11 @@ class Guard:
             logs.fail_open(call, exc, "complete")
         return result
 
-    # A result the codec can't store means the body ran but can't be replayed: record that as
-    # the failure, so duplicates get the same clear error instead of running the body again.
-    def _error_mode(self, call: Call, exc: BaseException) -> OnError:
-        # Only business exceptions are recorded; cancellation and interrupts always release.
-        if isinstance(exc, CodecError) or (
-            call.policy.on_error is OnError.RECORD and isinstance(exc, Exception)
-        ):
-            return OnError.RECORD
-        return OnError.RELEASE
-
     def _settle_error(self, call: Call, ticket: Ticket, exc: BaseException) -> None:
         try:
-            if self._error_mode(call, exc) is OnError.RECORD:
-                self.store.fail(ticket, encode_failure(exc), call.policy.ttl)
+            failure = failure_to_record(call.policy, exc)
+            if failure is not None:
+                self.store.fail(ticket, failure, call.policy.ttl)
             else:
                 self.store.release(ticket)
         except IdempotencyError as store_exc:
@@ -340,8 +331,9 @@ class Guard:
 
     async def _asettle_error(self, call: Call, ticket: Ticket, exc: BaseException) -> None:
         try:
-            if self._error_mode(call, exc) is OnError.RECORD:
-                await self.store.afail(ticket, encode_failure(exc), call.policy.ttl)
+            failure = failure_to_record(call.policy, exc)
+            if failure is not None:
+                await self.store.afail(ticket, failure, call.policy.ttl)
             else:
                 await self.store.arelease(ticket)
         except IdempotencyError as store_exc:
@@ -383,26 +375,29 @@ class Guard:
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self.store.unresolved(None if scope is None else check_scope(scope), limit)
 
-    def resolve(
-        self, scope: str, key: str, *, result: Any = _NO_RESULT, failed: bool = False
-    ) -> Record:
+    async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        return await self.store.aunresolved(None if scope is None else check_scope(scope), limit)
+
+    def resolve(self, scope: str, key: str, *, result: Any = UNSET, failed: bool = False) -> Record:
         """Settle an UNKNOWN record: ``result=`` (it happened) or ``failed=True`` (it didn't)."""
-        if failed == (result is not _NO_RESULT):
-            raise ConfigurationError("resolve() needs exactly one of result=... or failed=True")
-        policy = self.policy(scope)
-        codec = policy.codec_obj
-        data = None if failed else codec.encode(result)
-        return self.store.resolve(
-            check_scope(scope),
-            check_key(key),
-            result=data,
-            codec=None if failed else codec.name,
-            failed=failed,
-            ttl=policy.ttl,
-        )
+        policy = self.policy(check_scope(scope))
+        return self.store.resolve(scope, check_key(key), **resolution(policy, result, failed))
+
+    async def aresolve(
+        self, scope: str, key: str, *, result: Any = UNSET, failed: bool = False
+    ) -> Record:
+        policy = self.policy(check_scope(scope))
+        fields = resolution(policy, result, failed)
+        return await self.store.aresolve(scope, check_key(key), **fields)
 
     def purge(self, limit: int | None = None) -> int:
         return self.store.purge(limit)
 
+    async def apurge(self, limit: int | None = None) -> int:
+        return await self.store.apurge(limit)
+
     def close(self) -> None:
         self.store.close()
+
+    async def aclose(self) -> None:
+        await self.store.aclose()

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
 from mideng.core.keys import KeySpec
-from mideng.decorator import build
-from mideng.guard import Guard
+from mideng.guard.decorator import build
+from mideng.guard.guard import Guard
 from mideng.stores.base import Store
 
 P = ParamSpec("P")

@@ -1,0 +1,117 @@
+"""Lease renewal while an async body runs: one loop timer per event loop, a task per renewal.
+
+The schedule is ``mideng.guard.lease``'s, as on the sync side; a renewal still unanswered when
+the lease it protects has run out is abandoned and tried again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import weakref
+from collections.abc import Awaitable, Callable
+
+from mideng.guard.lease import RETRY_FLOOR, Lease
+
+_INF = float("inf")
+
+
+class AsyncBeat(Lease):
+    __slots__ = ("task",)
+
+    def __init__(
+        self, lease: float, renew: Callable[[], Awaitable[object]], what: object, now: float
+    ) -> None:
+        super().__init__(lease, renew, what, now)
+        self.task: asyncio.Task[None] | None = None  # a renewal in flight
+
+
+class _LoopBeats:
+    """One event loop's beats, served by one loop timer set for the earliest due.
+
+    As on the sync side, a beat with the usual period arms nothing: a timer per call would be
+    cancelled when the body returns and stay in the loop's timer heap until the loop sweeps
+    it, and every other timer of the loop (each socket timeout of a client) sifts past the
+    hundreds that pile up, at a Python-level comparison per step.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.beats: dict[int, AsyncBeat] = {}
+        self.ids = itertools.count()
+        self.timer: asyncio.TimerHandle | None = None
+        self.at = _INF
+
+    def start(
+        self, lease: float, renew: Callable[[], Awaitable[object]], what: object
+    ) -> Callable[[], None]:
+        beat = AsyncBeat(lease, renew, what, self.loop.time())
+        beat.ident = ident = next(self.ids)
+        self.beats[ident] = beat
+        self._arm(beat.due)
+
+        def stop() -> None:
+            beat.cancelled = True
+            self.beats.pop(ident, None)
+            if beat.task is not None and not beat.task.done():
+                beat.task.cancel()
+
+        return stop
+
+    def _arm(self, due: float) -> None:
+        if due < self.at:
+            if self.timer is not None:
+                self.timer.cancel()
+            self.at = due
+            self.timer = self.loop.call_at(due, self._tick)
+
+    def _tick(self) -> None:
+        self.timer, self.at = None, _INF
+        now = self.loop.time()
+        for beat in list(self.beats.values()):
+            if beat.task is not None or beat.cancelled:
+                continue  # renewing (it re-arms when done), or stopped
+            if beat.due > now:
+                self._arm(beat.due)
+                continue
+            try:
+                beat.task = self.loop.create_task(self._renew(beat))
+            except Exception as exc:
+                # Counted as a failed renewal, so the beat is tried again (sooner near its end).
+                beat.settle(now, now, exc)
+                self._arm(max(beat.due, now + beat.period * RETRY_FLOOR))
+
+    async def _renew(self, beat: AsyncBeat) -> None:
+        sent = self.loop.time()
+        error: Exception | None = None
+        try:
+            # A renewal still unanswered when the lease it protects ends is abandoned and
+            # tried again (a fresh connection may answer where a half-dead one never will).
+            limit = max(beat.deadline - sent, beat.period)
+            await asyncio.wait_for(beat.renew(), limit)
+        except Exception as exc:
+            error = exc
+        finally:
+            beat.task = None
+        if beat.cancelled:
+            return
+        if beat.settle(sent, self.loop.time(), error):
+            self._arm(beat.due)
+        else:
+            self.beats.pop(beat.ident, None)
+
+
+_LOOPS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBeats] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def start_async(
+    lease: float, renew: Callable[[], Awaitable[object]], what: object = None
+) -> Callable[[], None]:
+    """Begin renewing every ``lease / 3`` on the running loop; returns the stop function."""
+    loop = asyncio.get_running_loop()
+    beats = _LOOPS.get(loop)
+    if beats is None:
+        beats = _LOOPS[loop] = _LoopBeats(loop)
+    return beats.start(lease, renew, what)

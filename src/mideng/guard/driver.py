@@ -1,0 +1,53 @@
+"""The Driver protocol: what code that runs guarded work calls on a Guard.
+
+The decorator, transactional mode and the HTTP exchange all guard work the same way, and so
+will message consumers and operations: resolve the scope's policy, ``prepare`` a call (checked
+scope and key, fingerprint, owner, request id), then ``drive`` it (sync) or ``adrive`` it
+(async) — claim, and run, replay, raise or wait as the core decides. Code written against this
+protocol needs no Guard import, so none of it can pull the Guard into an import circle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
+
+from mideng.core.flow import Call
+from mideng.core.policy import Policy
+from mideng.stores.base import Store
+
+R = TypeVar("R")
+
+
+class Driver(Protocol):
+    store: Store
+
+    def policy(self, scope: str, **overrides: Any) -> Policy:
+        """The scope's policy with ``overrides`` applied (the same object when none)."""
+
+    def prepare(
+        self,
+        scope: str,
+        key: str,
+        fn: Callable[..., Any],
+        payload: Any,
+        policy: Policy | None = None,
+    ) -> Call:
+        """A call ready to drive: InvalidKeyError / ConfigurationError before any store I/O."""
+
+    def drive(
+        self, call: Call, fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> R:
+        """Claim and run ``fn(*args, **kwargs)`` once, or replay / raise / wait and replay."""
+
+    async def adrive(
+        self,
+        call: Call,
+        fn: Callable[..., Awaitable[R]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> R:
+        """``drive`` for a coroutine function, on the running loop."""
+
+    def log_duplicate(self, call: Call) -> None:
+        """The WARNING line a duplicate gets (for drivers that decide duplicates themselves)."""

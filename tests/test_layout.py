@@ -1,0 +1,146 @@
+"""The layout's rules as tests: no import circle between files of the package.
+
+Every ``import`` / ``from … import`` in src counts — at module level, inside functions (lazy)
+and under ``TYPE_CHECKING`` — since a lazy or type-only import between two modules still ties
+them together: neither can be understood, moved or tested without the other. A name imported
+from a package goes through its ``__init__``, so a module inside a package that imports the
+package's own re-exports closes a circle too: import the sibling module instead.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _files() -> dict[str, Path]:
+    return {_module_of(p): p for p in (SRC / "mideng").rglob("*.py")}
+
+
+def _resolve(name: str, modules: dict[str, Path], attribute: bool) -> str | None:
+    """The file a name loads: the module itself, or (``attribute``: ``from m import name``)
+    the module holding it. A folder without ``__init__`` (a namespace package) runs no code."""
+    if name in modules:
+        return name
+    if attribute:
+        holder = name.rpartition(".")[0]
+        if holder in modules:
+            return holder
+    return None
+
+
+def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[tuple[str, bool]] = []
+        if isinstance(node, ast.Import):
+            names = [(alias.name, False) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            # ``from pkg import sub`` loads pkg, then the submodule when there is one.
+            names = [(f"{base}.{alias.name}", True) for alias in node.names] + [(base, False)]
+        for name, attribute in names:
+            if not name.startswith("mideng"):
+                continue
+            target = _resolve(name, modules, attribute)
+            if target is not None and target != module:
+                found.add(target)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _files()
+    return {m: _imports(m, p, modules) for m, p in modules.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_walker_sees_every_kind_of_import(tmp_path: Path) -> None:
+    """On a module of its own: module-level, relative, lazy and TYPE_CHECKING imports are all
+    edges; a namespace folder is not; a circle through them is found."""
+    src = tmp_path / "mideng" / "pkg"
+    src.mkdir(parents=True)
+    (src / "__init__.py").write_text("")
+    (src / "a.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from mideng.pkg import b\n"
+        "from .c import thing\n"
+        "if TYPE_CHECKING:\n    from mideng.pkg.d import D\n"
+        "def lazy():\n    import mideng.pkg.e\n"
+    )
+    for name in "bcde":
+        (src / f"{name}.py").write_text("from mideng.pkg.a import x\n" if name == "e" else "")
+    modules = {
+        "mideng.pkg": src / "__init__.py",
+        **{f"mideng.pkg.{n}": src / f"{n}.py" for n in "abcde"},
+    }
+    edges = _imports("mideng.pkg.a", modules["mideng.pkg.a"], modules)
+    assert edges == {"mideng.pkg", "mideng.pkg.b", "mideng.pkg.c", "mideng.pkg.d", "mideng.pkg.e"}
+    graph = {m: _imports(m, p, modules) for m, p in modules.items()}
+    assert _circles(graph) == [["mideng.pkg.a", "mideng.pkg.e"]]
+
+
+def test_no_import_circles() -> None:
+    circles = _circles(_graph())
+    assert circles == [], "import circles between files:\n" + "\n".join(
+        " <-> ".join(c) for c in circles
+    )
