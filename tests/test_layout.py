@@ -1,4 +1,5 @@
-"""The layout's rules as tests: no import circle between files of the package.
+"""The layout's rules as tests: no import circle between files of the package, and every sync
+operation of a store or a feature with its async twin.
 
 Every ``import`` / ``from … import`` in src counts — at module level, inside functions (lazy)
 and under ``TYPE_CHECKING`` — since a lazy or type-only import between two modules still ties
@@ -10,7 +11,10 @@ package's own re-exports closes a circle too: import the sibling module instead.
 from __future__ import annotations
 
 import ast
+import inspect
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
@@ -144,3 +148,78 @@ def test_no_import_circles() -> None:
     assert circles == [], "import circles between files:\n" + "\n".join(
         " <-> ".join(c) for c in circles
     )
+
+
+# -- every sync operation has its native async twin ------------------------------------------
+def _store_classes() -> list[type]:
+    import importlib
+    import pkgutil
+
+    import mideng.stores
+    from mideng.stores.base import RecordStore, TokenStore, WindowStore
+
+    for info in pkgutil.walk_packages(mideng.stores.__path__, "mideng.stores."):
+        importlib.import_module(info.name)
+    found: list[type] = []
+    todo: list[type] = [RecordStore, TokenStore, WindowStore]
+    while todo:
+        cls = todo.pop()
+        for sub in cls.__subclasses__():
+            if sub not in found:
+                found.append(sub)
+                todo.append(sub)
+    return [c for c in found if c.__module__.startswith("mideng.") and not inspect.isabstract(c)]
+
+
+def test_the_store_protocol_pairs_every_operation() -> None:
+    from mideng.stores.base import RecordStore, TokenStore, WindowStore
+
+    for capability in (RecordStore, TokenStore, WindowStore):
+        ops = capability.__abstractmethods__
+        sync = {n for n in ops if not inspect.iscoroutinefunction(getattr(capability, n))}
+        asynchronous = ops - sync
+        assert {f"a{n}" for n in sync} == asynchronous, capability.__name__
+
+
+def test_every_store_operation_is_native_async_or_says_why_not() -> None:
+    from mideng.stores.base import LocalStore, RecordStore, TokenStore, WindowStore
+
+    classes = _store_classes()
+    names = {c.__name__ for c in classes}
+    assert {"MemoryStore", "SQLiteStore", "SQLStore", "RedisStore", "HybridStore"} <= names
+    missing = []
+    for cls in classes:
+        for capability in (RecordStore, TokenStore, WindowStore):
+            if not issubclass(cls, capability):
+                continue
+            for name in capability.__abstractmethods__:
+                method = getattr(cls, name)
+                if not inspect.iscoroutinefunction(method):
+                    continue
+                owner = next(k for k in cls.__mro__ if name in vars(k))
+                if owner is LocalStore and getattr(cls, "offload_reason", ""):
+                    continue  # an embedded store, offloading on purpose, and saying why
+                if owner in (RecordStore, TokenStore, WindowStore, LocalStore):
+                    missing.append(f"{cls.__name__}.{name}")
+    assert missing == []
+
+
+# Feature methods that do no I/O of their own, so they need no async twin.
+NO_IO = {
+    "Guard": {"configure_scope", "policy", "prepare", "idempotent", "log_duplicate"},
+    "TokenService": {"new_token"},
+    "Debouncer": {"key"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(NO_IO))
+def test_every_feature_operation_has_an_async_twin(name: str) -> None:
+    from mideng.guard import Guard
+    from mideng.http.debounce import Debouncer
+    from mideng.tokens import TokenService
+
+    cls = {"Guard": Guard, "TokenService": TokenService, "Debouncer": Debouncer}[name]
+    public = {n for n, v in vars(cls).items() if callable(v) and not n.startswith("_")}
+    twins = {n for n in public if n.startswith("a") and n[1:] in public}
+    lacking = sorted(n for n in public - twins - NO_IO[name] if f"a{n}" not in public)
+    assert lacking == []
