@@ -56,3 +56,18 @@ def test_no_module_is_too_long() -> None:
         if (n := len(p.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def test_the_project_speaks_of_itself() -> None:
+    """Docstrings, comments and what the CLI prints describe mideng, not where its
+    requirements came from (Redis Cluster's "seed nodes" are that feature's own term)."""
+    import re
+
+    words = re.compile(r"\bseeds?\b|\bseeds'", re.IGNORECASE)
+    found = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in (ROOT / "src").rglob("*.py")
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if words.search(line) and "seed node" not in line.lower()
+    ]
+    assert found == []

@@ -1,4 +1,4 @@
-"""``mideng demo``: the seeds' opening incident, replayed with and without mideng.
+"""``mideng demo``: a retried payment callback, replayed with and without mideng.
 
 A payment platform times out on the order service's callback and retries: three callbacks
 arrive at once, and a fourth retry comes later. The handler marks the order paid, issues a
@@ -175,7 +175,7 @@ def demo(store_url: str | None) -> None:
     )
     with tempfile.TemporaryDirectory(prefix="mideng-demo-") as tmp:
         rows = run_demo(Path(tmp), store_url)
-    table = Table(title="Seed incident: order paid once, or three times?")
+    table = Table(title="Retried payment callback: order paid once, or three times?")
     for column in ("", "coupons issued", "points added", "handler runs", "distinct receipts"):
         table.add_column(column, justify="right" if column else "left", no_wrap=not column)
     for label, (coupons, points, runs, receipts) in rows.items():

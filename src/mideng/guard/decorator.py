@@ -1,4 +1,4 @@
-"""``@idempotent``: the seeds' annotation, for ``def`` and ``async def``.
+"""``@idempotent``: one decorator for ``def`` and ``async def`` (placeholder, run, mark done).
 
 The scope is an explicit string: renaming a function must not silently open a new key space
 in which every old operation runs again. The key is rendered from the call's bound arguments.

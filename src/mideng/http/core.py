@@ -128,7 +128,9 @@ class StoredResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class Target:
+class RecordKey:
+    """The record one request maps to: the principal's scope and the Idempotency-Key."""
+
     scope: str
     key: str
 
@@ -293,7 +295,7 @@ class HttpOptions:
         return policy
 
     # -- deciding --------------------------------------------------------------------------
-    def plan(self, request: Incoming) -> Target | StoredResponse | None:
+    def plan(self, request: Incoming) -> RecordKey | StoredResponse | None:
         """None: not guarded (pass through). A response: refuse now. A target: guard it."""
         route = next((r for r in self.routes if r.matches(request.path)), None)
         if route is not None and not route.guarded:
@@ -324,7 +326,7 @@ class HttpOptions:
             )
         if self.declared_too_large(request.headers):
             return self.too_large()
-        return Target(self.scope_for(request), key)
+        return RecordKey(self.scope_for(request), key)
 
     def scope_for(self, request: Incoming) -> str:
         who = self.principal(request) if self.principal is not None else None

@@ -19,8 +19,8 @@ from mideng.http.core import (
     NOT_REPLAYED,
     REPLAYED_HEADER,
     HttpOptions,
+    RecordKey,
     StoredResponse,
-    Target,
 )
 
 log = logging.getLogger("mideng.http")
@@ -121,7 +121,7 @@ async def _aproduce(exchange: Exchange) -> StoredResponse:
 
 
 def run(
-    opts: HttpOptions, target: Target, payload: Any, downstream: Callable[[], Captured]
+    opts: HttpOptions, target: RecordKey, payload: Any, downstream: Callable[[], Captured]
 ) -> Reply:
     exchange = Exchange(opts, downstream)
     guard = opts.guard
@@ -137,7 +137,10 @@ def run(
 
 
 async def arun(
-    opts: HttpOptions, target: Target, payload: Any, downstream: Callable[[], Awaitable[Captured]]
+    opts: HttpOptions,
+    target: RecordKey,
+    payload: Any,
+    downstream: Callable[[], Awaitable[Captured]],
 ) -> Reply:
     exchange = Exchange(opts, downstream)
     guard = opts.guard

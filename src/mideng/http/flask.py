@@ -29,8 +29,8 @@ from mideng.http.core import (
     Headers,
     HttpOptions,
     Incoming,
+    RecordKey,
     StoredResponse,
-    Target,
 )
 from mideng.http.debounce import DebounceGate, Debouncer
 from mideng.http.exchange import Captured, run
@@ -95,7 +95,9 @@ def _guard_view(opts: HttpOptions, call: Callable[[], Any]) -> Response:
     return _run_view(opts, plan, opts.payload(view, body), call)
 
 
-def _run_view(opts: HttpOptions, plan: Target, payload: Any, call: Callable[[], Any]) -> Response:
+def _run_view(
+    opts: HttpOptions, plan: RecordKey, payload: Any, call: Callable[[], Any]
+) -> Response:
     produced: list[Response] = []
 
     def downstream() -> Captured:
