@@ -18,7 +18,7 @@ from mideng import Guard
 from mideng.core.record import ClaimRequest, Outcome
 from mideng.errors import StoreUnavailableError
 from mideng.stores.redis import RedisStore
-from mideng.stores.redis.direct import ALane, Lane
+from mideng.stores.redis.direct import AsyncDirectSender, DirectSender
 
 from redis_cluster import Server
 
@@ -36,7 +36,7 @@ def server() -> Iterator[Server]:
 
 
 def store_for(server: Server, **options: Any) -> RedisStore:
-    store = RedisStore.from_url(server.url, prefix=f"lane-{uuid.uuid4().hex[:8]}", **options)
+    store = RedisStore.from_url(server.url, prefix=f"direct-{uuid.uuid4().hex[:8]}", **options)
     assert isinstance(store, RedisStore)
     return store
 
@@ -45,11 +45,11 @@ def claim(key: str) -> ClaimRequest:
     return ClaimRequest("pay", key, uuid.uuid4().hex, 30.0, 60.0)
 
 
-def lane_of(store: RedisStore) -> Lane:
+def sender_of(store: RedisStore) -> DirectSender:
     store.get("pay", "connect")
     assert store._sync is not None
-    assert isinstance(store._sync.lane, Lane)
-    return store._sync.lane
+    assert isinstance(store._sync.direct, DirectSender)
+    return store._sync.direct
 
 
 def kill_clients(server: Server) -> None:
@@ -74,12 +74,12 @@ class Probes:
 
 def test_a_reused_connection_is_not_probed(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     store = store_for(server)
-    lane = lane_of(store)
+    sender = sender_of(store)
     probes = Probes(monkeypatch)
     for i in range(50):
         assert store.claim(claim(f"k{i}")).outcome is Outcome.ACQUIRED
     assert probes.n == 0
-    assert len(lane.free) == 1  # one thread, one connection, used 50 times
+    assert len(sender.free) == 1  # one thread, one connection, used 50 times
     store.close()
 
 
@@ -87,8 +87,8 @@ def test_an_idle_connection_is_probed_and_a_closed_one_replaced(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = store_for(server)
-    lane = lane_of(store)
-    lane.idle_probe = 0.0  # every connection counts as idle
+    sender = sender_of(store)
+    sender.idle_probe = 0.0  # every connection counts as idle
     kill_clients(server)
     probes = Probes(monkeypatch)
     assert store.claim(claim("after-kill")).outcome is Outcome.ACQUIRED
@@ -100,7 +100,7 @@ def test_a_connection_closed_between_calls_fails_closed_once(server: Server) -> 
     # The window no probe closes: the server drops a connection just after its last use.
     store = store_for(server)
     guard = Guard(store)
-    lane_of(store).idle_probe = 3600.0
+    sender_of(store).idle_probe = 3600.0
     ran: list[str] = []
     kill_clients(server)
     with pytest.raises(StoreUnavailableError):
@@ -113,7 +113,7 @@ def test_a_connection_closed_between_calls_fails_closed_once(server: Server) -> 
 
 def test_a_late_reply_never_answers_the_next_call(server: Server) -> None:
     store = store_for(server, socket_timeout=0.3)
-    lane_of(store)
+    sender_of(store)
     assert server.proc is not None
     server.proc.send_signal(signal.SIGSTOP)
     try:
@@ -131,13 +131,13 @@ def test_a_late_reply_never_answers_the_next_call(server: Server) -> None:
 
 def test_a_forked_child_never_writes_to_its_parents_socket(server: Server) -> None:
     store = store_for(server)
-    lane = lane_of(store)
-    assert len(lane.free) == 1
+    sender = sender_of(store)
+    assert len(sender.free) == 1
     pid = os.fork()
     if pid == 0:  # the child: its own connection, its own replies
         code = 1
         try:
-            if lane.free == []:
+            if sender.free == []:
                 ok = all(
                     store.claim(req).record.owner == req.owner
                     for req in (claim(f"child-{i}") for i in range(200))
@@ -157,29 +157,29 @@ def test_driver_retries_keep_redis_pys_own_path(server: Server) -> None:
     store = store_for(server, retries=2)
     store.get("pay", "x")
     assert store._sync is not None
-    assert store._sync.lane is None
+    assert store._sync.direct is None
     store.close()
 
 
 # -- asyncio ----------------------------------------------------------------------------------
-async def alane_of(store: RedisStore) -> ALane:
+async def async_sender_of(store: RedisStore) -> AsyncDirectSender:
     await store.aget("pay", "connect")
     conn = store._async[asyncio.get_running_loop()]
-    assert isinstance(conn.lane, ALane)
-    return conn.lane
+    assert isinstance(conn.direct, AsyncDirectSender)
+    return conn.direct
 
 
 @pytest.mark.anyio
 async def test_async_reuse_and_a_closed_connection_replaced(server: Server) -> None:
     store = store_for(server)
-    lane = await alane_of(store)
+    sender = await async_sender_of(store)
     for i in range(20):
         assert (await store.aclaim(claim(f"a{i}"))).outcome is Outcome.ACQUIRED
-    assert len(lane.free) == 1
+    assert len(sender.free) == 1
     kill_clients(server)
-    # Wait until the event loop has read the close; then the lane must notice it.
+    # Wait until the event loop has read the close; then the sender must notice it.
     deadline = time.monotonic() + 5
-    conn = lane.free[0]
+    conn = sender.free[0]
     probe = getattr(conn, "can_read", None) or conn.can_read_destructive  # redis-py < 8
     while not await probe():
         assert time.monotonic() < deadline
@@ -191,7 +191,7 @@ async def test_async_reuse_and_a_closed_connection_replaced(server: Server) -> N
 @pytest.mark.anyio
 async def test_async_cancelled_read_never_answers_the_next_call(server: Server) -> None:
     store = store_for(server)
-    await alane_of(store)
+    await async_sender_of(store)
     assert server.proc is not None
     server.proc.send_signal(signal.SIGSTOP)
     try:

@@ -12,13 +12,23 @@ import re
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from mideng.core.record import Claim, ClaimRequest, ExpiryPolicy, Record, Ticket
+from mideng.core.record import Claim, ClaimRequest, ExpiryPolicy, Outcome, Record, Ticket
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.stores.base import check_resolvable, is_unresolved, lease_lost
-from mideng.stores.redis import scripts as wire
+from mideng.stores.redis import rows
+from mideng.stores.redis.rows import opt, opt_bytes, seconds
+from mideng.stores.redis.scripts import Script, Scripts
 
 T = TypeVar("T")
 _GLOB = re.compile(r"([*?\[\]\\])")
+# A claim's reply code -> Outcome, as numbered in claim.lua.
+OUTCOMES = (
+    Outcome.ACQUIRED,
+    Outcome.REPLAY,
+    Outcome.IN_PROGRESS,
+    Outcome.MISMATCH,
+    Outcome.UNRESOLVED,
+)
 
 
 class Op(Generic[T]):
@@ -34,7 +44,7 @@ class Op(Generic[T]):
         self,
         args: tuple[Any, ...],
         finish: Callable[[Any], T],
-        script: wire.Script | None = None,
+        script: Script | None = None,
     ) -> None:
         self.args = args
         self.finish = finish
@@ -60,7 +70,7 @@ class Commands:
     tag: everything about one (scope, key) lives in one cluster slot.
     """
 
-    def __init__(self, prefix: str, scripts: wire.Scripts) -> None:
+    def __init__(self, prefix: str, scripts: Scripts) -> None:
         if not prefix or "{" in prefix or "}" in prefix:
             raise ConfigurationError(f"key prefix must be non-empty and brace-free: {prefix!r}")
         self.prefix = prefix
@@ -97,7 +107,7 @@ class Commands:
         return head + "*" if scope is None else head + _GLOB.sub(r"\\\1", _escape(scope)) + ":*"
 
     def script(
-        self, script: wire.Script, key: str, args: tuple[Any, ...], finish: Callable[[Any], T]
+        self, script: Script, key: str, args: tuple[Any, ...], finish: Callable[[Any], T]
     ) -> Op[T]:
         return Op((key, *args), finish, script)
 
@@ -105,34 +115,34 @@ class Commands:
         scope, key = req.scope, req.key
 
         def finish(reply: bytes) -> Claim:
-            code, _, record = wire.decode(scope, key, reply)
+            code, _, record = rows.decode(scope, key, reply)
             assert record is not None
-            return Claim(wire.OUTCOMES[code], record)
+            return Claim(OUTCOMES[code], record)
 
         return self.script(
             self.scripts.claim,
             self.key(scope, key),
             (
                 req.owner,
-                wire.seconds(req.lease),
-                wire.seconds(req.ttl),
-                wire.opt(req.fingerprint),
+                seconds(req.lease),
+                seconds(req.ttl),
+                opt(req.fingerprint),
                 "u" if req.on_expiry is ExpiryPolicy.UNKNOWN else "t",
-                wire.opt(req.request_id),
+                opt(req.request_id),
             ),
             finish,
         )
 
     def fenced(
         self,
-        script: wire.Script,
+        script: Script,
         ticket: Ticket,
         args: tuple[Any, ...],
         result: bytes | None = None,
         error: bytes | None = None,
     ) -> Op[Record]:
         def finish(reply: bytes) -> Record:
-            code, _, record = wire.decode(ticket.scope, ticket.key, reply, result, error)
+            code, _, record = rows.decode(ticket.scope, ticket.key, reply, result, error)
             if code == 0 or record is None:
                 raise lease_lost(ticket, record)
             return record
@@ -143,15 +153,15 @@ class Commands:
 
     def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Op[Record]:
         return self.fenced(
-            self.scripts.complete, ticket, (result, codec, wire.seconds(ttl)), result=result
+            self.scripts.complete, ticket, (result, codec, seconds(ttl)), result=result
         )
 
     def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Op[Record]:
-        return self.fenced(self.scripts.fail, ticket, (error, wire.seconds(ttl)), error=error)
+        return self.fenced(self.scripts.fail, ticket, (error, seconds(ttl)), error=error)
 
     def release(self, ticket: Ticket) -> Op[None]:
         def finish(reply: bytes) -> None:
-            code, _, record = wire.decode(ticket.scope, ticket.key, reply)
+            code, _, record = rows.decode(ticket.scope, ticket.key, reply)
             if code == 0:
                 raise lease_lost(ticket, record)
 
@@ -163,11 +173,11 @@ class Commands:
         )
 
     def heartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Op[Record]:
-        return self.fenced(self.scripts.heartbeat, ticket, (wire.seconds(lease), wire.seconds(ttl)))
+        return self.fenced(self.scripts.heartbeat, ticket, (seconds(lease), seconds(ttl)))
 
     def get(self, scope: str, key: str) -> Op[Record | None]:
         def finish(reply: bytes) -> Record | None:
-            return wire.decode(scope, key, reply)[2]
+            return rows.decode(scope, key, reply)[2]
 
         return self.script(self.scripts.get, self.key(scope, key), (), finish)
 
@@ -184,7 +194,7 @@ class Commands:
         ttl: float | None,
     ) -> Op[Record]:
         def finish(reply: bytes) -> Record:
-            code, now, current = wire.decode(scope, key, reply)
+            code, now, current = rows.decode(scope, key, reply)
             if code == 0 or current is None:
                 check_resolvable(scope, key, current, float(now))
                 raise IdempotencyError(f"{scope}:{key} could not be resolved")
@@ -193,7 +203,7 @@ class Commands:
         return self.script(
             self.scripts.resolve,
             self.key(scope, key),
-            (wire.opt_bytes(result), wire.opt(codec), "1" if failed else "0", wire.seconds(ttl)),
+            (opt_bytes(result), opt(codec), "1" if failed else "0", seconds(ttl)),
             finish,
         )
 
@@ -201,7 +211,7 @@ class Commands:
         return self.script(
             self.scripts.put,
             self.key(record.scope, record.key),
-            tuple(wire.put_args(record)),
+            tuple(rows.put_args(record)),
             lambda n: n == 1,
         )
 
@@ -223,7 +233,7 @@ class Commands:
         return self.script(
             self.scripts.hit,
             self.side_key("hit", scope, key),
-            (wire.seconds(window), limit),
+            (seconds(window), limit),
             lambda v: None if v is None else float(v),
         )
 
@@ -231,16 +241,16 @@ class Commands:
 def stuck(
     commands: Commands,
     names: list[bytes],
-    rows: list[Any],
+    values: list[Any],
     scope: str | None,
     now: float,
     limit: int,
 ) -> list[Record]:
-    """The unresolved records among HMGET rows of ``wire.FIELDS``, oldest first."""
+    """The unresolved records among HMGETs of ``rows.NAMES``, oldest first."""
     found = []
-    for name, row in zip(names, rows, strict=True):
+    for name, fields in zip(names, values, strict=True):
         identity = commands.identity(name)
-        record = None if identity is None else wire.row(*identity, row)
+        record = None if identity is None else rows.row(*identity, fields)
         if record is None or (scope is not None and record.scope != scope):
             continue
         if is_unresolved(record, now):

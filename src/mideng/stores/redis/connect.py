@@ -127,18 +127,18 @@ class Connection:
     def __init__(self, client: Any, helpers: list[Any]) -> None:
         self.client = client
         self._helpers = helpers
-        # The store's own path to the server (redis_lane), where the topology allows one.
-        self.lane: Any = None
+        # The store's probe-free path to the server (see direct), where the topology allows one.
+        self.direct: Any = None
 
     def close(self) -> None:
-        if self.lane is not None:
-            self.lane.close()
+        if self.direct is not None:
+            self.direct.close()
         for c in (self.client, *self._helpers):
             c.close()
 
     async def aclose(self) -> None:
-        if self.lane is not None:
-            await self.lane.aclose()
+        if self.direct is not None:
+            await self.direct.aclose()
         for c in (self.client, *self._helpers):
             await c.aclose()
 

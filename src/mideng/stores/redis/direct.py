@@ -1,10 +1,10 @@
-"""The Redis store's own path to a standalone or Sentinel-managed server.
+"""Direct sends: the Redis store's probe-free path to a standalone or Sentinel-managed server.
 
 A redis-py client probes every pooled connection before each command: a non-blocking read
 to see whether the connection holds stale data or was closed, with the socket switched to
 non-blocking and back. That is three system calls around a command that itself needs two
-(send, receive), and on virtual machines system calls are most of a round trip's cost. The
-lane keeps the connections it has just used in its own free list and sends on them without
+(send, receive), and on virtual machines system calls are most of a round trip's cost. A
+direct sender keeps the connections it has just used in its own free list and sends on them without
 the probe. That is safe because of how a connection gets back on the list:
 
 - only after a whole reply was read (an error reply is a whole reply), so no reply is ever
@@ -37,12 +37,12 @@ from typing import Any
 _CUTOFF = 6000
 IDLE_PROBE = 1.0
 
-_lanes: weakref.WeakSet[Lane | ALane] = weakref.WeakSet()
+_senders: weakref.WeakSet[DirectSender | AsyncDirectSender] = weakref.WeakSet()
 
 
 def _forget_all() -> None:
-    for lane in list(_lanes):
-        lane.free.clear()
+    for sender in list(_senders):
+        sender.free.clear()
 
 
 os.register_at_fork(after_in_child=_forget_all)
@@ -98,16 +98,16 @@ def _moving(conn: Any) -> bool:
 
 
 def usable(pool: Any) -> bool:
-    """Whether the lane may drive a pool's connections.
+    """Whether a direct sender may drive a pool's connections.
 
     A push that arrives on an idle RESP3 connection (a maintenance notice) is read and handled
-    by redis-py's parser ahead of the next reply, so the lane stays in step. Client-side
+    by redis-py's parser ahead of the next reply, so the sender stays in step. Client-side
     caching is left to redis-py: it answers some reads from its cache without a round trip.
     """
     return getattr(pool, "cache", None) is None
 
 
-class Lane:
+class DirectSender:
     """Sends packed commands on recently used connections of one sync pool."""
 
     def __init__(
@@ -119,7 +119,7 @@ class Lane:
         self.idle_probe = idle_probe
         self.free: list[tuple[Any, float]] = []
         self._checkout = _checkout(pool)
-        _lanes.add(self)
+        _senders.add(self)
 
     def _take(self) -> Any:
         try:
@@ -161,7 +161,7 @@ class Lane:
             self.pool.release(conn)
 
 
-class ALane:
+class AsyncDirectSender:
     """The same for one asyncio pool (a store has one per event loop)."""
 
     def __init__(self, pool: Any, reply_error: type[BaseException]) -> None:
@@ -169,7 +169,7 @@ class ALane:
         self.reply_error = reply_error
         self.free: list[Any] = []
         self._checkout = _checkout(pool)
-        _lanes.add(self)
+        _senders.add(self)
 
     async def _take(self) -> Any:
         try:
@@ -178,7 +178,7 @@ class ALane:
             return await self._checkout()
         # Here the probe costs no system call (it looks at what the event loop has already
         # read, end of stream included), so every reused connection gets it. redis-py's own
-        # pool ignores its answer when maintenance notifications are on; the lane does not.
+        # pool ignores its answer when maintenance notifications are on; this sender does not.
         probe = getattr(conn, "can_read", None) or conn.can_read_destructive  # before 8
         try:
             dirty = await probe()

@@ -1,8 +1,9 @@
-"""The Redis store's wire format: its Lua code, how arguments go in and records come out.
+"""The Redis store's Lua code: the function library, the scripts, and how a server takes them.
 
-Every operation is ``lua/record.lua`` (the shared head: field order, clock, read, save, reply)
-followed by the operation's own file, so each rule is written once. The same files make two
-forms of the code:
+Every operation is ``lua/record.lua`` (the shared head: fields, clock, read, save, reply)
+followed by the operation's own file, so each rule is written once. The head's field
+declarations come from ``rows.FIELDS``, written in when the files are read. The same files
+make two forms of the code:
 
 - a function library (Redis 7+): the head runs once, when the library is loaded, and each
   operation is a registered function called with ``FCALL``. This is the fast form: an
@@ -11,31 +12,18 @@ forms of the code:
 - one script per operation, for ``EVALSHA`` on servers without functions (Redis 6).
 
 The library's name carries a hash of its text, so two versions of mideng sharing one server
-never replace each other's functions. An operation answers with one string (a short header,
-then the variable-length fields back to back), which costs the client one bulk reply to parse
-and a few slices to decode.
+never replace each other's functions. ``Calls`` picks the form a server takes and says what
+to load when the server lacks it.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
-from mideng.core.record import Outcome, Record, Status
-
-# Reply position -> Outcome, as numbered in claim.lua.
-OUTCOMES = (
-    Outcome.ACQUIRED,
-    Outcome.REPLAY,
-    Outcome.IN_PROGRESS,
-    Outcome.MISMATCH,
-    Outcome.UNRESOLVED,
-)
-STATUSES = {s.value.encode(): s for s in Status}
-# A record's hash fields, as record.lua's FIELDS.
-FIELDS = ("s", "f", "o", "fp", "lu", "r", "c", "e", "a", "rid", "ca", "ua", "ea")
+from mideng.stores.redis import rows
 
 
 @dataclass(frozen=True)
@@ -53,6 +41,13 @@ def _read(name: str) -> str:
         .joinpath(f"{name}.lua")
         .read_text("utf-8")
     )
+
+
+def _head() -> str:
+    text = _read("record")
+    if text.count(rows.LUA_MARK) != 1:
+        raise RuntimeError(f"lua/record.lua must have one {rows.LUA_MARK.strip()} line")
+    return text.replace(rows.LUA_MARK, rows.lua_fields())
 
 
 def _library_name(head: str, bodies: dict[str, str]) -> str:
@@ -85,7 +80,7 @@ class Scripts:
     put: Script
     take_token: Script
     hit: Script
-    head: str  # lua/record.lua, shared by every operation
+    head: str  # lua/record.lua with its field declarations, shared by every operation
     library: str  # the FUNCTION LOAD text holding every operation
 
     def all(self) -> list[Script]:
@@ -93,7 +88,7 @@ class Scripts:
 
     @classmethod
     def load(cls) -> Scripts:
-        head = _read("record")
+        head = _head()
         bodies = {name: _read(name) for name in _OPERATIONS}
         lib = _library_name(head, bodies)
         scripts = {
@@ -124,115 +119,38 @@ def scripts() -> Scripts:
     return _scripts
 
 
-def opt(value: str | None) -> str:
-    """An optional string as record.lua's ``opt`` reads it."""
-    return "" if value is None else "=" + value
+class Calls:
+    """How one server takes the operations: as functions (FCALL) until it says it has none,
+    then as scripts (EVALSHA); and what to load when it says one is missing."""
 
+    def __init__(self, scripts: Scripts, noscript: type[BaseException]) -> None:
+        self.scripts = scripts
+        self.functions = True
+        # redis-py's NoScriptError: an EVALSHA of a script the server does not hold.
+        self._noscript = noscript
 
-def opt_bytes(value: bytes | None) -> bytes:
-    return b"" if value is None else b"=" + value
+    def form(self, script: Script | None, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The command calling ``script`` with ``args`` (its key and arguments); without a
+        script, ``args`` are the command."""
+        if script is None:
+            return args
+        if self.functions:
+            return ("FCALL", script.function, 1, *args)
+        return ("EVALSHA", script.sha, 1, *args)
 
-
-def seconds(value: float | None) -> str:
-    return "" if value is None else repr(float(value))
-
-
-def _cut(reply: bytes, start: int, length: bytes) -> tuple[bytes | None, int]:
-    if length == b"-":
-        return None, start
-    end = start + int(length)
-    return reply[start:end], end
-
-
-def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode()
-
-
-def decode(
-    scope: str, key: str, reply: bytes, result: bytes | None = None, error: bytes | None = None
-) -> tuple[int, bytes, Record | None]:
-    """A script's reply (see ``reply`` in record.lua): (code, extra, record or None).
-
-    ``result`` / ``error`` stand in for what a script left out because the caller sent it.
-    """
-    nl = reply.find(b"\n")
-    if nl < 0:
-        code, _, extra = reply.partition(b"|")
-        return int(code), extra, None
-    # Slices are taken from the reply itself, so a large result is copied once, not twice.
-    code, extra, s, f, a, ca, ua, ea, lu, lo, lfp, lrid, lc, lr, le = reply[:nl].split(b"|")
-    end = nl + 1 + int(lo)
-    owner = reply[nl + 1 : end].decode()
-    fp, end = _cut(reply, end, lfp)
-    rid, end = _cut(reply, end, lrid)
-    codec, end = _cut(reply, end, lc)
-    if result is None:
-        result, end = _cut(reply, end, lr)
-    if error is None:
-        error, end = _cut(reply, end, le)
-    record = Record(
-        scope,
-        key,
-        STATUSES[s],
-        int(f),
-        owner,
-        _text(fp),
-        float(lu) if lu else None,
-        result,
-        _text(codec),
-        error,
-        int(a),
-        _text(rid),
-        float(ca),
-        float(ua),
-        float(ea) if ea else None,
-    )
-    return int(code), extra, record
-
-
-def row(scope: str, key: str, v: Sequence[bytes | None]) -> Record | None:
-    """A record from an HMGET of FIELDS; None when it vanished before the read."""
-    s, f, o, fp, lu, r, c, e, a, rid, ca, ua, ea = v
-    if s is None or f is None or o is None or a is None or ca is None or ua is None:
-        return None
-    return Record(
-        scope,
-        key,
-        STATUSES[s],
-        int(f),
-        o.decode(),
-        _text(fp),
-        None if lu is None else float(lu),
-        r,
-        _text(c),
-        e,
-        int(a),
-        _text(rid),
-        float(ca),
-        float(ua),
-        None if ea is None else float(ea),
-    )
-
-
-def put_args(r: Record) -> list[str | bytes]:
-    """put.lua's arguments: every field in FIELDS order."""
-    # repr keeps the durable store's times exact; Lua only compares them.
-    return [
-        "=" + r.status.value,
-        f"={r.fence}",
-        "=" + r.owner,
-        opt(r.fingerprint),
-        opt(_repr(r.lease_until)),
-        opt_bytes(r.result),
-        opt(r.codec),
-        opt_bytes(r.error),
-        f"={r.attempts}",
-        opt(r.request_id),
-        f"={r.created_at!r}",
-        f"={r.updated_at!r}",
-        opt(_repr(r.expires_at)),
-    ]
-
-
-def _repr(value: float | None) -> str | None:
-    return None if value is None else repr(float(value))
+    def loads(self, exc: BaseException) -> list[tuple[str, ...]]:
+        """The commands loading what an error reply says is missing: the library (a new
+        server, a restart without persistence, FUNCTION FLUSH) or the scripts (NOSCRIPT; or
+        a server without functions, Redis 6, which is then called by script from now on).
+        Everything is loaded at once, so the complete() after a claim() does not pay again.
+        Any other error is raised."""
+        text = str(exc).lower()
+        if not isinstance(exc, self._noscript):
+            if self.functions and "function not found" in text:
+                # Named as redis-py names it: a cluster client sends it to every primary,
+                # and direct.pack() splits the name into its words.
+                return [("FUNCTION LOAD", "REPLACE", self.scripts.library)]
+            if not (self.functions and "unknown command" in text and "fcall" in text):
+                raise exc
+            self.functions = False
+        return [("SCRIPT LOAD", script.text) for script in self.scripts.all()]

@@ -1,15 +1,15 @@
 """Redis store: every operation is one Lua function call (or one plain command), one round trip.
 
-A record is one hash at ``{prefix}:{scope:key}`` (see redis_commands). Lua operations (a
-function library, or scripts on Redis 6; see redis_scripts) read the store's clock (``TIME``),
-decide by the rules of mideng.core.decide, write, and answer with the record.
+A record is one hash at ``{prefix}:{scope:key}`` (see commands; its fields, rows). Lua
+operations (a function library, or scripts on Redis 6; see scripts) read the store's clock
+(``TIME``), decide by the rules of mideng.core.decide, write, and answer with the record.
 The key's own expiry follows the record's ``expires_at``, so Redis deletes finished records
 itself and ``purge`` has nothing to do.
 
 Sync calls use a redis-py client; async calls use a redis.asyncio client per event loop, made on
-first use there. Both run the same Ops from redis_commands: built and decoded once. On a
-standalone or Sentinel-managed server the commands go out through redis_lane, which skips
-redis-py's per-command connection probe.
+first use there. Both run the same Ops from commands: built and decoded once. On a
+standalone or Sentinel-managed server the commands go out through a direct sender (see
+direct), which skips redis-py's per-command connection probe.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import Store
-from mideng.stores.redis import scripts as wire
+from mideng.stores.redis import rows, scripts
 from mideng.stores.redis.commands import Commands, Op, stuck
 from mideng.stores.redis.connect import Connection, Target, connect, parse, redact
-from mideng.stores.redis.direct import ALane, Lane, pack, usable
+from mideng.stores.redis.direct import AsyncDirectSender, DirectSender, pack, usable
 from mideng.stores.registry import open_store, require
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ class RedisStore(Store):
     def __init__(
         self, target: Target, *, url: str = "", prefix: str = "mideng", retries: int = 0
     ) -> None:
-        self.commands = Commands(prefix, wire.scripts())
+        self.commands = Commands(prefix, scripts.scripts())
         self._redis = require("redis", "redis")
         if target.kind == "standalone":
             try:
@@ -61,10 +61,8 @@ class RedisStore(Store):
             errors.RedisClusterException,
             OSError,
         )
-        self._noscript: type[BaseException] = errors.NoScriptError
         self._reply_error: type[BaseException] = errors.ResponseError
-        # Functions (FCALL) until the server says it has none; then scripts (EVALSHA).
-        self._functions = True
+        self._calls = scripts.Calls(self.commands.scripts, errors.NoScriptError)
         self._sync: Connection | None = None
         self._async: dict[asyncio.AbstractEventLoop, Connection] = {}
         self._alocks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
@@ -119,13 +117,13 @@ class RedisStore(Store):
                         made = connect(self._redis, self._target, self._retries, asynchronous=False)
                     except self._errors as exc:
                         raise self._unavailable(exc) from exc
-                    if self._laned(made):
-                        made.lane = Lane(made.client.connection_pool, self._reply_error)
+                    if self._direct(made):
+                        made.direct = DirectSender(made.client.connection_pool, self._reply_error)
                     self._sync = made
                 conn = self._sync
         return conn
 
-    def _laned(self, conn: Connection) -> bool:
+    def _direct(self, conn: Connection) -> bool:
         # A cluster client routes each command to its slot's node, and a user who asked for
         # driver retries gets redis-py's own path, which does them.
         return (
@@ -158,75 +156,45 @@ class RedisStore(Store):
                 except BaseException:
                     await conn.aclose()
                     raise
-            elif self._laned(conn):
-                conn.lane = ALane(conn.client.connection_pool, self._reply_error)
+            elif self._direct(conn):
+                conn.direct = AsyncDirectSender(conn.client.connection_pool, self._reply_error)
             self._async[loop] = conn
             return conn
 
-    def _form(self, op: Op[Any]) -> tuple[Any, ...]:
-        script = op.script
-        if script is None:
-            return op.args
-        if self._functions:
-            return ("FCALL", script.function, 1, *op.args)
-        return ("EVALSHA", script.sha, 1, *op.args)
-
-    def _missing(self, exc: BaseException) -> str:
-        """What an error reply says is missing on the server: the "library" (a new server, a
-        restart without persistence, FUNCTION FLUSH) or the "scripts" (NOSCRIPT; or a server
-        without functions, Redis 6, after which the store calls scripts). Any other error is
-        raised."""
-        if isinstance(exc, self._noscript):
-            return "scripts"
-        text = str(exc).lower()
-        if self._functions and "function not found" in text:
-            return "library"
-        if self._functions and "unknown command" in text and "fcall" in text:
-            self._functions = False
-            return "scripts"
-        raise exc
-
-    def _loads(self, missing: str) -> list[tuple[str, ...]]:
-        # Named as redis-py names them ("FUNCTION LOAD"): a cluster client sends those to
-        # every primary, and pack() splits the name into its words.
-        scripts = self.commands.scripts
-        if missing == "library":
-            return [("FUNCTION LOAD", "REPLACE", scripts.library)]
-        return [("SCRIPT LOAD", script.text) for script in scripts.all()]
-
     def _send(self, conn: Connection, args: tuple[Any, ...]) -> Any:
-        if conn.lane is not None:
-            return conn.lane.call(pack(args))
+        if conn.direct is not None:
+            return conn.direct.call(pack(args))
         return conn.client.execute_command(*args)
 
     def _run(self, op: Op[T]) -> T:
         conn = self._connection()
+        calls = self._calls
         try:
             try:
-                reply = self._send(conn, self._form(op))
+                reply = self._send(conn, calls.form(op.script, op.args))
             except self._reply_error as exc:
-                # Load everything at once, so the complete() after a claim() does not pay again.
-                for load in self._loads(self._missing(exc)):
+                for load in calls.loads(exc):
                     self._send(conn, load)
-                reply = self._send(conn, self._form(op))
+                reply = self._send(conn, calls.form(op.script, op.args))
         except self._errors as exc:
             raise self._unavailable(exc) from exc
         return op.finish(reply)
 
     async def _asend(self, conn: Connection, args: tuple[Any, ...]) -> Any:
-        if conn.lane is not None:
-            return await conn.lane.call(pack(args))
+        if conn.direct is not None:
+            return await conn.direct.call(pack(args))
         return await conn.client.execute_command(*args)
 
     async def _arun(self, op: Op[T]) -> T:
         try:
             conn = await self._aconnection()
+            calls = self._calls
             try:
-                reply = await self._asend(conn, self._form(op))
+                reply = await self._asend(conn, calls.form(op.script, op.args))
             except self._reply_error as exc:
-                for load in self._loads(self._missing(exc)):
+                for load in calls.loads(exc):
                     await self._asend(conn, load)
-                reply = await self._asend(conn, self._form(op))
+                reply = await self._asend(conn, calls.form(op.script, op.args))
         except self._errors as exc:
             raise self._unavailable(exc) from exc
         return op.finish(reply)
@@ -305,7 +273,7 @@ class RedisStore(Store):
     def _fetch(client: Any, names: list[Any]) -> list[Any]:
         pipe = client.pipeline(transaction=False)
         for name in names:
-            pipe.hmget(name, wire.FIELDS)
+            pipe.hmget(name, rows.NAMES)
         return pipe.execute()  # type: ignore[no-any-return]
 
     def close(self) -> None:
@@ -387,7 +355,7 @@ class RedisStore(Store):
     async def _afetch(client: Any, names: list[Any]) -> list[Any]:
         pipe = client.pipeline(transaction=False)
         for name in names:
-            pipe.hmget(name, wire.FIELDS)
+            pipe.hmget(name, rows.NAMES)
         return await pipe.execute()  # type: ignore[no-any-return]
 
     async def aclose(self) -> None:

@@ -16,13 +16,17 @@ local function acquire(prev)
   if not unknown_policy and ttl then
     expires = stamp(now + lease + ttl)
   end
-  local new = {'processing', '1', ARGV[1], fingerprint, stamp(now + lease), false, false, false,
-               '1', opt(ARGV[6]), at, at, expires}
+  local new = {unpack(NONE, 1, NFIELDS)}
+  new[S], new[O], new[FP], new[LU], new[RID] = 'processing', ARGV[1], fingerprint,
+    stamp(now + lease), opt(ARGV[6])
+  new[UA], new[EA] = at, expires
   if prev then
     -- An expired or taken-over record keeps counting, so an old ticket never matches again.
     new[F] = tostring(tonumber(prev[F]) + 1)
     new[A] = tostring(tonumber(prev[A]) + 1)
     new[CA] = prev[CA]
+  else
+    new[F], new[A], new[CA] = '1', '1', at
   end
   save(key, prev, new)
   return reply(0, new)
@@ -41,7 +45,7 @@ end
 local status = rec[S]
 if status == 'processing' and not lease_live(rec, now) then
   if unknown_policy then
-    local unknown = {unpack(rec, 1, 13)}
+    local unknown = {unpack(rec, 1, NFIELDS)}
     unknown[S], unknown[LU], unknown[UA], unknown[EA] = 'unknown', false, at, false
     save(key, rec, unknown)
     return answer(4, unknown)

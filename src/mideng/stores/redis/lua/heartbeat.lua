@@ -6,7 +6,7 @@ if not now then
   return reply(0, rec)
 end
 local lease, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
-local new = {unpack(rec, 1, 13)}
+local new = {unpack(rec, 1, NFIELDS)}
 new[LU], new[UA] = stamp(now + lease), at
 -- A record that was never meant to expire (unknown policy, or no ttl) stays that way.
 if rec[EA] and ttl then

@@ -1,11 +1,11 @@
 -- Keep a copy of a finished record (the hybrid store's fast path). KEYS[1] the record.
--- ARGV: the 13 record fields, each optional. A copy never replaces a newer one,
+-- ARGV: every record field, in FIELDS order, each optional. A copy never replaces a newer one,
 -- so a slow writer cannot bring back a record that was since replaced.
 -- Reply: 1 written, 0 kept the newer copy.
 local key = KEYS[1]
 local current = read(key)
 local rec = {}
-for i = 1, 13 do
+for i = 1, NFIELDS do
   rec[i] = opt(ARGV[i])
 end
 if current and tonumber(current[UA]) > tonumber(rec[UA]) then

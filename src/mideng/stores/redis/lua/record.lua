@@ -1,13 +1,14 @@
 -- The head of every operation: run once when the function library is loaded (Redis 7+), or
 -- in front of each operation's own script on servers that only have EVALSHA.
 --
--- A record is one hash; FIELDS names its fields. Every redis.call and every string.format
--- costs real time inside the server's single thread, so scripts read once, write only the
--- fields that changed, and touch the key's TTL only when it changes.
-local FIELDS = {'s', 'f', 'o', 'fp', 'lu', 'r', 'c', 'e', 'a', 'rid', 'ca', 'ua', 'ea'}
-local S, F, O, FP, LU, R, C, E, A, RID, CA, UA, EA = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
-local NONE = {false, false, false, false, false, false, false, false, false, false, false, false,
-              false}
+-- A record is one hash. Its fields and their order are mideng.stores.redis.rows.FIELDS, the one
+-- definition Python and this code share; the line below becomes their declarations when the
+-- code is loaded: FIELDS (the names, in order), a constant per field holding its position and
+-- named as the field in capitals (S for 's', RID for 'rid' ...), NFIELDS (how many) and NONE
+-- (an absent record). Every redis.call and every string.format costs real time inside the
+-- server's single thread, so scripts read once, write only the fields that changed, and touch
+-- the key's TTL only when it changes.
+--@fields
 
 -- Times are epoch seconds written as '%.6f' (Redis TIME has microseconds).
 local function stamp(t)
@@ -66,7 +67,7 @@ end
 -- A held record finished as status: result or error kept, no lease, expiring ttl seconds
 -- from now (never, without a ttl).
 local function finished(rec, now, at, status, result, codec, err, ttl)
-  local new = {unpack(rec, 1, 13)}
+  local new = {unpack(rec, 1, NFIELDS)}
   new[S], new[R], new[C], new[E], new[LU], new[UA] = status, result, codec, err, false, at
   new[EA] = ttl and stamp(now + ttl) or false
   return new
@@ -76,7 +77,7 @@ end
 local function save(key, old, rec)
   old = old or NONE
   local set, drop, ns, nd = {}, {}, 0, 0
-  for i = 1, 13 do
+  for i = 1, NFIELDS do
     local v = rec[i]
     if v ~= old[i] then
       if v then

@@ -11,7 +11,7 @@ if not open then
   return reply(0, rec, at)
 end
 local ttl = tonumber(ARGV[4])
-local new = {unpack(rec, 1, 13)}
+local new = {unpack(rec, 1, NFIELDS)}
 new[LU], new[UA], new[E] = false, at, false
 new[EA] = ttl and stamp(now + ttl) or false
 if ARGV[3] == '1' then

@@ -1,0 +1,185 @@
+"""A record as the Redis store keeps it: everything about hash fields <-> Record, in one place.
+
+A record is one hash with a field per attribute. ``FIELDS`` is the one definition of those
+fields and of their order, which Python and Lua share: an ``HMGET`` reads them in it, put.lua
+takes them as its arguments in it, and the Lua head numbers them by it, from the declarations
+``lua_fields()`` writes into lua/record.lua when the code is loaded. Nothing in lua/ spells
+the list or its length again.
+
+The operations answer with one string (see ``decode``); that layout is record.lua's ``reply``
+and this module's ``decode``, and only they know it. Records are built by field name, except
+in ``decode``: it runs on every call, and fifteen keywords cost twice what positions do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from mideng.core.record import Record, Status
+
+STATUSES = {s.value.encode(): s for s in Status}
+
+
+def opt(value: str | None) -> str:
+    """An optional string as record.lua's ``opt`` reads it: '' absent, '=' + value present,
+    so an empty value stays a value."""
+    return "" if value is None else "=" + value
+
+
+def opt_bytes(value: bytes | None) -> bytes:
+    return b"" if value is None else b"=" + value
+
+
+def seconds(value: float | None) -> str:
+    return "" if value is None else repr(float(value))
+
+
+def _status(value: Status) -> str:
+    return "=" + value.value
+
+
+def _number(value: int) -> str:
+    return f"={value}"
+
+
+def _text(value: str) -> str:
+    return "=" + value
+
+
+def _blob(value: bytes) -> bytes:
+    return b"=" + value
+
+
+def _time(value: float) -> str:
+    # repr keeps the durable store's times exact; Lua only compares them.
+    return "=" + repr(float(value))
+
+
+def _decoded(value: bytes) -> str:
+    return value.decode()
+
+
+def _same(value: bytes) -> bytes:
+    return value
+
+
+class Field(NamedTuple):
+    name: str  # in the hash
+    attribute: str  # of Record
+    optional: bool  # an absent attribute is an absent field
+    write: Callable[[Any], str | bytes]  # a present value as put.lua's argument
+    read: Callable[[bytes], Any]  # a present value from HMGET
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("s", "status", False, _status, STATUSES.__getitem__),
+    Field("f", "fence", False, _number, int),
+    Field("o", "owner", False, _text, _decoded),
+    Field("fp", "fingerprint", True, _text, _decoded),
+    Field("lu", "lease_until", True, _time, float),
+    Field("r", "result", True, _blob, _same),
+    Field("c", "codec", True, _text, _decoded),
+    Field("e", "error", True, _blob, _same),
+    Field("a", "attempts", False, _number, int),
+    Field("rid", "request_id", True, _text, _decoded),
+    Field("ca", "created_at", False, _time, float),
+    Field("ua", "updated_at", False, _time, float),
+    Field("ea", "expires_at", True, _time, float),
+)
+#: The hash's field names in FIELDS order: what an HMGET of a whole record asks for.
+NAMES = tuple(field.name for field in FIELDS)
+
+# Where lua/record.lua has the declarations written in.
+LUA_MARK = "--@fields\n"
+
+
+def lua_fields() -> str:
+    """Lua declaring FIELDS: their names in order; a constant per field, named as the field
+    in capitals, holding its position (S for 's'); their number; and NONE, an absent record."""
+    names = ", ".join(f"'{name}'" for name in NAMES)
+    constants = ", ".join(name.upper() for name in NAMES)
+    positions = ", ".join(str(i) for i in range(1, len(NAMES) + 1))
+    absent = ", ".join("false" for _ in NAMES)
+    return (
+        f"local FIELDS = {{{names}}}\n"
+        f"local {constants} = {positions}\n"
+        f"local NFIELDS = {len(NAMES)}\n"
+        f"local NONE = {{{absent}}}\n"
+    )
+
+
+def put_args(record: Record) -> list[str | bytes]:
+    """put.lua's arguments: every field of ``record``, in FIELDS order, each optional."""
+    args: list[str | bytes] = []
+    for field in FIELDS:
+        value = getattr(record, field.attribute)
+        args.append("" if value is None else field.write(value))
+    return args
+
+
+def row(scope: str, key: str, values: Sequence[bytes | None]) -> Record | None:
+    """A record from an HMGET of NAMES; None when it vanished before the read."""
+    attributes: dict[str, Any] = {}
+    for field, value in zip(FIELDS, values, strict=True):
+        if value is not None:
+            attributes[field.attribute] = field.read(value)
+        elif not field.optional:
+            return None
+    return Record(scope=scope, key=key, **attributes)
+
+
+def _cut(reply: bytes, start: int, length: bytes) -> tuple[bytes | None, int]:
+    if length == b"-":
+        return None, start
+    end = start + int(length)
+    return reply[start:end], end
+
+
+def _str(value: bytes | None) -> str | None:
+    return None if value is None else value.decode()
+
+
+def decode(
+    scope: str, key: str, reply: bytes, result: bytes | None = None, error: bytes | None = None
+) -> tuple[int, bytes, Record | None]:
+    """An operation's reply: (code, extra, record or None).
+
+    The reply is ``code|extra`` without a record; with one, record.lua's ``reply`` writes
+    ``code|extra|s|f|a|ca|ua|ea|lu|#o|#fp|#rid|#c|#r|#e``, a newline, then o fp rid c r e back
+    to back (an absent optional field has length '-', an absent time is empty).
+    ``result`` / ``error`` stand in for what an operation left out because the caller sent it.
+    """
+    nl = reply.find(b"\n")
+    if nl < 0:
+        code, _, extra = reply.partition(b"|")
+        return int(code), extra, None
+    # Slices are taken from the reply itself, so a large result is copied once, not twice.
+    code, extra, s, f, a, ca, ua, ea, lu, lo, lfp, lrid, lc, lr, le = reply[:nl].split(b"|")
+    end = nl + 1 + int(lo)
+    owner = reply[nl + 1 : end].decode()
+    fp, end = _cut(reply, end, lfp)
+    rid, end = _cut(reply, end, lrid)
+    codec, end = _cut(reply, end, lc)
+    if result is None:
+        result, end = _cut(reply, end, lr)
+    if error is None:
+        error, end = _cut(reply, end, le)
+    record = Record(
+        scope,
+        key,
+        STATUSES[s],
+        int(f),
+        owner,
+        _str(fp),
+        float(lu) if lu else None,
+        result,
+        _str(codec),
+        error,
+        int(a),
+        _str(rid),
+        float(ca),
+        float(ua),
+        float(ea) if ea else None,
+    )
+    return int(code), extra, record
