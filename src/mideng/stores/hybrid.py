@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from mideng.core.record import Claim, ClaimRequest, Outcome, Record, Status, Ticket
-from mideng.errors import StoreUnavailableError
+from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import Store
-from mideng.stores.redis import RedisStore
+from mideng.stores.redis.store import RedisStore
 
 T = TypeVar("T")
 log = logging.getLogger("mideng")
@@ -84,6 +84,13 @@ class HybridStore(Store):
         self.url = f"hybrid(fast={fast.url}, durable={durable.url})"
         self.self_expiring = durable.self_expiring
         self.outage = Outage(cooldown, warn_every)
+
+    @classmethod
+    def in_front_of(cls, fast: Store, durable: Store) -> HybridStore:
+        """What ``open_store(redis_url, durable=...)`` opens."""
+        if not isinstance(fast, RedisStore):
+            raise ConfigurationError(f"durable= needs a Redis URL in front, not {fast.url}")
+        return cls(fast, durable)
 
     # -- the fast side, never trusted to say "run" --------------------------------------------
     def _copy_of(self, req: ClaimRequest) -> tuple[bool, Record | None]:

@@ -34,27 +34,44 @@ def schemes() -> list[str]:
     return sorted(set(_BACKENDS) | set(_FACTORIES))
 
 
+def _load(target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
 def _factory(scheme: str) -> Callable[..., Store]:
     if scheme in _FACTORIES:
         return _FACTORIES[scheme]
     target = _BACKENDS.get(scheme)
     if target is None:
         raise ConfigurationError(f"no store for scheme {scheme!r}; known: {', '.join(schemes())}")
-    module_name, _, attr = target.partition(":")
-    module = importlib.import_module(module_name)
-    obj: Any = module
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    _FACTORIES[scheme] = obj
-    return obj  # type: ignore[no-any-return]
+    factory: Callable[..., Store] = _load(target)
+    _FACTORIES[scheme] = factory
+    return factory
 
 
-def open_store(url: str, **options: Any) -> Store:
-    """Open a store from a URL: ``memory://``, ``sqlite:///path.db`` and the server schemes."""
+def open_store(url: str, *, durable: str | Store | None = None, **options: Any) -> Store:
+    """Open a store from a URL: ``memory://``, ``sqlite:///path.db`` and the server schemes.
+    ``durable=<url or Store>`` puts the (Redis) store the URL opens in front of that store."""
     if not isinstance(url, str) or "://" not in url:
         raise ConfigurationError(f"store URL must look like scheme://..., got {url!r}")
     scheme = urlsplit(url).scheme.lower()
-    return _factory(scheme)(url, **options)
+    store = _factory(scheme)(url, **options)
+    return store if durable is None else in_front(store, durable)
+
+
+# A fast store in front of a durable one. Built here, above both, so that neither the Redis
+# store nor the hybrid has to know the other's module to be opened by one URL.
+_IN_FRONT = "mideng.stores.hybrid:HybridStore.in_front_of"
+
+
+def in_front(fast: Store, durable: str | Store) -> Store:
+    """``fast`` answering duplicates in front of ``durable`` (a store, or its URL)."""
+    compose: Callable[[Store, Store], Store] = _load(_IN_FRONT)
+    return compose(fast, open_store(durable) if isinstance(durable, str) else durable)
 
 
 def require(module: str, extra: str) -> Any:

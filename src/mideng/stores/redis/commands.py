@@ -15,8 +15,7 @@ from typing import Any, Generic, TypeVar
 from mideng.core.record import Claim, ClaimRequest, ExpiryPolicy, Outcome, Record, Ticket
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.stores.base import check_resolvable, is_unresolved, lease_lost
-from mideng.stores.redis import rows
-from mideng.stores.redis.rows import opt, opt_bytes, seconds
+from mideng.stores.redis.rows import decode, opt, opt_bytes, put_args, row, seconds
 from mideng.stores.redis.scripts import Script, Scripts
 
 T = TypeVar("T")
@@ -115,7 +114,7 @@ class Commands:
         scope, key = req.scope, req.key
 
         def finish(reply: bytes) -> Claim:
-            code, _, record = rows.decode(scope, key, reply)
+            code, _, record = decode(scope, key, reply)
             assert record is not None
             return Claim(OUTCOMES[code], record)
 
@@ -142,7 +141,7 @@ class Commands:
         error: bytes | None = None,
     ) -> Op[Record]:
         def finish(reply: bytes) -> Record:
-            code, _, record = rows.decode(ticket.scope, ticket.key, reply, result, error)
+            code, _, record = decode(ticket.scope, ticket.key, reply, result, error)
             if code == 0 or record is None:
                 raise lease_lost(ticket, record)
             return record
@@ -161,7 +160,7 @@ class Commands:
 
     def release(self, ticket: Ticket) -> Op[None]:
         def finish(reply: bytes) -> None:
-            code, _, record = rows.decode(ticket.scope, ticket.key, reply)
+            code, _, record = decode(ticket.scope, ticket.key, reply)
             if code == 0:
                 raise lease_lost(ticket, record)
 
@@ -177,7 +176,7 @@ class Commands:
 
     def get(self, scope: str, key: str) -> Op[Record | None]:
         def finish(reply: bytes) -> Record | None:
-            return rows.decode(scope, key, reply)[2]
+            return decode(scope, key, reply)[2]
 
         return self.script(self.scripts.get, self.key(scope, key), (), finish)
 
@@ -194,7 +193,7 @@ class Commands:
         ttl: float | None,
     ) -> Op[Record]:
         def finish(reply: bytes) -> Record:
-            code, now, current = rows.decode(scope, key, reply)
+            code, now, current = decode(scope, key, reply)
             if code == 0 or current is None:
                 check_resolvable(scope, key, current, float(now))
                 raise IdempotencyError(f"{scope}:{key} could not be resolved")
@@ -211,7 +210,7 @@ class Commands:
         return self.script(
             self.scripts.put,
             self.key(record.scope, record.key),
-            tuple(rows.put_args(record)),
+            tuple(put_args(record)),
             lambda n: n == 1,
         )
 
@@ -250,7 +249,7 @@ def stuck(
     found = []
     for name, fields in zip(names, values, strict=True):
         identity = commands.identity(name)
-        record = None if identity is None else rows.row(*identity, fields)
+        record = None if identity is None else row(*identity, fields)
         if record is None or (scope is not None and record.scope != scope):
             continue
         if is_unresolved(record, now):

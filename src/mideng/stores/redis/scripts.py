@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from mideng.stores.redis import rows
+from mideng.stores.redis.rows import LUA_MARK, lua_fields
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,9 @@ def _read(name: str) -> str:
 
 def _head() -> str:
     text = _read("record")
-    if text.count(rows.LUA_MARK) != 1:
-        raise RuntimeError(f"lua/record.lua must have one {rows.LUA_MARK.strip()} line")
-    return text.replace(rows.LUA_MARK, rows.lua_fields())
+    if text.count(LUA_MARK) != 1:
+        raise RuntimeError(f"lua/record.lua must have one {LUA_MARK.strip()} line")
+    return text.replace(LUA_MARK, lua_fields())
 
 
 def _library_name(head: str, bodies: dict[str, str]) -> str:

@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import Store
-from mideng.stores.redis import rows, scripts
 from mideng.stores.redis.commands import Commands, Op, stuck
 from mideng.stores.redis.connect import Connection, Target, connect, parse, redact
 from mideng.stores.redis.direct import AsyncDirectSender, DirectSender, pack, usable
-from mideng.stores.registry import open_store, require
-
-if TYPE_CHECKING:
-    from mideng.stores.hybrid import HybridStore
+from mideng.stores.redis.rows import NAMES
+from mideng.stores.redis.scripts import Calls, scripts
+from mideng.stores.registry import in_front, require
 
 T = TypeVar("T")
 # unresolved() fetches scanned records in pipelines of this many.
@@ -43,7 +41,7 @@ class RedisStore(Store):
     def __init__(
         self, target: Target, *, url: str = "", prefix: str = "mideng", retries: int = 0
     ) -> None:
-        self.commands = Commands(prefix, scripts.scripts())
+        self.commands = Commands(prefix, scripts())
         self._redis = require("redis", "redis")
         if target.kind == "standalone":
             try:
@@ -62,7 +60,7 @@ class RedisStore(Store):
             OSError,
         )
         self._reply_error: type[BaseException] = errors.ResponseError
-        self._calls = scripts.Calls(self.commands.scripts, errors.NoScriptError)
+        self._calls = Calls(self.commands.scripts, errors.NoScriptError)
         self._sync: Connection | None = None
         self._async: dict[asyncio.AbstractEventLoop, Connection] = {}
         self._alocks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
@@ -74,26 +72,21 @@ class RedisStore(Store):
 
     @overload
     @classmethod
-    def from_url(cls, url: str, *, durable: str | Store, **options: Any) -> HybridStore: ...
+    def from_url(cls, url: str, *, durable: str | Store, **options: Any) -> Store: ...
 
     @classmethod
     def from_url(
         cls, url: str, *, durable: str | Store | None = None, **options: Any
-    ) -> RedisStore | HybridStore:
+    ) -> RedisStore | Store:
         """Open ``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` or
         ``redis+sentinel://``. Options: ``prefix`` (default ``mideng``), ``retries`` (driver
         retries, default 0), and redis-py's own (``socket_timeout``, ``max_connections``, ...).
-        ``durable=<url or Store>`` opens a HybridStore: this Redis in front of that store.
+        ``durable=<url or Store>`` opens a HybridStore: this Redis in front of that store
+        (the registry builds it, so this module never needs the hybrid's).
         """
         target, own = parse(url, dict(options))
         store = cls(target, url=url, **own)
-        if durable is None:
-            return store
-        from mideng.stores.hybrid import HybridStore
-
-        return HybridStore(
-            fast=store, durable=open_store(durable) if isinstance(durable, str) else durable
-        )
+        return store if durable is None else in_front(store, durable)
 
     def key(self, scope: str, key: str) -> str:
         """The Redis key holding the record of (scope, key)."""
@@ -273,7 +266,7 @@ class RedisStore(Store):
     def _fetch(client: Any, names: list[Any]) -> list[Any]:
         pipe = client.pipeline(transaction=False)
         for name in names:
-            pipe.hmget(name, rows.NAMES)
+            pipe.hmget(name, NAMES)
         return pipe.execute()  # type: ignore[no-any-return]
 
     def close(self) -> None:
@@ -355,7 +348,7 @@ class RedisStore(Store):
     async def _afetch(client: Any, names: list[Any]) -> list[Any]:
         pipe = client.pipeline(transaction=False)
         for name in names:
-            pipe.hmget(name, rows.NAMES)
+            pipe.hmget(name, NAMES)
         return await pipe.execute()  # type: ignore[no-any-return]
 
     async def aclose(self) -> None:
