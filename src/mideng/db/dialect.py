@@ -1,0 +1,46 @@
+"""Which SQL a connection speaks, and which of its failures mean "run it again".
+
+A statement ``kind`` is what SQL text differs by: ``postgresql``, ``mariadb`` (10.5+, with
+``INSERT … RETURNING``), ``mysql`` (MySQL 8, or MariaDB told not to use RETURNING) and
+``sqlite``. Statement sets are built per kind; a dialect without one is refused here, by name,
+rather than being sent another database's SQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mideng.errors import ConfigurationError
+
+KINDS = ("postgresql", "mariadb", "mysql", "sqlite")
+_MYSQL_FAMILY = ("mysql", "mariadb")
+
+
+def kind_of(dialect: Any, returning: bool | None = None) -> str:
+    """The statement kind of a connected SQLAlchemy dialect. ``returning=False`` makes MariaDB
+    use MySQL 8's statements."""
+    name = str(dialect.name)
+    if name in ("postgresql", "sqlite"):
+        return name
+    if name not in _MYSQL_FAMILY:
+        raise ConfigurationError(
+            f"mideng does not know the {name} dialect; it speaks PostgreSQL, MySQL/MariaDB and "
+            "SQLite"
+        )
+    version = tuple(dialect.server_version_info or (0,))
+    if getattr(dialect, "is_mariadb", False) and version >= (10, 5) and returning is not False:
+        return "mariadb"
+    return "mysql"
+
+
+def is_mysql(kind: str) -> bool:
+    return kind in _MYSQL_FAMILY
+
+
+def retryable(exc: BaseException) -> bool:
+    """A deadlock or serialization failure (the driver's own exception, not SQLAlchemy's
+    wrapper): the statement changed nothing, so running the transaction again is safe."""
+    if getattr(exc, "sqlstate", None) in ("40P01", "40001"):
+        return True
+    args: tuple[Any, ...] = getattr(exc, "args", ())
+    return bool(args) and args[0] == 1213

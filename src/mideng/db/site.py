@@ -1,0 +1,163 @@
+"""Where an operation runs inside a caller's transaction: their SQLAlchemy connection or session.
+
+``Site`` takes a ``Connection`` or ``Session``, ``AsyncSite`` an ``AsyncConnection`` or
+``AsyncSession``. A site owns the decisions that depend on the caller's transaction:
+
+- none active (``owned``): the site begins one, and commits or rolls it back itself;
+- one active and ``savepoint=True``: the site's work is a SAVEPOINT inside it, so ``rollback``
+  undoes exactly that work and leaves the caller's transaction usable; the caller commits;
+- one active and ``savepoint=False``: no extra round trips; ``rollback(whole=True)`` rolls back
+  the caller's whole transaction (for work that must never commit, such as an uncommitted
+  claim), ``rollback(whole=False)`` leaves it alone.
+
+``open`` returns the statement kind of the connection (mideng.db.dialect), ``run`` drives an
+operation on it. The rules live in ``_Rules``, written once; the two classes only do the I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mideng.db.dialect import is_mysql, kind_of
+from mideng.db.drive import adrive, drive
+from mideng.db.statements import Op, Res, Stmt, T
+from mideng.errors import ConfigurationError
+
+
+def _res(result: Any, mysql: bool) -> Res:
+    count = result.rowcount  # before fetching: a drained result may no longer know it
+    rows = result.fetchall() if result.returns_rows else ()
+    # psycopg has no lastrowid; only MySQL's means something here (a stamp handed back).
+    return Res(count, rows, (result.lastrowid or 0) if mysql else 0)
+
+
+def _execute(link: Any, stmt: Stmt) -> Res:
+    return _res(link.execute(stmt.sql.clause, stmt.params or {}), False)
+
+
+def _execute_mysql(link: Any, stmt: Stmt) -> Res:
+    return _res(link.execute(stmt.sql.clause, stmt.params or {}), True)
+
+
+async def _aexecute(link: Any, stmt: Stmt) -> Res:
+    return _res(await link.execute(stmt.sql.clause, stmt.params or {}), False)
+
+
+async def _aexecute_mysql(link: Any, stmt: Stmt) -> Res:
+    return _res(await link.execute(stmt.sql.clause, stmt.params or {}), True)
+
+
+class _Rules:
+    """The state and rules both sites share; each step returns the call to make, if any."""
+
+    def __init__(self, conn: Any, session: bool) -> None:
+        self.conn: Any = conn
+        self.session = session
+        self.owned = not conn.in_transaction()
+        self.unit: Any = None  # the transaction or savepoint the site began, if any
+        self.link: Any = None  # the Connection / AsyncConnection statements go to
+        self.kind = ""
+
+    def _begin(self, savepoint: bool) -> Callable[[], Any] | None:
+        if self.owned:
+            return self.conn.begin  # type: ignore[no-any-return]
+        if savepoint:
+            return self.conn.begin_nested  # type: ignore[no-any-return]
+        return None
+
+    def _opened(self, link: Any) -> str:
+        self.link = link
+        self.kind = kind_of(link.dialect)
+        return self.kind
+
+    def _undo(self, whole: bool) -> Callable[[], Any] | None:
+        if self.unit is not None:
+            return self.unit.rollback if self.unit.is_active else None
+        return self.conn.rollback if whole else None
+
+
+class Site(_Rules):
+    """A sync SQLAlchemy ``Connection`` or ``Session``."""
+
+    def __init__(self, conn: Any) -> None:
+        from sqlalchemy.engine import Connection
+        from sqlalchemy.orm import Session
+
+        if not isinstance(conn, (Connection, Session)):
+            raise ConfigurationError(
+                f"expected a SQLAlchemy Connection or Session, got {type(conn)!r}; an "
+                "AsyncConnection or AsyncSession goes to the async twin (atransaction())"
+            )
+        super().__init__(conn, isinstance(conn, Session))
+
+    def open(self, savepoint: bool) -> str:
+        """Begin the site's transaction or savepoint, as the rules say; the statement kind."""
+        begin = self._begin(savepoint)
+        if begin is not None:
+            self.unit = begin()
+        return self._opened(self.conn.connection() if self.session else self.conn)
+
+    def run(self, op: Op[T]) -> T:
+        return drive(op, _execute_mysql if is_mysql(self.kind) else _execute, self.link)
+
+    def commit(self) -> None:
+        """Commit what the site began (nothing if it began nothing: the caller commits)."""
+        if self.unit is None:
+            return
+        try:
+            self.unit.commit()
+        except BaseException:
+            self.rollback(whole=False)
+            raise
+
+    def rollback(self, *, whole: bool) -> None:
+        undo = self._undo(whole)
+        if undo is not None:
+            undo()
+
+    def restart(self) -> str:
+        """The site's own transaction died (a deadlock victim): begin a fresh one."""
+        self.rollback(whole=False)
+        return self.open(savepoint=False)
+
+
+class AsyncSite(_Rules):
+    """An ``AsyncConnection`` or ``AsyncSession``: ``Site`` awaited."""
+
+    def __init__(self, conn: Any) -> None:
+        from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+        if not isinstance(conn, (AsyncConnection, AsyncSession)):
+            raise ConfigurationError(
+                f"expected a SQLAlchemy AsyncConnection or AsyncSession, got {type(conn)!r}; "
+                "a sync Connection or Session goes to the sync twin (transaction())"
+            )
+        super().__init__(conn, isinstance(conn, AsyncSession))
+
+    async def open(self, savepoint: bool) -> str:
+        begin = self._begin(savepoint)
+        if begin is not None:
+            self.unit = await begin()
+        return self._opened(await self.conn.connection() if self.session else self.conn)
+
+    async def run(self, op: Op[T]) -> T:
+        return await adrive(op, _aexecute_mysql if is_mysql(self.kind) else _aexecute, self.link)
+
+    async def commit(self) -> None:
+        if self.unit is None:
+            return
+        try:
+            await self.unit.commit()
+        except BaseException:
+            await self.rollback(whole=False)
+            raise
+
+    async def rollback(self, *, whole: bool) -> None:
+        undo = self._undo(whole)
+        if undo is not None:
+            await undo()
+
+    async def restart(self) -> str:
+        await self.rollback(whole=False)
+        return await self.open(savepoint=False)
