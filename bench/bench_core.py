@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import per_call_us, table
 from mideng import Guard
 from mideng.stores.memory import MemoryStore
-from mideng.stores.sqlite import SQLiteStore, schema
+from mideng.stores.sql.schema import ddl
+from mideng.stores.sqlite import SQLiteStore
 
 RESULT = {"order_id": 1001, "coupon": "C-8841", "points": 99, "status": "PAID"}
 N = 2000
@@ -32,8 +33,8 @@ def raw_sqlite(path: Path) -> tuple[float, float]:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
-    for ddl in schema("r"):  # the very table the store uses: same row, same indexes
-        db.execute(ddl)
+    for statement in ddl("sqlite", "r"):  # the very table the store uses: same row, same indexes
+        db.execute(statement)
     insert = (
         "INSERT INTO r (scope, key, status, fence, owner, lease_until, created_at, "
         "updated_at, expires_at) VALUES ('pay', ?, 'processing', 1, 'o', ?, ?, ?, ?)"

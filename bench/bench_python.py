@@ -92,7 +92,7 @@ def child(case: str, calls: int) -> None:
         "postgresql://stub@127.0.0.1/stub", create_schema=False, read_first="duplicate" in case
     )
     reads, writes = Stub([stored]), Stub([(now,)])
-    store.kept.free.append((None, reads if "duplicate" in case else writes))
+    store.executor.cache.free.append((None, reads if "duplicate" in case else writes))
     guard = Guard(store, heartbeat=True)
     floor_insert = "INSERT INTO t VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
     floor_update = "UPDATE t SET status = 'succeeded', result = %s WHERE scope = %s AND key = %s"

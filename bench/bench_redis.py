@@ -37,7 +37,8 @@ from common import RESULT, ACase, Case, aguard_case, case_table, guard_case, run
 from mideng import Guard
 from mideng.stores.hybrid import HybridStore
 from mideng.stores.redis import RedisStore
-from mideng.stores.sqlite import SQLiteStore, schema
+from mideng.stores.sql.schema import ddl
+from mideng.stores.sqlite import SQLiteStore
 
 TTL_MS = 86_400_000
 
@@ -81,8 +82,8 @@ def hybrid_floor_case(client: Any, prefix: str, path: Path) -> Case:
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
-    for ddl in schema("r"):
-        db.execute(ddl)
+    for statement in ddl("sqlite", "r"):
+        db.execute(statement)
     insert = (
         "INSERT INTO r (scope, key, status, fence, owner, lease_until, created_at, "
         "updated_at, expires_at) VALUES ('pay', ?, 'processing', 1, ?, ?, ?, ?, ?)"

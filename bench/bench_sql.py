@@ -108,8 +108,9 @@ def shared_cursor(store: SQLStore) -> Any:
     connection and 125 µs on another in the same run, the gap flipping between runs. Sharing
     the connection leaves only the difference in what each side does.
     """
-    held = store.kept.take(store._checkout)  # (pooled connection, its cursor)
-    store.kept.give(held, lambda extra: extra[0].close())
+    cache = store.executor.cache
+    held = cache.take(store.executor.checkout)  # (pooled connection, its cursor)
+    cache.give(held, lambda extra: extra[0].close())
     return held[1]
 
 
@@ -151,10 +152,9 @@ def idemkit_sync_case(backend: Any) -> Case:
 async def araw_case(store: SQLStore, table: str, mariadb: bool) -> ACase:
     """The async floor: the same three statements on the store's own async connection."""
     await store.aget("bench", "-")  # the loop's engine keeps a connection, with its cursor
-    entry = await store._loop_engine()
-    assert entry.kept is not None
-    assert len(entry.kept.free) == 1
-    cur = entry.kept.free[0][1]
+    entry = await store.aexecutor.loop_engine()
+    assert len(entry.cache.free) == 1
+    cur = entry.cache.free[0][1]
     insert, update, select = raw_statements(table, mariadb)
 
     async def first(key: str) -> object:

@@ -19,7 +19,7 @@ import pytest
 from backends_sql import drop_table
 from mideng.core.record import ClaimRequest, Outcome
 from mideng.stores.sql import SQLStore
-from mideng.stores.sql_dialect import Statements
+from mideng.stores.sql.statements import Statements
 
 from services import MYSQL_URL, need
 
@@ -59,14 +59,14 @@ class Counter:
             cur.execute(QUESTIONS)
             return self.seen(cur, int(cur.fetchone()[1]))
 
-        return store._with(read)
+        return store.executor.run(read)
 
     async def aio(self, store: SQLStore) -> int:
         async def read(stmts: Statements, cur: Any) -> int:
             await cur.execute(QUESTIONS)
             return self.seen(cur, int((await cur.fetchone())[1]))
 
-        return await store._awith(read)
+        return await store.aexecutor.run(read)
 
 
 def test_a_duplicate_claim_is_one_round_trip_per_statement_and_quiet(

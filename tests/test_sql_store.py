@@ -23,7 +23,7 @@ from mideng.core.record import Claim, ClaimRequest, Outcome, Record, Status, Tic
 from mideng.errors import ConfigurationError, LeaseLostError, StoreUnavailableError
 from mideng.stores.registry import open_store
 from mideng.stores.sql import SQLStore
-from mideng.stores.sql_ops import Habit
+from mideng.stores.sql.claims import ClaimOrder
 
 from services import MYSQL_URL, POSTGRES_URL, need
 
@@ -111,7 +111,7 @@ def req(key: str, owner: str | None = None, lease: float = 30.0) -> ClaimRequest
 
 # -- round trips --------------------------------------------------------------------------
 def _reads_first(store: SQLStore) -> bool:
-    return store.habit.fixed is True
+    return store.claim_order.fixed is True
 
 
 def test_claim_statements(counted: tuple[SQLStore, Statements]) -> None:
@@ -457,8 +457,12 @@ def test_kept_connections_stay_within_the_pool(family: str, table: str) -> None:
     for t in threads:
         t.join()
     # Overflow connections went back to the pool to be closed; the store keeps pool_size.
-    assert len(store.kept.free) <= 2
-    assert store.engine.pool.checkedout() == len(store.kept.free) == store.kept.owned
+    assert len(store.executor.cache.free) <= 2
+    assert (
+        store.engine.pool.checkedout()
+        == len(store.executor.cache.free)
+        == store.executor.cache.owned
+    )
     store.close()
 
 
@@ -485,7 +489,7 @@ def _claim(fence: int, outcome: Outcome = Outcome.ACQUIRED) -> Claim:
 
 
 def test_habit_learns_each_scope_and_forgets_past_its_bound() -> None:
-    habit = Habit()
+    habit = ClaimOrder()
     assert not habit.read_first("pay")  # nothing seen: new keys are the usual case
     for outcome, fence in [(Outcome.REPLAY, 1), (Outcome.IN_PROGRESS, 1)]:
         habit.saw("pay", _claim(fence, outcome))
@@ -497,8 +501,8 @@ def test_habit_learns_each_scope_and_forgets_past_its_bound() -> None:
         habit.saw("pay", _claim(1))  # fresh rows
     assert not habit.read_first("pay")
 
-    habit = Habit()
-    for n in range(Habit.SCOPES):
+    habit = ClaimOrder()
+    for n in range(ClaimOrder.SCOPES):
         for _ in range(3):
             habit.saw(f"s{n}", _claim(1, Outcome.REPLAY))
     assert habit.read_first("s0")
@@ -509,7 +513,7 @@ def test_habit_learns_each_scope_and_forgets_past_its_bound() -> None:
 
 def test_a_pinned_habit_never_moves() -> None:
     for fixed in (True, False):
-        habit = Habit(fixed)
+        habit = ClaimOrder(fixed)
         for _ in range(10):
             habit.saw("pay", _claim(1, Outcome.REPLAY if fixed else Outcome.ACQUIRED))
         assert habit.read_first("pay") is fixed

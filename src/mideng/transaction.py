@@ -14,9 +14,11 @@ writes and the stored result commit together or not at all, so there is no windo
 work is done but unrecorded, or recorded but undone.
 
 On PostgreSQL, MySQL/MariaDB and SQLite, through SQLAlchemy (``Connection`` or ``Session``;
-``AsyncConnection`` or ``AsyncSession`` with ``atransaction``). The table is the guard's SQL or
-SQLite store's record table, or ``table=``; it must exist (``mideng schema --apply``).
-See mideng.transaction_site for who commits, and docs/transactions.md.
+``AsyncConnection`` or ``AsyncSession`` with ``atransaction``). The table is the record table
+of the guard's store (a store that keeps its records in SQL says so with ``record_table``, see
+mideng.stores.sql.table), or ``table=``; it must exist (``mideng schema --apply``). Statements
+run on the caller's connection through mideng.db.site, which also decides who commits; see
+docs/transactions.md.
 """
 
 from __future__ import annotations
@@ -26,19 +28,16 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mideng.core.flow import Call, Raise, Return, Run
 from mideng.core.record import Record, Ticket
+from mideng.db.dialect import retryable
+from mideng.db.site import AsyncSite, Site
+from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
-from mideng.stores import sql_ops as ops
-from mideng.stores.sql_dialect import Statements
-from mideng.stores.sql_engine import EngineConfig
-from mideng.stores.sql_schema import check_table
-from mideng.transaction_site import AsyncSite, SyncSite
-
-if TYPE_CHECKING:
-    from mideng.guard import Guard
+from mideng.guard.driver import Driver
+from mideng.stores.sql.table import RecordTable
 
 log = logging.getLogger("mideng")
 _UNSET: Any = object()
@@ -95,30 +94,29 @@ def _untyped() -> Any:
     """Stands in for a body in Guard.prepare; the result's type comes from ``result_type``."""
 
 
-def _table(guard: Guard, table: str | None) -> str:
+def _record_table(guard: Driver, table: str | None) -> RecordTable:
+    """``table=`` if given, else the guard's store's own record table: the capability a store
+    has only when its records are rows of a SQL table."""
     if table is not None:
-        return check_table(table)
-    found = getattr(guard.store, "table", None)
-    from mideng.stores.sql import SQLStore
-    from mideng.stores.sqlite import SQLiteStore
-
-    if isinstance(guard.store, (SQLStore, SQLiteStore)) and isinstance(found, str):
+        return RecordTable(table)
+    found = getattr(guard.store, "record_table", None)
+    if isinstance(found, RecordTable):
         return found
     raise ConfigurationError(
-        "transactional mode needs the record table: use a Guard over a SQL or SQLite store, or "
-        "pass table="
+        f"transactional mode needs the record table, and {type(guard.store).__name__} keeps its "
+        "records outside SQL: use a Guard over a SQL or SQLite store, or pass table="
     )
 
 
 def _call(
-    guard: Guard, scope: str, key: str, payload: Any, result_type: Any, options: dict[str, Any]
+    guard: Driver, scope: str, key: str, payload: Any, result_type: Any, options: dict[str, Any]
 ) -> Call:
     call = guard.prepare(scope, key, _untyped, payload, guard.policy(scope, **options))
     call.type_hint = result_type
     return call
 
 
-def _decided(guard: Guard, call: Call, claim: Any) -> Tx | float:
+def _decided(guard: Driver, call: Call, claim: Any) -> Tx | float:
     """The block's Tx, or seconds to wait before claiming again; raises for refusals."""
     action = call.next(claim, time.monotonic())
     if isinstance(action, Run):
@@ -148,23 +146,19 @@ async def _aquietly(rollback: Awaitable[None]) -> None:
 
 
 def _deadlocked(exc: BaseException) -> bool:
-    return EngineConfig.retryable(getattr(exc, "orig", exc))
+    return retryable(getattr(exc, "orig", exc))  # the driver's error inside SQLAlchemy's
 
 
-def _stored(call: Call, tx: Tx) -> bytes:
-    return call.policy.codec_obj.encode(tx.value)
-
-
-def _complete(s: Statements, call: Call, tx: Tx, data: bytes) -> ops.Op[Record]:
+def _complete(records: RecordTable, kind: str, call: Call, tx: Tx) -> Op[Record]:
     assert tx.ticket is not None
-    return ops.complete(
-        s, tx.ticket, data, call.policy.codec_obj.name, call.policy.ttl, known=tx.record
-    )
+    policy = call.policy
+    data = policy.codec_obj.encode(tx.value)
+    return records.complete(kind, tx.ticket, data, policy.codec_obj.name, policy.ttl, tx.record)
 
 
 @contextmanager
 def transaction(
-    guard: Guard,
+    guard: Driver,
     conn: Any,
     scope: str,
     key: str,
@@ -176,19 +170,20 @@ def transaction(
     **options: Any,
 ) -> Iterator[Tx]:
     """``with transaction(guard, conn, scope, key) as tx:``; ``Guard.transaction`` is this."""
-    site = SyncSite(conn, _table(guard, table))
+    records = _record_table(guard, table)
+    site = Site(conn)
     call = _call(guard, scope, key, payload, result_type, options)
     try:
-        s = site.open(savepoint)
+        kind = site.open(savepoint)
         attempt = 0
         while True:
             try:
-                outcome = _decided(guard, call, site.run(ops.claim(s, call.request())))
+                outcome = _decided(guard, call, site.run(records.claim(kind, call.request())))
             except Exception as exc:
                 if not (site.owned and _deadlocked(exc) and attempt < CLAIM_RETRIES):
                     raise
                 attempt += 1
-                s = site.restart()
+                kind = site.restart()
                 continue
             if isinstance(outcome, Tx):
                 break
@@ -200,7 +195,7 @@ def transaction(
     try:
         yield tx
         if not tx.replayed:
-            site.run(_complete(s, call, tx, _stored(call, tx)))
+            site.run(_complete(records, kind, call, tx))
     except BaseException:
         _quietly(site.rollback, whole=not tx.replayed)
         raise
@@ -209,7 +204,7 @@ def transaction(
 
 @asynccontextmanager
 async def atransaction(
-    guard: Guard,
+    guard: Driver,
     conn: Any,
     scope: str,
     key: str,
@@ -221,19 +216,21 @@ async def atransaction(
     **options: Any,
 ) -> AsyncIterator[Tx]:
     """``async with atransaction(guard, conn, scope, key) as tx:``; the async twin."""
-    site = AsyncSite(conn, _table(guard, table))
+    records = _record_table(guard, table)
+    site = AsyncSite(conn)
     call = _call(guard, scope, key, payload, result_type, options)
     try:
-        s = await site.open(savepoint)
+        kind = await site.open(savepoint)
         attempt = 0
         while True:
             try:
-                outcome = _decided(guard, call, await site.run(ops.claim(s, call.request())))
+                claim = await site.run(records.claim(kind, call.request()))
+                outcome = _decided(guard, call, claim)
             except Exception as exc:
                 if not (site.owned and _deadlocked(exc) and attempt < CLAIM_RETRIES):
                     raise
                 attempt += 1
-                s = await site.restart()
+                kind = await site.restart()
                 continue
             if isinstance(outcome, Tx):
                 break
@@ -245,7 +242,7 @@ async def atransaction(
     try:
         yield tx
         if not tx.replayed:
-            await site.run(_complete(s, call, tx, _stored(call, tx)))
+            await site.run(_complete(records, kind, call, tx))
     except BaseException:
         await _aquietly(site.rollback(whole=not tx.replayed))
         raise

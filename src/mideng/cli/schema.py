@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 
 from mideng.errors import IdempotencyError
-from mideng.stores.sql_schema import DEFAULT_TABLE, script
+from mideng.stores.sql.schema import DEFAULT_TABLE, script
 
 
 def _family(url: str) -> str:
     if url.split("://", 1)[0].lower() == "sqlite":
         return "sqlite"
-    from mideng.stores.sql_engine import family_of
+    from mideng.stores.sql.connect import family_of
 
     return family_of(url)
 

@@ -94,6 +94,6 @@ for _scheme in (
     "mariadb",
     "mariadb+pymysql",
 ):
-    _BACKENDS[_scheme] = "mideng.stores.sql:SQLStore.from_url"
+    _BACKENDS[_scheme] = "mideng.stores.sql.store:SQLStore.from_url"
 for _scheme in ("redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel", "unix"):
     _BACKENDS[_scheme] = "mideng.stores.redis.store:RedisStore.from_url"

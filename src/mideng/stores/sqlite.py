@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sqlite3
 import threading
 import time
@@ -19,60 +18,18 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from mideng.core.decide import decide
-from mideng.core.record import RECORD_FIELDS, Claim, ClaimRequest, Record, Status, Ticket
+from mideng.core.record import Claim, ClaimRequest, Record, Status, Ticket
+from mideng.db.statements import check_table
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import KEEP, LocalStore, Step, T, is_unresolved, lease_lost
+from mideng.stores.sql.rows import maybe_record, row_of
+from mideng.stores.sql.schema import COLUMNS, DEFAULT_TABLE, ddl
+from mideng.stores.sql.table import RecordTable
 
-_COLUMNS = RECORD_FIELDS
 # UPDATE/DELETE ... RETURNING arrived in SQLite 3.35; older libraries take the generic path.
 _RETURNING = sqlite3.sqlite_version_info >= (3, 35)
 # Only the fields a fenced transition reads matter; its output supplies the SET values.
 _STAND_IN = Record(scope="", key="", status=Status.PROCESSING, fence=0, owner="", expires_at=0.0)
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-
-
-def schema(table: str) -> list[str]:
-    return [
-        f"""CREATE TABLE IF NOT EXISTS {table} (
-            scope TEXT NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL,
-            fence INTEGER NOT NULL, owner TEXT NOT NULL, fingerprint TEXT,
-            lease_until REAL, result BLOB, codec TEXT, error BLOB,
-            attempts INTEGER NOT NULL DEFAULT 1, request_id TEXT,
-            created_at REAL NOT NULL, updated_at REAL NOT NULL, expires_at REAL,
-            PRIMARY KEY (scope, key)) WITHOUT ROWID""",
-        f"CREATE INDEX IF NOT EXISTS {table}_expires ON {table} (expires_at)"
-        " WHERE expires_at IS NOT NULL",
-        f"CREATE INDEX IF NOT EXISTS {table}_open ON {table} (status, lease_until)"
-        " WHERE status IN ('processing', 'unknown')",
-    ]
-
-
-def _record(row: tuple[Any, ...] | None) -> Record | None:
-    if row is None:
-        return None
-    values = dict(zip(_COLUMNS, row, strict=True))
-    values["status"] = Status(values["status"])
-    return Record(**values)
-
-
-def _row(r: Record) -> tuple[Any, ...]:
-    return (
-        r.scope,
-        r.key,
-        r.status.value,
-        r.fence,
-        r.owner,
-        r.fingerprint,
-        r.lease_until,
-        r.result,
-        r.codec,
-        r.error,
-        r.attempts,
-        r.request_id,
-        r.created_at,
-        r.updated_at,
-        r.expires_at,
-    )
 
 
 class SQLiteStore(LocalStore):
@@ -80,30 +37,31 @@ class SQLiteStore(LocalStore):
         self,
         path: str,
         *,
-        table: str = "mideng_records",
+        table: str = DEFAULT_TABLE,
         timeout: float = 30.0,
         synchronous: str = "NORMAL",
     ) -> None:
-        if not _IDENT.match(table):
-            raise ConfigurationError(f"table name {table!r} is not a plain SQL identifier")
+        check_table(table)
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise ConfigurationError(f"synchronous must be OFF/NORMAL/FULL/EXTRA: {synchronous!r}")
         self.path = path
         self.url = f"sqlite:///{path}"
         self.table = table
+        #: The transactional mode's way in: this store's records are rows of ``table``.
+        self.record_table = RecordTable(table)
         self._timeout = timeout
         self._synchronous = synchronous.upper()
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
-        cols = ", ".join(_COLUMNS)
+        cols = ", ".join(COLUMNS)
         self._select = f"SELECT {cols} FROM {table} WHERE scope = ? AND key = ?"
         self._upsert = (
-            f"INSERT OR REPLACE INTO {table} ({cols}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+            f"INSERT OR REPLACE INTO {table} ({cols}) VALUES ({', '.join('?' * len(COLUMNS))})"
         )
         self._delete = f"DELETE FROM {table} WHERE scope = ? AND key = ?"
         self._insert_new = (
-            f"INSERT OR IGNORE INTO {table} ({cols}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+            f"INSERT OR IGNORE INTO {table} ({cols}) VALUES ({', '.join('?' * len(COLUMNS))})"
         )
         self._cols = cols
         self._conn()  # fail at open time, not on the first call, if the file is unusable
@@ -132,8 +90,8 @@ class SQLiteStore(LocalStore):
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
-            for ddl in schema(self.table):
-                self._write_retrying(conn, ddl)
+            for statement in ddl("sqlite", self.table):
+                self._write_retrying(conn, statement)
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
         self._local.conn, self._local.pid = conn, os.getpid()
@@ -142,12 +100,12 @@ class SQLiteStore(LocalStore):
         return conn
 
     @staticmethod
-    def _write_retrying(conn: sqlite3.Connection, ddl: str) -> None:
+    def _write_retrying(conn: sqlite3.Connection, statement: str) -> None:
         # Several processes creating the schema at once may see "database is locked" on the
         # WAL switch despite busy_timeout; the DDL is idempotent, so try again briefly.
         for attempt in range(50):
             try:
-                conn.execute(ddl)
+                conn.execute(statement)
                 return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or attempt == 49:
@@ -171,13 +129,13 @@ class SQLiteStore(LocalStore):
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                current = _record(conn.execute(self._select, (scope, key)).fetchone())
+                current = maybe_record(conn.execute(self._select, (scope, key)).fetchone())
                 answer, new = step(current, time.time())
                 if new is None:
                     if current is not None:
                         conn.execute(self._delete, (scope, key))
                 elif new is not KEEP:
-                    conn.execute(self._upsert, _row(new))
+                    conn.execute(self._upsert, row_of(new))
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -188,7 +146,7 @@ class SQLiteStore(LocalStore):
 
     def _snapshot(self, scope: str, key: str) -> Record | None:
         try:
-            return _record(self._conn().execute(self._select, (scope, key)).fetchone())
+            return maybe_record(self._conn().execute(self._select, (scope, key)).fetchone())
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
 
@@ -199,7 +157,7 @@ class SQLiteStore(LocalStore):
         if not write:
             # A decision that writes nothing is as true at the snapshot as under the lock.
             return claim
-        if current is None and self._run(self._insert_new, _row(claim.record)).rowcount == 1:
+        if current is None and self._run(self._insert_new, row_of(claim.record)).rowcount == 1:
             # Absent at the snapshot: one autocommit INSERT, which loses cleanly to a racer.
             return claim
         return super().claim(req)
@@ -244,7 +202,7 @@ class SQLiteStore(LocalStore):
         rows = self._run(sql, params).fetchall()
         if not rows:
             raise lease_lost(ticket, self._snapshot(ticket.scope, ticket.key))
-        record = _record(rows[0])
+        record = maybe_record(rows[0])
         assert record is not None
         return record
 
@@ -264,15 +222,15 @@ class SQLiteStore(LocalStore):
             rows = self._conn().execute(sql, args).fetchall()
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
-        return [r for r in map(_record, rows) if r is not None]
+        return [r for r in map(maybe_record, rows) if r is not None]
 
     def _records(self) -> list[Record]:
-        return self._query(f"SELECT {', '.join(_COLUMNS)} FROM {self.table}", ())
+        return self._query(f"SELECT {', '.join(COLUMNS)} FROM {self.table}", ())
 
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         now = time.time()
         sql = (
-            f"SELECT {', '.join(_COLUMNS)} FROM {self.table} "
+            f"SELECT {', '.join(COLUMNS)} FROM {self.table} "
             "WHERE status IN ('processing', 'unknown') AND (? IS NULL OR scope = ?) "
             "ORDER BY updated_at"
         )

@@ -1,4 +1,5 @@
-"""Connections the SQL store keeps checked out of SQLAlchemy's pool between its operations.
+"""The SQL store's connection cache: each connection with its cursor, kept checked out of
+SQLAlchemy's pool between operations (one cache for the store's threads, one per event loop).
 
 Checking a connection out of SQLAlchemy's pool and back in costs more Python than a short
 statement's own client side (and, on the async side, two greenlet switches). So the store keeps
@@ -16,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 
@@ -39,7 +40,7 @@ class _Limits:
         )
 
 
-class Kept(_Limits):
+class ConnectionCache(_Limits):
     """The sync store's connections (shared by its threads)."""
 
     def __init__(self, capacity: int, keep: int, timeout: float) -> None:
@@ -101,7 +102,7 @@ class Kept(_Limits):
             return free
 
 
-class AKept(_Limits):
+class AsyncConnectionCache(_Limits):
     """The same for one event loop's async engine (one loop: no thread races)."""
 
     def __init__(self, capacity: int, keep: int, timeout: float) -> None:
@@ -149,3 +150,23 @@ class AKept(_Limits):
         free, self.free = self.free, []
         self.owned -= len(free)
         return free
+
+
+def limits(engine_options: Mapping[str, Any]) -> tuple[int, int, float]:
+    """(capacity, keep, timeout) for a cache in front of an engine with these options. With
+    ``pool_pre_ping`` it keeps none idle: every operation goes through the pool, which pings."""
+    keep = 0 if engine_options["pool_pre_ping"] else int(engine_options["pool_size"])
+    capacity = int(engine_options["pool_size"]) + int(engine_options["max_overflow"])
+    return capacity, keep, float(engine_options["pool_timeout"])
+
+
+def cursor_of(fairy: Any, cursor_class: type | None = None) -> Any:
+    """The pooled connection's own cursor, made once: a new psycopg cursor per statement
+    costs a noticeable share of a short read. ``fairy``: SQLAlchemy's pooled connection
+    wrapper. ``cursor_class``: the driver's default if None."""
+    conn = fairy.driver_connection
+    kept = fairy.info.get("mideng.cursor")
+    if kept is None or kept[0] is not conn:
+        cursor = conn.cursor() if cursor_class is None else conn.cursor(cursor_class)
+        kept = fairy.info["mideng.cursor"] = (conn, cursor)
+    return kept[1]

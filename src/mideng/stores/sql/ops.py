@@ -1,8 +1,8 @@
-"""Every SQL store operation, written once as a generator of statements.
+"""Every record-table operation, written once as a generator of statements (mideng.db).
 
-An operation yields ``Stmt`` and receives ``Res``; a driver runs it. The store drives these
-over its own pooled DB-API connections (sync and async), the transactional mode over the
-caller's SQLAlchemy connection (sync and async): four drivers, one copy of the logic.
+An operation yields ``Stmt`` and receives ``Res``; mideng.db.drive runs it. The store drives
+these over its own pooled DB-API connections (sync and async), the transactional mode over the
+caller's SQLAlchemy connection (mideng.db.site, sync and async): one copy of the logic.
 
 The claim rules are core.decide's own functions, applied to the row the database returned and
 the database's clock; a write happens only when they say so, as an insert that yields to a
@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Generator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from mideng.core import decide as rules
 from mideng.core.record import (
@@ -28,13 +28,12 @@ from mideng.core.record import (
     Record,
     Ticket,
 )
+from mideng.db.statements import Op, Res, Sql, Stmt
 from mideng.errors import StoreUnavailableError
 from mideng.stores.base import HIT_PREFIX, TOKEN_PREFIX, check_resolvable, lease_lost
-from mideng.stores.sql_dialect import Res, Sql, Statements, Stmt, psycopg_current
-from mideng.stores.sql_schema import REQUEST_ID_MAX
-
-T = TypeVar("T")
-Op = Generator[Stmt, Res, T]
+from mideng.stores.sql.rows import cas_params, psycopg_current
+from mideng.stores.sql.schema import REQUEST_ID_MAX
+from mideng.stores.sql.statements import Statements
 
 # Each lost race means another caller changed the row in between, so a handful of rounds
 # always settles; running out points at something odd (a clock jumping back, say).
@@ -64,31 +63,10 @@ def read(s: Statements, scope: str, key: str) -> Op[tuple[Record | None, float]]
 
 
 def _cas(s: Statements, old: Record, new: Record) -> Stmt:
-    return Stmt(
-        s.cas,
-        _params(
-            s,
-            scope=old.scope,
-            key=old.key,
-            status=new.status.value,
-            fence=new.fence,
-            owner=new.owner,
-            fingerprint=new.fingerprint,
-            lease_until=new.lease_until,
-            result=new.result,
-            codec=new.codec,
-            error=new.error,
-            attempts=new.attempts,
-            request_id=_clip(new.request_id),
-            created_at=new.created_at,
-            updated_at=new.updated_at,
-            expires_at=new.expires_at,
-            was_fence=old.fence,
-            was_owner=old.owner,
-            was_status=old.status.value,
-            was_updated_at=old.updated_at,
-        ),
-    )
+    params = cas_params(old, new, _clip(new.request_id))
+    if s.python_clock:
+        params["now"] = time.time()
+    return Stmt(s.cas, params)
 
 
 def _claim_params(s: Statements, req: ClaimRequest) -> dict[str, Any]:
@@ -146,52 +124,12 @@ def standing(req: ClaimRequest, found: tuple[Record, float] | None) -> Claim | N
     return None if write else decision
 
 
-class Habit:
-    """Which claim order suits each scope: what its recent claims found, as a moving share.
-
-    Reading first makes a duplicate one read and a new key a read plus an insert; inserting
-    first makes a new key one insert and a duplicate an insert plus a read. Only the answer
-    tells which case a claim is, so each scope keeps the share of its recent claims that found
-    the key taken (weighted to the last few) and reads first while that share is at least half:
-    a scope of fresh requests inserts first, a redelivery storm or a retrying client switches
-    to reads within three calls. Both orders are the same claim, correct under any
-    interleaving; the guess only moves cost. ``fixed`` pins the order instead.
-    """
-
-    __slots__ = ("_taken", "fixed")
-    WEIGHT = 0.25  # of the newest claim in the share
-    SCOPES = 1024  # remembered at most; past that the memory starts over
-
-    def __init__(self, fixed: bool | None = None) -> None:
-        self.fixed = fixed
-        self._taken: dict[str, float] = {}
-
-    def read_first(self, scope: str) -> bool:
-        if self.fixed is not None:
-            return self.fixed
-        return self._taken.get(scope, 0.0) >= 0.5
-
-    def saw(self, scope: str, claim: Claim) -> None:
-        """Note a claim's outcome. A fresh row is fence 1; anything else found the key taken.
-        Threads may interleave here: a lost update only skews one guess."""
-        if self.fixed is not None:
-            return
-        taken = 0.0 if claim.outcome is ACQUIRED and claim.record.fence == 1 else 1.0
-        shares = self._taken
-        share = shares.get(scope)
-        if share is None:
-            if len(shares) >= self.SCOPES:
-                shares.clear()
-            share = 0.0
-        shares[scope] = share + (taken - share) * self.WEIGHT
-
-
 def claim(
     s: Statements, req: ClaimRequest, first: tuple[Record, float] | None = UNREAD
 ) -> Op[Claim]:
     """A claim that reads first. ``first``: that read, when the caller already made it (the
-    record and clock, or None for no row). Inserting first (see Habit) is ``insert`` sent by
-    the store itself; a key it finds taken comes here."""
+    record and clock, or None for no row). Inserting first (see claims.ClaimOrder) is
+    ``insert`` sent by the store itself; a key it finds taken comes here."""
     req = clipped(req)
     current: Record | None
     for _ in range(RACES):

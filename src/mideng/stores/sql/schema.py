@@ -1,37 +1,25 @@
-"""The record table for PostgreSQL, MySQL/MariaDB and SQLite: one layout, three spellings.
+"""All DDL of the record table: PostgreSQL, MySQL/MariaDB and SQLite, one layout in three
+spellings.
 
-The columns are SQLiteStore's, so the transactional mode reads and writes the same rows whatever
-the database. Times are epoch seconds in a double: Record times are floats, and comparing a lease
-with the database clock needs no conversion. Two indexes serve the operator paths: ``expires_at``
-for purge, ``(status, lease_until)`` for the unresolved view.
+Every store and the transactional mode read and write the same rows whatever the database, so
+the columns are the Record's fields in order (see ``rows``). Times are epoch seconds in a
+double: Record times are floats, and comparing a lease with the database clock needs no
+conversion. Two indexes serve the operator paths: ``expires_at`` for purge, ``(status,
+lease_until)`` for the unresolved view.
 """
 
 from __future__ import annotations
 
-import re
-
 from mideng.core.record import RECORD_FIELDS
+from mideng.db.statements import Op, Sql, Stmt, check_table
 from mideng.errors import ConfigurationError
 
 COLUMNS = RECORD_FIELDS
 DEFAULT_TABLE = "mideng_records"
 KINDS = ("postgresql", "mysql", "sqlite")
 
-# Unquoted identifiers only: the name is pasted into SQL text, so nothing else may get through.
-# 50 characters leaves room for the index suffixes within PostgreSQL's and MySQL's limits.
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,49}$")
-
 # Longest request id kept; MySQL needs a bound, and a trace id has no business being longer.
 REQUEST_ID_MAX = 255
-
-
-def check_table(table: str) -> str:
-    if not isinstance(table, str) or not _IDENT.match(table):
-        raise ConfigurationError(
-            f"table name {table!r} must be a plain SQL identifier (letters, digits, _; at most "
-            "50 characters)"
-        )
-    return table
 
 
 def ddl(kind: str, table: str) -> list[str]:
@@ -42,10 +30,29 @@ def ddl(kind: str, table: str) -> list[str]:
     if kind == "mysql":
         return _mysql(table)
     if kind == "sqlite":
-        from mideng.stores.sqlite import schema
-
-        return schema(table)
+        return _sqlite(table)
     raise ConfigurationError(f"no schema for {kind!r}; known: {', '.join(KINDS)}")
+
+
+def script(kind: str, table: str) -> str:
+    """The DDL as one text a person can read or pipe into psql / mysql / sqlite3."""
+    return "".join(f"{statement};\n" for statement in ddl(kind, table))
+
+
+def create(kind: str, table: str) -> Op[None]:
+    """The DDL as an operation, safe to run from many processes at once."""
+    statements = [Stmt(Sql(text)) for text in ddl(kind, table)]
+    if kind == "postgresql":
+        # Concurrent CREATE … IF NOT EXISTS can still collide in PostgreSQL's catalog: one
+        # creator at a time per table name.
+        statements = [
+            Stmt(Sql("BEGIN")),
+            Stmt(Sql("SELECT pg_advisory_xact_lock(hashtext(:name))"), {"name": f"mideng:{table}"}),
+            *statements,
+            Stmt(Sql("COMMIT")),
+        ]
+    for stmt in statements:  # noqa: UP028 - a generator that receives results, not a relay
+        yield stmt
 
 
 def _postgresql(t: str) -> list[str]:
@@ -102,6 +109,17 @@ def _mysql(t: str) -> list[str]:
     ]
 
 
-def script(kind: str, table: str) -> str:
-    """The DDL as one text a person can read or pipe into psql / mysql / sqlite3."""
-    return "".join(f"{statement};\n" for statement in ddl(kind, table))
+def _sqlite(t: str) -> list[str]:
+    # WITHOUT ROWID: the primary key is the only way rows are found, so it is the table.
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {t} (
+            scope TEXT NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL,
+            fence INTEGER NOT NULL, owner TEXT NOT NULL, fingerprint TEXT,
+            lease_until REAL, result BLOB, codec TEXT, error BLOB,
+            attempts INTEGER NOT NULL DEFAULT 1, request_id TEXT,
+            created_at REAL NOT NULL, updated_at REAL NOT NULL, expires_at REAL,
+            PRIMARY KEY (scope, key)) WITHOUT ROWID""",
+        f"CREATE INDEX IF NOT EXISTS {t}_expires ON {t} (expires_at) WHERE expires_at IS NOT NULL",
+        f"CREATE INDEX IF NOT EXISTS {t}_open ON {t} (status, lease_until)"
+        " WHERE status IN ('processing', 'unknown')",
+    ]

@@ -1,8 +1,7 @@
-"""The SQL text of every store operation, per database, built once per table.
+"""The SQL text of every record-table operation, per statement kind, built once per table.
 
-Each statement is written once with ``:name`` binds (SQLAlchemy ``text()``, used by the
-transactional mode on the caller's connection) and converted to ``%(name)s`` for the DB-API
-drivers the store calls directly (psycopg, PyMySQL, asyncmy).
+Each statement is written once with ``:name`` binds (mideng.db.statements.Sql converts it for
+every driver). Kinds are mideng.db.dialect's: postgresql, mariadb, mysql, sqlite.
 
 How a claim is asked (measured; see docs/stores-sql.md):
 
@@ -13,9 +12,9 @@ How a claim is asked (measured; see docs/stores-sql.md):
   statement that answers both cases costs more than either specialist: PostgreSQL's
   ``WITH … INSERT`` pays an insert plan on every duplicate, MariaDB re-parses a RETURNING on
   every new key. Which order is cheaper depends on whether the key is taken, so the store
-  learns it per scope (``sql_ops.Habit``). The insert is ``ON CONFLICT DO NOTHING RETURNING``
-  on PostgreSQL and ``INSERT IGNORE`` on MySQL/MariaDB, whose OK packet says both whether it
-  inserted and the clock it stamped.
+  learns it per scope (``claims.ClaimOrder``). The insert is ``ON CONFLICT DO NOTHING
+  RETURNING`` on PostgreSQL and ``INSERT IGNORE`` on MySQL/MariaDB, whose OK packet says both
+  whether it inserted and the clock it stamped.
 - Inside a caller's MySQL transaction the claim reads first, then inserts or locks
   (``INSERT … ON DUPLICATE KEY UPDATE <no-op>``) and takes the row as it then stands
   (RETURNING on MariaDB, ``SELECT … FOR UPDATE`` on MySQL 8): under REPEATABLE READ a plain
@@ -28,60 +27,15 @@ UNKNOWN), the write is a compare-and-set on the row exactly as it was read.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from mideng.core.record import Record, Status
-from mideng.stores.sql_schema import COLUMNS, check_table
+from mideng.core.record import Record
+from mideng.db.dialect import is_mysql
+from mideng.db.statements import Res, Sql, binds, check_table
+from mideng.stores.sql.rows import current, mysql_current, mysql_packed, mysql_record, record
+from mideng.stores.sql.schema import COLUMNS
 
-
-def psycopg_current(row: Sequence[Any], scope: str, key: str) -> tuple[Record, float]:
-    """``Statements.current`` for the store's own psycopg connection, whose binary results
-    already carry each column's record type (bytea as bytes, the clock as a float): a
-    duplicate then builds its record without a conversion pass. Transaction mode reads
-    through the caller's driver, so it keeps ``current``."""
-    (
-        status,
-        fence,
-        owner,
-        fingerprint,
-        lease_until,
-        result,
-        codec,
-        error,
-        attempts,
-        request_id,
-        created_at,
-        updated_at,
-        expires_at,
-        now,
-    ) = row
-    return Record(
-        scope,
-        key,
-        _STATUS[status],
-        fence,
-        owner,
-        fingerprint,
-        lease_until,
-        result,
-        codec,
-        error,
-        attempts,
-        request_id,
-        created_at,
-        updated_at,
-        expires_at,
-    ), now
-
-
-def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode()
-
-
-_BIND = re.compile(r"(?<![:\w]):(\w+)")
-_STATUS = {s.value: s for s in Status}
 # The statement's start time in epoch seconds, microsecond precision: the instant NOW(6) and
 # UTC_TIMESTAMP(6) also read, without their calendar round trip (a third of the cost each) and
 # independent of the session time zone.
@@ -93,57 +47,21 @@ _MYSQL_STAMPED = f"ROUND({_MYSQL_NOW} * 1e6) / 1e6"
 _MYSQL_STAMP = f"LAST_INSERT_ID(ROUND({_MYSQL_NOW} * 1e6)) / 1e6"
 
 
-class Sql:
-    """One statement text (or several joined by ``;`` when ``sets`` > 1)."""
-
-    __slots__ = ("_clause", "positional", "pyformat", "rows", "sets", "text")
-
-    def __init__(self, text: str, sets: int = 1) -> None:
-        self.text = " ".join(text.split())
-        self.pyformat = _BIND.sub(r"%(\1)s", self.text)
-        # ``%s`` binds in order of appearance, for a caller that passes a tuple in that order:
-        # the drivers then skip matching names to values on every execution.
-        self.positional = _BIND.sub("%s", self.text)
-        self.sets = sets
-        # Known up front: asking a psycopg cursor for its description builds column objects,
-        # which costs more than the rest of a short statement's client side.
-        last = self.text.rsplit(";", 1)[-1].lstrip().upper()
-        self.rows = last.startswith(("SELECT", "WITH")) or " RETURNING " in last
-        self._clause: Any = None
-
-    @property
-    def clause(self) -> Any:
-        """The SQLAlchemy ``text()`` construct, built on first use."""
-        if self._clause is None:
-            from sqlalchemy import text
-
-            self._clause = text(self.text)
-        return self._clause
-
-    def __repr__(self) -> str:
-        return f"Sql({self.text!r})"
-
-
-# Tuples rather than dataclasses: one of each per statement, on the hot path.
-class Stmt(NamedTuple):
-    sql: Sql
-    params: Mapping[str, Any] | None = None
-
-
-class Res(NamedTuple):
-    rowcount: int  # of the first statement in the text
-    rows: Sequence[Sequence[Any]]  # of the last one
-    lastrowid: int = 0  # MySQL: the clock a fenced update stamped (see Statements._fenced)
-
-
 class Statements:
     """All statements for one (kind, table); ``in_transaction``: for the transactional mode,
-    on a caller's connection (whose flags are the caller's: no ``;``-joined texts there)."""
+    on a caller's connection (whose flags are the caller's: no ``;``-joined texts there).
+
+    ``current`` and ``record`` read this kind's rows (see ``rows``)."""
+
+    current: Callable[[Sequence[Any], str, str], tuple[Record, float]]
+    record: Callable[[Sequence[Any]], Record]
 
     def __init__(self, kind: str, table: str, *, in_transaction: bool = False) -> None:
         self.kind = kind
         self.table = t = check_table(table)
-        self.mysql = kind in ("mysql", "mariadb")
+        self.mysql = is_mysql(kind)
+        self.current = mysql_current if self.mysql else current
+        self.record = mysql_record if self.mysql else record
         # On a caller's MySQL transaction, look before locking: InnoDB keeps a row lock until
         # the transaction ends (even past ROLLBACK TO SAVEPOINT), and a replay or a refusal
         # that held the record's row would stall its holder's completion for that long.
@@ -167,13 +85,11 @@ class Statements:
 
         fresh = fresh_row(now, now)
 
-        # What a claim or a read returns: the row and the database clock. MySQL gets the row
-        # packed into two columns (see _packed): PyMySQL spends more on each column of a
-        # result than the server spends finding the row.
-        row = self._packed(now) if self.mysql else f"{cols.split(', ', 2)[2]}, {now}"
+        # What a claim or a read returns: the row and the database clock (see rows.current).
+        row = mysql_packed(now) if self.mysql else f"{cols.split(', ', 2)[2]}, {now}"
         self.select = Sql(f"SELECT {row} FROM {t} WHERE {pk}")
         # SQLStore's own read passes (scope, key) by position.
-        assert self.python_clock or _BIND.findall(self.select.text) == ["scope", "key"]
+        assert self.python_clock or binds(self.select.text) == ["scope", "key"]
         # ``insert`` adds a fresh claim row and says whether it did, with the clock it was
         # stamped with (the rest of the row is ours). ``claim``, where set instead, inserts or
         # locks and returns the row as it then stands, whoever's it is.
@@ -181,7 +97,7 @@ class Statements:
         self.claim: list[Sql] | None = None
         if self.mysql:
             upsert = f"{fresh} ON DUPLICATE KEY UPDATE fence = fence"
-            current = f"SELECT {row} FROM {t} WHERE {pk} FOR UPDATE"
+            locked = f"SELECT {row} FROM {t} WHERE {pk} FOR UPDATE"
             if not in_transaction:
                 # INSERT IGNORE tells an insert from a taken key by its affected rows (1 or 0,
                 # FOUND_ROWS or not; an upsert's count is ambiguous under FOUND_ROWS), and
@@ -194,7 +110,7 @@ class Statements:
                 self.claim = (
                     [Sql(f"{upsert} RETURNING {row}")]
                     if kind == "mariadb"
-                    else [Sql(upsert), Sql(current)]
+                    else [Sql(upsert), Sql(locked)]
                 )
         else:
             self.insert = Sql(
@@ -216,45 +132,6 @@ class Statements:
         self._tokens_and_hits()
         self.begin, self.commit, self.rollback = Sql("BEGIN"), Sql("COMMIT"), Sql("ROLLBACK")
 
-    @staticmethod
-    def _packed(now: str) -> str:
-        """The row as two columns: ``head``, the short fields joined by commas (numbers as the
-        server writes them in a result, which parse back to the same doubles; a NULL number as
-        nothing; the byte lengths of the variable fields, '-' for NULL), and ``body``, the
-        variable fields back to back. Scope and key are the caller's own."""
-
-        def size(col: str) -> str:
-            return f"IFNULL(LENGTH({col}), '-')"
-
-        head = ", ".join(
-            [
-                "status",
-                "fence",
-                "IFNULL(lease_until, '')",
-                "attempts",
-                "created_at",
-                "updated_at",
-                "IFNULL(expires_at, '')",
-                now,
-                "LENGTH(owner)",
-                size("fingerprint"),
-                size("codec"),
-                size("request_id"),
-                size("result"),
-                size("error"),
-            ]
-        )
-        body = ", ".join(
-            [
-                "owner",
-                *(
-                    f"IFNULL({c}, '')"
-                    for c in ("fingerprint", "codec", "request_id", "result", "error")
-                ),
-            ]
-        )
-        return f"CONCAT_WS(',', {head}), CONCAT({body})"
-
     def stamped(self, res: Res, params: Mapping[str, Any]) -> float | None:
         """The clock an ``insert`` stamped its new row with; None if the key was taken."""
         if self.mysql:
@@ -262,57 +139,6 @@ class Statements:
         if res.rowcount != 1:
             return None
         return float(res.rows[0][0]) if res.rows else float(params["now"])
-
-    def current(self, row: Sequence[Any], scope: str, key: str) -> tuple[Record, float]:
-        """The record and the database clock from a claim's or a read's row."""
-        if not self.mysql:  # the record's columns after scope and key, then the clock
-            return self.record((scope, key, *row[:13])), float(row[13])
-        head, body = row[0], row[1]
-        if isinstance(head, bytes):
-            head = head.decode()
-        (
-            status,
-            fence,
-            lease_until,
-            attempts,
-            created_at,
-            updated_at,
-            expires_at,
-            now,
-            l_owner,
-            l_fp,
-            l_codec,
-            l_rid,
-            l_result,
-            l_error,
-        ) = head.split(",")
-        end = int(l_owner)
-        owner = body[:end].decode()
-        fields: list[bytes | None] = []
-        for length in (l_fp, l_codec, l_rid, l_result, l_error):
-            if length == "-":
-                fields.append(None)
-            else:
-                start, end = end, end + int(length)
-                fields.append(bytes(body[start:end]))
-        fp, codec, rid, result, error = fields
-        return Record(
-            scope,
-            key,
-            _STATUS[status],
-            int(fence),
-            owner,
-            _text(fp),
-            float(lease_until) if lease_until else None,
-            result,
-            _text(codec),
-            error,
-            int(attempts),
-            _text(rid),
-            float(created_at),
-            float(updated_at),
-            float(expires_at) if expires_at else None,
-        ), float(now)
 
     def f(self, name: str) -> str:
         """A float bind; PostgreSQL can't type a bare parameter in ``x IS NULL``."""
@@ -422,42 +248,4 @@ class Statements:
         self.hit_store = Sql(
             f"UPDATE {t} SET result = :result, updated_at = {self.f('now')}, "
             f"expires_at = {self.f('now')} + {self.f('window')} WHERE {pk}"
-        )
-
-    def record(self, row: Sequence[Any]) -> Record:
-        (
-            scope,
-            key,
-            status,
-            fence,
-            owner,
-            fingerprint,
-            lease_until,
-            result,
-            codec,
-            error,
-            attempts,
-            request_id,
-            created_at,
-            updated_at,
-            expires_at,
-        ) = row[:15]
-        if self.mysql:  # VARBINARY scope, key and owner
-            scope, key, owner = scope.decode(), key.decode(), owner.decode()
-        return Record(
-            scope,
-            key,
-            _STATUS[status],
-            int(fence),
-            owner,
-            fingerprint,
-            lease_until,
-            None if result is None else bytes(result),
-            codec,
-            None if error is None else bytes(error),
-            attempts,
-            request_id,
-            created_at,
-            updated_at,
-            expires_at,
         )

@@ -1,4 +1,4 @@
-"""The SQL store's kept connections: bounded like the pool, and waiters are woken."""
+"""The SQL store's connection cache: bounded like the pool, and waiters are woken."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from mideng.stores.sql_kept import AKept, Exhausted, Kept
+from mideng.stores.sql.connections import AsyncConnectionCache, ConnectionCache, Exhausted
 
 
 class Source:
@@ -29,7 +29,7 @@ class Source:
 
 
 def test_threads_share_at_most_capacity_connections() -> None:
-    kept, source = Kept(capacity=3, keep=2, timeout=30), Source()
+    kept, source = ConnectionCache(capacity=3, keep=2, timeout=30), Source()
     busy: set[int] = set()
     peak = [0]
     lock = threading.Lock()
@@ -59,7 +59,7 @@ def test_threads_share_at_most_capacity_connections() -> None:
 
 
 def test_all_busy_for_longer_than_the_timeout_is_exhausted() -> None:
-    kept, source = Kept(capacity=1, keep=1, timeout=0.05), Source()
+    kept, source = ConnectionCache(capacity=1, keep=1, timeout=0.05), Source()
     held = kept.take(source.checkout)
     with pytest.raises(Exhausted, match="all 1 connections busy"):
         kept.take(source.checkout)
@@ -68,7 +68,7 @@ def test_all_busy_for_longer_than_the_timeout_is_exhausted() -> None:
 
 
 def test_a_dropped_connection_makes_room_for_a_waiter() -> None:
-    kept, source = Kept(capacity=1, keep=1, timeout=30), Source()
+    kept, source = ConnectionCache(capacity=1, keep=1, timeout=30), Source()
     first = kept.take(source.checkout)
     got: list[int] = []
     waiter = threading.Thread(target=lambda: got.append(kept.take(source.checkout)))
@@ -82,7 +82,7 @@ def test_a_dropped_connection_makes_room_for_a_waiter() -> None:
 
 
 def test_a_failed_checkout_gives_its_room_back() -> None:
-    kept = Kept(capacity=1, keep=1, timeout=0.05)
+    kept = ConnectionCache(capacity=1, keep=1, timeout=0.05)
 
     def refused() -> int:
         raise ConnectionError("refused")
@@ -95,7 +95,7 @@ def test_a_failed_checkout_gives_its_room_back() -> None:
 
 def test_async_tasks_share_at_most_capacity_connections() -> None:
     async def main() -> tuple[int, int]:
-        kept, source = AKept(capacity=2, keep=1, timeout=30), Source()
+        kept, source = AsyncConnectionCache(capacity=2, keep=1, timeout=30), Source()
         busy: set[int] = set()
         peak = 0
 
@@ -123,7 +123,7 @@ def test_async_tasks_share_at_most_capacity_connections() -> None:
 
 def test_async_exhausted_after_the_timeout() -> None:
     async def main() -> None:
-        kept, source = AKept(capacity=1, keep=1, timeout=0.05), Source()
+        kept, source = AsyncConnectionCache(capacity=1, keep=1, timeout=0.05), Source()
         await kept.take(source.acheckout)
         with pytest.raises(Exhausted):
             await kept.take(source.acheckout)

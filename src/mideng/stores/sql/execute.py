@@ -1,0 +1,373 @@
+"""How the SQL store runs an operation on its own connections: ``Executor`` (sync) and
+``AsyncExecutor`` (one engine per event loop).
+
+Statements go to the pooled DB-API connection's cursor directly: SQLAlchemy's execution layer
+would cost more than the round trip it wraps. Each executor takes a cached connection
+(``connections``), builds the statements for its dialect once, runs ``fn(statements, cursor,
+*args)`` and maps failures: a lost lease (the operation's own answer) keeps the connection; any
+other failure drops it, retries a deadlock, and raises StoreUnavailableError for a database
+error. ``drive`` runs an ``ops`` generator that way, through mideng.db.drive.
+
+The claim's first statement is sent without its generator (``claim_read_first``,
+``claim_insert_first``): most claims end there, and the generator costs more Python than that
+statement's own client side. Anything that must go on continues in ``ops.claim``.
+
+Async connections belong to the event loop that opened them, so each loop gets its own
+SQLAlchemy async engine, made on first use. A loop that ends (``asyncio.run`` returning, a test
+finishing) finalises its async generators before it closes; a small keeper generator per loop
+uses that moment to dispose the engine's connections on the loop that owns them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import weakref
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mideng.core.record import Claim, ClaimRequest
+from mideng.db.dialect import kind_of, retryable
+from mideng.db.drive import AsyncExecute, adrive, drive
+from mideng.db.statements import Op, Res, Stmt, T
+from mideng.errors import IdempotencyError
+from mideng.stores.sql.connect import EngineConfig
+from mideng.stores.sql.connections import (
+    AsyncConnectionCache,
+    ConnectionCache,
+    cursor_of,
+    limits,
+)
+from mideng.stores.sql.ops import claim, clipped, insert, inserted, seen, standing
+from mideng.stores.sql.statements import Statements
+
+DEADLOCK_RETRIES = 3
+
+
+class Process:
+    """This process's id, kept by a fork hook: ``os.getpid()`` is a system call on every use,
+    and an executor checks for a fork on every operation."""
+
+    pid = os.getpid()
+
+    @classmethod
+    def forked(cls) -> None:
+        cls.pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=Process.forked)
+
+
+def execute_psycopg(cur: Any, stmt: Stmt) -> Res:
+    """Run one statement on a psycopg cursor (one statement per text; no lastrowid)."""
+    sql = stmt.sql
+    # Binary results: numbers and bytea arrive without text parsing (the values are the same).
+    cur.execute(sql.pyformat, stmt.params, binary=True)
+    return Res(cur.rowcount, cur.fetchall() if sql.rows else ())
+
+
+def execute_dbapi(cur: Any, stmt: Stmt) -> Res:
+    """Run one statement on a PyMySQL (or any DB-API) cursor."""
+    cur.execute(stmt.sql.pyformat, stmt.params)
+    count = cur.rowcount
+    lastrowid = getattr(cur, "lastrowid", None) or 0  # psycopg has none; MySQL stamps
+    for _ in range(stmt.sql.sets - 1):
+        cur.nextset()
+    return Res(count, cur.fetchall() if stmt.sql.rows else (), lastrowid)
+
+
+async def aexecute_psycopg(cur: Any, stmt: Stmt) -> Res:
+    await cur.execute(stmt.sql.pyformat, stmt.params, binary=True)  # as execute_psycopg
+    return Res(cur.rowcount, await cur.fetchall() if stmt.sql.rows else ())
+
+
+async def aexecute_asyncmy(cur: Any, stmt: Stmt) -> Res:
+    await cur.execute(stmt.sql.pyformat, stmt.params)
+    count, lastrowid = cur.rowcount, cur.lastrowid or 0
+    for _ in range(stmt.sql.sets - 1):
+        await cur.nextset()
+    return Res(count, await cur.fetchall() if stmt.sql.rows else (), lastrowid)
+
+
+@functools.cache
+def _quiet_cursor() -> type:
+    """asyncmy's cursor, minus the warnings it fetches.
+
+    When the server counts a warning, asyncmy's cursor sends SHOW WARNINGS and logs each one at
+    WARNING. The claim's INSERT IGNORE warns on every taken key (that is how it says so), so
+    every duplicate claim paid a second round trip and a log line; PyMySQL, on the sync side,
+    reads the warning count and goes on. ``_show_warnings`` is the hook asyncmy's own result
+    handling calls for that (the store's statements admit no other warning; see the insert
+    in ``statements``).
+    """
+    from asyncmy.cursors import Cursor
+
+    class QuietCursor(Cursor):
+        async def _show_warnings(self, conn: Any) -> None:
+            return None
+
+    return QuietCursor
+
+
+def _close(held: tuple[Any, Any]) -> None:
+    held[0].close()  # back to SQLAlchemy's pool
+
+
+class Executor:
+    """The store's sync engine (made on first use, remade in a forked child), its connection
+    cache and its statements; operations run here one connection at a time."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.cache = ConnectionCache(*limits(config.engine_options))
+        self._engine: Any = None
+        self._statements: Statements | None = None
+        self._binary = config.family == "postgresql"  # psycopg: binary results
+        self.execute = execute_psycopg if self._binary else execute_dbapi
+        self._pid = Process.pid
+
+    @property
+    def engine(self) -> Any:
+        """The SQLAlchemy engine (created on first use; new after a fork)."""
+        if self._engine is not None and self._pid == Process.pid:
+            return self._engine
+        if self._engine is not None:
+            # A forked child must not talk over its parent's sockets: drop them unclosed.
+            self.cache = ConnectionCache(*limits(self.config.engine_options))
+            self._engine.dispose(close=False)
+            self._pid = Process.pid
+        self._engine = self.config.make_engine()
+        return self._engine
+
+    def checkout(self) -> tuple[Any, Any]:
+        """A pooled connection and its cursor, kept together."""
+        fairy = self.engine.raw_connection()
+        return fairy, cursor_of(fairy)
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(statements, cursor, *args)`` on a cached connection, failures mapped."""
+        if self._pid != Process.pid or self._engine is None:
+            self.engine  # noqa: B018 (made on first use, remade in a forked child)
+        attempt = 0
+        while True:
+            cache = self.cache
+            try:
+                held = cache.take(self.checkout)
+            except Exception as exc:  # refused, auth, pool exhausted: all "unavailable"
+                raise self.config.unavailable(exc) from exc
+            stmts = self._statements
+            if stmts is None:
+                kind = kind_of(self.engine.dialect, self.config.returning)
+                stmts = self._statements = Statements(kind, self.config.table)
+            try:
+                value = fn(stmts, held[1], *args)
+            except IdempotencyError:
+                cache.give(held, _close)  # the operation's own answer (a lost lease)
+                raise
+            except BaseException as exc:
+                # Whatever state the connection is in (mid-transaction, half-read), drop it.
+                cache.drop()
+                held[0].invalidate()
+                cfg = self.config
+                if not cfg.is_db_error(exc):
+                    raise
+                if retryable(exc) and attempt < DEADLOCK_RETRIES:
+                    attempt += 1
+                    continue
+                raise cfg.unavailable(exc) from exc
+            cache.give(held, _close)
+            return value
+
+    def drive(self, op: Callable[..., Op[T]], *args: Any) -> T:
+        """Run the operation ``op(statements, *args)``."""
+        value: T = self.run(self._driven, op, *args)
+        return value
+
+    def _driven(self, stmts: Statements, cur: Any, op: Callable[..., Op[T]], *args: Any) -> T:
+        return drive(op(stmts, *args), self.execute, cur)
+
+    def claim_read_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
+        select = stmts.select  # binds: scope, key
+        if self._binary:
+            cur.execute(select.positional, (req.scope, req.key), binary=True)
+        else:
+            cur.execute(select.positional, (req.scope, req.key))
+        found = seen(stmts, cur.fetchone(), req, self._binary)
+        answer = standing(req, found)
+        if answer is not None:
+            return answer
+        return drive(claim(stmts, req, found), self.execute, cur)
+
+    def claim_insert_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
+        # A key the insert finds taken goes on in ops.claim, reading first, as the generator
+        # itself would.
+        req = clipped(req)
+        fresh = insert(stmts, req)
+        made = inserted(stmts, req, fresh, self.execute(cur, fresh))
+        if made is not None:
+            return made
+        return drive(claim(stmts, req), self.execute, cur)
+
+    def close(self) -> None:
+        free = self.cache.clear()
+        if self._engine is not None:
+            engine, self._engine = self._engine, None
+            if self._pid == Process.pid:
+                for fairy, _ in free:
+                    fairy.close()
+            engine.dispose(close=self._pid == Process.pid)
+
+
+@dataclass
+class _LoopEngine:
+    """One event loop's engine, connection cache and statements."""
+
+    engine: Any
+    cache: AsyncConnectionCache
+    keeper: AsyncGenerator[None, None] | None = None
+    statements: Statements | None = None
+
+    async def checkout(self) -> tuple[Any, Any]:
+        """A pooled connection and its cursor, kept together (as on the sync side)."""
+        fairy = await self.engine.raw_connection()
+        quiet = _quiet_cursor() if self.engine.dialect.driver == "asyncmy" else None
+        return fairy, cursor_of(fairy, quiet)
+
+    async def give(self, held: tuple[Any, Any]) -> None:
+        extra = self.cache.give(held)
+        if extra is not None:
+            from sqlalchemy.util import greenlet_spawn
+
+            # Inside greenlet_spawn: a checkin to a full pool closes the connection, and
+            # closing an async connection awaits.
+            await greenlet_spawn(extra[0].close)
+
+
+async def _keep(entry: _LoopEngine) -> AsyncGenerator[None, None]:
+    from sqlalchemy.util import greenlet_spawn
+
+    try:
+        yield
+    finally:
+        for fairy, _ in entry.cache.clear():
+            await greenlet_spawn(fairy.close)
+        await entry.engine.dispose()
+
+
+class AsyncExecutor:
+    """``Executor`` awaited, with one engine per event loop."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self._binary = config.family == "postgresql"
+        self.execute: AsyncExecute = aexecute_psycopg if self._binary else aexecute_asyncmy
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopEngine] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._pid = Process.pid
+
+    async def loop_engine(self) -> _LoopEngine:
+        """The running loop's engine, made on first use."""
+        if self._pid != Process.pid:
+            self.forget()  # a forked child: the parent's connections are not ours to use
+        loop = asyncio.get_running_loop()
+        entry = self._loops.get(loop)
+        if entry is not None:
+            return entry
+        cache = AsyncConnectionCache(*limits(self.config.engine_options))
+        entry = self._loops[loop] = _LoopEngine(self.config.make_async_engine(), cache)
+        entry.keeper = _keep(entry)
+        await entry.keeper.__anext__()  # registers it with the loop's asyncgen finaliser
+        return entry
+
+    async def run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``await fn(statements, cursor, *args)`` on a cached connection, failures mapped."""
+        from sqlalchemy.util import greenlet_spawn
+
+        cfg = self.config
+        entry = await self.loop_engine()
+        cache = entry.cache
+        for attempt in range(DEADLOCK_RETRIES + 1):
+            try:
+                held = await cache.take(entry.checkout)
+            except Exception as exc:
+                raise cfg.unavailable(exc) from exc
+            if entry.statements is None:
+                kind = kind_of(entry.engine.dialect, cfg.returning)
+                entry.statements = Statements(kind, cfg.table)
+            try:
+                value = await fn(entry.statements, held[1], *args)
+            except IdempotencyError:
+                await entry.give(held)
+                raise
+            except BaseException as exc:
+                # Cancelled mid-statement or failed: the connection's state is unknown.
+                cache.drop()
+                await asyncio.shield(greenlet_spawn(held[0].invalidate))
+                if not cfg.is_db_error(exc):
+                    raise
+                if retryable(exc) and attempt < DEADLOCK_RETRIES:
+                    continue
+                raise cfg.unavailable(exc) from exc
+            await entry.give(held)
+            return value
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def drive(self, op: Callable[..., Op[T]], *args: Any) -> T:
+        return await self.run(self._driven, op, *args)
+
+    async def _driven(self, stmts: Statements, cur: Any, op: Callable[..., Op[T]], *args: Any) -> T:
+        return await adrive(op(stmts, *args), self.execute, cur)
+
+    async def claim_read_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
+        if self._binary:
+            await cur.execute(stmts.select.positional, (req.scope, req.key), binary=True)
+        else:
+            await cur.execute(stmts.select.positional, (req.scope, req.key))
+        found = seen(stmts, await cur.fetchone(), req, self._binary)
+        answer = standing(req, found)
+        if answer is not None:
+            return answer
+        return await adrive(claim(stmts, req, found), self.execute, cur)
+
+    async def claim_insert_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
+        req = clipped(req)
+        fresh = insert(stmts, req)
+        made = inserted(stmts, req, fresh, await self.execute(cur, fresh))
+        if made is not None:
+            return made
+        return await adrive(claim(stmts, req), self.execute, cur)
+
+    def forget(self) -> None:
+        """Drop every loop's engine unclosed (a forked child)."""
+        self._loops = weakref.WeakKeyDictionary()
+        self._pid = Process.pid
+
+    def close(self) -> None:
+        """Dispose each loop's engine on its own loop, from sync code."""
+        if self._pid != Process.pid:
+            self.forget()  # the parent's loops and connections: theirs to close
+            return
+        entries, self._loops = list(self._loops.items()), weakref.WeakKeyDictionary()
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for loop, entry in entries:
+            if entry.keeper is None or loop.is_closed():
+                continue
+            if loop is current:
+                loop.create_task(entry.keeper.aclose())
+            elif loop.is_running():
+                asyncio.run_coroutine_threadsafe(entry.keeper.aclose(), loop).result(10)
+            else:
+                loop.run_until_complete(entry.keeper.aclose())
+
+    async def aclose(self) -> None:
+        """Dispose the running loop's engine here, then the others as ``close`` does."""
+        entry = self._loops.pop(asyncio.get_running_loop(), None)
+        if entry is not None and entry.keeper is not None:
+            await entry.keeper.aclose()
+        self.close()

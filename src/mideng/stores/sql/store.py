@@ -1,0 +1,272 @@
+"""PostgreSQL and MySQL/MariaDB store over SQLAlchemy 2 Core's engines and pools.
+
+``open_store("postgresql://user@host/db")`` or ``open_store("mysql://user@host/db")``. The
+sync side runs on psycopg 3 / PyMySQL, the async side on psycopg's async connection / asyncmy,
+each through its own SQLAlchemy engine (the async one made on first use, one per event loop;
+see ``execute``). Every operation is one generator in ``ops``; each method here names the
+operation and hands it to the sync or the async executor.
+
+Timeouts make a hung database fail fast: ``connect_timeout`` for new connections,
+``statement_timeout`` for any statement (PostgreSQL ``statement_timeout``; MariaDB
+``max_statement_time`` and the InnoDB lock wait; PyMySQL's socket timeouts as a backstop),
+``pool_timeout`` for a checkout from a full pool. Failures become StoreUnavailableError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+from mideng.core.record import Claim, ClaimRequest, Record, Ticket
+from mideng.errors import ConfigurationError
+from mideng.stores.base import Store
+from mideng.stores.sql.claims import ClaimOrder, HeldClaims
+from mideng.stores.sql.connect import EngineConfig
+from mideng.stores.sql.execute import AsyncExecutor, Executor
+
+# The operations, each named as the method that runs it.
+from mideng.stores.sql.ops import (
+    complete,
+    fail,
+    forget,
+    get,
+    heartbeat,
+    hit,
+    purge,
+    put_token,
+    release,
+    resolve,
+    take_token,
+    unresolved,
+)
+from mideng.stores.sql.schema import DEFAULT_TABLE, create, script
+from mideng.stores.sql.table import RecordTable
+
+_NUMBERS: dict[str, Callable[[str], Any]] = {
+    "pool_size": int,
+    "max_overflow": int,
+    "pool_timeout": float,
+    "connect_timeout": float,
+    "statement_timeout": float,
+}
+_FLAGS = ("create_schema", "returning", "pool_pre_ping", "read_first")
+
+
+class SQLStore(Store):
+    """The record table in PostgreSQL or MySQL/MariaDB.
+
+    ``table``: the record table's name. ``pool_size`` / ``max_overflow`` / ``pool_timeout``:
+    each engine's pool (size it for the threads, or concurrent tasks, that use the store).
+    ``connect_timeout`` / ``statement_timeout``: seconds. ``create_schema``: create the table
+    on open. ``returning``: False makes MariaDB use the MySQL 8 statements. ``purge_batch``:
+    rows deleted per statement by ``purge``. ``read_first``: the claim's order, True (a
+    duplicate costs one read) or False (a new key costs one insert); None, the default, learns
+    it per scope from what recent claims found (see ``claims.ClaimOrder``).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        table: str = DEFAULT_TABLE,
+        pool_size: int = 5,
+        max_overflow: int = 10,
+        pool_timeout: float = 5.0,
+        connect_timeout: float = 5.0,
+        statement_timeout: float = 5.0,
+        create_schema: bool = True,
+        returning: bool | None = None,
+        pool_pre_ping: bool = False,
+        purge_batch: int = 1000,
+        connect_args: dict[str, Any] | None = None,
+        read_first: bool | None = None,
+    ) -> None:
+        self.config = EngineConfig(
+            url,
+            table=table,
+            pool_size=pool_size,
+            max_overflow=max_overflow,
+            pool_timeout=pool_timeout,
+            connect_timeout=connect_timeout,
+            statement_timeout=statement_timeout,
+            returning=returning,
+            pool_pre_ping=pool_pre_ping,
+            connect_args=connect_args,
+        )
+        self.url = url
+        self.table = self.config.table
+        self.family = self.config.family
+        #: The transactional mode's way in: this store's records are rows of ``table``.
+        self.record_table = RecordTable(self.table)
+        if purge_batch < 1:
+            raise ConfigurationError(f"purge_batch must be >= 1: {purge_batch!r}")
+        self.purge_batch = purge_batch
+        self.held = HeldClaims()
+        self.claim_order = ClaimOrder(read_first)
+        self.executor = Executor(self.config)
+        self.aexecutor = AsyncExecutor(self.config)
+        if create_schema:
+            self.create_schema()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> SQLStore:
+        """Options may also ride in the URL query (``?table=records&pool_size=20``)."""
+        base, _, query = url.partition("?")
+        rest = []
+        for name, value in parse_qsl(query, keep_blank_values=True):
+            if name in _NUMBERS:
+                options.setdefault(name, _NUMBERS[name](value))
+            elif name in _FLAGS:
+                options.setdefault(name, value.lower() in ("1", "true", "yes", "on"))
+            elif name == "table":
+                options.setdefault("table", value)
+            else:
+                rest.append(f"{name}={value}")
+        return cls(base + ("?" + "&".join(rest) if rest else ""), **options)
+
+    @property
+    def engine(self) -> Any:
+        """The sync SQLAlchemy engine (created on first use; new after a fork)."""
+        return self.executor.engine
+
+    # -- schema -------------------------------------------------------------------------------
+    def schema_sql(self) -> str:
+        """The DDL for this store's database and table, as text."""
+        return script(self.family, self.table)
+
+    def create_schema(self) -> None:
+        """Create the table and indexes if missing; safe from many processes at once."""
+        self.executor.drive(lambda s: create(self.family, self.table))
+
+    async def acreate_schema(self) -> None:
+        await self.aexecutor.drive(lambda s: create(self.family, self.table))
+
+    # -- the protocol, sync -------------------------------------------------------------------
+    # The claim's own row is kept, so settling it needs no read-back.
+    def claim(self, req: ClaimRequest) -> Claim:
+        order, executor = self.claim_order, self.executor
+        if order.read_first(req.scope):
+            claim = executor.run(executor.claim_read_first, req)
+        else:
+            claim = executor.run(executor.claim_insert_first, req)
+        order.saw(req.scope, claim)
+        return self.held.keep(claim)
+
+    def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
+        return self.executor.drive(complete, ticket, result, codec, ttl, self.held.pop(ticket))
+
+    def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
+        return self.executor.drive(fail, ticket, error, ttl, self.held.pop(ticket))
+
+    def release(self, ticket: Ticket) -> None:
+        self.held.pop(ticket)
+        self.executor.drive(release, ticket)
+
+    def heartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Record:
+        return self.executor.drive(heartbeat, ticket, lease, ttl, self.held.get(ticket))
+
+    def get(self, scope: str, key: str) -> Record | None:
+        return self.executor.drive(get, scope, key)
+
+    def forget(self, scope: str, key: str) -> bool:
+        return self.executor.drive(forget, scope, key)
+
+    def resolve(
+        self,
+        scope: str,
+        key: str,
+        *,
+        result: bytes | None,
+        codec: str | None,
+        failed: bool,
+        ttl: float | None,
+    ) -> Record:
+        return self.executor.drive(resolve, scope, key, result, codec, failed, ttl)
+
+    def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        return self.executor.drive(unresolved, scope, limit)
+
+    def purge(self, limit: int | None = None) -> int:
+        return self.executor.drive(purge, limit, self.purge_batch)
+
+    def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
+        self.executor.drive(put_token, scope, key, token, ttl)
+
+    def take_token(self, scope: str, key: str, token: str) -> bool:
+        return self.executor.drive(take_token, scope, key, token)
+
+    def hit(self, scope: str, key: str, window: float, limit: int) -> float | None:
+        return self.executor.drive(hit, scope, key, window, limit)
+
+    # -- the protocol, async: the same operations on the running loop's engine ---------------
+    async def aclaim(self, req: ClaimRequest) -> Claim:
+        order, executor = self.claim_order, self.aexecutor
+        if order.read_first(req.scope):
+            claim = await executor.run(executor.claim_read_first, req)
+        else:
+            claim = await executor.run(executor.claim_insert_first, req)
+        order.saw(req.scope, claim)
+        return self.held.keep(claim)
+
+    async def acomplete(
+        self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
+    ) -> Record:
+        known = self.held.pop(ticket)
+        return await self.aexecutor.drive(complete, ticket, result, codec, ttl, known)
+
+    async def afail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
+        return await self.aexecutor.drive(fail, ticket, error, ttl, self.held.pop(ticket))
+
+    async def arelease(self, ticket: Ticket) -> None:
+        self.held.pop(ticket)
+        await self.aexecutor.drive(release, ticket)
+
+    async def aheartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Record:
+        known = self.held.get(ticket)
+        return await self.aexecutor.drive(heartbeat, ticket, lease, ttl, known)
+
+    async def aget(self, scope: str, key: str) -> Record | None:
+        return await self.aexecutor.drive(get, scope, key)
+
+    async def aforget(self, scope: str, key: str) -> bool:
+        return await self.aexecutor.drive(forget, scope, key)
+
+    async def aresolve(
+        self,
+        scope: str,
+        key: str,
+        *,
+        result: bytes | None,
+        codec: str | None,
+        failed: bool,
+        ttl: float | None,
+    ) -> Record:
+        return await self.aexecutor.drive(resolve, scope, key, result, codec, failed, ttl)
+
+    async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        return await self.aexecutor.drive(unresolved, scope, limit)
+
+    async def apurge(self, limit: int | None = None) -> int:
+        return await self.aexecutor.drive(purge, limit, self.purge_batch)
+
+    async def aput_token(self, scope: str, key: str, token: str, ttl: float) -> None:
+        await self.aexecutor.drive(put_token, scope, key, token, ttl)
+
+    async def atake_token(self, scope: str, key: str, token: str) -> bool:
+        return await self.aexecutor.drive(take_token, scope, key, token)
+
+    async def ahit(self, scope: str, key: str, window: float, limit: int) -> float | None:
+        return await self.aexecutor.drive(hit, scope, key, window, limit)
+
+    # -- closing ------------------------------------------------------------------------------
+    def close(self) -> None:
+        self.aexecutor.close()
+        self.executor.close()
+
+    async def aclose(self) -> None:
+        await self.aexecutor.aclose()
+        self.executor.close()
+
+    def __repr__(self) -> str:
+        return f"SQLStore({self.family}, table={self.table})"
