@@ -10,6 +10,11 @@ happens to Redis (down, flushed, evicted, failed over), a body cannot run twice,
 When Redis fails, calls go on against the durable store alone; a WARNING says so (at most once
 per ``warn_every`` seconds) and Redis is left alone for ``cooldown`` seconds, so an outage does
 not add a connect timeout to every call.
+
+Every operation that decides something is written once, as a generator of the store calls it
+makes (``Step``: which side, which operation, its arguments) that receives each call's answer,
+or has its error thrown in where it was asked. ``_run`` makes the calls with the sync clients,
+``_arun`` awaits the async ones: only those two loops are written twice.
 """
 
 from __future__ import annotations
@@ -17,10 +22,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Generator
+from typing import Any, TypeVar
 
-from mideng.core.record import Claim, ClaimRequest, Outcome, Record, Status, Ticket
+from mideng.core.record import (
+    FAILED,
+    MISMATCH,
+    REPLAY,
+    SUCCEEDED,
+    Claim,
+    ClaimRequest,
+    Record,
+    Ticket,
+)
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import Store
 from mideng.stores.redis.store import RedisStore
@@ -28,12 +42,22 @@ from mideng.stores.redis.store import RedisStore
 T = TypeVar("T")
 log = logging.getLogger("mideng")
 
+# One store call: the store, its operation's (sync, async) names, positional and keyword
+# arguments. Names, not bound methods, so a step costs one tuple whichever loop runs it.
+Step = tuple[Any, tuple[str, str], tuple[Any, ...], dict[str, Any]]
+Steps = Generator[Step, Any, T]
+_NO_KEYWORDS: dict[str, Any] = {}
+_CLAIM, _COMPLETE, _FAIL = ("claim", "aclaim"), ("complete", "acomplete"), ("fail", "afail")
+_GET, _PUT, _FORGET = ("get", "aget"), ("put", "aput"), ("forget", "aforget")
+_RESOLVE = ("resolve", "aresolve")
+_PUT_TOKEN, _TAKE_TOKEN = ("put_token", "aput_token"), ("take_token", "atake_token")
+_HIT = ("hit", "ahit")
+
 
 def replayable(record: Record) -> bool:
     """A record whose answer never changes again until it expires or is forgotten."""
-    return record.status is Status.SUCCEEDED or (
-        record.status is Status.FAILED and record.error is not None
-    )
+    status = record.status
+    return status is SUCCEEDED or (status is FAILED and record.error is not None)
 
 
 def from_copy(copy: Record | None, req: ClaimRequest) -> Claim | None:
@@ -41,8 +65,8 @@ def from_copy(copy: Record | None, req: ClaimRequest) -> Claim | None:
     if copy is None or not replayable(copy):
         return None
     if req.fingerprint is not None and copy.fingerprint not in (None, req.fingerprint):
-        return Claim(Outcome.MISMATCH, copy)
-    return Claim(Outcome.REPLAY, copy)
+        return Claim(MISMATCH, copy)
+    return Claim(REPLAY, copy)
 
 
 class Outage:
@@ -92,57 +116,108 @@ class HybridStore(Store):
             raise ConfigurationError(f"durable= needs a Redis URL in front, not {fast.url}")
         return cls(fast, durable)
 
-    # -- the fast side, never trusted to say "run" --------------------------------------------
-    def _copy_of(self, req: ClaimRequest) -> tuple[bool, Record | None]:
-        """(whether Redis answered, the copy it holds)."""
-        if self.outage.down():
-            return False, None
+    # -- the two loops ------------------------------------------------------------------------
+    @staticmethod
+    def _run(steps: Steps[T]) -> T:
         try:
-            return True, self.fast.get(req.scope, req.key)
-        except StoreUnavailableError as exc:
-            self.outage.failed(exc)
-            return False, None
+            store, names, args, keywords = next(steps)
+            while True:
+                try:
+                    answer = getattr(store, names[0])(*args, **keywords)
+                except Exception as exc:
+                    store, names, args, keywords = steps.throw(exc)
+                else:
+                    store, names, args, keywords = steps.send(answer)
+        except StopIteration as done:
+            result: T = done.value
+            return result
 
-    def _keep(self, record: Record, *, always: bool = False) -> None:
+    @staticmethod
+    async def _arun(steps: Steps[T]) -> T:
+        try:
+            store, names, args, keywords = next(steps)
+            while True:
+                try:
+                    answer = await getattr(store, names[1])(*args, **keywords)
+                except Exception as exc:
+                    store, names, args, keywords = steps.throw(exc)
+                else:
+                    store, names, args, keywords = steps.send(answer)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+
+    # -- the operations that decide, written once ---------------------------------------------
+    def _claim(self, req: ClaimRequest) -> Steps[Claim]:
+        # The fast side is never trusted to say "run": only a finished copy answers.
+        answered, copy = False, None
+        if not self.outage.down():
+            try:
+                copy = yield self.fast, _GET, (req.scope, req.key), _NO_KEYWORDS
+                answered = True
+            except StoreUnavailableError as exc:
+                self.outage.failed(exc)
+        answer = from_copy(copy, req)
+        if answer is not None:
+            return answer
+        claim: Claim = yield self.durable, _CLAIM, (req,), _NO_KEYWORDS
+        if answered and copy is None and claim.outcome is REPLAY:
+            yield from self._keep(claim.record)  # Redis lost the copy (flush, restart): put it back
+        return claim
+
+    def _keep(self, record: Record, *, always: bool = False) -> Steps[None]:
         """Copy a record to Redis if it is final there, else drop any copy; best effort."""
         if self.outage.down() and not always:
             return
         try:
             if replayable(record):
-                self.fast.put(record)
+                yield self.fast, _PUT, (record,), _NO_KEYWORDS
             else:
-                self.fast.forget(record.scope, record.key)
+                yield self.fast, _FORGET, (record.scope, record.key), _NO_KEYWORDS
         except StoreUnavailableError as exc:
             self.outage.failed(exc)
 
-    def _either(self, fast: Callable[[], T], durable: Callable[[], T]) -> T:
+    def _kept(self, names: tuple[str, str], args: tuple[Any, ...]) -> Steps[Record]:
+        """A durable write whose record Redis then holds a copy of (or loses its copy of)."""
+        record: Record = yield self.durable, names, args, _NO_KEYWORDS
+        yield from self._keep(record)
+        return record
+
+    def _forget(self, scope: str, key: str) -> Steps[bool]:
+        gone: bool = yield self.durable, _FORGET, (scope, key), _NO_KEYWORDS
+        # Even mid-outage: a copy left behind would keep replaying what was forgotten.
+        try:
+            yield self.fast, _FORGET, (scope, key), _NO_KEYWORDS
+        except StoreUnavailableError as exc:
+            self.outage.failed(exc)
+            log.warning(
+                "could not drop the Redis copy of %s:%s; it replays until it expires", scope, key
+            )
+        return gone
+
+    def _resolve(self, scope: str, key: str, settled: dict[str, Any]) -> Steps[Record]:
+        record: Record = yield self.durable, _RESOLVE, (scope, key), settled
+        yield from self._keep(record, always=True)
+        return record
+
+    def _either(self, names: tuple[str, str], args: tuple[Any, ...]) -> Steps[Any]:
+        """Tokens and windows: Redis's while it answers, the durable store's meanwhile."""
         if not self.outage.down():
             try:
-                return fast()
+                return (yield self.fast, names, args, _NO_KEYWORDS)
             except StoreUnavailableError as exc:
                 self.outage.failed(exc)
-        return durable()
+        return (yield self.durable, names, args, _NO_KEYWORDS)
 
     # -- sync ---------------------------------------------------------------------------------
     def claim(self, req: ClaimRequest) -> Claim:
-        answered, copy = self._copy_of(req)
-        answer = from_copy(copy, req)
-        if answer is not None:
-            return answer
-        claim = self.durable.claim(req)
-        if answered and copy is None and claim.outcome is Outcome.REPLAY:
-            self._keep(claim.record)  # Redis lost the copy (flush, restart): put it back
-        return claim
+        return self._run(self._claim(req))
 
     def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
-        record = self.durable.complete(ticket, result, codec, ttl)
-        self._keep(record)
-        return record
+        return self._run(self._kept(_COMPLETE, (ticket, result, codec, ttl)))
 
     def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
-        record = self.durable.fail(ticket, error, ttl)
-        self._keep(record)
-        return record
+        return self._run(self._kept(_FAIL, (ticket, error, ttl)))
 
     def release(self, ticket: Ticket) -> None:
         self.durable.release(ticket)
@@ -154,16 +229,7 @@ class HybridStore(Store):
         return self.durable.get(scope, key)
 
     def forget(self, scope: str, key: str) -> bool:
-        gone = self.durable.forget(scope, key)
-        # Even mid-outage: a copy left behind would keep replaying what was forgotten.
-        try:
-            self.fast.forget(scope, key)
-        except StoreUnavailableError as exc:
-            self.outage.failed(exc)
-            log.warning(
-                "could not drop the Redis copy of %s:%s; it replays until it expires", scope, key
-            )
-        return gone
+        return self._run(self._forget(scope, key))
 
     def resolve(
         self,
@@ -175,11 +241,8 @@ class HybridStore(Store):
         failed: bool,
         ttl: float | None,
     ) -> Record:
-        record = self.durable.resolve(
-            scope, key, result=result, codec=codec, failed=failed, ttl=ttl
-        )
-        self._keep(record, always=True)
-        return record
+        settled = {"result": result, "codec": codec, "failed": failed, "ttl": ttl}
+        return self._run(self._resolve(scope, key, settled))
 
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self.durable.unresolved(scope, limit)
@@ -188,22 +251,15 @@ class HybridStore(Store):
         return self.durable.purge(limit)
 
     def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
-        self._either(
-            lambda: self.fast.put_token(scope, key, token, ttl),
-            lambda: self.durable.put_token(scope, key, token, ttl),
-        )
+        self._run(self._either(_PUT_TOKEN, (scope, key, token, ttl)))
 
     def take_token(self, scope: str, key: str, token: str) -> bool:
-        return self._either(
-            lambda: self.fast.take_token(scope, key, token),
-            lambda: self.durable.take_token(scope, key, token),
-        )
+        taken: bool = self._run(self._either(_TAKE_TOKEN, (scope, key, token)))
+        return taken
 
     def hit(self, scope: str, key: str, window: float, limit: int) -> float | None:
-        return self._either(
-            lambda: self.fast.hit(scope, key, window, limit),
-            lambda: self.durable.hit(scope, key, window, limit),
-        )
+        wait: float | None = self._run(self._either(_HIT, (scope, key, window, limit)))
+        return wait
 
     def close(self) -> None:
         try:
@@ -212,57 +268,16 @@ class HybridStore(Store):
             self.durable.close()
 
     # -- async: the same steps, awaited -------------------------------------------------------
-    async def _acopy_of(self, req: ClaimRequest) -> tuple[bool, Record | None]:
-        if self.outage.down():
-            return False, None
-        try:
-            return True, await self.fast.aget(req.scope, req.key)
-        except StoreUnavailableError as exc:
-            self.outage.failed(exc)
-            return False, None
-
-    async def _akeep(self, record: Record, *, always: bool = False) -> None:
-        if self.outage.down() and not always:
-            return
-        try:
-            if replayable(record):
-                await self.fast.aput(record)
-            else:
-                await self.fast.aforget(record.scope, record.key)
-        except StoreUnavailableError as exc:
-            self.outage.failed(exc)
-
-    async def _aeither(
-        self, fast: Callable[[], Awaitable[T]], durable: Callable[[], Awaitable[T]]
-    ) -> T:
-        if not self.outage.down():
-            try:
-                return await fast()
-            except StoreUnavailableError as exc:
-                self.outage.failed(exc)
-        return await durable()
-
     async def aclaim(self, req: ClaimRequest) -> Claim:
-        answered, copy = await self._acopy_of(req)
-        answer = from_copy(copy, req)
-        if answer is not None:
-            return answer
-        claim = await self.durable.aclaim(req)
-        if answered and copy is None and claim.outcome is Outcome.REPLAY:
-            await self._akeep(claim.record)
-        return claim
+        return await self._arun(self._claim(req))
 
     async def acomplete(
         self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
     ) -> Record:
-        record = await self.durable.acomplete(ticket, result, codec, ttl)
-        await self._akeep(record)
-        return record
+        return await self._arun(self._kept(_COMPLETE, (ticket, result, codec, ttl)))
 
     async def afail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
-        record = await self.durable.afail(ticket, error, ttl)
-        await self._akeep(record)
-        return record
+        return await self._arun(self._kept(_FAIL, (ticket, error, ttl)))
 
     async def arelease(self, ticket: Ticket) -> None:
         await self.durable.arelease(ticket)
@@ -274,33 +289,37 @@ class HybridStore(Store):
         return await self.durable.aget(scope, key)
 
     async def aforget(self, scope: str, key: str) -> bool:
-        gone = await self.durable.aforget(scope, key)
-        try:
-            await self.fast.aforget(scope, key)
-        except StoreUnavailableError as exc:
-            self.outage.failed(exc)
-            log.warning(
-                "could not drop the Redis copy of %s:%s; it replays until it expires", scope, key
-            )
-        return gone
+        return await self._arun(self._forget(scope, key))
+
+    async def aresolve(
+        self,
+        scope: str,
+        key: str,
+        *,
+        result: bytes | None,
+        codec: str | None,
+        failed: bool,
+        ttl: float | None,
+    ) -> Record:
+        settled = {"result": result, "codec": codec, "failed": failed, "ttl": ttl}
+        return await self._arun(self._resolve(scope, key, settled))
+
+    async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        return await self.durable.aunresolved(scope, limit)
+
+    async def apurge(self, limit: int | None = None) -> int:
+        return await self.durable.apurge(limit)
 
     async def aput_token(self, scope: str, key: str, token: str, ttl: float) -> None:
-        await self._aeither(
-            lambda: self.fast.aput_token(scope, key, token, ttl),
-            lambda: self.durable.aput_token(scope, key, token, ttl),
-        )
+        await self._arun(self._either(_PUT_TOKEN, (scope, key, token, ttl)))
 
     async def atake_token(self, scope: str, key: str, token: str) -> bool:
-        return await self._aeither(
-            lambda: self.fast.atake_token(scope, key, token),
-            lambda: self.durable.atake_token(scope, key, token),
-        )
+        taken: bool = await self._arun(self._either(_TAKE_TOKEN, (scope, key, token)))
+        return taken
 
     async def ahit(self, scope: str, key: str, window: float, limit: int) -> float | None:
-        return await self._aeither(
-            lambda: self.fast.ahit(scope, key, window, limit),
-            lambda: self.durable.ahit(scope, key, window, limit),
-        )
+        wait: float | None = await self._arun(self._either(_HIT, (scope, key, window, limit)))
+        return wait
 
     async def aclose(self) -> None:
         try:
