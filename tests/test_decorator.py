@@ -12,8 +12,8 @@ import pytest
 
 import mideng
 from mideng import Guard, configure, idempotent, request_id_scope
-from mideng.guard.default import default_guard
 from mideng.errors import ConfigurationError, KeyMissingError, PayloadMismatchError
+from mideng.guard.default import default_guard
 from mideng.stores.memory import MemoryStore
 from mideng.stores.sqlite import SQLiteStore
 

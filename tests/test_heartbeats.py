@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from mideng.guard import lease
 from mideng.errors import LeaseLostError, StoreUnavailableError
+from mideng.guard import lease
 from mideng.guard.aheartbeat import start_async
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.lease import Lease

@@ -164,7 +164,8 @@ def _store_classes() -> list[type]:
     todo: list[type] = [RecordStore, TokenStore, WindowStore]
     while todo:
         cls = todo.pop()
-        for sub in cls.__subclasses__():
+        subclasses: list[type] = cls.__subclasses__()
+        for sub in subclasses:
             if sub not in found:
                 found.append(sub)
                 todo.append(sub)
@@ -197,7 +198,8 @@ def test_every_store_operation_is_native_async_or_says_why_not() -> None:
                 if not inspect.iscoroutinefunction(method):
                     continue
                 owner = next(k for k in cls.__mro__ if name in vars(k))
-                if owner is LocalStore and getattr(cls, "offload_reason", ""):
+                reason: str = getattr(cls, "offload_reason", "")
+                if owner is LocalStore and reason:
                     continue  # an embedded store, offloading on purpose, and saying why
                 if owner in (RecordStore, TokenStore, WindowStore, LocalStore):
                     missing.append(f"{cls.__name__}.{name}")

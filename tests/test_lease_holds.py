@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from mideng import Guard
-from mideng.guard import lease
 from mideng.core.record import Ticket
 from mideng.errors import InProgressError, LeaseLostError, StoreUnavailableError
+from mideng.guard import lease
 
 from backends import Backend, Ctx, Opened, by_name
 from helpers.renewals import patch_renewals

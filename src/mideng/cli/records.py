@@ -10,11 +10,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from mideng.guard.default import DEFAULT_STORE
 from mideng.core.keys import check_scope
 from mideng.core.record import Record
 from mideng.errors import IdempotencyError
 from mideng.guard import Guard
+from mideng.guard.default import DEFAULT_STORE
 from mideng.stores.registry import open_store
 
 store_option = click.option(
