@@ -114,7 +114,8 @@ class PickleCodec:
         return pickle.loads(data)
 
 
-_CODECS: dict[str, Codec] = {"json": JsonCodec(), "pickle": PickleCodec()}
+JSON_CODEC: Codec = JsonCodec()
+_CODECS: dict[str, Codec] = {"json": JSON_CODEC, "pickle": PickleCodec()}
 
 
 def register_codec(codec: Codec) -> None:

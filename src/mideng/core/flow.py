@@ -132,7 +132,7 @@ class Call:
             return Raise(rebuild_failure(record.error))
         if record.result is None or record.codec is None:
             return Raise(IdempotencyError(f"{self.scope}:{self.key} has no stored result"))
-        codec = self.policy.codec_obj
+        codec = self.policy.codec
         if record.codec != codec.name:
             from mideng.core.codec import get_codec
 

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from mideng.core.codec import Codec, get_codec
+from mideng.core.codec import JSON_CODEC, Codec, get_codec
 from mideng.core.record import ExpiryPolicy
 from mideng.errors import ConfigurationError
 
@@ -30,7 +30,9 @@ class Policy:
     in_progress: OnInProgress = OnInProgress.RAISE
     wait_timeout: float = 30.0
     on_expiry: ExpiryPolicy = ExpiryPolicy.TAKE_OVER
-    codec: Codec | str = "json"
+    # A Codec; a registered name ("json", "pickle") is accepted where a policy is made and
+    # resolved here, so every reader gets the codec itself.
+    codec: Codec = JSON_CODEC
     heartbeat: bool = True
     # Availability over safety, only when asked: with the store down the body runs unguarded
     # (a WARNING each time) instead of failing with StoreUnavailableError.
@@ -50,11 +52,6 @@ class Policy:
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from exc
         object.__setattr__(self, "codec", get_codec(self.codec))
-
-    @property
-    def codec_obj(self) -> Codec:
-        assert not isinstance(self.codec, str)
-        return self.codec
 
     def merged(self, **overrides: Any) -> Policy:
         if not overrides:

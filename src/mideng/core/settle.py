@@ -33,7 +33,7 @@ def resolution(policy: Policy, result: Any, failed: bool) -> dict[str, Any]:
     scope's codec would) or ``failed`` (it didn't) — exactly one of them."""
     if failed == (result is not UNSET):
         raise ConfigurationError("resolve() needs exactly one of result=... or failed=True")
-    codec = policy.codec_obj
+    codec = policy.codec
     return {
         "result": None if failed else codec.encode(result),
         "codec": None if failed else codec.name,

@@ -273,12 +273,12 @@ class Guard:
             raise
         stop()
         try:
-            data = p.codec_obj.encode(result)
+            data = p.codec.encode(result)
         except CodecError as exc:
             self._settle_error(call, ticket, exc)
             raise
         try:
-            self.store.complete(ticket, data, p.codec_obj.name, p.ttl)
+            self.store.complete(ticket, data, p.codec.name, p.ttl)
         except StoreUnavailableError as exc:
             if not p.fail_open:
                 raise
@@ -307,12 +307,12 @@ class Guard:
             raise
         stop()
         try:
-            data = p.codec_obj.encode(result)
+            data = p.codec.encode(result)
         except CodecError as exc:
             await self._asettle_error(call, ticket, exc)
             raise
         try:
-            await self.store.acomplete(ticket, data, p.codec_obj.name, p.ttl)
+            await self.store.acomplete(ticket, data, p.codec.name, p.ttl)
         except StoreUnavailableError as exc:
             if not p.fail_open:
                 raise
@@ -346,8 +346,8 @@ class Guard:
     def transaction(
         self, conn: Any, scope: str, key: str, *, payload: Any = None, **options: Any
     ) -> Any:
-        """``with guard.transaction(conn, scope, key) as tx:``; see mideng.transaction."""
-        from mideng.transaction import transaction
+        """``with guard.transaction(conn, scope, key) as tx:``; see mideng.guard.transaction."""
+        from mideng.guard.transaction import transaction
 
         return transaction(self, conn, scope, key, payload=payload, **options)
 
@@ -355,7 +355,7 @@ class Guard:
         self, conn: Any, scope: str, key: str, *, payload: Any = None, **options: Any
     ) -> Any:
         """``async with guard.atransaction(conn, scope, key) as tx:`` for async SQLAlchemy."""
-        from mideng.transaction import atransaction
+        from mideng.guard.transaction import atransaction
 
         return atransaction(self, conn, scope, key, payload=payload, **options)
 

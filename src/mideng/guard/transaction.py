@@ -152,8 +152,8 @@ def _deadlocked(exc: BaseException) -> bool:
 def _complete(records: RecordTable, kind: str, call: Call, tx: Tx) -> Op[Record]:
     assert tx.ticket is not None
     policy = call.policy
-    data = policy.codec_obj.encode(tx.value)
-    return records.complete(kind, tx.ticket, data, policy.codec_obj.name, policy.ttl, tx.record)
+    data = policy.codec.encode(tx.value)
+    return records.complete(kind, tx.ticket, data, policy.codec.name, policy.ttl, tx.record)
 
 
 @contextmanager
