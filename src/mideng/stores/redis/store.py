@@ -110,13 +110,13 @@ class RedisStore(Store):
                         made = connect(self._redis, self._target, self._retries, asynchronous=False)
                     except self._errors as exc:
                         raise self._unavailable(exc) from exc
-                    if self._direct(made):
+                    if self._sends_directly(made):
                         made.direct = DirectSender(made.client.connection_pool, self._reply_error)
                     self._sync = made
                 conn = self._sync
         return conn
 
-    def _direct(self, conn: Connection) -> bool:
+    def _sends_directly(self, conn: Connection) -> bool:
         # A cluster client routes each command to its slot's node, and a user who asked for
         # driver retries gets redis-py's own path, which does them.
         return (
@@ -149,7 +149,7 @@ class RedisStore(Store):
                 except BaseException:
                     await conn.aclose()
                     raise
-            elif self._direct(conn):
+            elif self._sends_directly(conn):
                 conn.direct = AsyncDirectSender(conn.client.connection_pool, self._reply_error)
             self._async[loop] = conn
             return conn
