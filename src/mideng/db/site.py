@@ -32,20 +32,20 @@ def _res(result: Any, mysql: bool) -> Res:
     return Res(count, rows, (result.lastrowid or 0) if mysql else 0)
 
 
-def _execute(link: Any, stmt: Stmt) -> Res:
-    return _res(link.execute(stmt.sql.clause, stmt.params or {}), False)
+def _execute(connection: Any, stmt: Stmt) -> Res:
+    return _res(connection.execute(stmt.sql.clause, stmt.params or {}), False)
 
 
-def _execute_mysql(link: Any, stmt: Stmt) -> Res:
-    return _res(link.execute(stmt.sql.clause, stmt.params or {}), True)
+def _execute_mysql(connection: Any, stmt: Stmt) -> Res:
+    return _res(connection.execute(stmt.sql.clause, stmt.params or {}), True)
 
 
-async def _aexecute(link: Any, stmt: Stmt) -> Res:
-    return _res(await link.execute(stmt.sql.clause, stmt.params or {}), False)
+async def _aexecute(connection: Any, stmt: Stmt) -> Res:
+    return _res(await connection.execute(stmt.sql.clause, stmt.params or {}), False)
 
 
-async def _aexecute_mysql(link: Any, stmt: Stmt) -> Res:
-    return _res(await link.execute(stmt.sql.clause, stmt.params or {}), True)
+async def _aexecute_mysql(connection: Any, stmt: Stmt) -> Res:
+    return _res(await connection.execute(stmt.sql.clause, stmt.params or {}), True)
 
 
 class _Rules:
@@ -55,8 +55,8 @@ class _Rules:
         self.conn: Any = conn
         self.session = session
         self.owned = not conn.in_transaction()
-        self.unit: Any = None  # the transaction or savepoint the site began, if any
-        self.link: Any = None  # the Connection / AsyncConnection statements go to
+        self.begun: Any = None  # the transaction or savepoint the site began, if any
+        self.connection: Any = None  # the Connection / AsyncConnection statements go to
         self.kind = ""
 
     def _begin(self, savepoint: bool) -> Callable[[], Any] | None:
@@ -66,14 +66,14 @@ class _Rules:
             return self.conn.begin_nested  # type: ignore[no-any-return]
         return None
 
-    def _opened(self, link: Any) -> str:
-        self.link = link
-        self.kind = kind_of(link.dialect)
+    def _opened(self, connection: Any) -> str:
+        self.connection = connection
+        self.kind = kind_of(connection.dialect)
         return self.kind
 
     def _undo(self, whole: bool) -> Callable[[], Any] | None:
-        if self.unit is not None:
-            return self.unit.rollback if self.unit.is_active else None
+        if self.begun is not None:
+            return self.begun.rollback if self.begun.is_active else None
         return self.conn.rollback if whole else None
 
 
@@ -95,18 +95,18 @@ class Site(_Rules):
         """Begin the site's transaction or savepoint, as the rules say; the statement kind."""
         begin = self._begin(savepoint)
         if begin is not None:
-            self.unit = begin()
+            self.begun = begin()
         return self._opened(self.conn.connection() if self.session else self.conn)
 
     def run(self, op: Op[T]) -> T:
-        return drive(op, _execute_mysql if is_mysql(self.kind) else _execute, self.link)
+        return drive(op, _execute_mysql if is_mysql(self.kind) else _execute, self.connection)
 
     def commit(self) -> None:
         """Commit what the site began (nothing if it began nothing: the caller commits)."""
-        if self.unit is None:
+        if self.begun is None:
             return
         try:
-            self.unit.commit()
+            self.begun.commit()
         except BaseException:
             self.rollback(whole=False)
             raise
@@ -138,17 +138,18 @@ class AsyncSite(_Rules):
     async def open(self, savepoint: bool) -> str:
         begin = self._begin(savepoint)
         if begin is not None:
-            self.unit = await begin()
+            self.begun = await begin()
         return self._opened(await self.conn.connection() if self.session else self.conn)
 
     async def run(self, op: Op[T]) -> T:
-        return await adrive(op, _aexecute_mysql if is_mysql(self.kind) else _aexecute, self.link)
+        execute = _aexecute_mysql if is_mysql(self.kind) else _aexecute
+        return await adrive(op, execute, self.connection)
 
     async def commit(self) -> None:
-        if self.unit is None:
+        if self.begun is None:
             return
         try:
-            await self.unit.commit()
+            await self.begun.commit()
         except BaseException:
             await self.rollback(whole=False)
             raise

@@ -160,13 +160,13 @@ def limits(engine_options: Mapping[str, Any]) -> tuple[int, int, float]:
     return capacity, keep, float(engine_options["pool_timeout"])
 
 
-def cursor_of(fairy: Any, cursor_class: type | None = None) -> Any:
+def cursor_of(pooled: Any, cursor_class: type | None = None) -> Any:
     """The pooled connection's own cursor, made once: a new psycopg cursor per statement
-    costs a noticeable share of a short read. ``fairy``: SQLAlchemy's pooled connection
+    costs a noticeable share of a short read. ``pooled``: SQLAlchemy's pooled connection
     wrapper. ``cursor_class``: the driver's default if None."""
-    conn = fairy.driver_connection
-    kept = fairy.info.get("mideng.cursor")
+    conn = pooled.driver_connection
+    kept = pooled.info.get("mideng.cursor")
     if kept is None or kept[0] is not conn:
         cursor = conn.cursor() if cursor_class is None else conn.cursor(cursor_class)
-        kept = fairy.info["mideng.cursor"] = (conn, cursor)
+        kept = pooled.info["mideng.cursor"] = (conn, cursor)
     return kept[1]

@@ -143,8 +143,8 @@ class Executor:
 
     def checkout(self) -> tuple[Any, Any]:
         """A pooled connection and its cursor, kept together."""
-        fairy = self.engine.raw_connection()
-        return fairy, cursor_of(fairy)
+        pooled = self.engine.raw_connection()
+        return pooled, cursor_of(pooled)
 
     def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(statements, cursor, *args)`` on a cached connection, failures mapped."""
@@ -215,8 +215,8 @@ class Executor:
         if self._engine is not None:
             engine, self._engine = self._engine, None
             if self._pid == Process.pid:
-                for fairy, _ in free:
-                    fairy.close()
+                for pooled, _ in free:
+                    pooled.close()
             engine.dispose(close=self._pid == Process.pid)
 
 
@@ -231,9 +231,9 @@ class _LoopEngine:
 
     async def checkout(self) -> tuple[Any, Any]:
         """A pooled connection and its cursor, kept together (as on the sync side)."""
-        fairy = await self.engine.raw_connection()
+        pooled = await self.engine.raw_connection()
         quiet = _quiet_cursor() if self.engine.dialect.driver == "asyncmy" else None
-        return fairy, cursor_of(fairy, quiet)
+        return pooled, cursor_of(pooled, quiet)
 
     async def give(self, held: tuple[Any, Any]) -> None:
         extra = self.cache.give(held)
@@ -251,8 +251,8 @@ async def _keep(entry: _LoopEngine) -> AsyncGenerator[None, None]:
     try:
         yield
     finally:
-        for fairy, _ in entry.cache.clear():
-            await greenlet_spawn(fairy.close)
+        for pooled, _ in entry.cache.clear():
+            await greenlet_spawn(pooled.close)
         await entry.engine.dispose()
 
 
