@@ -28,7 +28,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+# The project root, so the tests' service settings import as a package.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
     RESULT,
@@ -42,8 +44,7 @@ from common import (
 )
 from mideng import Guard
 from mideng.stores.sql import SQLStore
-
-from services import MYSQL_URL, POSTGRES_URL, reachable
+from tests.services import MYSQL_URL, POSTGRES_URL, reachable
 
 NOTES = """## Reading the numbers
 

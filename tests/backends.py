@@ -53,7 +53,7 @@ def _discover() -> list[Backend]:
     """Server stores live in tests/backends_<name>.py, each exporting BACKENDS."""
     found: list[Backend] = []
     for path in sorted(Path(__file__).parent.glob("backends_*.py")):
-        module = importlib.import_module(path.stem)
+        module = importlib.import_module(f"tests.{path.stem}")
         found.extend(module.BACKENDS)
     return found
 

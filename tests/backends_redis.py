@@ -13,10 +13,9 @@ import redis
 from mideng.stores.hybrid import HybridStore
 from mideng.stores.redis import RedisStore
 from mideng.stores.sqlite import SQLiteStore
-
-from backends import Backend, Ctx, Opened
-from redis_cluster import cluster
-from services import REDIS_URL
+from tests.backends import Backend, Ctx, Opened
+from tests.redis_cluster import cluster
+from tests.services import REDIS_URL
 
 
 def delete_prefix(client: Any, prefix: str) -> None:

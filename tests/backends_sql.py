@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from mideng.stores.sql import SQLStore
-
-from backends import Backend, Ctx, Opened
-from services import MYSQL_URL, POSTGRES_URL
+from tests.backends import Backend, Ctx, Opened
+from tests.services import MYSQL_URL, POSTGRES_URL
 
 
 def drop_table(url: str, table: str) -> None:

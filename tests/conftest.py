@@ -1,16 +1,13 @@
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from backends import BACKENDS, Backend, Ctx, Opened
-from runner import AsyncRunner, Runner
-from services import need
+from tests.backends import BACKENDS, Backend, Ctx, Opened
+from tests.runner import AsyncRunner, Runner
+from tests.services import need
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from services import required
+from tests.services import required
 
 BINARY = shutil.which("redis-server")
 CLI = shutil.which("redis-cli")

@@ -7,7 +7,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from http_apps import (
+from mideng import Guard
+from mideng.http import asgi, wsgi
+from mideng.http.core import Route
+from tests.http.http_apps import (
     FlakyStore,
     Recorder,
     counting_asgi,
@@ -16,11 +19,7 @@ from http_apps import (
     flask_app,
     tenant_of,
 )
-from http_servers import uvicorn_server, waitress_server
-
-from mideng import Guard
-from mideng.http import asgi, wsgi
-from mideng.http.core import Route
+from tests.http.http_servers import uvicorn_server, waitress_server
 
 FRAMEWORKS = ["fastapi", "flask"]
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from djangoproject import views
+from tests.http.djangoproject import views
 
 urlpatterns = [
     path("orders", views.orders),

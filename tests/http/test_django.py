@@ -1,0 +1,237 @@
+"""The Django middleware and view decorators, through Django's test client, against the real
+project in tests/http/djangoproject (configured here only, never for other tests)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import django
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mideng.core.record import ClaimRequest
+from mideng.stores.memory import MemoryStore
+
+
+@pytest.fixture(scope="module", autouse=True)
+def project() -> None:
+    # Settings are read once, here; the environment variable does not outlive the setup.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_SETTINGS_MODULE", "tests.http.djangoproject.settings")
+        django.setup()
+
+
+def client(**kwargs: Any) -> Any:
+    from django.test import Client
+
+    return Client(**kwargs)
+
+
+def views() -> Any:
+    from tests.http.djangoproject import views as module
+
+    return module
+
+
+def key() -> str:
+    return f'"{uuid.uuid4().hex}"'
+
+
+def post(
+    c: Any,
+    path: str,
+    idem: str | None = None,
+    body: bytes = b"{}",
+    content_type: str = "application/json",
+    **headers: str,
+) -> Any:
+    extra = {f"HTTP_{k.upper()}": v for k, v in headers.items()}
+    if idem is not None:
+        extra["HTTP_IDEMPOTENCY_KEY"] = idem
+    return c.generic("POST", path, body, content_type, **extra)
+
+
+def problem(response: Any, status: int, slug: str) -> dict[str, Any]:
+    assert response.status_code == status, response.content
+    assert response["Content-Type"] == "application/problem+json"
+    doc: dict[str, Any] = json.loads(response.content)
+    assert doc["type"] == f"urn:mideng:problem:{slug}"
+    assert doc["status"] == status
+    return doc
+
+
+def runs(label: str) -> int:
+    return int(views().runs[label])
+
+
+def test_replay_returns_the_stored_response() -> None:
+    c, k = client(), key()
+    first = post(c, "/orders", k, b'{"a": 1, "b": 2}')
+    again = post(c, "/orders", k, b'{"b":2,"a":1}')
+    assert first.status_code == again.status_code == 201
+    assert again.content == first.content
+    assert again["Idempotent-Replayed"] == "true"
+    assert again["X-Custom"] == "kept"
+    assert again["Idempotency-Retention"] == "86400"
+    assert "session" in first.cookies
+    assert "session" not in again.cookies
+    assert runs(f"-/{k}") == 1
+
+
+def test_error_cases() -> None:
+    c, k = client(), key()
+    post(c, "/orders", k, b'{"a": 1}')
+    problem(post(c, "/orders", k, b'{"a": 2}'), 422, "key-reused")
+    problem(post(c, "/orders", '"open'), 400, "key-malformed")
+    problem(post(c, "/orders", key(), b"x" * 2048), 413, "body-too-large")
+    assert runs(f"-/{k}") == 1
+
+
+def test_in_flight_key_is_409() -> None:
+    c, k = client(), key()
+    views().guard.store.claim(ClaimRequest("http:-", k.strip('"'), "someone", 30.0, 60.0))
+    response = post(c, "/orders", k)
+    problem(response, 409, "key-in-use")
+    assert int(response["Retry-After"]) >= 1
+    assert runs(f"-/{k}") == 0
+
+
+def test_missing_key_where_required_is_400() -> None:
+    from django.test import override_settings
+
+    config = {"guard": "tests.http.djangoproject.views.guard", "required": True}
+    with override_settings(MIDENG_HTTP=config):
+        problem(post(client(), "/orders"), 400, "key-missing")
+    assert post(client(), "/orders").status_code == 201
+
+
+def test_5xx_and_view_exceptions_release_the_key() -> None:
+    c, k = client(raise_request_exception=False), key()
+    assert post(c, "/status/503", k).status_code == 503
+    assert post(c, "/status/503", k).status_code == 503
+    assert runs(f"-/{k}") == 2
+    k2 = key()
+    assert post(c, "/explode", k2).status_code == 500
+    assert post(c, "/explode", k2).status_code == 500
+    assert runs(f"-/{k2}") == 2
+
+
+def test_principals_are_isolated() -> None:
+    c, k = client(), key()
+    a = post(c, "/orders", k, x_tenant="acme")
+    b = post(c, "/orders", k, x_tenant="umbrella")
+    assert json.loads(a.content)["nonce"] != json.loads(b.content)["nonce"]
+    assert runs(f"acme/{k}") == runs(f"umbrella/{k}") == 1
+
+
+def test_streams_are_captured_or_passed_through() -> None:
+    c, k = client(), key()
+    first = post(c, "/stream", k)
+    again = post(c, "/stream", k)
+    assert b"".join(first.streaming_content) == b"a" * 100 + b"b" * 100
+    assert again.content == b"a" * 100 + b"b" * 100
+    assert again["Idempotent-Replayed"] == "true"
+    k2 = key()
+    big = [post(c, "/big", k2) for _ in range(2)]
+    assert all(len(b"".join(r.streaming_content)) == 10_000 for r in big)
+    assert runs(f"-/{k2}") == 2
+
+
+def test_store_down_is_503() -> None:
+    from tests.http.http_apps import FlakyStore
+
+    guard = views().guard
+    flaky = FlakyStore()
+    flaky.down = True
+    saved, guard.store = guard.store, flaky
+    try:
+        k = key()
+        problem(post(client(), "/orders", k), 503, "store-unavailable")
+    finally:
+        guard.store = saved
+    assert runs(f"-/{k}") == 0
+
+
+def test_request_id_is_bound_and_echoed() -> None:
+    response = post(client(), "/orders", key(), x_request_id="dj-1")
+    assert response["X-Request-Id"] == "dj-1"
+    assert json.loads(response.content)["request_id"] == "dj-1"
+
+
+# -- tokens and debounce on single views -----------------------------------------------------
+def test_resubmit_token_flow() -> None:
+    c = client()
+    user = uuid.uuid4().hex
+    issued = json.loads(post(c, "/token", x_user=user).content)
+    assert issued["expires_in"] == 60
+    token = issued["token"]
+    problem(post(c, "/submit", x_user=user), 400, "token-missing")
+    assert post(c, "/submit", x_user=user, x_resubmit_token=token).status_code == 200
+    problem(post(c, "/submit", x_user=user, x_resubmit_token=token), 409, "token-rejected")
+    # A failed run (5xx) gives the token back.
+    token = json.loads(post(c, "/token", x_user=user).content)["token"]
+    assert post(c, "/submit", x_user=user, x_resubmit_token=token, x_fail="1").status_code == 503
+    form = f"resubmit_token={token}".encode()
+    response = post(c, "/submit", None, form, "application/x-www-form-urlencoded", x_user=user)
+    assert response.status_code == 200
+    # A token is bound to its business key.
+    other = json.loads(post(c, "/token", x_user=user).content)["token"]
+    problem(
+        post(c, "/submit", x_user="someone-else", x_resubmit_token=other), 409, "token-rejected"
+    )
+
+
+def test_debounce_refuses_the_second_call_with_429() -> None:
+    c, user = client(), uuid.uuid4().hex
+    assert post(c, "/create", x_user=user).status_code == 201
+    refused = post(c, "/create", x_user=user)
+    problem(refused, 429, "too-soon")
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert post(c, "/create", x_user=uuid.uuid4().hex).status_code == 201
+
+
+# -- property --------------------------------------------------------------------------------
+latin1 = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=255), max_size=40)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    method=st.sampled_from(["POST", "PATCH", "PUT", "DELETE", "GET"]),
+    idem=st.one_of(st.none(), latin1, st.uuids().map(lambda u: f'"{u}"')),
+    tenant=st.one_of(st.none(), latin1),
+    rid=st.one_of(st.none(), latin1),
+    content_type=st.sampled_from(["application/json", "text/plain", 'x/y; q="1"']),
+    body=st.binary(max_size=300),
+)
+def test_property_never_500_never_twice(
+    method: str,
+    idem: str | None,
+    tenant: str | None,
+    rid: str | None,
+    content_type: str,
+    body: bytes,
+) -> None:
+    views().guard.store = MemoryStore()
+    c = client()
+    extra = {
+        name: value
+        for name, value in (
+            ("HTTP_IDEMPOTENCY_KEY", idem),
+            ("HTTP_X_TENANT", tenant),
+            ("HTTP_X_REQUEST_ID", rid),
+        )
+        if value is not None
+    }
+    before = sum(views().runs.values())
+    first = c.generic(method, "/orders", body, content_type, **extra)
+    middle = sum(views().runs.values())
+    second = c.generic(method, "/orders", body, content_type, **extra)
+    assert first.status_code != 500
+    assert second.status_code != 500
+    if first.has_header("Idempotency-Retention") and first.status_code == 201:
+        assert middle - before == 1
+        assert sum(views().runs.values()) == middle
+        assert second.content == first.content
