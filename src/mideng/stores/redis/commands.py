@@ -1,7 +1,7 @@
 """What the Redis store sends and what the replies mean, written once for sync and async.
 
-Each method returns an Op: the command (mostly one Lua operation, with its key and
-arguments) and the function that turns the reply into the store's answer. RedisStore runs Ops
+Each method returns a Command: what to send (mostly one Lua operation, with its key and
+arguments) and the function that turns the reply into the store's answer. RedisStore runs Commands
 with a redis-py client or with a redis.asyncio one; nothing here does I/O.
 """
 
@@ -30,7 +30,7 @@ OUTCOMES = (
 )
 
 
-class Op(Generic[T]):
+class Command(Generic[T]):
     """One command for Redis and what its reply means.
 
     With a ``script``, ``args`` are its key and arguments, and the runner calls it by
@@ -107,10 +107,10 @@ class Commands:
 
     def script(
         self, script: Script, key: str, args: tuple[Any, ...], finish: Callable[[Any], T]
-    ) -> Op[T]:
-        return Op((key, *args), finish, script)
+    ) -> Command[T]:
+        return Command((key, *args), finish, script)
 
-    def claim(self, req: ClaimRequest) -> Op[Claim]:
+    def claim(self, req: ClaimRequest) -> Command[Claim]:
         scope, key = req.scope, req.key
 
         def finish(reply: bytes) -> Claim:
@@ -139,7 +139,7 @@ class Commands:
         args: tuple[Any, ...],
         result: bytes | None = None,
         error: bytes | None = None,
-    ) -> Op[Record]:
+    ) -> Command[Record]:
         def finish(reply: bytes) -> Record:
             code, _, record = decode(ticket.scope, ticket.key, reply, result, error)
             if code == 0 or record is None:
@@ -150,15 +150,17 @@ class Commands:
             script, self.key(ticket.scope, ticket.key), (ticket.owner, ticket.fence, *args), finish
         )
 
-    def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Op[Record]:
+    def complete(
+        self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
+    ) -> Command[Record]:
         return self.fenced(
             self.scripts.complete, ticket, (result, codec, seconds(ttl)), result=result
         )
 
-    def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Op[Record]:
+    def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Command[Record]:
         return self.fenced(self.scripts.fail, ticket, (error, seconds(ttl)), error=error)
 
-    def release(self, ticket: Ticket) -> Op[None]:
+    def release(self, ticket: Ticket) -> Command[None]:
         def finish(reply: bytes) -> None:
             code, _, record = decode(ticket.scope, ticket.key, reply)
             if code == 0:
@@ -171,17 +173,17 @@ class Commands:
             finish,
         )
 
-    def heartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Op[Record]:
+    def heartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Command[Record]:
         return self.fenced(self.scripts.heartbeat, ticket, (seconds(lease), seconds(ttl)))
 
-    def get(self, scope: str, key: str) -> Op[Record | None]:
+    def get(self, scope: str, key: str) -> Command[Record | None]:
         def finish(reply: bytes) -> Record | None:
             return decode(scope, key, reply)[2]
 
         return self.script(self.scripts.get, self.key(scope, key), (), finish)
 
-    def forget(self, scope: str, key: str) -> Op[bool]:
-        return Op(("DEL", self.key(scope, key)), bool)
+    def forget(self, scope: str, key: str) -> Command[bool]:
+        return Command(("DEL", self.key(scope, key)), bool)
 
     def resolve(
         self,
@@ -191,7 +193,7 @@ class Commands:
         codec: str | None,
         failed: bool,
         ttl: float | None,
-    ) -> Op[Record]:
+    ) -> Command[Record]:
         def finish(reply: bytes) -> Record:
             code, now, current = decode(scope, key, reply)
             if code == 0 or current is None:
@@ -206,7 +208,7 @@ class Commands:
             finish,
         )
 
-    def put(self, record: Record) -> Op[bool]:
+    def put(self, record: Record) -> Command[bool]:
         return self.script(
             self.scripts.put,
             self.key(record.scope, record.key),
@@ -214,11 +216,11 @@ class Commands:
             lambda n: n == 1,
         )
 
-    def put_token(self, scope: str, key: str, token: str, ttl: float) -> Op[None]:
+    def put_token(self, scope: str, key: str, token: str, ttl: float) -> Command[None]:
         ms = max(1, math.ceil(ttl * 1000))
-        return Op(("SET", self.side_key("token", scope, key), token, "PX", ms), _ok)
+        return Command(("SET", self.side_key("token", scope, key), token, "PX", ms), _ok)
 
-    def take_token(self, scope: str, key: str, token: str) -> Op[bool]:
+    def take_token(self, scope: str, key: str, token: str) -> Command[bool]:
         return self.script(
             self.scripts.take_token,
             self.side_key("token", scope, key),
@@ -226,7 +228,7 @@ class Commands:
             lambda n: n == 1,
         )
 
-    def hit(self, scope: str, key: str, window: float, limit: int) -> Op[float | None]:
+    def hit(self, scope: str, key: str, window: float, limit: int) -> Command[float | None]:
         if limit < 1:
             raise ConfigurationError(f"hit limit must be at least 1: {limit!r}")
         return self.script(

@@ -21,7 +21,7 @@ from typing import Any, TypeVar, overload
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import Store
-from mideng.stores.redis.commands import Commands, Op, stuck
+from mideng.stores.redis.commands import Command, Commands, stuck
 from mideng.stores.redis.connect import Connection, Target, connect, parse, redact
 from mideng.stores.redis.direct import AsyncDirectSender, DirectSender, pack, usable
 from mideng.stores.redis.rows import NAMES
@@ -159,7 +159,7 @@ class RedisStore(Store):
             return conn.direct.call(pack(args))
         return conn.client.execute_command(*args)
 
-    def _run(self, op: Op[T]) -> T:
+    def _run(self, op: Command[T]) -> T:
         conn = self._connection()
         calls = self._calls
         try:
@@ -178,7 +178,7 @@ class RedisStore(Store):
             return await conn.direct.call(pack(args))
         return await conn.client.execute_command(*args)
 
-    async def _arun(self, op: Op[T]) -> T:
+    async def _arun(self, op: Command[T]) -> T:
         try:
             conn = await self._aconnection()
             calls = self._calls
