@@ -21,7 +21,7 @@ from typing import Any
 
 from mideng.context import get_request_id
 from mideng.core.canonical import canonical_bytes
-from mideng.core.keys import MAX_KEY_LENGTH, MAX_SCOPE_LENGTH, RESERVED_PREFIXES
+from mideng.core.keys import MAX_KEY_LENGTH, MAX_SCOPE_LENGTH, check_scope
 from mideng.core.policy import Policy
 from mideng.errors import (
     ConfigurationError,
@@ -195,13 +195,6 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _text(value: str) -> str:
-    # A lone surrogate (an undecodable path from some servers) can't be encoded as UTF-8;
-    # spell it out instead of failing the request. Not one-to-one (a lone U+DCFF comes out as
-    # the six characters of its escape), so scopes and fingerprints use http.identity instead.
-    return value.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def _header(value: str | None) -> Form | None:
     return None if value is None else exact(value)
 
@@ -259,11 +252,10 @@ class HttpOptions:
             raise ConfigurationError(
                 f"scope_prefix must be a short name without ':': {self.scope_prefix!r}"
             )
-        if f"{self.scope_prefix}:" in RESERVED_PREFIXES:  # else every request would be a 400
-            raise ConfigurationError(
-                f"scope_prefix {self.scope_prefix!r} is reserved for "
-                f"{RESERVED_PREFIXES[self.scope_prefix + ':']}"
-            )
+        try:  # the Guard's own scope rule, at start-up: else every request would be a 400
+            check_scope(f"{self.scope_prefix}:-")
+        except InvalidKeyError as exc:
+            raise ConfigurationError(f"scope_prefix {self.scope_prefix!r}: {exc}") from None
         object.__setattr__(self, "_methods", frozenset(m.upper() for m in self.methods))
         object.__setattr__(self, "_policy", [])
         object.__setattr__(
