@@ -11,7 +11,7 @@ import itertools
 import weakref
 from collections.abc import Awaitable, Callable
 
-from mideng.guard.lease import RETRY_FLOOR, Lease
+from mideng.guard.lease import Lease
 
 _INF = float("inf")
 
@@ -77,9 +77,10 @@ class _LoopBeats:
             try:
                 beat.task = self.loop.create_task(self._renew(beat))
             except Exception as exc:
-                # Counted as a failed renewal, so the beat is tried again (sooner near its end).
+                # Counted as a failed renewal: settle schedules the next try (never sooner than
+                # the retry floor), so a loop that keeps refusing tasks is not spun.
                 beat.settle(now, now, exc)
-                self._arm(max(beat.due, now + beat.period * RETRY_FLOOR))
+                self._arm(beat.due)
 
     async def _renew(self, beat: AsyncBeat) -> None:
         sent = self.loop.time()

@@ -17,7 +17,7 @@ from mideng.errors import LeaseLostError
 from mideng.observability import logs
 
 # Retry pacing after a failure, in periods: at most one period apart, at least 1/20.
-RETRY_FLOOR = 1 / 20
+_RETRY_FLOOR = 1 / 20
 _AFTER_LAPSE = 1 / 2
 
 
@@ -104,7 +104,7 @@ class Lease:
         remaining = self.deadline - now
         if remaining > 0:
             # Geometric towards the end: a third of what is left, never below a floor.
-            delay = min(self.period, max(remaining / 3, self.period * RETRY_FLOOR))
+            delay = min(self.period, max(remaining / 3, self.period * _RETRY_FLOOR))
         else:
             delay = self.period * _AFTER_LAPSE
             if not self.lapsed:
