@@ -209,15 +209,23 @@ def _kill_postgresql(opened: Opened) -> int:
 
 def _kill_mysql(opened: Opened) -> int:
     import pymysql  # type: ignore[import-untyped]
+    from sqlalchemy.engine import make_url
 
+    url = make_url(MYSQL_URL)
     killed = 0
-    conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", database="test")
+    conn = pymysql.connect(
+        host=url.host,
+        port=url.port,
+        user=url.username,
+        password=url.password or "",
+        database=url.database,
+    )
     try:
         with conn.cursor() as cur:
             # Every other connection to the test database: only this test's stores are open.
             cur.execute(
                 "SELECT ID FROM information_schema.PROCESSLIST "
-                "WHERE DB = 'test' AND ID <> CONNECTION_ID() AND COMMAND <> 'Daemon'"
+                "WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND COMMAND <> 'Daemon'"
             )
             for (ident,) in cur.fetchall():
                 try:
@@ -227,7 +235,6 @@ def _kill_mysql(opened: Opened) -> int:
                     pass  # gone meanwhile
     finally:
         conn.close()
-    assert MYSQL_URL
     return killed
 
 
