@@ -1,5 +1,6 @@
 """Transactional mode checks scope and key like every guarded call: a reserved namespace or a
-lone surrogate is InvalidKeyError before the block sends a statement, sync and async."""
+lone surrogate is InvalidKeyError before the block sends a statement, sync and async; a
+result the codec refuses rolls the block back instead of committing its writes unrecorded."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import Connection, event, text
 from sqlalchemy.engine import Engine
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
-from mideng.errors import InvalidKeyError
-from tests.guard.test_transaction import Db, db
+from mideng.errors import CodecError, InvalidKeyError
+from tests.guard.test_transaction import Db, db, pay
 
 __all__ = ["db"]  # the fixture, used by name
 
@@ -76,3 +77,43 @@ async def test_async_a_refused_scope_or_key_sends_nothing(db: Db) -> None:
                 assert seen
     finally:
         await engine.dispose()
+
+
+# -- a result the codec refuses ---------------------------------------------------------------
+def test_an_unencodable_result_rolls_back_the_block(db: Db) -> None:
+    def block(conn: Connection) -> None:
+        with db.guard.transaction(conn, "pay", "o-9") as tx:
+            pay(conn, db, "o-9", 5)
+            tx.set_result(object())
+
+    with db.engine.connect() as conn:
+        with pytest.raises(CodecError):
+            block(conn)
+        assert not conn.in_transaction()
+    assert db.orders_for("o-9") == []  # the business write went with the record
+    assert db.guard.get("pay", "o-9") is None  # and the key is free for the retry
+    with db.engine.connect() as conn, db.guard.transaction(conn, "pay", "o-9") as tx:
+        assert not tx.replayed
+        tx.set_result(pay(conn, db, "o-9", 5))
+    assert len(db.orders_for("o-9")) == 1
+
+
+@pytest.mark.anyio
+async def test_async_an_unencodable_result_rolls_back_the_block(db: Db) -> None:
+    insert = text(f"INSERT INTO {db.orders} (id, order_key, amount) VALUES ('a', 'o-8', 5)")
+
+    async def block(conn: AsyncConnection) -> None:
+        async with db.guard.atransaction(conn, "pay", "o-8") as tx:
+            await conn.execute(insert)
+            tx.set_result(object())
+
+    engine = create_async_engine(db.aurl)
+    try:
+        async with engine.connect() as conn:
+            with pytest.raises(CodecError):
+                await block(conn)
+            assert not conn.in_transaction()
+    finally:
+        await engine.dispose()
+    assert db.orders_for("o-8") == []
+    assert db.guard.get("pay", "o-8") is None

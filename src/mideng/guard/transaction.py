@@ -26,20 +26,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from mideng.core.flow import Call, Raise, Return, Run
 from mideng.core.record import Record, Ticket
 from mideng.db.dialect import retryable
 from mideng.db.site import AsyncSite, Site
-from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.guard.driver import Driver
 from mideng.stores.sql.table import RecordTable
 
 log = logging.getLogger("mideng")
+T = TypeVar("T")
 _UNSET: Any = object()
 # A claim that loses a deadlock in a transaction the block began itself is simply run again.
 CLAIM_RETRIES = 3
@@ -129,31 +129,116 @@ def _decided(guard: Driver, call: Call, claim: Any) -> Tx | float:
     return action.delay
 
 
-# The exception that got us here is the one the caller must see: a rollback that fails too
-# (the connection died with it) is logged, not raised over it.
-def _quietly(rollback: Callable[..., None], **kwargs: Any) -> None:
-    try:
-        rollback(**kwargs)
-    except Exception as exc:
-        log.warning("mideng could not roll back the transactional block: %s", exc)
-
-
-async def _aquietly(rollback: Awaitable[None]) -> None:
-    try:
-        await rollback
-    except Exception as exc:
-        log.warning("mideng could not roll back the transactional block: %s", exc)
+# What a transactional block asks of its site, written once as generators of commands that a
+# sync and an async loop carry out: ("open", savepoint) -> kind, ("run", op) -> the op's
+# answer, ("restart", None) -> kind, ("rollback", whole), ("commit", None), ("sleep", secs).
+# A command's error is thrown back into the generator, as the call would have raised it there.
+Cmd = tuple[str, Any]
+Steps = Generator[Cmd, Any, T]
 
 
 def _deadlocked(exc: BaseException) -> bool:
     return retryable(getattr(exc, "orig", exc))  # the driver's error inside SQLAlchemy's
 
 
-def _complete(records: RecordTable, kind: str, call: Call, tx: Tx) -> Op[Record]:
-    assert tx.ticket is not None
-    policy = call.policy
-    data = policy.codec.encode(tx.value)
-    return records.complete(kind, tx.ticket, data, policy.codec.name, policy.ttl, tx.record)
+def _rollback(whole: bool) -> Steps[None]:
+    # The exception that got us here is the one the caller must see: a rollback that fails too
+    # (the connection died with it) is logged, not raised over it.
+    try:
+        yield ("rollback", whole)
+    except Exception as exc:
+        log.warning("mideng could not roll back the transactional block: %s", exc)
+
+
+def _enter(
+    guard: Driver, call: Call, records: RecordTable, owned: bool, savepoint: bool
+) -> Steps[tuple[str, Tx]]:
+    """Open the block and claim its key: the statement kind and the block's Tx."""
+    try:
+        kind = yield ("open", savepoint)
+        attempt = 0
+        while True:
+            try:
+                claim = yield ("run", records.claim(kind, call.request()))
+                outcome = _decided(guard, call, claim)
+            except Exception as exc:
+                if not (owned and _deadlocked(exc) and attempt < CLAIM_RETRIES):
+                    raise
+                attempt += 1
+                kind = yield ("restart", None)
+                continue
+            if isinstance(outcome, Tx):
+                return kind, outcome
+            yield ("sleep", outcome)
+    except BaseException:
+        yield from _rollback(whole=False)  # a refusal never aborts the caller's transaction
+        raise
+
+
+def _leave(records: RecordTable, kind: str, call: Call, tx: Tx, failed: bool) -> Steps[None]:
+    """After the block: store its result and commit, or roll back what it did."""
+    if failed:
+        yield from _rollback(whole=not tx.replayed)
+        return
+    if not tx.replayed:
+        assert tx.ticket is not None
+        policy = call.policy
+        try:  # an unencodable result rolls back too: nothing of the block may commit unrecorded
+            data = policy.codec.encode(tx.value)
+            ttl, codec = policy.ttl, policy.codec.name
+            yield ("run", records.complete(kind, tx.ticket, data, codec, ttl, tx.record))
+        except BaseException:
+            yield from _rollback(whole=True)
+            raise
+    yield ("commit", None)
+
+
+def _carry_out(site: Site, steps: Steps[T]) -> T:
+    reply: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            name, arg = steps.throw(error) if error is not None else steps.send(reply)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        reply, error = None, None
+        try:
+            if name == "run":
+                reply = site.run(arg)
+            elif name == "sleep":
+                time.sleep(arg)
+            elif name == "rollback":
+                site.rollback(whole=arg)
+            elif name == "open":
+                reply = site.open(arg)
+            else:
+                reply = getattr(site, name)()
+        except BaseException as exc:
+            error = exc
+
+
+async def _acarry_out(site: AsyncSite, steps: Steps[T]) -> T:
+    reply: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            name, arg = steps.throw(error) if error is not None else steps.send(reply)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        reply, error = None, None
+        try:
+            if name == "run":
+                reply = await site.run(arg)
+            elif name == "sleep":
+                await asyncio.sleep(arg)
+            elif name == "rollback":
+                await site.rollback(whole=arg)
+            elif name == "open":
+                reply = await site.open(arg)
+            else:
+                reply = await getattr(site, name)()
+        except BaseException as exc:
+            error = exc
 
 
 @contextmanager
@@ -173,33 +258,13 @@ def transaction(
     records = _record_table(guard, table)
     site = Site(conn)
     call = _call(guard, scope, key, payload, result_type, options)
-    try:
-        kind = site.open(savepoint)
-        attempt = 0
-        while True:
-            try:
-                outcome = _decided(guard, call, site.run(records.claim(kind, call.request())))
-            except Exception as exc:
-                if not (site.owned and _deadlocked(exc) and attempt < CLAIM_RETRIES):
-                    raise
-                attempt += 1
-                kind = site.restart()
-                continue
-            if isinstance(outcome, Tx):
-                break
-            time.sleep(outcome)
-    except BaseException:
-        _quietly(site.rollback, whole=False)  # a refusal never aborts the caller's transaction
-        raise
-    tx = outcome
+    kind, tx = _carry_out(site, _enter(guard, call, records, site.owned, savepoint))
     try:
         yield tx
-        if not tx.replayed:
-            site.run(_complete(records, kind, call, tx))
     except BaseException:
-        _quietly(site.rollback, whole=not tx.replayed)
+        _carry_out(site, _leave(records, kind, call, tx, failed=True))
         raise
-    site.commit()
+    _carry_out(site, _leave(records, kind, call, tx, failed=False))
 
 
 @asynccontextmanager
@@ -219,31 +284,10 @@ async def atransaction(
     records = _record_table(guard, table)
     site = AsyncSite(conn)
     call = _call(guard, scope, key, payload, result_type, options)
-    try:
-        kind = await site.open(savepoint)
-        attempt = 0
-        while True:
-            try:
-                claim = await site.run(records.claim(kind, call.request()))
-                outcome = _decided(guard, call, claim)
-            except Exception as exc:
-                if not (site.owned and _deadlocked(exc) and attempt < CLAIM_RETRIES):
-                    raise
-                attempt += 1
-                kind = await site.restart()
-                continue
-            if isinstance(outcome, Tx):
-                break
-            await asyncio.sleep(outcome)
-    except BaseException:
-        await _aquietly(site.rollback(whole=False))
-        raise
-    tx = outcome
+    kind, tx = await _acarry_out(site, _enter(guard, call, records, site.owned, savepoint))
     try:
         yield tx
-        if not tx.replayed:
-            await site.run(_complete(records, kind, call, tx))
     except BaseException:
-        await _aquietly(site.rollback(whole=not tx.replayed))
+        await _acarry_out(site, _leave(records, kind, call, tx, failed=True))
         raise
-    await site.commit()
+    await _acarry_out(site, _leave(records, kind, call, tx, failed=False))
