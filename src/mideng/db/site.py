@@ -16,6 +16,7 @@ operation on it. The rules live in ``_Rules``, written once; the two classes onl
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -71,6 +72,16 @@ class _Rules:
         self.kind = kind_of(connection.dialect)
         return self.kind
 
+    def _after_failed_commit(self) -> Callable[[], Any]:
+        # A COMMIT that fails leaves SQLAlchemy's transaction inactive but the connection in
+        # it: until someone rolls the connection back, its next statement is refused, and a
+        # pool that does not reset it would hand the dead transaction to the next user. A site
+        # that began the transaction rolls the connection itself back; one that began only a
+        # savepoint undoes that, and the caller's transaction stays the caller's.
+        if self.owned:
+            return self.conn.rollback  # type: ignore[no-any-return]
+        return self.begun.rollback  # type: ignore[no-any-return]
+
     def _undo(self, whole: bool) -> Callable[[], Any] | None:
         if self.begun is not None:
             return self.begun.rollback if self.begun.is_active else None
@@ -108,7 +119,9 @@ class Site(_Rules):
         try:
             self.begun.commit()
         except BaseException:
-            self.rollback(whole=False)
+            undo = self._after_failed_commit()
+            with contextlib.suppress(Exception):  # the commit's own error is the one to raise
+                undo()
             raise
 
     def rollback(self, *, whole: bool) -> None:
@@ -151,7 +164,9 @@ class AsyncSite(_Rules):
         try:
             await self.begun.commit()
         except BaseException:
-            await self.rollback(whole=False)
+            undo = self._after_failed_commit()
+            with contextlib.suppress(Exception):
+                await undo()
             raise
 
     async def rollback(self, *, whole: bool) -> None:
