@@ -15,16 +15,19 @@ import asyncio
 import functools
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from mideng.core.record import Record
 from mideng.db.drive import drive
+from mideng.db.site import AsyncSite, Site
 from mideng.db.statements import Op, Res, Sql, Stmt, T
 from mideng.errors import StoreUnavailableError
 from mideng.stores.sql.execute import AsyncExecutor, Executor
 from mideng.stores.sql.ops import get
 from mideng.stores.sql.statements import Statements
+from mideng.stores.sql.table import RecordTable
 from mideng.stores.steps import ARGUMENTS, Finished, OperationEntry, StepStore, step_lost
 
 # The longest step id kept (a step's name and its call number); MySQL's key needs a bound.
@@ -340,3 +343,31 @@ class SQLiteSteps(StepStore):
 @functools.cache
 def _sqlite(table: str) -> Statements:
     return Statements("sqlite", table)
+
+
+@contextmanager
+def step_transaction(conn: Any, table: RecordTable) -> Iterator[Callable[..., None]]:
+    """Run a step inside the caller's transaction on ``conn`` (beginning one when none is
+    active, and then committing it); what it yields records the step there, so the record
+    commits or rolls back with the step's own writes."""
+    site = Site(conn)
+    s = table.statements(site.open(False))
+    try:
+        yield lambda *step: site.run(record_step(s, *step))
+    except BaseException:
+        site.rollback(whole=False)
+        raise
+    site.commit()
+
+
+@asynccontextmanager
+async def astep_transaction(conn: Any, table: RecordTable) -> AsyncIterator[Any]:
+    """``step_transaction`` on an AsyncConnection / AsyncSession; what it yields is awaited."""
+    site = AsyncSite(conn)
+    s = table.statements(await site.open(False))
+    try:
+        yield lambda *step: site.run(record_step(s, *step))
+    except BaseException:
+        await site.rollback(whole=False)
+        raise
+    await site.commit()
