@@ -19,7 +19,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from mideng.core.keys import (
     KeySpec,
@@ -48,6 +48,7 @@ from mideng.guard.steps import Running, check_name, running_operation, step_wrap
 from mideng.stores.steps import StepStore
 
 log = logging.getLogger("mideng")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _steps_of(guard: Driver) -> StepStore:
@@ -80,7 +81,7 @@ class Operations:
         steps: tuple[str, ...] | list[str] | None = None,
         payload: Callable[..., Any] | None = None,
         **options: Any,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    ) -> Callable[[F], F]:
         """Decorate a ``def`` or ``async def`` whose steps resume where a failed run stopped.
 
         ``key``, ``payload`` and the options are ``idempotent``'s. ``steps``: the step names
@@ -100,16 +101,16 @@ class Operations:
         for name in declared:
             check_name(name)
 
-        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def decorate(fn: F) -> F:
             wrapper = _operation(guard, scope, key, payload, options, fn)
             Register.of(guard).add(scope, wrapper, fn, declared, options)
-            return wrapper
+            return cast(F, wrapper)
 
         return decorate
 
     def step(
         self, name: str, /, *, conn: str | None = None, key_arg: str | None = None
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    ) -> Callable[[F], F]:
         """Decorate a function an operation calls for one effect.
 
         ``conn``: the name of the step's argument holding the caller's SQLAlchemy connection;
@@ -118,7 +119,11 @@ class Operations:
         key (as ``mideng.effects.step_key()`` gives it), to pass on as an Idempotency-Key.
         """
         check_name(name)
-        return lambda fn: step_wrapper(name, conn, key_arg, fn)
+
+        def decorate(fn: F) -> F:
+            return cast(F, step_wrapper(name, conn, key_arg, fn))
+
+        return decorate
 
     # -- the operator views (mideng.guard.recovery) -------------------------------------------
     def pending(self, scope: str | None = None, limit: int = 100) -> list[PendingOperation]:
