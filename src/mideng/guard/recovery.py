@@ -233,7 +233,10 @@ def _ran(item: PendingOperation, outcome: Any, error: BaseException | None) -> R
 def reconcile(guard: Driver, scope: str | None, limit: int) -> list[Reconciled]:
     store = _store(guard)
     entries = store.operations(scope, limit)
-    report = _cleared(guard, entries, store.clear_steps)
+    report = []
+    for entry in _done(entries):
+        store.clear_steps(entry.scope, entry.key)
+        report.append(Reconciled(entry.scope, entry.key, "cleared"))
     for item in _pending(guard, entries):
         plan = _plan(guard, item)
         if isinstance(plan, Reconciled):
@@ -257,10 +260,9 @@ async def areconcile(guard: Driver, scope: str | None, limit: int) -> list[Recon
     store = _store(guard)
     entries = await store.aoperations(scope, limit)
     report = []
-    for entry in entries:
-        if state_of(entry.record, time.time(), 0) == "done":
-            await store.aclear_steps(entry.scope, entry.key)
-            report.append(Reconciled(entry.scope, entry.key, "cleared"))
+    for entry in _done(entries):
+        await store.aclear_steps(entry.scope, entry.key)
+        report.append(Reconciled(entry.scope, entry.key, "cleared"))
     for item in _pending(guard, entries):
         plan = _plan(guard, item)
         if isinstance(plan, Reconciled):
@@ -280,17 +282,11 @@ async def areconcile(guard: Driver, scope: str | None, limit: int) -> list[Recon
     return report
 
 
-def _cleared(
-    guard: Driver, entries: list[OperationEntry], clear: Callable[[str, str], None]
-) -> list[Reconciled]:
-    """Drop the kept steps of operations whose record completed (the clear after completion
-    did not happen: the process died in between, or the store failed then)."""
-    report = []
-    for entry in entries:
-        if state_of(entry.record, time.time(), 0) == "done":
-            clear(entry.scope, entry.key)
-            report.append(Reconciled(entry.scope, entry.key, "cleared"))
-    return report
+def _done(entries: list[OperationEntry]) -> list[OperationEntry]:
+    """Operations whose record completed but whose kept steps are left (the process died
+    between the two writes, or the store failed at the second)."""
+    now = time.time()
+    return [e for e in entries if state_of(e.record, now, 0) == "done"]
 
 
 def _stale(
