@@ -21,7 +21,7 @@ from typing import Any
 
 from mideng import Guard, open_store
 from mideng.effects import step_key
-from mideng.errors import LeaseLostError
+from mideng.errors import InProgressError, LeaseLostError
 
 STEPS = ("mark_paid", "issue_coupon", "add_points", "send_sms")
 
@@ -65,6 +65,7 @@ def build(
     die_after: int = 0,
     pause_after: int = 0,
     hooks: dict[str, Callable[[], None]] | None = None,
+    step_time: float = 0.0,
 ) -> tuple[Guard, Callable[[str], dict[str, Any]], Callable[[str, int], str]]:
     guard = Guard(open_store(url, **options), lease=lease)
     provider = Provider(work / "provider.db")
@@ -73,6 +74,7 @@ def build(
     def effect(name: str, order: str) -> str:
         if name in hooks:
             hooks[name]()
+        time.sleep(step_time)
         fd = os.open(work / "effects", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         try:
             os.write(fd, f"{name}:{order}\n".encode())
@@ -142,13 +144,24 @@ def main() -> int:
         float(lease),
         die_after=int(os.environ.get("MIDENG_DIE_AFTER", "0")),
         pause_after=int(os.environ.get("MIDENG_PAUSE_AFTER", "0")),
+        step_time=float(os.environ.get("MIDENG_STEP_TIME", "0")),
     )
+    work = Path(workdir)
+    if os.environ.get("MIDENG_WAIT_GO"):  # a race: start with the others
+        (work / f"ready-{os.getpid()}").write_text("ready")
+        while not (work / "race-go").exists():
+            time.sleep(0.005)
     try:
         for order in orders:
-            if what == "pay":
-                pay(order)
-            else:
-                checkout(order, 1250)
+            while True:
+                try:
+                    if what == "pay":
+                        pay(order)
+                    else:
+                        checkout(order, 1250)
+                    break
+                except InProgressError:  # another caller is paying it: ask again
+                    time.sleep(0.01)
     except LeaseLostError:
         return 3
     finally:
