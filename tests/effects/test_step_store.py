@@ -57,8 +57,14 @@ def test_steps_are_kept_under_the_claim_and_read_back_at_once(
     assert entry.record is not None
     assert entry.record.status is Status.PROCESSING
     assert [r.key for r in _do(runner, store, "running", scope, 10)] == ["o1"]
+    _claim(opened, scope, "o0", "owner-0")
+    _do(runner, store, "begin_steps", scope, "o0", "owner-0", b"{}", "json")
+    # The oldest operations first, each whole, at most ``limit`` of them.
+    (oldest,) = _do(runner, store, "operations", scope, 1)
+    assert (oldest.key, oldest.steps) == ("o1", ["mark_paid#1", "issue_coupon#1"])
+    assert len(_do(runner, store, "operations", None, 1000)) >= 2
     _do(runner, store, "clear_steps", scope, "o1")
-    assert _do(runner, store, "operations", scope, 10) == []
+    assert [e.key for e in _do(runner, store, "operations", scope, 10)] == ["o0"]
 
 
 def test_a_step_of_a_lost_claim_is_refused_and_changes_nothing(

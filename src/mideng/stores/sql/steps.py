@@ -106,9 +106,19 @@ class StepStatements:
         else:  # SQLite: one local transaction per statement; no DML inside a CTE there
             self.begin = [Sql(keep.replace("INSERT", "INSERT OR IGNORE", 1)), Sql(answer)]
         self.clear = Sql(f"DELETE FROM {st} WHERE scope = :scope AND {k} = :key")
-        listing = f"SELECT scope, {k}, step, CASE WHEN step = '' THEN result END, codec, at FROM"
-        self.listing_all = Sql(f"{listing} {st} ORDER BY at")
-        self.listing_scope = Sql(f"{listing} {st} WHERE scope = :scope ORDER BY at")
+
+        # The oldest ``limit`` operations (by their arguments' row) and every row of each: a
+        # derived table, since MySQL takes no LIMIT inside IN (...).
+        def listing(where: str) -> Sql:
+            return Sql(
+                f"SELECT x.scope, x.{k}, x.step, CASE WHEN x.step = '' THEN x.result END, "
+                f"x.codec, x.at FROM {st} x JOIN (SELECT scope, {k} FROM {st} WHERE step = '' "
+                f"{where}ORDER BY at LIMIT :limit) o ON x.scope = o.scope AND x.{k} = o.{k} "
+                "ORDER BY x.at"
+            )
+
+        self.listing_all = listing("")
+        self.listing_scope = listing("AND scope = :scope ")
         running = f"SELECT {s.cols} FROM {t} WHERE status = 'processing'"
         self.running_all = Sql(f"{running} ORDER BY created_at LIMIT :limit")
         self.running_scope = Sql(f"{running} AND scope = :scope ORDER BY created_at LIMIT :limit")
@@ -183,9 +193,9 @@ def clear_steps(s: Statements, scope: str, key: str) -> Op[None]:
 def operations(s: Statements, scope: str | None, limit: int) -> Op[list[OperationEntry]]:
     q = statements(s.kind, s.table)
     if scope is None:
-        res = yield Stmt(q.listing_all)
+        res = yield Stmt(q.listing_all, {"limit": int(limit)})
     else:
-        res = yield Stmt(q.listing_scope, {"scope": scope})
+        res = yield Stmt(q.listing_scope, {"scope": scope, "limit": int(limit)})
     found: dict[tuple[str, str], OperationEntry] = {}
     for row_scope, row_key, step, arguments, codec, at in res.rows:
         ident = (_text(row_scope), _text(row_key))
