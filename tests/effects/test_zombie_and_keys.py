@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from mideng.errors import InProgressError
+from mideng.stores.steps import StepStore
 from tests.backends import Ctx, Opened
 from tests.effects.payment import Provider, build, effects
 from tests.effects.processes import LEASE, open_backend, start, until
@@ -61,6 +62,13 @@ def test_sigstopped_zombie_cannot_record_a_step(crash_store: Opened, tmp_path: P
         (tmp_path / "go").write_text("go")
         os.kill(zombie.pid, signal.SIGCONT)
         assert zombie.wait(30) == 3, "the zombie's step was recorded"
+        # The zombie's issue_coupon ran and its record was refused: it stopped there, and the
+        # only step kept is the one it recorded while it still held the claim.
+        assert "add_points:order-z" not in effects(tmp_path)
+        store = guard.store
+        assert isinstance(store, StepStore)
+        (kept,) = store.operations("pay_notify")
+        assert kept.steps == ["mark_paid#1"]
         release.set()
         taker.join(30)
         assert len(results) == 1
