@@ -64,6 +64,17 @@ class LeaseLostError(_RecordError):
     """The caller's claim was taken over (its fence is stale); its late write changed nothing."""
 
 
+class AttemptsExhaustedError(_RecordError):
+    """A task (on_error="retry") failed max_attempts times; it is refused until an operator
+    forgets (releases) or resolves its record. ``last_error``: its last failure, rebuilt."""
+
+    def __init__(
+        self, message: str, record: Record | None = None, last_error: BaseException | None = None
+    ) -> None:
+        super().__init__(message, record)
+        self.last_error = last_error
+
+
 class StoreUnavailableError(IdempotencyError):
     """The store could not be reached or failed; the driver error is chained as __cause__."""
 
@@ -82,6 +93,7 @@ class RecordedFailureError(_RecordError):
 
 
 __all__ = [
+    "AttemptsExhaustedError",
     "CodecError",
     "ConfigurationError",
     "IdempotencyError",

@@ -67,7 +67,7 @@ def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim
         return Claim(ACQUIRED, fresh(req, now, current)), True
 
     status = current.status
-    if status is FAILED and current.error is None:
+    if status is FAILED and (current.error is None or current.attempts < req.max_attempts):
         return Claim(ACQUIRED, fresh(req, now, current)), True
 
     # The record stands (no write). Compared by identity, not looked up in a dict: an enum

@@ -24,6 +24,7 @@ from mideng.core.record import (
     Ticket,
 )
 from mideng.errors import (
+    AttemptsExhaustedError,
     IdempotencyError,
     InProgressError,
     PayloadMismatchError,
@@ -59,6 +60,16 @@ class Wait:
 Action = Run | Return | Raise | Wait
 
 
+def exhausted(scope: str, key: str, record: Record) -> AttemptsExhaustedError:
+    last = rebuild_failure(record.error) if record.error is not None else None
+    return AttemptsExhaustedError(
+        f"{scope}:{key} failed {record.attempts} times (the last: {last!r}); it runs again "
+        "only after an operator forgets (releases) or resolves it",
+        record,
+        last,
+    )
+
+
 @dataclass(slots=True)
 class Call:
     scope: str
@@ -83,6 +94,7 @@ class Call:
             self.fingerprint,
             p.on_expiry,
             self.request_id,
+            p.retry_limit,
         )
 
     def next(self, claim: Claim, now: float) -> Action:
@@ -129,6 +141,8 @@ class Call:
 
     def replay(self, record: Record) -> Action:
         if record.status is FAILED and record.error is not None:
+            if self.policy.retry_limit:
+                return Raise(exhausted(self.scope, self.key, record))
             return Raise(rebuild_failure(record.error))
         if record.result is None or record.codec is None:
             return Raise(IdempotencyError(f"{self.scope}:{self.key} has no stored result"))

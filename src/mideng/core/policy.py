@@ -15,6 +15,9 @@ from mideng.errors import ConfigurationError
 class OnError(str, enum.Enum):
     RELEASE = "release"  # drop the claim: a retry runs the body again
     RECORD = "record"  # keep the failure: duplicates get the same error back
+    # Task tracking: keep the failure (error, attempts, time) and let the next call run again,
+    # up to max_attempts; after that, callers get AttemptsExhaustedError.
+    RETRY = "retry"
 
 
 class OnInProgress(str, enum.Enum):
@@ -37,6 +40,8 @@ class Policy:
     # Availability over safety, only when asked: with the store down the body runs unguarded
     # (a WARNING each time) instead of failing with StoreUnavailableError.
     fail_open: bool = False
+    # on_error="retry": how many attempts a task gets before callers are refused.
+    max_attempts: int = 3
 
     def __post_init__(self) -> None:
         for name in ("lease", "wait_timeout"):
@@ -52,6 +57,13 @@ class Policy:
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from exc
         object.__setattr__(self, "codec", get_codec(self.codec))
+        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ConfigurationError(f"max_attempts must be an int >= 1: {self.max_attempts!r}")
+
+    @property
+    def retry_limit(self) -> int:
+        """The claim's max_attempts: 0 unless failures are kept and retried."""
+        return self.max_attempts if self.on_error is OnError.RETRY else 0
 
     def merged(self, **overrides: Any) -> Policy:
         if not overrides:

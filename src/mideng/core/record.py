@@ -119,6 +119,9 @@ class ClaimRequest:
     fingerprint: str | None = None
     on_expiry: ExpiryPolicy = ExpiryPolicy.TAKE_OVER
     request_id: str | None = None
+    #: A recorded failure from fewer attempts than this may run again (task tracking,
+    #: on_error="retry"); 0: a recorded failure always replays.
+    max_attempts: int = 0
 
 
 @dataclass(slots=True)

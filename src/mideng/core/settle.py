@@ -16,14 +16,16 @@ from mideng.core.failure import encode_failure
 from mideng.core.policy import OnError, Policy
 from mideng.errors import CodecError, ConfigurationError
 
-_RECORD = OnError.RECORD
+_RELEASE = OnError.RELEASE
 #: ``resolve(result=UNSET)``: no result given (None is a result).
 UNSET: Any = object()
 
 
 def failure_to_record(policy: Policy, exc: BaseException) -> bytes | None:
     """The failure to store for ``exc``, or None when the claim is to be released."""
-    if isinstance(exc, CodecError) or (policy.on_error is _RECORD and isinstance(exc, Exception)):
+    if isinstance(exc, CodecError) or (
+        policy.on_error is not _RELEASE and isinstance(exc, Exception)
+    ):
         return encode_failure(exc)
     return None
 

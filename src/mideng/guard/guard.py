@@ -29,6 +29,7 @@ from mideng.errors import (
 from mideng.guard.aheartbeat import start_async
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
+from mideng.guard.operations import Operations
 from mideng.guard.owners import new_owner
 from mideng.observability import logs
 from mideng.stores.base import Store
@@ -52,8 +53,11 @@ def return_hint(fn: Callable[..., Any]) -> Any:
     return None if hint is type(None) else hint
 
 
-class Guard:
-    """Runs a body at most once per (scope, key) and replays its result to duplicates."""
+class Guard(Operations):
+    """Runs a body at most once per (scope, key) and replays its result to duplicates.
+
+    Multi-step operations (``operation``, ``step``, ``pending``, ``reconcile``, ``stale``)
+    come from mideng.guard.operations."""
 
     def __init__(
         self,

@@ -401,9 +401,11 @@ def is_unresolved(record: Record, now: float) -> bool:
 
 
 def check_resolvable(scope: str, key: str, current: Record | None, now: float) -> None:
-    if current is None or not is_unresolved(current, now):
+    # A kept failure (a task out of attempts) is settled the same way, by an operator.
+    kept = current is not None and current.status is Status.FAILED and current.error is not None
+    if current is None or not (kept or is_unresolved(current, now)):
         state = "absent" if current is None else current.status.value
         raise IdempotencyError(
-            f"{scope}:{key} is {state}; only UNKNOWN records or processing records whose lease "
-            "ran out can be resolved"
+            f"{scope}:{key} is {state}; only UNKNOWN records, processing records whose lease "
+            "ran out and kept failures can be resolved"
         )

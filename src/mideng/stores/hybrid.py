@@ -38,6 +38,7 @@ from mideng.core.record import (
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import Store
 from mideng.stores.redis.store import RedisStore
+from mideng.stores.steps import DurableSteps
 
 T = TypeVar("T")
 log = logging.getLogger("mideng")
@@ -64,6 +65,8 @@ def from_copy(copy: Record | None, req: ClaimRequest) -> Claim | None:
     """The answer a copy gives by itself, or None when the durable store must decide."""
     if copy is None or not replayable(copy):
         return None
+    if copy.status is FAILED and copy.attempts < req.max_attempts:
+        return None  # a task's failure that may run again: only the durable store says "run"
     if req.fingerprint is not None and copy.fingerprint not in (None, req.fingerprint):
         return Claim(MISMATCH, copy)
     return Claim(REPLAY, copy)
@@ -99,7 +102,7 @@ class Outage:
         )
 
 
-class HybridStore(Store):
+class HybridStore(Store, DurableSteps):
     def __init__(
         self, fast: RedisStore, durable: Store, *, cooldown: float = 1.0, warn_every: float = 30.0
     ) -> None:

@@ -9,9 +9,10 @@ from typing import Any
 
 from mideng.core.record import Record
 from mideng.stores.base import KEEP, LocalStore, Step, T
+from mideng.stores.steps import LocalSteps
 
 
-class MemoryStore(LocalStore):
+class MemoryStore(LocalStore, LocalSteps):
     offload_reason = "a dict under a lock: nothing blocks, so the async twins call the sync ones"
     blocking_io = False
 
@@ -20,6 +21,7 @@ class MemoryStore(LocalStore):
         self._clock = clock
         self._lock = threading.Lock()
         self._data: dict[tuple[str, str], Record] = {}
+        self._steps: dict[tuple[str, str], dict[str, tuple[bytes, str, float]]] = {}
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> MemoryStore:

@@ -182,7 +182,7 @@ def test_operations_are_package_data_with_one_shared_head() -> None:
         # The library holds each operation once, as a function over the same text.
         assert script.text[len(head) :] in scripts.library
         assert f"redis.register_function('{script.function}'" in scripts.library
-    assert len(names) == len(scripts.all()) == 10
+    assert len(names) == len(scripts.all()) == 12
     assert scripts.library.startswith("#!lua name=mideng_")
     # The head (its helpers) is defined once for all functions.
     assert scripts.library.count("local function reply(") == 1

@@ -128,6 +128,7 @@ class Commands:
                 opt(req.fingerprint),
                 "u" if req.on_expiry is ExpiryPolicy.UNKNOWN else "t",
                 opt(req.request_id),
+                str(req.max_attempts),
             ),
             finish,
         )

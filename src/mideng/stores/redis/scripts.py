@@ -32,6 +32,7 @@ class Script:
     text: str  # the EVALSHA form: head + operation
     sha: str
     function: str  # the FCALL form: this operation's name in the library
+    keys: int = 1  # how many of its arguments are keys
 
 
 def _read(name: str) -> str:
@@ -80,6 +81,8 @@ class Scripts:
     put: Script
     take_token: Script
     hit: Script
+    begin_steps: Script
+    record_step: Script
     head: str  # lua/record.lua with its field declarations, shared by every operation
     library: str  # the FUNCTION LOAD text holding every operation
 
@@ -97,6 +100,7 @@ class Scripts:
                 head + body,
                 hashlib.sha1((head + body).encode("utf-8")).hexdigest(),
                 f"{lib}_{name}",
+                _KEYS.get(name, 1),
             )
             for name, body in bodies.items()
         }
@@ -107,6 +111,9 @@ _OPERATIONS = tuple(
     name for name in Scripts.__dataclass_fields__ if name not in ("head", "library")
 )
 
+
+# Operations over more than the record: a multi-step operation's steps hash beside it.
+_KEYS = {"begin_steps": 2, "record_step": 2}
 
 _scripts: Scripts | None = None
 
@@ -135,8 +142,8 @@ class Calls:
         if script is None:
             return args
         if self.functions:
-            return ("FCALL", script.function, 1, *args)
-        return ("EVALSHA", script.sha, 1, *args)
+            return ("FCALL", script.function, script.keys, *args)
+        return ("EVALSHA", script.sha, script.keys, *args)
 
     def loads(self, exc: BaseException) -> list[tuple[str, ...]]:
         """The commands loading what an error reply says is missing: the library (a new

@@ -26,6 +26,7 @@ from mideng.stores.redis.connect import Connection, Target, connect, parse, reda
 from mideng.stores.redis.direct import AsyncDirectSender, DirectSender, pack, usable
 from mideng.stores.redis.rows import NAMES
 from mideng.stores.redis.scripts import Calls, scripts
+from mideng.stores.redis.steps import RedisSteps, StepCommands
 from mideng.stores.registry import in_front, require
 
 T = TypeVar("T")
@@ -33,7 +34,7 @@ T = TypeVar("T")
 _BATCH = 256
 
 
-class RedisStore(Store):
+class RedisStore(Store, RedisSteps):
     """Standalone Redis, Redis Cluster or a Sentinel-managed master, sync and asyncio."""
 
     self_expiring = True
@@ -42,6 +43,7 @@ class RedisStore(Store):
         self, target: Target, *, url: str = "", prefix: str = "mideng", retries: int = 0
     ) -> None:
         self.commands = Commands(prefix, scripts())
+        self.steps = StepCommands(self.commands)
         self._redis = require("redis", "redis")
         if target.kind == "standalone":
             try:

@@ -1,6 +1,7 @@
 -- Claim (scope, key): read, decide, write, answer; mideng.core.decide.decide, rule for rule.
 -- KEYS[1] the record. ARGV: owner, lease, ttl ('' = never expires), fingerprint (optional),
--- on_expiry ('u' unknown, 't' take over), request_id (optional).
+-- on_expiry ('u' unknown, 't' take over), request_id (optional), max_attempts (a recorded
+-- failure from fewer attempts runs again; '0' never).
 -- Reply: the record with code 0 acquired, 1 replay, 2 in progress, 3 mismatch, 4 unresolved.
 local key = KEYS[1]
 local now, at = clock()
@@ -52,7 +53,7 @@ if status == 'processing' and not lease_live(rec, now) then
   end
   return acquire(rec)
 end
-if status == 'failed' and not rec[E] then
+if status == 'failed' and (not rec[E] or tonumber(rec[A]) < tonumber(ARGV[7])) then
   return acquire(rec)
 end
 local outcomes = {processing = 2, succeeded = 1, failed = 1, unknown = 4}

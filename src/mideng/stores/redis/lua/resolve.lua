@@ -1,4 +1,5 @@
--- Settle an UNKNOWN record, or a processing one whose lease ran out, after asking the provider.
+-- Settle an UNKNOWN record, a processing one whose lease ran out, or a kept failure (a task
+-- out of attempts), after asking the provider.
 -- KEYS[1] the record. ARGV: result (optional), codec (optional), failed ('1' or '0'), ttl
 -- ('' = never expires). Reply: code 1 and the settled record, or code 0 and the current one
 -- (absent or not resolvable); either way with the store's time as the extra field.
@@ -6,7 +7,7 @@ local key = KEYS[1]
 local now, at = clock()
 local rec = read(key)
 local open = rec and not expired(rec, now) and (rec[S] == 'unknown'
-  or (rec[S] == 'processing' and not lease_live(rec, now)))
+  or (rec[S] == 'processing' and not lease_live(rec, now)) or (rec[S] == 'failed' and rec[E]))
 if not open then
   return reply(0, rec, at)
 end

@@ -1,0 +1,179 @@
+"""``mideng operations``: unfinished multi-step operations and stale tasks, for operators and cron.
+
+``pending`` lists unfinished operations; ``reconcile`` runs every one whose holder is gone
+again through the functions your service registers (``--guard myservice.payments:guard``
+imports the module that decorates them, and uses that Guard); ``stale`` lists processing
+records whose holder stopped renewing or that have run longer than ``--older-than``. Each
+prints a table, or JSON with ``--json``; ``stale --fail-on-any`` exits 1 when there is one,
+for a cron job that alerts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import importlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from mideng.errors import IdempotencyError
+from mideng.guard.default import DEFAULT_STORE
+from mideng.guard.guard import Guard
+from mideng.stores.registry import open_store
+
+
+def _when(epoch: float | None) -> str:
+    if epoch is None:
+        return "-"
+    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _guard(store_url: str, guard_path: str | None) -> Guard:
+    try:
+        if guard_path is None:
+            return Guard(open_store(store_url))
+        module_name, _, attr = guard_path.partition(":")
+        if not module_name or not attr:
+            raise click.UsageError("--guard takes module:attribute, e.g. shop.payments:guard")
+        found = getattr(importlib.import_module(module_name), attr)
+    except (IdempotencyError, ImportError, AttributeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not isinstance(found, Guard):
+        raise click.ClickException(f"{guard_path} is a {type(found).__name__}, not a Guard")
+    return found
+
+
+def _options(fn: Any) -> Any:
+    for option in reversed(
+        [
+            click.option(
+                "--store",
+                "store_url",
+                envvar="MIDENG_STORE",
+                default=DEFAULT_STORE,
+                show_default=True,
+                help="Store URL (or MIDENG_STORE); ignored with --guard, which has its own.",
+            ),
+            click.option(
+                "--guard",
+                "guard_path",
+                default=None,
+                help="module:attribute of your service's Guard, whose operations are registered "
+                "when the module is imported.",
+            ),
+            click.option("--scope", default=None, help="Only this scope."),
+            click.option("--limit", default=100, show_default=True),
+            click.option("--json", "as_json", is_flag=True, help="Print JSON lines."),
+        ]
+    ):
+        fn = option(fn)
+    return fn
+
+
+def _show(title: str, rows: Sequence[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row, ensure_ascii=False, default=str))
+        return
+    table = Table(title=title)
+    for column in rows[0] if rows else ():
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(", ".join(v) if isinstance(v, list) else str(v) for v in row.values()))
+    Console().print(table)
+
+
+@click.group()
+def operations() -> None:
+    """Unfinished multi-step operations and stale tasks."""
+
+
+@operations.command()
+@_options
+def pending(
+    store_url: str, guard_path: str | None, scope: str | None, limit: int, as_json: bool
+) -> None:
+    """List unfinished operations: state, steps done and left, attempts, since."""
+    guard = _guard(store_url, guard_path)
+    try:
+        found = guard.pending(scope, limit)
+    except IdempotencyError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        guard.close()
+    rows = [
+        {
+            "scope": p.scope,
+            "key": p.key,
+            "state": p.state,
+            "steps_done": p.steps_done,
+            "steps_left": "?" if p.steps_left is None else p.steps_left,
+            "attempts": p.attempts,
+            "since": _when(p.since),
+            "registered": p.registered,
+        }
+        for p in found
+    ]
+    _show(f"{len(rows)} unfinished operation(s)", rows, as_json)
+
+
+@operations.command()
+@_options
+def reconcile(
+    store_url: str, guard_path: str | None, scope: str | None, limit: int, as_json: bool
+) -> None:
+    """Finish every unfinished operation whose holder is gone (run it from cron)."""
+    guard = _guard(store_url, guard_path)
+    try:
+        report = guard.reconcile(scope, limit)
+    except IdempotencyError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        guard.close()
+    _show(f"{len(report)} operation(s) seen", [dataclasses.asdict(r) for r in report], as_json)
+    if any(r.outcome in ("failed", "unregistered") for r in report):
+        raise SystemExit(1)
+
+
+@operations.command()
+@_options
+@click.option("--older-than", type=float, default=None, help="Seconds a task may run.")
+@click.option("--fail-on-any", is_flag=True, help="Exit 1 when a stale task is found.")
+def stale(
+    store_url: str,
+    guard_path: str | None,
+    scope: str | None,
+    limit: int,
+    as_json: bool,
+    older_than: float | None,
+    fail_on_any: bool,
+) -> None:
+    """List processing records whose holder stopped renewing or that run too long."""
+    guard = _guard(store_url, guard_path)
+    try:
+        found = guard.stale(older_than, scope, limit=limit)
+    except IdempotencyError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        guard.close()
+    rows = [
+        {
+            "scope": s.record.scope,
+            "key": s.record.key,
+            "attempts": s.record.attempts,
+            "since": _when(s.record.created_at),
+            "reason": s.reason,
+        }
+        for s in found
+    ]
+    _show(f"{len(rows)} stale task(s)", rows, as_json)
+    if fail_on_any and rows:
+        raise SystemExit(1)
+
+
+__all__ = ["operations"]

@@ -1,0 +1,274 @@
+"""Multi-step operations: a guarded call whose steps record their results as they finish.
+
+``@guard.operation(scope, key=...)`` decorates the body, ``@guard.step(name)`` each function it
+calls for an effect (mark the order paid, issue a coupon, add points, send an SMS). Inside a
+running operation a step runs at most once per (operation, step name, n-th call of that name):
+its result is recorded under the operation's claim, and a re-run of the operation (a retry, a
+take-over after the lease, ``reconcile``) gets the finished steps' results back without
+running them and resumes at the first unfinished one. The operation's own record completes
+only when its body returns.
+
+The running operation travels in a context variable, so steps need no extra argument; a step
+called outside an operation raises ConfigurationError. The public helpers (``step_key`` and
+the operator views) are in mideng.effects.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+from mideng.core.keys import (
+    KeySpec,
+    check_scope,
+    compile_template,
+    fast_binder,
+    render,
+    selector,
+)
+from mideng.core.policy import Policy
+from mideng.errors import CodecError, ConfigurationError
+from mideng.guard.driver import Driver
+from mideng.guard.recovery import (
+    PendingOperation,
+    Reconciled,
+    Register,
+    StaleTask,
+    apending,
+    areconcile,
+    astale,
+    pending,
+    reconcile,
+    stale,
+)
+from mideng.guard.steps import Running, check_name, running_operation, step_wrapper
+from mideng.stores.steps import StepStore
+
+log = logging.getLogger("mideng")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _steps_of(guard: Driver) -> StepStore:
+    store = guard.store
+    if not isinstance(store, StepStore):
+        raise ConfigurationError(
+            f"{store!r} keeps no steps; multi-step operations need a store with the steps "
+            "capability (every store mideng ships has it)"
+        )
+    return store
+
+
+def _key_of(key: KeySpec) -> Callable[[Any], Any]:
+    if callable(key):
+        return selector(key)
+    if isinstance(key, str):
+        return compile_template(key)
+    return lambda arguments: render(None, arguments)
+
+
+class Operations:
+    """The Guard's multi-step operations (mixed into Guard; written against Driver)."""
+
+    def operation(
+        self,
+        scope: str,
+        /,
+        *,
+        key: KeySpec = None,
+        steps: tuple[str, ...] | list[str] | None = None,
+        payload: Callable[..., Any] | None = None,
+        **options: Any,
+    ) -> Callable[[F], F]:
+        """Decorate a ``def`` or ``async def`` whose steps resume where a failed run stopped.
+
+        ``key``, ``payload`` and the options are ``idempotent``'s. ``steps``: the step names
+        the body calls, in order, so ``pending`` can say which are left. The arguments are
+        stored with the scope's codec when the operation starts, so ``reconcile`` can run an
+        unfinished one again; the function is registered for its scope in this Guard.
+        """
+        guard = cast(Driver, self)
+        check_scope(scope)
+        if payload is not None and not callable(payload):
+            raise ConfigurationError("payload= must be a callable over the call's arguments")
+        if guard.policy(scope, **options).fail_open:
+            raise ConfigurationError(
+                "fail_open can't guard an operation: its steps need the store to record them"
+            )
+        declared = tuple(steps or ())
+        for name in declared:
+            check_name(name)
+
+        def decorate(fn: F) -> F:
+            wrapper = _operation(guard, scope, key, payload, options, fn)
+            Register.of(guard).add(scope, wrapper, fn, declared, options)
+            return cast(F, wrapper)
+
+        return decorate
+
+    def step(
+        self, name: str, /, *, conn: str | None = None, key_arg: str | None = None
+    ) -> Callable[[F], F]:
+        """Decorate a function an operation calls for one effect.
+
+        ``conn``: the name of the step's argument holding the caller's SQLAlchemy connection;
+        the step's record is then written on it, so it commits (or rolls back) with the step's
+        own writes. ``key_arg``: the name of an argument that receives the step's downstream
+        key (as ``mideng.effects.step_key()`` gives it), to pass on as an Idempotency-Key.
+        """
+        check_name(name)
+
+        def decorate(fn: F) -> F:
+            return cast(F, step_wrapper(name, conn, key_arg, fn))
+
+        return decorate
+
+    # -- the operator views (mideng.guard.recovery) -------------------------------------------
+    def pending(self, scope: str | None = None, limit: int = 100) -> list[PendingOperation]:
+        """Unfinished operations: state, steps done and left, attempts, since when."""
+        return pending(cast(Driver, self), _scope(scope), limit)
+
+    async def apending(self, scope: str | None = None, limit: int = 100) -> list[PendingOperation]:
+        return await apending(cast(Driver, self), _scope(scope), limit)
+
+    def reconcile(self, scope: str | None = None, limit: int = 100) -> list[Reconciled]:
+        """Run every unfinished operation whose holder is gone again, with its stored
+        arguments, through the function registered for its scope; report each."""
+        return reconcile(cast(Driver, self), _scope(scope), limit)
+
+    async def areconcile(self, scope: str | None = None, limit: int = 100) -> list[Reconciled]:
+        return await areconcile(cast(Driver, self), _scope(scope), limit)
+
+    def stale(
+        self,
+        older_than: float | None = None,
+        scope: str | None = None,
+        *,
+        limit: int = 1000,
+        alert: Callable[[list[StaleTask]], Any] | None = None,
+    ) -> list[StaleTask]:
+        """Processing records whose holder stopped renewing, or (``older_than`` seconds)
+        that have run too long; ``alert`` is called with them when there are any."""
+        return stale(cast(Driver, self), older_than, _scope(scope), limit, alert)
+
+    async def astale(
+        self,
+        older_than: float | None = None,
+        scope: str | None = None,
+        *,
+        limit: int = 1000,
+        alert: Callable[[list[StaleTask]], Any] | None = None,
+    ) -> list[StaleTask]:
+        return await astale(cast(Driver, self), older_than, _scope(scope), limit, alert)
+
+
+def _scope(scope: str | None) -> str | None:
+    return None if scope is None else check_scope(scope)
+
+
+def _operation(
+    guard: Driver,
+    scope: str,
+    key: KeySpec,
+    payload: Callable[..., Any] | None,
+    options: dict[str, Any],
+    fn: Callable[..., Any],
+) -> Callable[..., Any]:
+    signature = inspect.signature(fn)
+    binder = fast_binder(signature)
+    key_of = _key_of(key)
+    payload_of = selector(payload) if payload is not None else None
+
+    def start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Running, bytes]:
+        arguments = binder(args, kwargs)
+        policy: Policy = guard.policy(scope, **options)
+        body_payload = payload_of(arguments) if payload_of is not None else None
+        call = guard.prepare(scope, key_of(arguments), fn, body_payload, policy)
+        try:
+            stored = policy.codec.encode(arguments)
+        except CodecError as exc:
+            raise ConfigurationError(
+                f"the arguments of operation {scope} are stored so reconcile can run it again, "
+                f"and the {policy.codec.name} codec can't store them: {exc}"
+            ) from exc
+        running = Running(_steps_of(guard), call.scope, call.key, call.owner, policy.codec)
+        return call, running, stored
+
+    wrapper = (_async_operation if inspect.iscoroutinefunction(fn) else _sync_operation)(
+        guard, fn, start
+    )
+    wrapper.__mideng_scope__ = scope  # type: ignore[attr-defined]
+    return wrapper
+
+
+Start = Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, Running, bytes]]
+
+
+def _sync_operation(guard: Driver, fn: Callable[..., Any], start: Start) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+        call, running, stored = start(args, kwargs)
+        ran = False
+
+        def body(*a: Any, **kw: Any) -> Any:
+            nonlocal ran
+            ran = True
+            running.done = running.store.begin_steps(
+                running.scope, running.key, running.owner, stored, running.codec.name
+            )
+            token = running_operation.set(running)
+            try:
+                return fn(*a, **kw)
+            finally:
+                running_operation.reset(token)
+
+        result = guard.drive(call, body, args, kwargs)
+        if ran:
+            try:
+                running.store.clear_steps(running.scope, running.key)
+            except Exception as exc:  # the record is complete; reconcile clears these
+                _left(running, exc)
+        return result
+
+    return sync_wrapper
+
+
+def _async_operation(guard: Driver, fn: Callable[..., Any], start: Start) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+        call, running, stored = start(args, kwargs)
+        ran = False
+
+        async def body(*a: Any, **kw: Any) -> Any:
+            nonlocal ran
+            ran = True
+            running.done = await running.store.abegin_steps(
+                running.scope, running.key, running.owner, stored, running.codec.name
+            )
+            token = running_operation.set(running)
+            try:
+                return await fn(*a, **kw)
+            finally:
+                running_operation.reset(token)
+
+        result = await guard.adrive(call, body, args, kwargs)
+        if ran:
+            try:
+                await running.store.aclear_steps(running.scope, running.key)
+            except Exception as exc:  # the record is complete; reconcile clears these
+                _left(running, exc)
+        return result
+
+    return async_wrapper
+
+
+def _left(running: Running, exc: Exception) -> None:
+    log.warning(
+        "operation %s:%s completed, but its kept steps could not be dropped (%r); reconcile "
+        "drops them",
+        running.scope,
+        running.key,
+        exc,
+    )

@@ -1,0 +1,228 @@
+"""The steps capability on Redis: one hash per operation beside its record.
+
+``{prefix}:steps:{scope:key}`` shares the record's hash tag (one cluster slot), so recording a
+step is one Lua call that checks the claim on the record and writes the step atomically
+(``lua/record_step.lua``), and resuming is one call that keeps the arguments and answers
+every recorded step (``lua/begin_steps.lua``). The hash has no expiry: an operation that never
+finishes stays listed until it is run to its end (or forgotten), and ``clear_steps`` deletes
+it once the operation's record has completed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from mideng.core.record import Record, Status
+from mideng.stores.redis.commands import Command, Commands
+from mideng.stores.redis.rows import NAMES, row
+from mideng.stores.steps import ARGUMENTS, Finished, OperationEntry, StepStore, step_lost
+
+# Operator scans fetch in pipelines of this many.
+_BATCH = 256
+
+
+def _entry(value: bytes) -> tuple[float, str, bytes]:
+    """(recorded at, codec, result) from a steps-hash value ``at|#codec|codec result``."""
+    at, _, rest = value.partition(b"|")
+    size, _, rest = rest.partition(b"|")
+    n = int(size)
+    return float(at), rest[:n].decode(), rest[n:]
+
+
+def _pairs(flat: Sequence[bytes]) -> list[tuple[str, bytes]]:
+    return [(flat[i].decode(), flat[i + 1]) for i in range(0, len(flat), 2)]
+
+
+class StepCommands:
+    """The steps' commands for one key prefix (no I/O: both loops run them)."""
+
+    def __init__(self, records: Commands) -> None:
+        self.records = records
+        self.hashes = Commands(f"{records.prefix}:steps", records.scripts)
+
+    def begin(
+        self, scope: str, key: str, owner: str, arguments: bytes, codec: str
+    ) -> Command[dict[str, Finished] | None]:
+        def finish(reply: Any) -> dict[str, Finished] | None:
+            if reply is None:
+                return None
+            found = {}
+            for name, value in _pairs(reply):
+                if name != ARGUMENTS:
+                    _, step_codec, result = _entry(value)
+                    found[name] = Finished(result, step_codec)
+            return found
+
+        keys = (self.records.key(scope, key), self.hashes.key(scope, key))
+        return Command((*keys, owner, arguments, codec), finish, self.records.scripts.begin_steps)
+
+    def record(
+        self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
+    ) -> Command[bool]:
+        keys = (self.records.key(scope, key), self.hashes.key(scope, key))
+        args = (*keys, owner, step, result, codec)
+        return Command(args, lambda reply: int(reply) == 1, self.records.scripts.record_step)
+
+    def clear(self, scope: str, key: str) -> Command[None]:
+        return Command(("DEL", self.hashes.key(scope, key)), lambda reply: None)
+
+    def entries(
+        self, names: list[bytes], hashes: list[Any], records: list[Any], limit: int
+    ) -> list[OperationEntry]:
+        found = []
+        for name, flat, fields in zip(names, hashes, records, strict=True):
+            identity = self.hashes.identity(name)
+            if identity is None or not flat:
+                continue
+            scope, key = identity
+            entry = OperationEntry(scope, key, None, None, 0.0, record=row(scope, key, fields))
+            done = []
+            pairs = (
+                flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
+            )
+            for raw_name, value in pairs:
+                at, codec, result = _entry(value)
+                step = raw_name.decode()
+                if step == ARGUMENTS:
+                    entry.arguments, entry.codec, entry.started_at = result, codec, at
+                else:
+                    done.append((at, step))
+            entry.steps = [step for _, step in sorted(done)]
+            if entry.arguments is None and done:
+                entry.started_at = min(done)[0]
+            found.append(entry)
+        return sorted(found, key=lambda e: e.started_at)[:limit]
+
+    def running(
+        self, names: list[bytes], records: list[Any], scope: str | None, limit: int
+    ) -> list[Record]:
+        found = []
+        for name, fields in zip(names, records, strict=True):
+            identity = self.records.identity(name)
+            record = None if identity is None else row(*identity, fields)
+            if record is None or (scope is not None and record.scope != scope):
+                continue
+            if record.status is Status.PROCESSING:
+                found.append(record)
+        return sorted(found, key=lambda r: r.created_at)[:limit]
+
+
+class RedisSteps(StepStore):
+    """The capability on RedisStore: each write one Lua call, each view a SCAN."""
+
+    steps: StepCommands
+    commands: Commands
+    _errors: tuple[type[BaseException], ...]
+
+    # RedisStore's own: running a Command, its clients, its error mapping, its get.
+    _run: Callable[[Command[Any]], Any]
+    _arun: Callable[[Command[Any]], Awaitable[Any]]
+    _client: Callable[[], Any]
+    _aclient: Callable[[], Awaitable[Any]]
+    _unavailable: Callable[[BaseException], Exception]
+    get: Callable[[str, str], Record | None]
+    aget: Callable[[str, str], Awaitable[Record | None]]
+
+    def begin_steps(
+        self, scope: str, key: str, owner: str, arguments: bytes, codec: str
+    ) -> dict[str, Finished]:
+        found = self._run(self.steps.begin(scope, key, owner, arguments, codec))
+        if found is None:
+            raise step_lost(scope, key, owner, self.get(scope, key))
+        return found  # type: ignore[no-any-return]
+
+    def record_step(
+        self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
+    ) -> None:
+        if not self._run(self.steps.record(scope, key, owner, step, result, codec)):
+            raise step_lost(scope, key, owner, self.get(scope, key))
+
+    def clear_steps(self, scope: str, key: str) -> None:
+        self._run(self.steps.clear(scope, key))
+
+    def _scan(self, pattern: str) -> tuple[Any, list[bytes]]:
+        client = self._client()
+        return client, list(client.scan_iter(match=pattern, count=1000, _type="hash"))
+
+    def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
+        try:
+            client, names = self._scan(self.steps.hashes.pattern(scope))
+            hashes, records = [], []
+            for i in range(0, len(names), _BATCH):
+                pipe = client.pipeline(transaction=False)
+                for name in names[i : i + _BATCH]:
+                    identity = self.steps.hashes.identity(name)
+                    pipe.hgetall(name)
+                    pipe.hmget(self.commands.key(*identity) if identity else name, NAMES)
+                replies = pipe.execute()
+                hashes += replies[::2]
+                records += replies[1::2]
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return self.steps.entries(names, hashes, records, limit)
+
+    def running(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        try:
+            client, names = self._scan(self.commands.pattern(scope))
+            records = []
+            for i in range(0, len(names), _BATCH):
+                pipe = client.pipeline(transaction=False)
+                for name in names[i : i + _BATCH]:
+                    pipe.hmget(name, NAMES)
+                records += pipe.execute()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return self.steps.running(names, records, scope, limit)
+
+    async def abegin_steps(
+        self, scope: str, key: str, owner: str, arguments: bytes, codec: str
+    ) -> dict[str, Finished]:
+        found = await self._arun(self.steps.begin(scope, key, owner, arguments, codec))
+        if found is None:
+            raise step_lost(scope, key, owner, await self.aget(scope, key))
+        return found  # type: ignore[no-any-return]
+
+    async def arecord_step(
+        self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
+    ) -> None:
+        if not await self._arun(self.steps.record(scope, key, owner, step, result, codec)):
+            raise step_lost(scope, key, owner, await self.aget(scope, key))
+
+    async def aclear_steps(self, scope: str, key: str) -> None:
+        await self._arun(self.steps.clear(scope, key))
+
+    async def _ascan(self, pattern: str) -> tuple[Any, list[bytes]]:
+        client = await self._aclient()
+        names = [n async for n in client.scan_iter(match=pattern, count=1000, _type="hash")]
+        return client, names
+
+    async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
+        try:
+            client, names = await self._ascan(self.steps.hashes.pattern(scope))
+            hashes, records = [], []
+            for i in range(0, len(names), _BATCH):
+                pipe = client.pipeline(transaction=False)
+                for name in names[i : i + _BATCH]:
+                    identity = self.steps.hashes.identity(name)
+                    pipe.hgetall(name)
+                    pipe.hmget(self.commands.key(*identity) if identity else name, NAMES)
+                replies = await pipe.execute()
+                hashes += replies[::2]
+                records += replies[1::2]
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return self.steps.entries(names, hashes, records, limit)
+
+    async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        try:
+            client, names = await self._ascan(self.commands.pattern(scope))
+            records = []
+            for i in range(0, len(names), _BATCH):
+                pipe = client.pipeline(transaction=False)
+                for name in names[i : i + _BATCH]:
+                    pipe.hmget(name, NAMES)
+                records += await pipe.execute()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return self.steps.running(names, records, scope, limit)

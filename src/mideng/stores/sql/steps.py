@@ -1,0 +1,383 @@
+"""The steps capability on a SQL record table: a ``<table>_steps`` table beside it.
+
+One row per recorded step, keyed (scope, key, step), and one (step ``''``) for the operation's
+arguments. Every write is an ``INSERT … SELECT`` from the record's row under the claim's
+condition (core.decide.holds for the claim's owner) with a share lock on that row: a take-over
+updates the row, so it waits for a step being recorded, or the step's insert sees the new owner
+and inserts nothing. A zombie's step therefore never lands, and a take-over reads every step
+recorded before it. The same operations run on the store's own connections (SQLStore,
+SQLiteStore) and inside a caller's transaction (a transactional step, through mideng.db.site).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from mideng.core.record import Record
+from mideng.db.drive import drive
+from mideng.db.site import AsyncSite, Site
+from mideng.db.statements import Op, Res, Sql, Stmt, T
+from mideng.errors import StoreUnavailableError
+from mideng.stores.sql.execute import AsyncExecutor, Executor
+from mideng.stores.sql.ops import get
+from mideng.stores.sql.statements import Statements
+from mideng.stores.sql.table import RecordTable
+from mideng.stores.steps import ARGUMENTS, Finished, OperationEntry, StepStore, step_lost
+
+# The longest step id kept (a step's name and its call number); MySQL's key needs a bound.
+STEP_MAX = 400
+
+
+def steps_table(table: str) -> str:
+    return f"{table}_steps"
+
+
+def ddl(kind: str, table: str) -> list[str]:
+    """The steps table of record table ``table``, for a statement kind; idempotent."""
+    t = steps_table(table)
+    if kind == "postgresql":
+        return [
+            f"CREATE TABLE IF NOT EXISTS {t} (scope text NOT NULL, key text NOT NULL, "
+            "step text NOT NULL, result bytea, codec text, at double precision NOT NULL, "
+            "PRIMARY KEY (scope, key, step))"
+        ]
+    if kind in ("mysql", "mariadb"):
+        return [
+            f"CREATE TABLE IF NOT EXISTS {t} (scope VARBINARY(600) NOT NULL, "
+            f"`key` VARBINARY(1020) NOT NULL, step VARBINARY({STEP_MAX}) NOT NULL, "
+            "result LONGBLOB NULL, codec VARCHAR(64) NULL, at DOUBLE NOT NULL, "
+            "PRIMARY KEY (scope, `key`, step)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 "
+            "COLLATE=utf8mb4_bin"
+        ]
+    return [
+        f"CREATE TABLE IF NOT EXISTS {t} (scope TEXT NOT NULL, key TEXT NOT NULL, "
+        "step TEXT NOT NULL, result BLOB, codec TEXT, at REAL NOT NULL, "
+        "PRIMARY KEY (scope, key, step)) WITHOUT ROWID"
+    ]
+
+
+class StepStatements:
+    """The steps table's statements for one (kind, record table)."""
+
+    def __init__(self, kind: str, table: str) -> None:
+        s = Statements(kind, table)
+        t, st, now = table, steps_table(table), s.now
+        k = "`key`" if s.mysql else "key"
+        lock = {"postgresql": " FOR SHARE", "sqlite": ""}.get(kind, " LOCK IN SHARE MODE")
+        held = (
+            f"r.scope = :scope AND r.{k} = :key AND r.owner = :owner "
+            f"AND r.status = 'processing' AND (r.expires_at IS NULL OR r.expires_at > {now})"
+        )
+        cols = f"scope, {k}, step, result, codec, at"
+        self.create = [Sql(text) for text in ddl(kind, table)]
+        self.record = Sql(
+            f"INSERT INTO {st} ({cols}) SELECT r.scope, r.{k}, :step, :result, :codec, {now} "
+            f"FROM {t} r WHERE {held}{lock}"
+        )
+        # What begin answers: the claim's fence when it holds (no row: it does not), with the
+        # recorded steps (a NULL step: none yet).
+        answer = (
+            f"SELECT r.fence, x.step, x.result, x.codec FROM {t} r LEFT JOIN {st} x "
+            f"ON x.scope = r.scope AND x.{k} = r.{k} AND x.step <> '' WHERE {held}"
+        )
+        keep = (
+            f"INSERT INTO {st} ({cols}) SELECT r.scope, r.{k}, '', :arguments, :codec, {now} "
+            f"FROM {t} r WHERE {held}{lock}"
+        )
+        if kind == "postgresql":
+            # One statement: the CTE's insert and the answer's read share one snapshot, which
+            # is all the answer needs (it does not report the arguments).
+            self.begin = [
+                Sql(
+                    f"WITH held AS (SELECT r.scope, r.key FROM {t} r WHERE {held}{lock}), "
+                    f"kept AS (INSERT INTO {st} ({cols}) SELECT scope, key, '', :arguments, "
+                    f":codec, {now} FROM held ON CONFLICT (scope, key, step) DO NOTHING) "
+                    f"{answer}"
+                )
+            ]
+        elif s.mysql:
+            self.begin = [Sql(f"{keep} ON DUPLICATE KEY UPDATE at = at; {answer}", sets=2)]
+        else:  # SQLite: one local transaction per statement; no DML inside a CTE there
+            self.begin = [Sql(keep.replace("INSERT", "INSERT OR IGNORE", 1)), Sql(answer)]
+        self.clear = Sql(f"DELETE FROM {st} WHERE scope = :scope AND {k} = :key")
+
+        # The oldest ``limit`` operations (by their arguments' row) and every row of each: a
+        # derived table, since MySQL takes no LIMIT inside IN (...).
+        def listing(where: str) -> Sql:
+            return Sql(
+                f"SELECT x.scope, x.{k}, x.step, CASE WHEN x.step = '' THEN x.result END, "
+                f"x.codec, x.at FROM {st} x JOIN (SELECT scope, {k} FROM {st} WHERE step = '' "
+                f"{where}ORDER BY at LIMIT :limit) o ON x.scope = o.scope AND x.{k} = o.{k} "
+                "ORDER BY x.at"
+            )
+
+        self.listing_all = listing("")
+        self.listing_scope = listing("AND scope = :scope ")
+        running = f"SELECT {s.cols} FROM {t} WHERE status = 'processing'"
+        self.running_all = Sql(f"{running} ORDER BY created_at LIMIT :limit")
+        self.running_scope = Sql(f"{running} AND scope = :scope ORDER BY created_at LIMIT :limit")
+
+
+@functools.cache
+def statements(kind: str, table: str) -> StepStatements:
+    return StepStatements(kind, table)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode()
+    return str(value)
+
+
+def _clocked(s: Statements, params: dict[str, Any]) -> dict[str, Any]:
+    if s.python_clock:
+        params["now"] = time.time()
+    return params
+
+
+def create_steps(s: Statements) -> Op[None]:
+    """The steps table, safe from many processes at once (as schema.create)."""
+    pg = s.kind == "postgresql"
+    if pg:
+        yield Stmt(Sql("BEGIN"))
+        name = {"name": f"mideng:{steps_table(s.table)}"}
+        yield Stmt(Sql("SELECT pg_advisory_xact_lock(hashtext(:name))"), name)
+    for sql in statements(s.kind, s.table).create:
+        yield Stmt(sql)
+    if pg:
+        yield Stmt(Sql("COMMIT"))
+
+
+def begin_steps(
+    s: Statements, scope: str, key: str, owner: str, arguments: bytes, codec: str
+) -> Op[dict[str, Finished]]:
+    q = statements(s.kind, s.table)
+    params = _clocked(
+        s, {"scope": scope, "key": key, "owner": owner, "arguments": arguments, "codec": codec}
+    )
+    res = None
+    for sql in q.begin:
+        res = yield Stmt(sql, params)
+    assert res is not None
+    if not res.rows:
+        current = yield from get(s, scope, key)
+        raise step_lost(scope, key, owner, current)
+    return {
+        _text(step): Finished(bytes(result), _text(c))
+        for _, step, result, c in res.rows
+        if step is not None
+    }
+
+
+def record_step(
+    s: Statements, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
+) -> Op[None]:
+    q = statements(s.kind, s.table)
+    params = {"scope": scope, "key": key, "owner": owner, "step": step}
+    res = yield Stmt(q.record, _clocked(s, {**params, "result": result, "codec": codec}))
+    if res.rowcount != 1:
+        current = yield from get(s, scope, key)
+        raise step_lost(scope, key, owner, current)
+
+
+def clear_steps(s: Statements, scope: str, key: str) -> Op[None]:
+    yield Stmt(statements(s.kind, s.table).clear, {"scope": scope, "key": key})
+
+
+def operations(s: Statements, scope: str | None, limit: int) -> Op[list[OperationEntry]]:
+    q = statements(s.kind, s.table)
+    if scope is None:
+        res = yield Stmt(q.listing_all, {"limit": int(limit)})
+    else:
+        res = yield Stmt(q.listing_scope, {"scope": scope, "limit": int(limit)})
+    found: dict[tuple[str, str], OperationEntry] = {}
+    for row_scope, row_key, step, arguments, codec, at in res.rows:
+        ident = (_text(row_scope), _text(row_key))
+        entry = found.get(ident)
+        if entry is None:
+            if len(found) >= limit:
+                continue
+            entry = found[ident] = OperationEntry(*ident, None, None, float(at))
+        name = _text(step)
+        if name == ARGUMENTS:
+            entry.arguments = None if arguments is None else bytes(arguments)
+            entry.codec = None if codec is None else _text(codec)
+            entry.started_at = float(at)
+        else:
+            entry.steps.append(name)
+    for entry in found.values():
+        entry.record = yield from get(s, entry.scope, entry.key)
+    return list(found.values())
+
+
+def running(s: Statements, scope: str | None, limit: int) -> Op[list[Record]]:
+    q = statements(s.kind, s.table)
+    if scope is None:
+        res = yield Stmt(q.running_all, {"limit": int(limit)})
+    else:
+        res = yield Stmt(q.running_scope, {"scope": scope, "limit": int(limit)})
+    return [s.record(row) for row in res.rows]
+
+
+class SQLSteps(StepStore):
+    """The capability on SQLStore's own connections: each operation one ``drive``."""
+
+    executor: Executor
+    aexecutor: AsyncExecutor
+    _steps_ready = False
+
+    def _steps(self) -> Executor:
+        if not self._steps_ready:
+            self.executor.drive(create_steps)
+            self._steps_ready = True
+        return self.executor
+
+    async def _asteps(self) -> AsyncExecutor:
+        if not self._steps_ready:
+            await self.aexecutor.drive(create_steps)
+            self._steps_ready = True
+        return self.aexecutor
+
+    def begin_steps(
+        self, scope: str, key: str, owner: str, arguments: bytes, codec: str
+    ) -> dict[str, Finished]:
+        return self._steps().drive(begin_steps, scope, key, owner, arguments, codec)
+
+    def record_step(
+        self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
+    ) -> None:
+        self._steps().drive(record_step, scope, key, owner, step, result, codec)
+
+    def clear_steps(self, scope: str, key: str) -> None:
+        self._steps().drive(clear_steps, scope, key)
+
+    def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
+        return self._steps().drive(operations, scope, limit)
+
+    def running(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        return self._steps().drive(running, scope, limit)
+
+    async def abegin_steps(
+        self, scope: str, key: str, owner: str, arguments: bytes, codec: str
+    ) -> dict[str, Finished]:
+        ex = await self._asteps()
+        return await ex.drive(begin_steps, scope, key, owner, arguments, codec)
+
+    async def arecord_step(
+        self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
+    ) -> None:
+        ex = await self._asteps()
+        await ex.drive(record_step, scope, key, owner, step, result, codec)
+
+    async def aclear_steps(self, scope: str, key: str) -> None:
+        await (await self._asteps()).drive(clear_steps, scope, key)
+
+    async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
+        return await (await self._asteps()).drive(operations, scope, limit)
+
+    async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        return await (await self._asteps()).drive(running, scope, limit)
+
+
+def execute_sqlite(conn: Any, stmt: Stmt) -> Res:
+    cur = conn.execute(stmt.sql.text, stmt.params or {})
+    return Res(cur.rowcount, cur.fetchall() if stmt.sql.rows else ())
+
+
+class SQLiteSteps(StepStore):
+    """The capability on SQLiteStore's connections: the same operations, each statement an
+    autocommit transaction of its own (the write's condition and insert are one statement)."""
+
+    offload_reason = "an embedded store: its sync operations are short local transactions"
+    table: str
+    path: str
+    _conn: Callable[[], Any]
+    _steps_ready = False
+
+    def _drive(self, op: Callable[..., Op[T]], *args: Any) -> T:
+        s = _sqlite(self.table)
+        try:
+            conn = self._conn()
+            if not self._steps_ready:
+                drive(create_steps(s), execute_sqlite, conn)
+                self._steps_ready = True
+            return drive(op(s, *args), execute_sqlite, conn)
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
+
+    def begin_steps(
+        self, scope: str, key: str, owner: str, arguments: bytes, codec: str
+    ) -> dict[str, Finished]:
+        return self._drive(begin_steps, scope, key, owner, arguments, codec)
+
+    def record_step(
+        self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
+    ) -> None:
+        self._drive(record_step, scope, key, owner, step, result, codec)
+
+    def clear_steps(self, scope: str, key: str) -> None:
+        self._drive(clear_steps, scope, key)
+
+    def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
+        return self._drive(operations, scope, limit)
+
+    def running(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        return self._drive(running, scope, limit)
+
+    async def abegin_steps(
+        self, scope: str, key: str, owner: str, arguments: bytes, codec: str
+    ) -> dict[str, Finished]:
+        return await asyncio.to_thread(self.begin_steps, scope, key, owner, arguments, codec)
+
+    async def arecord_step(
+        self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
+    ) -> None:
+        await asyncio.to_thread(self.record_step, scope, key, owner, step, result, codec)
+
+    async def aclear_steps(self, scope: str, key: str) -> None:
+        await asyncio.to_thread(self.clear_steps, scope, key)
+
+    async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
+        return await asyncio.to_thread(self.operations, scope, limit)
+
+    async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        return await asyncio.to_thread(self.running, scope, limit)
+
+
+@functools.cache
+def _sqlite(table: str) -> Statements:
+    return Statements("sqlite", table)
+
+
+@contextmanager
+def step_transaction(conn: Any, table: RecordTable) -> Iterator[Callable[..., None]]:
+    """Run a step inside the caller's transaction on ``conn`` (beginning one when none is
+    active, and then committing it); what it yields records the step there, so the record
+    commits or rolls back with the step's own writes."""
+    site = Site(conn)
+    s = table.statements(site.open(False))
+    try:
+        yield lambda *step: site.run(record_step(s, *step))
+    except BaseException:
+        site.rollback(whole=False)
+        raise
+    site.commit()
+
+
+@asynccontextmanager
+async def astep_transaction(conn: Any, table: RecordTable) -> AsyncIterator[Any]:
+    """``step_transaction`` on an AsyncConnection / AsyncSession; what it yields is awaited."""
+    site = AsyncSite(conn)
+    s = table.statements(await site.open(False))
+    try:
+        yield lambda *step: site.run(record_step(s, *step))
+    except BaseException:
+        await site.rollback(whole=False)
+        raise
+    await site.commit()

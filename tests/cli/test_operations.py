@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from mideng import Guard, open_store
+from mideng.cli import main
+from mideng.core.record import ClaimRequest
+
+
+def _json(output: str) -> list[dict[str, Any]]:
+    # Only the JSON lines: an application may send the mideng logger's lines to stdout too.
+    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+
+
+def test_pending_reconcile_and_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'shop.db'}"
+    monkeypatch.setenv("MIDENG_TEST_SHOP_STORE", url)
+    monkeypatch.setenv("MIDENG_TEST_SHOP_DOWN", "1")
+    monkeypatch.delitem(sys.modules, "tests.effects.shop", raising=False)
+    from tests.effects import shop
+
+    with pytest.raises(RuntimeError):
+        shop.notify("o1")
+    cli = CliRunner()
+    listed = cli.invoke(main, ["operations", "pending", "--store", url, "--json"])
+    assert listed.exit_code == 0, listed.output
+    (row,) = _json(listed.stdout)
+    assert (row["key"], row["state"], row["registered"]) == ("o1", "released", False)
+    table = cli.invoke(main, ["operations", "pending", "--guard", "tests.effects.shop:guard"])
+    assert table.exit_code == 0
+    assert "send_sms" in table.output
+    # The store alone cannot run it: reported, and the exit code says so.
+    blind = cli.invoke(main, ["operations", "reconcile", "--store", url, "--json"])
+    assert blind.exit_code == 1
+    assert _json(blind.stdout)[0]["outcome"] == "unregistered"
+    monkeypatch.delenv("MIDENG_TEST_SHOP_DOWN")
+    done = cli.invoke(
+        main, ["operations", "reconcile", "--guard", "tests.effects.shop:guard", "--json"]
+    )
+    assert done.exit_code == 0, done.output
+    assert _json(done.stdout)[0]["outcome"] == "finished"
+    assert shop.sent == ["o1", "o1"]
+    assert _json(cli.invoke(main, ["operations", "pending", "--store", url, "--json"]).stdout) == []
+
+    # A task whose holder died: stale, and --fail-on-any lets cron alert on it.
+    Guard(open_store(url)).store.claim(ClaimRequest("export", "t1", "gone", 0.05, 60))
+    time.sleep(0.1)
+    stale = cli.invoke(main, ["operations", "stale", "--store", url, "--fail-on-any", "--json"])
+    assert stale.exit_code == 1
+    assert "stopped renewing" in _json(stale.stdout)[0]["reason"]
+    bad = cli.invoke(main, ["operations", "pending", "--guard", "tests.effects.shop"])
+    assert bad.exit_code == 2
