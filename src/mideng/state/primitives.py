@@ -1,0 +1,190 @@
+"""insert_once, decrement and update_versioned, with their async twins.
+
+Each builds the operation (mideng.state.ops) for the shape of its arguments — compiled once
+per table, statement kind and column names (mideng.state.statements) — and hands it to the
+runner of its loop (mideng.state.run). The sync and async functions differ only in which
+runner they call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from mideng.db.statements import Op
+from mideng.errors import ConfigurationError
+from mideng.state import ops
+from mideng.state.results import Applied, Conflict, Existing, Inserted, Insufficient, Missing
+from mideng.state.run import Make, arun, run
+from mideng.state.statements import cached, insert_shape, update_shape, values_of
+
+InsertAnswer = Inserted | Existing
+DecrementAnswer = Applied | Insufficient | Missing
+VersionedAnswer = Applied | Conflict | Missing
+
+
+def checked_where(table: Any, where: Mapping[str, Any]) -> tuple[str, ...]:
+    """The where's column names; a None value would compare NULL = NULL, which matches no row
+    and would read as Missing, so it is refused instead."""
+    names = values_of(table, where, "pick the row by")
+    if any(v is None for v in where.values()):
+        raise ConfigurationError(f"where={dict(where)!r} on {table.name}: a None never matches")
+    return names
+
+
+# -- insert_once ---------------------------------------------------------------------------
+def _insert(table: Any, values: Mapping[str, Any], unique: Any) -> Make[InsertAnswer]:
+    given = values_of(table, values, "insert")
+    key = (unique,) if isinstance(unique, str) else tuple(unique)
+
+    def make(kind: str, dialect: Any) -> Op[InsertAnswer]:
+        shape = cached(
+            ("insert", table, kind, given, key),
+            lambda: insert_shape(table, kind, dialect, given, key),
+        )
+        return ops.insert_once(shape, values)
+
+    return make
+
+
+def insert_once(conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any) -> InsertAnswer:
+    """Insert ``values`` into ``table`` unless a row with the same ``unique`` key exists:
+    ``Inserted(row)``, or ``Existing(row)`` with the stored row (and a WARNING log line with
+    the key). One statement when the row is new; a duplicate never raises and never aborts
+    the caller's transaction. A clash on another unique key is still an error."""
+    return run(conn, _insert(table, values, unique))
+
+
+async def ainsert_once(
+    conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
+) -> InsertAnswer:
+    return await arun(conn, _insert(table, values, unique))
+
+
+# -- decrement -----------------------------------------------------------------------------
+def _decrement(
+    table: Any, where: Mapping[str, Any], column: str, amount: Any
+) -> Make[DecrementAnswer]:
+    from sqlalchemy import bindparam
+
+    if isinstance(amount, bool) or not isinstance(amount, (int, Decimal, float)) or amount <= 0:
+        raise ConfigurationError(
+            f"decrement of {table.name}.{column} by {amount!r}: the amount must be a positive "
+            "number (a zero or negative one would skip the check that keeps it from going "
+            "below zero)"
+        )
+    names = checked_where(table, where)
+
+    def make(kind: str, dialect: Any) -> Op[DecrementAnswer]:
+        def build() -> Any:
+            if column not in table.c:
+                raise ConfigurationError(f"{table.name} has no column {column!r} to decrement")
+            col = table.c[column]
+            n = bindparam("n", type_=col.type)
+            return update_shape(
+                table,
+                kind,
+                dialect,
+                names,
+                (),
+                sets={col: col - n},
+                conds=[col >= n],
+                binds=[n],
+                picked=[col],
+            )
+
+        shape = cached(("decrement", table, kind, names, column), build)
+        params = dict(zip(shape.where_names, where.values(), strict=True))
+        params["n"] = amount
+        return ops.conditional(
+            shape.update, shape.read, params, params, ops.APPLIED, ops.short_of(amount)
+        )
+
+    return make
+
+
+def decrement(
+    conn: Any, table: Any, where: Mapping[str, Any], column: str, amount: Any
+) -> DecrementAnswer:
+    """``UPDATE table SET column = column - amount WHERE <where> AND column >= amount``:
+    ``Applied()``, ``Insufficient(current)`` (nothing taken) or ``Missing()``. Never a
+    read-then-write: two callers can never both take the last unit."""
+    return run(conn, _decrement(table, where, column, amount))
+
+
+async def adecrement(
+    conn: Any, table: Any, where: Mapping[str, Any], column: str, amount: Any
+) -> DecrementAnswer:
+    return await arun(conn, _decrement(table, where, column, amount))
+
+
+# -- update_versioned ----------------------------------------------------------------------
+def _versioned(
+    table: Any, where: Mapping[str, Any], values: Mapping[str, Any], version: int, column: str
+) -> Make[VersionedAnswer]:
+    from sqlalchemy import bindparam, literal_column
+
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ConfigurationError(f"version={version!r}: the version read before, an int")
+    names = checked_where(table, where)
+    given = values_of(table, values, "update")
+    if column in values:
+        raise ConfigurationError(
+            f"{table.name}.{column} is the version column: update_versioned increments it"
+        )
+
+    def make(kind: str, dialect: Any) -> Op[VersionedAnswer]:
+        def build() -> Any:
+            if column not in table.c:
+                raise ConfigurationError(f"{table.name} has no version column {column!r}")
+            col = table.c[column]
+            read = bindparam("ver", type_=col.type)
+            return update_shape(
+                table,
+                kind,
+                dialect,
+                names,
+                given,
+                sets={col: col + literal_column("1")},
+                conds=[col == read],
+                binds=[read],
+                picked=[col],
+            )
+
+        shape = cached(("versioned", table, kind, names, given, column), build)
+        params = dict(zip(shape.where_names, where.values(), strict=True))
+        params.update(zip(shape.value_names, values.values(), strict=True))
+        params["ver"] = version
+        return ops.conditional(
+            shape.update, shape.read, params, params, Applied(version + 1), ops.moved_on(version)
+        )
+
+    return make
+
+
+def update_versioned(
+    conn: Any,
+    table: Any,
+    where: Mapping[str, Any],
+    values: Mapping[str, Any],
+    *,
+    version: int,
+    column: str = "version",
+) -> VersionedAnswer:
+    """``UPDATE table SET <values>, version = version + 1 WHERE <where> AND version =
+    :version``: ``Applied(new_version)``, ``Conflict(current_version)`` (someone else wrote
+    since the caller read ``version``; nothing written) or ``Missing()``."""
+    return run(conn, _versioned(table, where, values, version, column))
+
+
+async def aupdate_versioned(
+    conn: Any,
+    table: Any,
+    where: Mapping[str, Any],
+    values: Mapping[str, Any],
+    *,
+    version: int,
+    column: str = "version",
+) -> VersionedAnswer:
+    return await arun(conn, _versioned(table, where, values, version, column))
