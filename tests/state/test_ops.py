@@ -86,7 +86,7 @@ def _insert(kind: str, dialect: Any) -> Op[Any]:
     return ops.insert_once(shape, {"order_no": "o-1", "status": "NEW"})
 
 
-MARIADB: Any = mysql.dialect()  # type: ignore[no-untyped-call]
+MARIADB: Any = mysql.dialect()
 
 
 def test_mysql_a_duplicate_of_the_key_is_the_stored_row() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
-from mideng.state import ops
+from mideng.state.ops import APPLIED, conditional
 from mideng.state.primitives import checked_where
 from mideng.state.results import AlreadyThere, Applied, Conflict, Illegal, Missing
 from mideng.state.run import Make, arun, run
@@ -151,7 +151,7 @@ class StateMachine:
                 params.update(zip(shape.value_names, values.values(), strict=True))
             if versioned:
                 params["ver"] = version
-            applied = Applied(version + 1) if version is not None else ops.APPLIED
+            applied = Applied(version + 1) if version is not None else APPLIED
 
             def judge(row: Any) -> Any:
                 current = decode.get(row[0], row[0])
@@ -163,7 +163,7 @@ class StateMachine:
                     return Conflict(row[1])
                 return None  # a legal source now: it changed since the UPDATE, send it again
 
-            return ops.conditional(shape.update, shape.read, params, params, applied, judge)
+            return conditional(shape.update, shape.read, params, params, applied, judge)
 
         return make
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
-from mideng.state import ops
+from mideng.state.ops import APPLIED, conditional, moved_on, short_of
+from mideng.state.ops import insert_once as insert_once_op
 from mideng.state.results import Applied, Conflict, Existing, Inserted, Insufficient, Missing
 from mideng.state.run import Make, arun, run
 from mideng.state.statements import cached, insert_shape, update_shape, values_of
@@ -43,7 +44,7 @@ def _insert(table: Any, values: Mapping[str, Any], unique: Any) -> Make[InsertAn
             ("insert", table, kind, given, key),
             lambda: insert_shape(table, kind, dialect, given, key),
         )
-        return ops.insert_once(shape, values)
+        return insert_once_op(shape, values)
 
     return make
 
@@ -97,9 +98,7 @@ def _decrement(
         shape = cached(("decrement", table, kind, names, column), build)
         params = dict(zip(shape.where_names, where.values(), strict=True))
         params["n"] = amount
-        return ops.conditional(
-            shape.update, shape.read, params, params, ops.APPLIED, ops.short_of(amount)
-        )
+        return conditional(shape.update, shape.read, params, params, APPLIED, short_of(amount))
 
     return make
 
@@ -156,8 +155,8 @@ def _versioned(
         params = dict(zip(shape.where_names, where.values(), strict=True))
         params.update(zip(shape.value_names, values.values(), strict=True))
         params["ver"] = version
-        return ops.conditional(
-            shape.update, shape.read, params, params, Applied(version + 1), ops.moved_on(version)
+        return conditional(
+            shape.update, shape.read, params, params, Applied(version + 1), moved_on(version)
         )
 
     return make
