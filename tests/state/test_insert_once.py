@@ -123,6 +123,8 @@ def test_bad_arguments_are_refused_before_any_statement(db: Db, side: Side) -> N
             side.insert_once(conn, orders, {"amount": 1}, unique="order_no")
         with pytest.raises(ConfigurationError, match="no columns"):
             side.insert_once(conn, orders, {}, unique="order_no")
+        with pytest.raises(ConfigurationError, match="needs a value"):
+            side.insert_once(conn, orders, {"order_no": None, "amount": 1}, unique="order_no")
     assert sent == []
     assert not conn.in_transaction()
     side.release(conn)

@@ -25,7 +25,7 @@ from mideng.state.ops import APPLIED, conditional
 from mideng.state.primitives import checked_where
 from mideng.state.results import AlreadyThere, Applied, Conflict, Illegal, Missing
 from mideng.state.run import Make, arun, run
-from mideng.state.statements import update_shape, values_of
+from mideng.state.statements import cached, update_shape, values_of
 
 AdvanceAnswer = Applied | AlreadyThere | Illegal | Missing | Conflict
 
@@ -95,7 +95,6 @@ class StateMachine:
                     f"{state!r} is declared terminal but leads to "
                     f"{sorted(map(str, self._targets[state]))}"
                 )
-        self._shapes: dict[tuple[Any, ...], Any] = {}
 
     def _check(self, state: Any) -> Any:
         if state not in self._targets:
@@ -138,12 +137,11 @@ class StateMachine:
         versioned = version is not None
 
         def make(kind: str, dialect: Any) -> Op[AdvanceAnswer]:
-            key = (table, kind, to, names, given, versioned)
-            plan = self._shapes.get(key)
-            if plan is None:
-                plan = self._shapes[key] = self._plan(
-                    table, kind, dialect, to, names, given, versioned
-                )
+            plan = cached(
+                table,
+                ("advance", self, kind, to, names, given, versioned),
+                lambda: self._plan(table, kind, dialect, to, names, given, versioned),
+            )
             shape, base, decode = plan
             params = dict(base)
             params.update(zip(shape.where_names, where.values(), strict=True))

@@ -28,8 +28,9 @@ VersionedAnswer = Applied | Conflict | Missing
 def checked_where(table: Any, where: Mapping[str, Any]) -> tuple[str, ...]:
     """The where's column names; a None value would compare NULL = NULL, which matches no row
     and would read as Missing, so it is refused instead."""
-    names = values_of(table, where, "pick the row by")
-    if any(v is None for v in where.values()):
+    names = tuple(where)
+    if not names or None in where.values():
+        values_of(table, where, "pick the row by")
         raise ConfigurationError(f"where={dict(where)!r} on {table.name}: a None never matches")
     return names
 
@@ -38,10 +39,17 @@ def checked_where(table: Any, where: Mapping[str, Any]) -> tuple[str, ...]:
 def _insert(table: Any, values: Mapping[str, Any], unique: Any) -> Make[InsertAnswer]:
     given = values_of(table, values, "insert")
     key = (unique,) if isinstance(unique, str) else tuple(unique)
+    for name in key:
+        if name in values and values[name] is None:
+            raise ConfigurationError(
+                f"insert_once into {table.name}: unique column {name!r} needs a value (a NULL "
+                "never equals another, so it would never be a duplicate)"
+            )
 
     def make(kind: str, dialect: Any) -> Op[InsertAnswer]:
         shape = cached(
-            ("insert", table, kind, given, key),
+            table,
+            ("insert", kind, given, key),
             lambda: insert_shape(table, kind, dialect, given, key),
         )
         return insert_once_op(shape, values)
@@ -67,9 +75,10 @@ async def ainsert_once(
 def _decrement(
     table: Any, where: Mapping[str, Any], column: str, amount: Any
 ) -> Make[DecrementAnswer]:
-    from sqlalchemy import bindparam
-
-    if isinstance(amount, bool) or not isinstance(amount, (int, Decimal, float)) or amount <= 0:
+    number = type(amount) is int or (
+        not isinstance(amount, bool) and isinstance(amount, (int, Decimal, float))
+    )
+    if not number or amount <= 0:
         raise ConfigurationError(
             f"decrement of {table.name}.{column} by {amount!r}: the amount must be a positive "
             "number (a zero or negative one would skip the check that keeps it from going "
@@ -79,6 +88,8 @@ def _decrement(
 
     def make(kind: str, dialect: Any) -> Op[DecrementAnswer]:
         def build() -> Any:
+            from sqlalchemy import bindparam
+
             if column not in table.c:
                 raise ConfigurationError(f"{table.name} has no column {column!r} to decrement")
             col = table.c[column]
@@ -95,7 +106,7 @@ def _decrement(
                 picked=[col],
             )
 
-        shape = cached(("decrement", table, kind, names, column), build)
+        shape = cached(table, ("decrement", kind, names, column), build)
         params = dict(zip(shape.where_names, where.values(), strict=True))
         params["n"] = amount
         return conditional(shape.update, shape.read, params, params, APPLIED, short_of(amount))
@@ -122,8 +133,6 @@ async def adecrement(
 def _versioned(
     table: Any, where: Mapping[str, Any], values: Mapping[str, Any], version: int, column: str
 ) -> Make[VersionedAnswer]:
-    from sqlalchemy import bindparam, literal_column
-
     if isinstance(version, bool) or not isinstance(version, int):
         raise ConfigurationError(f"version={version!r}: the version read before, an int")
     names = checked_where(table, where)
@@ -135,6 +144,8 @@ def _versioned(
 
     def make(kind: str, dialect: Any) -> Op[VersionedAnswer]:
         def build() -> Any:
+            from sqlalchemy import bindparam, literal_column
+
             if column not in table.c:
                 raise ConfigurationError(f"{table.name} has no version column {column!r}")
             col = table.c[column]
@@ -151,7 +162,7 @@ def _versioned(
                 picked=[col],
             )
 
-        shape = cached(("versioned", table, kind, names, given, column), build)
+        shape = cached(table, ("versioned", kind, names, given, column), build)
         params = dict(zip(shape.where_names, where.values(), strict=True))
         params.update(zip(shape.value_names, values.values(), strict=True))
         params["ver"] = version

@@ -132,13 +132,18 @@ def read(table: Any, kind: str, dialect: Any, where: Bound, picked: Sequence[Any
 
 
 # -- the shapes: one compiled statement pair per (table, kind, names), built on first use ----
-_SHAPES: dict[tuple[Any, ...], Any] = {}
+# Kept in the Table's own ``info`` dict, so they live exactly as long as the Table does: an
+# application that builds Tables on the fly does not pile up statements for dropped ones.
+_INFO = "mideng.state"
 
 
-def cached(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
-    found = _SHAPES.get(key)
+def cached(table: Any, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+    shapes = table.info.get(_INFO)
+    if shapes is None:
+        shapes = table.info.setdefault(_INFO, {})
+    found = shapes.get(key)
     if found is None:
-        found = _SHAPES[key] = build()
+        found = shapes[key] = build()
     return found
 
 
