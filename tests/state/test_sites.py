@@ -144,3 +144,50 @@ def test_a_failing_statement_leaves_the_callers_transaction_to_the_caller(
     side.rollback(conn)
     side.release(conn)
     assert [r["qty"] for r in db.rows(stock, sku=sku)] == [1]
+
+
+class Order:
+    """An ORM class over the orders table, mapped per test database."""
+
+    order_no: str
+    amount: int
+    status: str
+
+
+def test_a_sessions_pending_rows_are_flushed_first(db: Db) -> None:
+    """An order added through the ORM and not flushed yet is seen by advance, as
+    Session.execute would see it; the session's transaction is then the caller's to commit."""
+    from sqlalchemy.orm import registry
+
+    from mideng.state import AlreadyThere, StateMachine
+
+    mapper = registry()
+    cls = type("Order", (Order,), {})
+    mapper.map_imperatively(cls, db.tables["orders"])
+    flow = StateMachine({"NEW": ["PAID"]})
+    key = new_key()
+    with Session(db.engine) as session:
+        order: Any = cls()
+        order.order_no, order.amount, order.status = key, 5, "NEW"
+        session.add(order)
+        assert flow.advance(session, db.tables["orders"], {"order_no": key}, "PAID") == Applied()
+        assert session.in_transaction()
+        session.commit()
+        assert flow.advance(session, db.tables["orders"], {"order_no": key}, "PAID") == (
+            AlreadyThere()
+        )
+    mapper.dispose()
+    assert [r["status"] for r in db.rows(db.tables["orders"], order_no=key)] == ["PAID"]
+
+
+def test_what_is_not_a_core_table_is_refused(db: Db) -> None:
+    from mideng.errors import ConfigurationError
+
+    class Mapped:
+        __table__ = db.tables["orders"]
+
+    with db.engine.connect() as conn:
+        with pytest.raises(ConfigurationError, match="__table__"):
+            insert_once(conn, Mapped, {"order_no": "x"}, unique="order_no")
+        with pytest.raises(ConfigurationError, match="expected a SQLAlchemy Table"):
+            decrement(conn, "stock", {"sku": "x"}, "qty", 1)

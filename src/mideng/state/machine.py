@@ -25,7 +25,7 @@ from mideng.state.ops import APPLIED, conditional
 from mideng.state.primitives import checked_where
 from mideng.state.results import AlreadyThere, Applied, Conflict, Illegal, Missing
 from mideng.state.run import Make, arun, run
-from mideng.state.statements import cached, update_shape, values_of
+from mideng.state.statements import cached, core_table, update_shape, values_of
 
 AdvanceAnswer = Applied | AlreadyThere | Illegal | Missing | Conflict
 
@@ -127,6 +127,7 @@ class StateMachine:
         version: int | None,
         values: Mapping[str, Any] | None,
     ) -> Make[AdvanceAnswer]:
+        core_table(table)
         sources = self.sources(to)
         if not sources:
             raise ConfigurationError(f"no transition of this machine leads to {to!r}")

@@ -18,7 +18,7 @@ from mideng.state.ops import APPLIED, conditional, moved_on, short_of
 from mideng.state.ops import insert_once as insert_once_op
 from mideng.state.results import Applied, Conflict, Existing, Inserted, Insufficient, Missing
 from mideng.state.run import Make, arun, run
-from mideng.state.statements import cached, insert_shape, update_shape, values_of
+from mideng.state.statements import cached, core_table, insert_shape, update_shape, values_of
 
 InsertAnswer = Inserted | Existing
 DecrementAnswer = Applied | Insufficient | Missing
@@ -37,6 +37,7 @@ def checked_where(table: Any, where: Mapping[str, Any]) -> tuple[str, ...]:
 
 # -- insert_once ---------------------------------------------------------------------------
 def _insert(table: Any, values: Mapping[str, Any], unique: Any) -> Make[InsertAnswer]:
+    core_table(table)
     given = values_of(table, values, "insert")
     key = (unique,) if isinstance(unique, str) else tuple(unique)
     for name in key:
@@ -75,6 +76,7 @@ async def ainsert_once(
 def _decrement(
     table: Any, where: Mapping[str, Any], column: str, amount: Any
 ) -> Make[DecrementAnswer]:
+    core_table(table)
     number = type(amount) is int or (
         not isinstance(amount, bool) and isinstance(amount, (int, Decimal, float))
     )
@@ -133,6 +135,7 @@ async def adecrement(
 def _versioned(
     table: Any, where: Mapping[str, Any], values: Mapping[str, Any], version: int, column: str
 ) -> Make[VersionedAnswer]:
+    core_table(table)
     if isinstance(version, bool) or not isinstance(version, int):
         raise ConfigurationError(f"version={version!r}: the version read before, an int")
     names = checked_where(table, where)

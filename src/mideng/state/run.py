@@ -3,7 +3,9 @@
 Through mideng.db.site, with no savepoint: inside the caller's open transaction the statement
 is one more of theirs (it commits or rolls back with their work, and a duplicate or a 0-row
 answer leaves that transaction as it was); with none open (autocommit use) the site begins
-one, commits it when the primitive answers and rolls it back when it raises.
+one, commits it when the primitive answers and rolls it back when it raises. A Session
+(sync or async) with ``autoflush`` and pending ORM changes is flushed first, as its own
+``execute`` would be, so the statement sees those rows; its transaction is then the caller's.
 """
 
 from __future__ import annotations
@@ -22,8 +24,15 @@ log = logging.getLogger("mideng")
 Make = Callable[[str, Any], Op[T]]
 
 
+def _pending(session: Any) -> bool:
+    return bool(session.new or session.dirty or session.deleted)
+
+
 def run(conn: Any, make: Make[T]) -> T:
     site = Site(conn)
+    if site.session and conn.autoflush and _pending(conn):
+        conn.flush()  # as Session.execute does: the statement sees the ORM's pending rows
+        site = Site(conn)  # the flush began the session's transaction: now the caller's
     kind = site.open(savepoint=False)
     try:
         answer = site.run(make(kind, site.connection.dialect))
@@ -39,6 +48,9 @@ def run(conn: Any, make: Make[T]) -> T:
 
 async def arun(conn: Any, make: Make[T]) -> T:
     site = AsyncSite(conn)
+    if site.session and conn.sync_session.autoflush and _pending(conn):
+        await conn.flush()
+        site = AsyncSite(conn)
     kind = await site.open(savepoint=False)
     try:
         answer = await site.run(make(kind, site.connection.dialect))

@@ -19,6 +19,21 @@ from mideng.db.dialect import is_mysql
 from mideng.db.statements import Sql
 from mideng.errors import ConfigurationError
 
+try:
+    from sqlalchemy import Table
+except ImportError as missing:  # pragma: no cover - the extras install it
+    raise ImportError(
+        "mideng.state needs SQLAlchemy 2: pip install 'mideng[postgresql]' or 'mideng[mysql]'"
+    ) from missing
+
+
+def core_table(table: Any) -> Any:
+    """The one check that the primitives were handed a Core ``Table``."""
+    if not isinstance(table, Table):
+        hint = " (a mapped class's Table is its __table__)" if hasattr(table, "__table__") else ""
+        raise ConfigurationError(f"expected a SQLAlchemy Table, got {table!r}{hint}")
+    return table
+
 
 class TableSql(Sql):
     """A statement compiled from a Core construct: its text, and a typed clause to execute."""
