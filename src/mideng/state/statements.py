@@ -52,23 +52,25 @@ class TableSql(Sql):
         return self._typed
 
 
-_NAMED: dict[int, Any] = {}
+_NAMED: dict[tuple[Any, ...], Any] = {}
 
 
 def _named(dialect: Any) -> Any:
     """The connection's dialect (its server version, its RETURNING support) writing ``:name``
-    binds with no inline casts, so the text is one mideng.db and SQLAlchemy's text() read."""
-    found = _NAMED.get(id(dialect))
-    if found is None or found[0] is not dialect:
+    binds with no inline casts, so the text is one mideng.db and SQLAlchemy's text() read.
+    One per dialect class and server version, however many engines there are."""
+    key = (type(dialect), dialect.server_version_info, getattr(dialect, "is_mariadb", False))
+    found = _NAMED.get(key)
+    if found is None:
         from sqlalchemy.engine.interfaces import BindTyping
 
-        named = copy.copy(dialect)
-        named.paramstyle = "named"
-        named.positional = False
-        named.bind_typing = BindTyping.NONE
-        named.__dict__["_bind_typing_render_casts"] = False  # memoized from the original
-        found = _NAMED[id(dialect)] = (dialect, named)
-    return found[1]
+        found = copy.copy(dialect)
+        found.paramstyle = "named"
+        found.positional = False
+        found.bind_typing = BindTyping.NONE
+        found.__dict__["_bind_typing_render_casts"] = False  # memoized from the original
+        _NAMED[key] = found
+    return found
 
 
 def returns_rows(kind: str) -> bool:
