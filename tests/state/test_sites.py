@@ -191,3 +191,37 @@ def test_what_is_not_a_core_table_is_refused(db: Db) -> None:
             insert_once(conn, Mapped, {"order_no": "x"}, unique="order_no")
         with pytest.raises(ConfigurationError, match="expected a SQLAlchemy Table"):
             decrement(conn, "stock", {"sku": "x"}, "qty", 1)
+
+
+def test_an_async_sessions_pending_rows_are_flushed_first(db: Db) -> None:
+    from sqlalchemy.orm import registry
+
+    from mideng.state import StateMachine
+
+    mapper = registry()
+    cls = type("Order", (Order,), {})
+    mapper.map_imperatively(cls, db.tables["orders"])
+    flow = StateMachine({"NEW": ["PAID"]})
+    key = new_key()
+
+    async def scenario() -> None:
+        engine = create_async_engine(db.aurl)
+        try:
+            async with AsyncSession(engine) as session:
+                order: Any = cls()
+                order.order_no, order.amount, order.status = key, 5, "NEW"
+                session.add(order)
+                where = {"order_no": key}
+                assert await flow.aadvance(session, db.tables["orders"], where, "PAID") == (
+                    Applied()
+                )
+                assert session.in_transaction()
+                await session.commit()
+        finally:
+            await engine.dispose()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        mapper.dispose()
+    assert [r["status"] for r in db.rows(db.tables["orders"], order_no=key)] == ["PAID"]
