@@ -88,19 +88,42 @@ class _Rules:
         return self.conn.rollback if whole else None
 
 
+# The SQLAlchemy classes a site accepts, imported on first use and kept: an import statement
+# costs more than the rest of building a site, which happens once per operation.
+_SYNC: tuple[type, type] | None = None
+_ASYNC: tuple[type, type] | None = None
+
+
+def _sync() -> tuple[type, type]:
+    global _SYNC
+    if _SYNC is None:
+        from sqlalchemy.engine import Connection
+        from sqlalchemy.orm import Session
+
+        _SYNC = (Connection, Session)
+    return _SYNC
+
+
+def _async() -> tuple[type, type]:
+    global _ASYNC
+    if _ASYNC is None:
+        from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+        _ASYNC = (AsyncConnection, AsyncSession)
+    return _ASYNC
+
+
 class Site(_Rules):
     """A sync SQLAlchemy ``Connection`` or ``Session``."""
 
     def __init__(self, conn: Any) -> None:
-        from sqlalchemy.engine import Connection
-        from sqlalchemy.orm import Session
-
-        if not isinstance(conn, (Connection, Session)):
+        kinds = _SYNC or _sync()
+        if not isinstance(conn, kinds):
             raise ConfigurationError(
                 f"expected a SQLAlchemy Connection or Session, got {type(conn)!r}; an "
                 "AsyncConnection or AsyncSession goes to the async twin (atransaction())"
             )
-        super().__init__(conn, isinstance(conn, Session))
+        super().__init__(conn, isinstance(conn, kinds[1]))
 
     def open(self, savepoint: bool) -> str:
         """Begin the site's transaction or savepoint, as the rules say; the statement kind."""
@@ -139,14 +162,13 @@ class AsyncSite(_Rules):
     """An ``AsyncConnection`` or ``AsyncSession``: ``Site`` awaited."""
 
     def __init__(self, conn: Any) -> None:
-        from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
-
-        if not isinstance(conn, (AsyncConnection, AsyncSession)):
+        kinds = _ASYNC or _async()
+        if not isinstance(conn, kinds):
             raise ConfigurationError(
                 f"expected a SQLAlchemy AsyncConnection or AsyncSession, got {type(conn)!r}; "
                 "a sync Connection or Session goes to the sync twin (transaction())"
             )
-        super().__init__(conn, isinstance(conn, AsyncSession))
+        super().__init__(conn, isinstance(conn, kinds[1]))
 
     async def open(self, savepoint: bool) -> str:
         begin = self._begin(savepoint)

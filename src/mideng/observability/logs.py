@@ -106,3 +106,18 @@ def heartbeat_lost(what: object, exc: Exception) -> None:
 
 def heartbeat_thread_died(exc: BaseException) -> None:
     log.error("mideng heartbeat timer died and is restarted", exc_info=exc)
+
+
+# -- business tables (mideng.state) ------------------------------------------------------------
+def duplicate_insert(table: str, key: dict[str, object]) -> None:
+    """An insert_once met a row with the same business key: the retry is answered with that
+    row, and the warning carries the key so the duplicate can be traced."""
+    if not log.isEnabledFor(logging.WARNING):
+        return
+    shown = " ".join(f"{name}={value!r}" for name, value in key.items())
+    log.warning(
+        "mideng duplicate insert table=%s %s: the existing row is returned",
+        table,
+        shown,
+        extra={"mideng_table": table, "mideng_key": key},
+    )

@@ -1,0 +1,157 @@
+"""Instructions per call of each mideng.state primitive and of the same statement by hand.
+
+    .venv/bin/python bench/bench_state_python.py [--calls 2000]
+
+Wall-clock ratios on a shared VM move with its load (bench_state.py); instruction counts do
+not. Each case runs in a child process under ``valgrind --tool=callgrind`` twice, with 1000
+and 1000 + ``--calls`` calls, on SQLite in memory inside one open transaction; the difference
+divided by ``--calls`` is what one call executes: SQLAlchemy, the sqlite3 module and SQLite's
+engine for both, plus mideng's site, loop and primitive for mideng. The "by hand" calls send the
+SQL mideng sends as a ``text()`` statement and look at its rowcount or row, as mideng does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+BASE = 1000
+# Rows seeded for every run alike, so the setup cancels out of the difference.
+SEED = 6000
+PRIMITIVES = ("advance", "decrement", "update_versioned", "insert_once")
+
+
+def child(case: str, calls: int) -> None:
+    from sqlalchemy import create_engine, text
+
+    from mideng.state import StateMachine, decrement, insert_once, update_versioned
+    from tests.state.storm import tables
+
+    primitive, by = case.rsplit(" ", 1)
+    t = tables("py")
+    orders, stock = t["orders"], t["stock"]
+    engine = create_engine("sqlite://")
+    t["orders"].metadata.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            orders.insert(),
+            [{"order_no": f"o-{i}", "status": "PAID", "amount": 1} for i in range(SEED)],
+        )
+        conn.execute(stock.insert().values(sku="s", qty=10**9))
+    flow = StateMachine({"NEW": ["PAID"], "PAID": ["SHIPPED"]})
+    o = orders.name
+    hand: dict[str, Any] = {
+        "advance": text(f"UPDATE {o} SET status = :to WHERE order_no = :w AND status IN (:s)"),
+        "decrement": text(f"UPDATE {stock.name} SET qty = qty - :n WHERE sku = :w AND qty >= :n"),
+        "update_versioned": text(
+            f"UPDATE {o} SET amount = :a, version = version + 1 WHERE order_no = :w "
+            "AND version = :v"
+        ),
+        "insert_once": text(
+            f"INSERT INTO {o} (order_no, amount) VALUES (:o, :a) ON CONFLICT (order_no) "
+            f"DO NOTHING RETURNING id, order_no, status, amount, version, note"
+        ),
+    }
+    conn = engine.connect()
+    conn.begin()
+    sql = hand[primitive]
+    for i in range(calls):
+        key = f"o-{i}"
+        if by == "mideng":
+            if primitive == "advance":
+                flow.advance(conn, orders, {"order_no": key}, "SHIPPED")
+            elif primitive == "decrement":
+                decrement(conn, stock, {"sku": "s"}, "qty", 1)
+            elif primitive == "update_versioned":
+                update_versioned(conn, orders, {"order_no": key}, {"amount": 2}, version=0)
+            else:
+                insert_once(conn, orders, {"order_no": f"n-{i}", "amount": 1}, unique="order_no")
+        elif primitive == "advance":
+            assert conn.execute(sql, {"to": "SHIPPED", "w": key, "s": "PAID"}).rowcount
+        elif primitive == "decrement":
+            assert conn.execute(sql, {"n": 1, "w": "s"}).rowcount
+        elif primitive == "update_versioned":
+            assert conn.execute(sql, {"a": 2, "w": key, "v": 0}).rowcount
+        else:
+            assert conn.execute(sql, {"o": f"n-{i}", "a": 1}).first() is not None
+    conn.rollback()
+
+
+def count(case: str, calls: int) -> float:
+    totals = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (BASE, BASE + calls):
+            out = Path(tmp) / f"cg.{n}"
+            done = subprocess.run(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    f"--callgrind-out-file={out}",
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    case,
+                    str(n),
+                ],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "PYTHONHASHSEED": "0"},
+                check=False,
+            )
+            found = re.search(r"Collected : (\d+)", done.stderr)
+            if done.returncode != 0 or found is None:
+                raise SystemExit(f"{case}: valgrind failed\n{done.stderr[-2000:]}")
+            totals.append(int(found.group(1)))
+    return (totals[1] - totals[0]) / calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--calls", type=int, default=2000, choices=range(1, SEED - BASE + 1))
+    parser.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], int(args.child[1]))
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench_state_python.py counts instructions with valgrind")
+    rows = []
+    for primitive in PRIMITIVES:
+        hand, ours = (
+            count(f"{primitive} hand", args.calls),
+            count(f"{primitive} mideng", args.calls),
+        )
+        rows.append(
+            f"| {primitive} | {hand / 1000:.1f} | {ours / 1000:.1f} | "
+            f"{(ours - hand) / 1000:.1f} | {ours / hand:.2f} |"
+        )
+    text = "\n".join(
+        [
+            "| primitive (happy path) | by hand, text() | mideng | mideng adds | x |",
+            "|---|---:|---:|---:|---:|",
+            *rows,
+        ]
+    )
+    header = (
+        f"Python {platform.python_version()}, {platform.machine()}, valgrind callgrind; "
+        f"thousands of instructions per call over {args.calls} calls, SQLite in memory, "
+        "inside one open transaction."
+    )
+    print(header + "\n\n" + text)
+    (Path(__file__).parent / "results" / "state_python.md").write_text(
+        header + "\n\n" + text + "\n"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Backstops in the business tables: each one conditional statement on the caller's connection.
+
+- ``insert_once``: insert by a business unique key; a duplicate answers ``Existing(row)``
+  instead of an error, and never aborts the caller's transaction;
+- ``StateMachine``: declared transitions; ``advance`` is one ``UPDATE … WHERE status IN
+  (…)`` answering ``Applied`` / ``AlreadyThere`` / ``Illegal`` / ``Missing``;
+- ``decrement``: ``SET c = c - n WHERE c >= n``, never below zero;
+- ``update_versioned``: optimistic locking on a version column.
+
+Each has an async twin (``ainsert_once``, ``aadvance``, ``adecrement``,
+``aupdate_versioned``) for AsyncConnection / AsyncSession; both run the same statement
+generators through mideng.db. Tables are SQLAlchemy Core ``Table`` objects; PostgreSQL,
+MySQL/MariaDB and SQLite. See docs/state.md.
+"""
+
+from mideng.state.machine import StateMachine
+from mideng.state.ops import RowKeptChangingError
+from mideng.state.primitives import (
+    adecrement,
+    ainsert_once,
+    aupdate_versioned,
+    decrement,
+    insert_once,
+    update_versioned,
+)
+from mideng.state.results import (
+    AlreadyThere,
+    Applied,
+    Conflict,
+    Existing,
+    Illegal,
+    Inserted,
+    Insufficient,
+    Missing,
+)
+
+__all__ = [
+    "AlreadyThere",
+    "Applied",
+    "Conflict",
+    "Existing",
+    "Illegal",
+    "Inserted",
+    "Insufficient",
+    "Missing",
+    "RowKeptChangingError",
+    "StateMachine",
+    "adecrement",
+    "ainsert_once",
+    "aupdate_versioned",
+    "decrement",
+    "insert_once",
+    "update_versioned",
+]

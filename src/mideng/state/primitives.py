@@ -1,0 +1,203 @@
+"""insert_once, decrement and update_versioned, with their async twins.
+
+Each builds the operation (mideng.state.ops) for the shape of its arguments — compiled once
+per table, statement kind and column names (mideng.state.statements) — and hands it to the
+runner of its loop (mideng.state.run). The sync and async functions differ only in which
+runner they call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from mideng.db.statements import Op
+from mideng.errors import ConfigurationError
+from mideng.state.ops import APPLIED, conditional, moved_on, short_of
+from mideng.state.ops import insert_once as insert_once_op
+from mideng.state.results import Applied, Conflict, Existing, Inserted, Insufficient, Missing
+from mideng.state.run import Make, arun, run
+from mideng.state.statements import cached, core_table, insert_shape, update_shape, values_of
+
+InsertAnswer = Inserted | Existing
+DecrementAnswer = Applied | Insufficient | Missing
+VersionedAnswer = Applied | Conflict | Missing
+
+
+def checked_where(table: Any, where: Mapping[str, Any]) -> tuple[str, ...]:
+    """The where's column names; a None value would compare NULL = NULL, which matches no row
+    and would read as Missing, so it is refused instead."""
+    names = tuple(where)
+    if not names or None in where.values():
+        values_of(table, where, "pick the row by")
+        raise ConfigurationError(f"where={dict(where)!r} on {table.name}: a None never matches")
+    return names
+
+
+# -- insert_once ---------------------------------------------------------------------------
+def _insert(table: Any, values: Mapping[str, Any], unique: Any) -> Make[InsertAnswer]:
+    core_table(table)
+    given = values_of(table, values, "insert")
+    key = (unique,) if isinstance(unique, str) else tuple(unique)
+    for name in key:
+        if name in values and values[name] is None:
+            raise ConfigurationError(
+                f"insert_once into {table.name}: unique column {name!r} needs a value (a NULL "
+                "never equals another, so it would never be a duplicate)"
+            )
+
+    def make(kind: str, dialect: Any) -> Op[InsertAnswer]:
+        shape = cached(
+            table,
+            ("insert", kind, given, key),
+            lambda: insert_shape(table, kind, dialect, given, key),
+        )
+        return insert_once_op(shape, values)
+
+    return make
+
+
+def insert_once(conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any) -> InsertAnswer:
+    """Insert ``values`` into ``table`` unless a row with the same ``unique`` key exists:
+    ``Inserted(row)``, or ``Existing(row)`` with the stored row (and a WARNING log line with
+    the key). One statement when the row is new; a duplicate never raises and never aborts
+    the caller's transaction. A clash on another unique key is still an error."""
+    return run(conn, _insert(table, values, unique))
+
+
+async def ainsert_once(
+    conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
+) -> InsertAnswer:
+    return await arun(conn, _insert(table, values, unique))
+
+
+# -- decrement -----------------------------------------------------------------------------
+def _decrement(
+    table: Any, where: Mapping[str, Any], column: str, amount: Any
+) -> Make[DecrementAnswer]:
+    core_table(table)
+    number = type(amount) is int or (
+        not isinstance(amount, bool) and isinstance(amount, (int, Decimal, float))
+    )
+    if not number or amount <= 0:
+        raise ConfigurationError(
+            f"decrement of {table.name}.{column} by {amount!r}: the amount must be a positive "
+            "number (a zero or negative one would skip the check that keeps it from going "
+            "below zero)"
+        )
+    names = checked_where(table, where)
+
+    def make(kind: str, dialect: Any) -> Op[DecrementAnswer]:
+        def build() -> Any:
+            from sqlalchemy import bindparam
+
+            if column not in table.c:
+                raise ConfigurationError(f"{table.name} has no column {column!r} to decrement")
+            col = table.c[column]
+            n = bindparam("n", type_=col.type)
+            return update_shape(
+                table,
+                kind,
+                dialect,
+                names,
+                (),
+                sets={col: col - n},
+                conds=[col >= n],
+                binds=[n],
+                picked=[col],
+            )
+
+        shape = cached(table, ("decrement", kind, names, column), build)
+        params = dict(zip(shape.where_names, where.values(), strict=True))
+        params["n"] = amount
+        return conditional(shape.update, shape.read, params, params, APPLIED, short_of(amount))
+
+    return make
+
+
+def decrement(
+    conn: Any, table: Any, where: Mapping[str, Any], column: str, amount: Any
+) -> DecrementAnswer:
+    """``UPDATE table SET column = column - amount WHERE <where> AND column >= amount``:
+    ``Applied()``, ``Insufficient(current)`` (nothing taken) or ``Missing()``. Never a
+    read-then-write: two callers can never both take the last unit."""
+    return run(conn, _decrement(table, where, column, amount))
+
+
+async def adecrement(
+    conn: Any, table: Any, where: Mapping[str, Any], column: str, amount: Any
+) -> DecrementAnswer:
+    return await arun(conn, _decrement(table, where, column, amount))
+
+
+# -- update_versioned ----------------------------------------------------------------------
+def _versioned(
+    table: Any, where: Mapping[str, Any], values: Mapping[str, Any], version: int, column: str
+) -> Make[VersionedAnswer]:
+    core_table(table)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ConfigurationError(f"version={version!r}: the version read before, an int")
+    names = checked_where(table, where)
+    given = values_of(table, values, "update")
+    if column in values:
+        raise ConfigurationError(
+            f"{table.name}.{column} is the version column: update_versioned increments it"
+        )
+
+    def make(kind: str, dialect: Any) -> Op[VersionedAnswer]:
+        def build() -> Any:
+            from sqlalchemy import bindparam, literal_column
+
+            if column not in table.c:
+                raise ConfigurationError(f"{table.name} has no version column {column!r}")
+            col = table.c[column]
+            read = bindparam("ver", type_=col.type)
+            return update_shape(
+                table,
+                kind,
+                dialect,
+                names,
+                given,
+                sets={col: col + literal_column("1")},
+                conds=[col == read],
+                binds=[read],
+                picked=[col],
+            )
+
+        shape = cached(table, ("versioned", kind, names, given, column), build)
+        params = dict(zip(shape.where_names, where.values(), strict=True))
+        params.update(zip(shape.value_names, values.values(), strict=True))
+        params["ver"] = version
+        return conditional(
+            shape.update, shape.read, params, params, Applied(version + 1), moved_on(version)
+        )
+
+    return make
+
+
+def update_versioned(
+    conn: Any,
+    table: Any,
+    where: Mapping[str, Any],
+    values: Mapping[str, Any],
+    *,
+    version: int,
+    column: str = "version",
+) -> VersionedAnswer:
+    """``UPDATE table SET <values>, version = version + 1 WHERE <where> AND version =
+    :version``: ``Applied(new_version)``, ``Conflict(current_version)`` (someone else wrote
+    since the caller read ``version``; nothing written) or ``Missing()``."""
+    return run(conn, _versioned(table, where, values, version, column))
+
+
+async def aupdate_versioned(
+    conn: Any,
+    table: Any,
+    where: Mapping[str, Any],
+    values: Mapping[str, Any],
+    *,
+    version: int,
+    column: str = "version",
+) -> VersionedAnswer:
+    return await arun(conn, _versioned(table, where, values, version, column))

@@ -1,0 +1,76 @@
+"""What a business-table primitive answers: one small type per outcome.
+
+Success and refusal are both answers, not exceptions: a duplicate transition or insert is the
+normal shape of a retry, and an illegal transition or an empty stock is a business decision
+the caller makes (alert, refund, tell the user). ``ok`` says which side an answer is on, so
+``if not result.ok:`` is the one check a caller needs before looking at the details.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """The statement changed the row. ``version``: the row's new version, when one was kept."""
+
+    version: int | None = None
+    ok: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True)
+class AlreadyThere:
+    """The row was already in the target state: a duplicate of a transition that happened."""
+
+    ok: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True)
+class Illegal:
+    """The row is in ``current``, from which the declared machine does not lead to the target."""
+
+    current: Any
+    ok: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """No row matched ``where``."""
+
+    ok: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class Insufficient:
+    """The column holds ``current``, less than the amount asked for; nothing was taken."""
+
+    current: Any
+    ok: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """The row's version is ``current_version``, not the one the caller read: someone else
+    changed it since, and nothing was written."""
+
+    current_version: int
+    ok: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class Inserted:
+    """The row was inserted; ``row`` maps each column to its stored value."""
+
+    row: Mapping[str, Any]
+    ok: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True)
+class Existing:
+    """A row with the same unique key was already there; ``row`` is that row, as stored."""
+
+    row: Mapping[str, Any]
+    ok: ClassVar[bool] = True

@@ -1,0 +1,274 @@
+"""The business tables' statements: built from the caller's SQLAlchemy ``Table``, compiled once
+per statement kind, kept.
+
+A primitive's statement depends on the table, the statement kind (mideng.db.dialect) and the
+*names* it is given (which columns pick the row, which are set), never on the values. So each
+shape is compiled once, against the connection's own dialect told to write ``:name`` binds,
+and kept as a ``TableSql``: the text mideng.db runs, with a clause that carries the columns'
+types (bind and result processing stay the table's) and that SQLAlchemy only has to look up,
+not compile. A call then builds its parameters and sends that one statement.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from mideng.db.dialect import is_mysql
+from mideng.db.statements import Sql
+from mideng.errors import ConfigurationError
+
+try:
+    from sqlalchemy import Table
+except ImportError as missing:  # pragma: no cover - the extras install it
+    raise ImportError(
+        "mideng.state needs SQLAlchemy 2: pip install 'mideng[postgresql]' or 'mideng[mysql]'"
+    ) from missing
+
+
+def core_table(table: Any) -> Any:
+    """The one check that the primitives were handed a Core ``Table``."""
+    if not isinstance(table, Table):
+        hint = " (a mapped class's Table is its __table__)" if hasattr(table, "__table__") else ""
+        raise ConfigurationError(f"expected a SQLAlchemy Table, got {table!r}{hint}")
+    return table
+
+
+class TableSql(Sql):
+    """A statement compiled from a Core construct: its text, and a typed clause to execute."""
+
+    __slots__ = ("_typed",)
+
+    def __init__(self, construct: Any, dialect: Any, binds: Sequence[Any], columns: Any = ()):
+        from sqlalchemy import text
+
+        super().__init__(construct.compile(dialect=_named(dialect)).string)
+        clause: Any = text(self.text).bindparams(*binds)
+        self._typed = clause.columns(*columns) if columns else clause
+
+    @property
+    def clause(self) -> Any:
+        return self._typed
+
+
+_NAMED: dict[tuple[Any, ...], Any] = {}
+
+
+def _named(dialect: Any) -> Any:
+    """The connection's dialect (its server version, its RETURNING support) writing ``:name``
+    binds with no inline casts, so the text is one mideng.db and SQLAlchemy's text() read.
+    One per dialect class and server version, however many engines there are."""
+    key = (type(dialect), dialect.server_version_info, getattr(dialect, "is_mariadb", False))
+    found = _NAMED.get(key)
+    if found is None:
+        from sqlalchemy.engine.interfaces import BindTyping
+
+        found = copy.copy(dialect)
+        found.paramstyle = "named"
+        found.positional = False
+        found.bind_typing = BindTyping.NONE
+        found.__dict__["_bind_typing_render_casts"] = False  # memoized from the original
+        _NAMED[key] = found
+    return found
+
+
+def returns_rows(kind: str) -> bool:
+    """INSERT … RETURNING: PostgreSQL, SQLite (3.35+), MariaDB 10.5+; MySQL 8 has none."""
+    return kind != "mysql"
+
+
+# -- the table's keys --------------------------------------------------------------------------
+def unique_keys(table: Any) -> list[frozenset[str]]:
+    """Every column set the table declares unique: primary key, unique constraints and
+    indexes, ``unique=True`` columns."""
+    from sqlalchemy import Index, PrimaryKeyConstraint, UniqueConstraint
+
+    keys = [frozenset(c.key for c in table.primary_key.columns)] if table.primary_key else []
+    for constraint in table.constraints:
+        if isinstance(constraint, (UniqueConstraint, PrimaryKeyConstraint)):
+            keys.append(frozenset(c.key for c in constraint.columns))
+    keys += [
+        frozenset(c.key for c in i.columns)
+        for i in table.indexes
+        if isinstance(i, Index) and i.unique
+    ]
+    keys += [frozenset([c.key]) for c in table.columns if c.unique]
+    return [k for k in keys if k]
+
+
+def columns(table: Any, names: Iterable[str], what: str) -> list[Any]:
+    found = []
+    for name in names:
+        if name not in table.c:
+            raise ConfigurationError(f"{table.name} has no column {name!r} ({what})")
+        found.append(table.c[name])
+    return found
+
+
+def picking_one_row(table: Any, names: Sequence[str]) -> list[Any]:
+    """The columns of ``where``, which must include a unique key: a primitive changes one row,
+    and a ``where`` that could match several would change them all."""
+    cols = columns(table, names, "in where")
+    given = frozenset(names)
+    if not any(key <= given for key in unique_keys(table)):
+        raise ConfigurationError(
+            f"where={sorted(given)} does not pick one row of {table.name}: name its primary key "
+            "or a unique key (declared on the Table)"
+        )
+    return cols
+
+
+class Bound(NamedTuple):
+    """Conditions or assignments on columns, and the typed binds they use."""
+
+    parts: list[Any]
+    binds: list[Any]
+    names: tuple[str, ...]  # bind names, in the order of the columns given
+
+
+def equal(cols: Sequence[Any], prefix: str) -> Bound:
+    from sqlalchemy import bindparam
+
+    names = tuple(f"{prefix}{i}" for i in range(len(cols)))
+    binds = [bindparam(n, type_=c.type) for n, c in zip(names, cols, strict=True)]
+    return Bound([c == b for c, b in zip(cols, binds, strict=True)], binds, names)
+
+
+def read(table: Any, kind: str, dialect: Any, where: Bound, picked: Sequence[Any]) -> TableSql:
+    """The read-back after a miss. On MySQL/MariaDB a locking read: a plain SELECT there reads
+    the transaction's snapshot, which may predate the commit that made the statement miss
+    (REPEATABLE READ); a locking read sees the row as it is. PostgreSQL's READ COMMITTED and
+    SQLite's single writer already read the latest row."""
+    from sqlalchemy import select
+
+    query = select(*picked).where(*where.parts)
+    if is_mysql(kind):
+        query = query.with_for_update(read=True)
+    return TableSql(query, dialect, where.binds, picked)
+
+
+# -- the shapes: one compiled statement pair per (table, kind, names), built on first use ----
+# Kept in the Table's own ``info`` dict, so they live exactly as long as the Table does: an
+# application that builds Tables on the fly does not pile up statements for dropped ones.
+_INFO = "mideng.state"
+
+
+def cached(table: Any, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+    shapes = table.info.get(_INFO)
+    if shapes is None:
+        shapes = table.info.setdefault(_INFO, {})
+    found = shapes.get(key)
+    if found is None:
+        found = shapes[key] = build()
+    return found
+
+
+class InsertShape(NamedTuple):
+    table: Any
+    insert: TableSql
+    read: TableSql  # the existing row, by the unique key
+    names: tuple[str, ...]  # the insert's binds, one per value given, in order
+    key_names: tuple[str, ...]  # the read's binds, one per unique column
+    unique: tuple[str, ...]
+    returns: bool
+    autoincrement: str | None
+
+
+def insert_shape(
+    table: Any, kind: str, dialect: Any, given: tuple[str, ...], unique: tuple[str, ...]
+) -> InsertShape:
+    from sqlalchemy import insert
+
+    cols = columns(table, given, "to insert")
+    if not unique or not set(unique) <= set(given):
+        raise ConfigurationError(
+            f"insert_once into {table.name}: unique={unique!r} must name columns given in values"
+        )
+    if frozenset(unique) not in unique_keys(table):
+        raise ConfigurationError(
+            f"{sorted(unique)} is not a unique key of {table.name}: declare it on the Table "
+            "(UniqueConstraint, unique Index or primary key) as it is in the database"
+        )
+    values = equal(cols, "v")
+    target = [table.c[name] for name in unique]
+    if kind == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        stmt: Any = pg_insert(table).on_conflict_do_nothing(index_elements=target)
+    elif kind == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        stmt = sqlite_insert(table).on_conflict_do_nothing(index_elements=target)
+    else:
+        # MySQL/MariaDB: a plain INSERT, whose duplicate-key error (1062) the operation turns
+        # into Existing after reading the row by this key. Not INSERT IGNORE: IGNORE also
+        # turns a NULL into a NOT NULL column, a too-long string or an out-of-range number
+        # into a warning and stores a default, a truncation or a clipped value instead. Not
+        # ON DUPLICATE KEY UPDATE c = c: it swallows a duplicate of ANY unique key (a clashing
+        # primary key would pass as "existing"), and under the CLIENT_FOUND_ROWS flag
+        # SQLAlchemy's drivers set, its row count is 1 for an insert and a duplicate alike. A
+        # failed statement on InnoDB rolls back only itself: the caller's transaction and
+        # everything it wrote before go on, so no savepoint is needed either.
+        stmt = insert(table)
+    stmt = stmt.values(dict(zip(cols, values.binds, strict=True)))
+    returns = returns_rows(kind)
+    picked = list(table.c)
+    if returns:
+        stmt = stmt.returning(*picked)
+    key = equal(target, "w")
+    column = table.autoincrement_column
+    return InsertShape(
+        table,
+        TableSql(stmt, dialect, values.binds, picked if returns else ()),
+        read(table, kind, dialect, key, picked),
+        values.names,
+        key.names,
+        unique,
+        returns,
+        None if column is None else column.key,
+    )
+
+
+class UpdateShape(NamedTuple):
+    update: TableSql
+    read: TableSql  # the picked columns of the row, by ``where``
+    where_names: tuple[str, ...]
+    value_names: tuple[str, ...]
+
+
+def update_shape(
+    table: Any,
+    kind: str,
+    dialect: Any,
+    where: tuple[str, ...],
+    given: tuple[str, ...],
+    *,
+    sets: Mapping[Any, Any],
+    conds: Sequence[Any],
+    binds: Sequence[Any],
+    picked: Sequence[Any],
+) -> UpdateShape:
+    """``UPDATE table SET <given> = :v…, <sets> WHERE <where> = :w… AND <conds>``, and the
+    read of ``picked`` by ``where``."""
+    from sqlalchemy import update
+
+    key = equal(picking_one_row(table, where), "w")
+    values = equal(columns(table, given, "to set"), "v") if given else Bound([], [], ())
+    assigned = {table.c[name]: b for name, b in zip(given, values.binds, strict=True)}
+    clash = [c.key for c in sets if c in assigned]
+    if clash:
+        raise ConfigurationError(f"{table.name}: {clash} are set by the primitive itself")
+    stmt = update(table).where(*key.parts, *conds).values({**assigned, **sets})
+    return UpdateShape(
+        TableSql(stmt, dialect, [*key.binds, *values.binds, *binds]),
+        read(table, kind, dialect, key, picked),
+        key.names,
+        values.names,
+    )
+
+
+def values_of(table: Any, values: Mapping[str, Any], what: str) -> tuple[str, ...]:
+    if not values:
+        raise ConfigurationError(f"no columns to {what} in {table.name}")
+    return tuple(values)

@@ -1,0 +1,68 @@
+"""The recipe: the idempotency record and the stock decrement in one transaction.
+
+``take_stock`` is what docs/state.md shows; run as a script it is a process that stops at a
+chosen point (after the decrement, before the commit; or after the commit, before answering)
+and waits there to be killed.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Table, create_engine
+
+from mideng import Guard, open_store
+from mideng.state import decrement
+
+
+class OutOfStock(Exception):
+    pass
+
+
+def take_stock(
+    guard: Guard,
+    conn: Any,
+    stock: Table,
+    order_no: str,
+    sku: str,
+    qty: int,
+    pause: Callable[[str], None] = lambda point: None,
+) -> Any:
+    """Take ``qty`` of ``sku`` for ``order_no`` once, however often the order is retried."""
+    with guard.transaction(conn, "stock-take", order_no, payload={"sku": sku, "qty": qty}) as tx:
+        if tx.replayed:
+            return tx.result
+        taken = decrement(conn, stock, {"sku": sku}, "qty", qty)
+        if not taken.ok:
+            raise OutOfStock(f"{sku}: {taken}")  # rolls back the record too: a retry may run
+        tx.set_result({"order": order_no, "sku": sku, "taken": qty})
+        pause("decremented")
+    pause("committed")
+    return tx.value
+
+
+def main() -> int:
+    url, record_table, suffix, order_no, sku, stop_at, workdir = sys.argv[1:8]
+    from tests.state.storm import tables
+
+    stock = tables(suffix)["stock"]
+    store = open_store(url, table=record_table)
+    guard = Guard(store, lease=30)
+    engine = create_engine(url)
+
+    def pause(point: str) -> None:
+        if point == stop_at:
+            (Path(workdir) / point).write_text("here")
+            time.sleep(300)  # killed here
+
+    with engine.connect() as conn:
+        take_stock(guard, conn, stock, order_no, sku, 1, pause)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
