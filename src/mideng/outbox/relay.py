@@ -220,6 +220,10 @@ class Relay:
         while True:
             try:
                 async with self.engine.connect() as connection:
+                    if self.q.mysql:
+                        # InnoDB's REPEATABLE READ would lock every key row an UPDATE scans,
+                        # writers' included; READ COMMITTED locks only the rows it changes.
+                        await connection.execution_options(isolation_level="READ COMMITTED")
                     site = AsyncSite(connection)
                     await site.open(savepoint=False)
                     try:

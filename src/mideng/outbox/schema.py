@@ -98,6 +98,7 @@ def _postgresql(table: str) -> list[str]:
         f"CREATE INDEX IF NOT EXISTS {table}_sent ON {table} (sent_at) WHERE state = {SENT}",
         _keys(table, "DOUBLE PRECISION", "BIGINT") + ")",
         f"CREATE INDEX IF NOT EXISTS {keys}_pending ON {keys} (claimed_until) WHERE pending = 1",
+        f"CREATE INDEX IF NOT EXISTS {keys}_claim ON {keys} (claimed_by)",
         f"CREATE OR REPLACE FUNCTION {table}_notify() RETURNS trigger LANGUAGE plpgsql AS "
         f"$$ BEGIN PERFORM pg_notify('{channel(table)}', ''); RETURN NULL; END $$",
         f"DROP TRIGGER IF EXISTS {table}_notify ON {table}",
@@ -114,7 +115,8 @@ def _mysql(table: str) -> list[str]:
         f"KEY {table}_unkeyed (state, aggregateid, claimed_until), "
         f"KEY {table}_sent (state, sent_at)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
         _keys(table, "DOUBLE", "BIGINT")
-        + f", KEY {keys_table(table)}_pending (pending, claimed_until)) "
+        + f", KEY {keys_table(table)}_pending (pending, claimed_until), "
+        f"KEY {keys_table(table)}_claim (claimed_by)) "
         "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
     ]
 
@@ -129,4 +131,5 @@ def _sqlite(table: str) -> list[str]:
         f"CREATE INDEX IF NOT EXISTS {table}_sent ON {table} (state, sent_at)",
         _keys(table, "REAL", "INTEGER") + ")",
         f"CREATE INDEX IF NOT EXISTS {keys}_pending ON {keys} (pending, claimed_until)",
+        f"CREATE INDEX IF NOT EXISTS {keys}_claim ON {keys} (claimed_by)",
     ]
