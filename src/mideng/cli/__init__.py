@@ -16,6 +16,7 @@ COMMANDS = {
     "release": "mideng.cli.records:release",
     "purge": "mideng.cli.records:purge",
     "schema": "mideng.cli.schema:schema",
+    "relay": "mideng.cli.relay:relay",
 }
 
 
