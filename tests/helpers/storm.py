@@ -43,6 +43,9 @@ class Side(Protocol):
     def settled(self) -> bool:
         """Nothing pending, unacked or uncommitted is left on the broker."""
 
+    def state(self) -> str:
+        """What the broker holds, for a failure's message."""
+
 
 @dataclass
 class Tables:
@@ -193,6 +196,7 @@ def run_storm(
     workers: int = 3,
     kills: int = 5,
     seed: int | None = None,
+    between_kills: tuple[float, float] = (0.3, 1.5),
     timeout: float = 120.0,
 ) -> StormResult:
     """Publish, run ``workers`` consumers, SIGKILL slot 0 at random points ``kills`` times
@@ -218,8 +222,10 @@ def run_storm(
         pool.start(slot)
     kill_points: list[int] = []
     try:
+        # The kills are to hit work in progress, not a group still forming.
+        wait_for(lambda: len(db.effects_by_key()) > 0, timeout, "the first effect")
         for _ in range(kills):
-            time.sleep(rng.uniform(0.3, 1.5))
+            time.sleep(rng.uniform(*between_kills))
             pool.kill(0)
             kill_points.append(len(db.effects_by_key()))
             pool.start(0)
@@ -230,7 +236,8 @@ def run_storm(
         try:
             wait_for(done, timeout, f"{keys} effects and a settled broker (seed {seed})", 0.5)
         except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{pool.logs()}") from None
+            state = f"{len(db.effects_by_key())} keys have effects; broker: {side.state()}"
+            raise AssertionError(f"{exc}: {state}\n{pool.logs()}") from None
     finally:
         exits = pool.stop_all()
     return StormResult(db.effects_by_key(), db.records_by_status(), exits, kill_points)

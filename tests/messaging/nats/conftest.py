@@ -72,6 +72,12 @@ class NatsSide:
         finally:
             await client.close()
 
+    def state(self) -> str:
+        info = self.info()
+        if info is None:
+            return "no durable"
+        return f"{info.num_pending} pending, {info.num_ack_pending} unacked"
+
     def settled(self) -> bool:
         info = self.info()
         return info is not None and info.num_pending == 0 and info.num_ack_pending == 0
