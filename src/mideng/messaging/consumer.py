@@ -36,11 +36,12 @@ from mideng.errors import (
 )
 from mideng.guard.aheartbeat import start_async
 from mideng.guard.driver import Driver
-from mideng.messaging import transactional
 from mideng.messaging.batch import claim_all, complete_all
 from mideng.messaging.keys import KeyFn, default_key, key_of, request_id_of
 from mideng.messaging.message import Message
 from mideng.messaging.outcome import RetryRules, after_failure, standing
+from mideng.messaging.transactional import check as check_transactional
+from mideng.messaging.transactional import handle as handle_in_transaction
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
 from mideng.stores.batch import Completion
@@ -92,7 +93,7 @@ class IdempotentConsumer:
         self.coroutine = inspect.iscoroutinefunction(handler)
         self.async_engine = engine is not None and hasattr(engine, "sync_engine")
         if engine is not None:
-            transactional.check(self)
+            check_transactional(self)
 
     # -- the adapters' surface ----------------------------------------------------------------
     async def handle(self, message: Message) -> Verdict:
@@ -104,7 +105,7 @@ class IdempotentConsumer:
                 verdict: Verdict = DeadLetter(str(exc))
             else:
                 if self.engine is not None:
-                    verdict = await transactional.handle(self, message, key)
+                    verdict = await handle_in_transaction(self, message, key)
                 else:
                     verdict = await self._handle(message, key)
             return await self._settled(message, verdict)

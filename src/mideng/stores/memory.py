@@ -8,10 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 from mideng.core.record import Record
-from mideng.stores.base import KEEP, LocalStore, Step, T
+from mideng.stores.base import KEEP, Step, T
+from mideng.stores.local_batch import LocalBatch
 
 
-class MemoryStore(LocalStore):
+class MemoryStore(LocalBatch):
     offload_reason = "a dict under a lock: nothing blocks, so the async twins call the sync ones"
     blocking_io = False
 
