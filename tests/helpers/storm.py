@@ -241,3 +241,55 @@ def run_storm(
     finally:
         exits = pool.stop_all()
     return StormResult(db.effects_by_key(), db.records_by_status(), exits, kill_points)
+
+
+@dataclass
+class CrashResult:
+    effects_at_kill: int  # committed effect rows of the key when the process was killed
+    effects: list[int]  # the pid of each committed effect row of the key, at the end
+    killed_pid: int
+    rerun_log: str  # what the consumer started after the kill logged
+
+
+def crash_case(
+    side: Side, db: Tables, workdir: Path, at: str, timeout: float = 60.0
+) -> CrashResult:
+    """One keyed message, a consumer SIGKILLed at ``at`` (before_commit / after_commit) while
+    on it, then a fresh consumer; returns what committed before and after."""
+    key = f"order:crash-{token()}"
+    side.publish([(key, json.dumps({"order": key}).encode())])
+    marker = workdir / "at-crash-point"
+    pool = Workers(
+        workdir,
+        {
+            "broker": side.broker,
+            "url": side.url,
+            "adapter": side.adapter(),
+            "db_url": db.db_url,
+            "record_table": db.records,
+            "effects_table": db.effects,
+            "scope": "stock",
+        },
+    )
+    try:
+        victim = pool.start(0, crash={"at": at, "key": key, "marker": str(marker)})
+        try:
+            wait_for(marker.exists, timeout, f"the consumer to reach {at}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{pool.logs()}") from None
+        at_kill = db.effects_by_key().get(key, 0)
+        pool.kill(0)
+        (workdir / "worker-0.log").rename(workdir / "killed.log")
+        pool.start(0)
+        try:
+            wait_for(side.settled, timeout, "the redelivery to be settled")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {side.state()}\n{pool.logs()}") from None
+    finally:
+        pool.stop_all()
+    with db.engine.connect() as conn:
+        pids = conn.execute(
+            text(f"SELECT pid FROM {db.effects} WHERE key = :key ORDER BY id"), {"key": key}
+        )
+        effects = [int(pid) for (pid,) in pids]
+    return CrashResult(at_kill, effects, victim.pid, (workdir / "worker-0.log").read_text())

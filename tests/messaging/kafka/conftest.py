@@ -71,7 +71,7 @@ class KafkaSide:
             "group": self.names.group,
             "batch": self.batch,
             "poll_timeout": 0.5,
-            "session_timeout_ms": 6000,
+            "session_timeout_ms": 3000,
             "heartbeat_interval_ms": 500,
         }
 
