@@ -14,6 +14,7 @@ from typing import Any
 
 from mideng.errors import LeaseLostError
 from mideng.stores.redis.commands import Command
+from mideng.stores.redis.direct import pack
 
 
 def forms(store: Any, commands: Sequence[Command[Any]]) -> list[tuple[Any, ...]]:
@@ -44,13 +45,13 @@ def run_many(store: Any, commands: Sequence[Command[Any]]) -> list[Any]:
     if store._target.kind == "cluster":
         return [_one(store, c) for c in commands]
     try:
-        client = store._connection().client
-        replies = _pipeline(client, forms(store, commands))
+        conn = store._connection()
+        replies = _pipeline(conn, forms(store, commands))
         error = _missing(replies)
         if error is not None:
             for load in store._calls.loads(error):
-                client.execute_command(*load)
-            replies = _pipeline(client, forms(store, commands))
+                conn.client.execute_command(*load)
+            replies = _pipeline(conn, forms(store, commands))
             error = _missing(replies)
             if error is not None:
                 raise error
@@ -65,13 +66,13 @@ async def arun_many(store: Any, commands: Sequence[Command[Any]]) -> list[Any]:
     if store._target.kind == "cluster":
         return [await _aone(store, c) for c in commands]
     try:
-        client = (await store._aconnection()).client
-        replies = await _apipeline(client, forms(store, commands))
+        conn = await store._aconnection()
+        replies = await _apipeline(conn, forms(store, commands))
         error = _missing(replies)
         if error is not None:
             for load in store._calls.loads(error):
-                await client.execute_command(*load)
-            replies = await _apipeline(client, forms(store, commands))
+                await conn.client.execute_command(*load)
+            replies = await _apipeline(conn, forms(store, commands))
             error = _missing(replies)
             if error is not None:
                 raise error
@@ -80,15 +81,21 @@ async def arun_many(store: Any, commands: Sequence[Command[Any]]) -> list[Any]:
     return finish_all(commands, replies)
 
 
-def _pipeline(client: Any, sends: list[tuple[Any, ...]]) -> list[Any]:
-    pipe = client.pipeline(transaction=False)
+# Through the store's direct sender where it has one (the same probe-free path its single
+# operations take), else a redis-py pipeline.
+def _pipeline(conn: Any, sends: list[tuple[Any, ...]]) -> list[Any]:
+    if conn.direct is not None:
+        return conn.direct.call_many([pack(args) for args in sends])  # type: ignore[no-any-return]
+    pipe = conn.client.pipeline(transaction=False)
     for args in sends:
         pipe.execute_command(*args)
     return list(pipe.execute(raise_on_error=False))
 
 
-async def _apipeline(client: Any, sends: list[tuple[Any, ...]]) -> list[Any]:
-    pipe = client.pipeline(transaction=False)
+async def _apipeline(conn: Any, sends: list[tuple[Any, ...]]) -> list[Any]:
+    if conn.direct is not None:
+        return await conn.direct.call_many([pack(args) for args in sends])  # type: ignore[no-any-return]
+    pipe = conn.client.pipeline(transaction=False)
     for args in sends:
         pipe.execute_command(*args)
     return list(await pipe.execute(raise_on_error=False))
