@@ -109,9 +109,10 @@ def build(config: dict[str, Any]) -> Any:
     return consumer
 
 
-async def run(config: dict[str, Any]) -> None:
+async def run(config: dict[str, Any], ready: Path) -> None:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await asyncio.to_thread(ready.write_text, str(os.getpid()))  # now SIGTERM stops gracefully
     consumer = build(config)
     if config["broker"] == "rabbitmq":
         from mideng.messaging import rabbitmq
@@ -124,7 +125,8 @@ async def run(config: dict[str, Any]) -> None:
 
 
 def main() -> int:
-    asyncio.run(run(json.loads(Path(sys.argv[1]).read_text())))
+    path = Path(sys.argv[1])
+    asyncio.run(run(json.loads(path.read_text()), path.with_suffix(".ready")))
     return 0
 
 

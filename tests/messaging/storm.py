@@ -178,6 +178,7 @@ class Workers:
     def __init__(self, workdir: Path, config: dict[str, Any]) -> None:
         self.workdir, self.config = workdir, config
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
+        self.ready: dict[int, Path] = {}
 
     def start(self, slot: int, **overrides: Any) -> None:
         config = {**self.config, **overrides}
@@ -185,6 +186,7 @@ class Workers:
             config["adapter"] = {**config["adapter"], "name": f"member-{slot}"}
         path = self.workdir / f"worker-{slot}-{token()}.json"
         path.write_text(json.dumps(config))
+        self.ready[slot] = path.with_suffix(".ready")
         with (self.workdir / f"worker-{slot}.log").open("ab") as log:
             self.processes[slot] = subprocess.Popen(
                 [sys.executable, "-m", "tests.messaging.consumer_worker", str(path)],
@@ -200,6 +202,13 @@ class Workers:
         process.wait(timeout=10)
 
     def stop_all(self, timeout: float = 30.0) -> list[int | None]:
+        # A process just started may not have its SIGTERM handler yet: wait until it says so.
+        for slot, process in self.processes.items():
+            deadline = time.monotonic() + timeout
+            while process.poll() is None and not self.ready[slot].exists():
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
         for process in self.processes.values():
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
