@@ -189,3 +189,40 @@ def test_a_retry_is_requeued_after_its_delay_and_runs_then(broker_names: BrokerN
 
     asyncio.run(scenario())
     assert attempts == [False, True]
+
+
+def test_a_failed_ack_loses_nothing_and_the_redelivery_is_not_run_again(
+    broker_names: BrokerNames, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = broker_names.rabbitmq_queue()
+    seen: list[Message] = []
+    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", seen.append)
+    real = aio_pika.IncomingMessage.ack
+    failures = [ConnectionError("connection reset by peer")]
+    acked: list[bool] = []
+
+    async def flaky(self: Any, multiple: bool = False) -> None:
+        if failures:
+            raise failures.pop()
+        await real(self, multiple)
+        acked.append(True)
+
+    monkeypatch.setattr(aio_pika.IncomingMessage, "ack", flaky)
+
+    async def scenario() -> None:
+        await publish(queue, "order:1")
+
+        def run(stop: asyncio.Event) -> Any:
+            return rabbitmq.consume(consumer, AMQP_URL, queue=queue, stop=stop)
+
+        with pytest.raises(ConnectionError):  # the broker failed: consume ends with its error
+            await consume_until(run, lambda: asyncio.sleep(0, False))
+
+        async def settled() -> bool:
+            return bool(acked)
+
+        await consume_until(run, settled)  # redelivered, acked without running
+        assert await ready(queue) == 0
+
+    asyncio.run(scenario())
+    assert len(seen) == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 import redis.asyncio as aredis
 
 from mideng import Guard
@@ -139,3 +140,42 @@ def test_a_dead_members_entries_are_taken_over_once_idle(broker_names: BrokerNam
 
     asyncio.run(scenario())
     assert sorted(m.headers["idempotency-key"] for m in seen) == ["order:0", "order:1", "order:2"]
+
+
+def test_a_failed_xack_loses_nothing_and_the_redelivery_is_not_run_again(
+    broker_names: BrokerNames, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = broker_names.redis_stream()
+    seen: list[Message] = []
+    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", seen.append)
+    real = aredis.Redis.xack
+    failures = [ConnectionError("connection reset by peer")]
+
+    async def flaky(self: Any, *args: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await real(self, *args)
+
+    monkeypatch.setattr(aredis.Redis, "xack", flaky)
+
+    async def scenario() -> None:
+        client: Any = aredis.from_url(REDIS_URL)
+        await client.xadd(names.stream, {"body": b"x", "idempotency-key": "order:1"})
+
+        def run(stop: asyncio.Event) -> Any:
+            return redis_streams.consume(
+                consumer, REDIS_URL, stream=names.stream, group=names.group, name="w1", stop=stop
+            )
+
+        with pytest.raises(ConnectionError):  # the broker failed: consume ends with its error
+            await consume_until(run, lambda: asyncio.sleep(0, False))
+        assert await pending(client, names.stream, names.group) == 1  # still the broker's
+
+        async def drained() -> bool:
+            return not await pending(client, names.stream, names.group)
+
+        await consume_until(run, drained)  # restarted: its own pending entry, acked unrun
+        await client.aclose()
+
+    asyncio.run(scenario())
+    assert len(seen) == 1
