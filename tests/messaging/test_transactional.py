@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from mideng import Guard, open_store
@@ -187,3 +187,27 @@ def test_mismatched_setups_are_refused_at_construction(db: Db) -> None:
     with pytest.raises(ConfigurationError, match="async def"):
         IdempotentConsumer(db.guard, "stock", plain, engine=engine)
     asyncio.run(engine.dispose())
+
+
+def test_a_failed_commit_sends_the_message_back_and_leaves_nothing(db: Db) -> None:
+    def deduct(message: Message, conn: Any) -> None:
+        conn.execute(text(f"INSERT INTO {db.orders} (order_key) VALUES ('order:1')"))
+
+    failures = [OSError("connection lost at commit")]
+
+    def commit(conn: Any) -> None:
+        if failures:
+            raise failures.pop()
+
+    event.listen(db.engine, "commit", commit)
+    try:
+        c = IdempotentConsumer(db.guard, "stock", deduct, engine=db.engine)
+        first = asyncio.run(c.handle(msg("order:1")))
+        assert isinstance(first, Retry)
+        assert "transaction failed" in first.reason
+        assert db.stock_moves() == []
+        assert db.guard.get("stock", "order:1") is None  # the record rolled back with it
+        assert asyncio.run(c.handle(msg("order:1"))) == Ack(ran=True)
+        assert db.stock_moves() == ["order:1"]
+    finally:
+        event.remove(db.engine, "commit", commit)

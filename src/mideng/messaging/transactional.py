@@ -86,33 +86,47 @@ async def handle(consumer: IdempotentConsumer, message: Message, key: str) -> Ve
         return _refused(consumer, key, exc)
 
 
+# A transaction that failed other than by the handler's own error (a refused claim, a lost
+# connection, a failed COMMIT) may leave the pooled connection inside a transaction SQLAlchemy
+# no longer tracks, holding the uncommitted record and writes; the next message on that
+# connection would commit them with its own. So that connection is dropped, never pooled.
 def _run(consumer: IdempotentConsumer, message: Message, key: str) -> Verdict:
-    with (
-        consumer.engine.connect() as conn,
-        transaction(consumer.guard, conn, consumer.scope, key, **consumer.options) as tx,
-    ):
-        if tx.replayed:
-            return Ack(ran=False)
-        attempt = tx.record.attempts if tx.record is not None else 1
+    with consumer.engine.connect() as conn:
         try:
-            consumer.handler(message, conn)
-        except Exception as exc:
-            raise _HandlerFailed(exc, attempt) from exc
+            with transaction(consumer.guard, conn, consumer.scope, key, **consumer.options) as tx:
+                if tx.replayed:
+                    return Ack(ran=False)
+                attempt = tx.record.attempts if tx.record is not None else 1
+                try:
+                    consumer.handler(message, conn)
+                except Exception as exc:
+                    raise _HandlerFailed(exc, attempt) from exc
+        except _HandlerFailed:
+            raise  # rolled back in full by the block
+        except BaseException:
+            conn.invalidate()  # never back to the pool (above)
+            raise
     return Ack(ran=True)
 
 
 async def _arun(consumer: IdempotentConsumer, message: Message, key: str) -> Verdict:
-    async with (
-        consumer.engine.connect() as conn,
-        atransaction(consumer.guard, conn, consumer.scope, key, **consumer.options) as tx,
-    ):
-        if tx.replayed:
-            return Ack(ran=False)
-        attempt = tx.record.attempts if tx.record is not None else 1
+    async with consumer.engine.connect() as conn:
         try:
-            await consumer.handler(message, conn)
-        except Exception as exc:
-            raise _HandlerFailed(exc, attempt) from exc
+            async with atransaction(
+                consumer.guard, conn, consumer.scope, key, **consumer.options
+            ) as tx:
+                if tx.replayed:
+                    return Ack(ran=False)
+                attempt = tx.record.attempts if tx.record is not None else 1
+                try:
+                    await consumer.handler(message, conn)
+                except Exception as exc:
+                    raise _HandlerFailed(exc, attempt) from exc
+        except _HandlerFailed:
+            raise
+        except BaseException:
+            await conn.invalidate()  # never back to the pool (above)
+            raise
     return Ack(ran=True)
 
 
