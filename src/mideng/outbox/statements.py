@@ -79,7 +79,9 @@ class Queries:
             f"SELECT {', '.join('o.' + c for c in ROW_COLUMNS.split(', '))} FROM {t} o "
             f"JOIN {k} k ON k.aggregateid = o.aggregateid "
             f"WHERE k.claimed_by = :token AND o.seq > k.sent_seq AND o.state = {PENDING} "
-            "ORDER BY o.aggregateid, o.seq LIMIT :limit"
+            # By rank within the key first: a cut-off batch then holds a head of every key
+            # (all keys publish side by side) rather than all of a few keys.
+            "ORDER BY o.seq - k.sent_seq, o.aggregateid LIMIT :limit"
         )
 
         # -- relay: settle -----------------------------------------------------------------
