@@ -97,9 +97,12 @@ def claim_many(s: Statements, reqs: Sequence[ClaimRequest]) -> Op[list[Claim]]:
     where = {(r.scope, r.key): i for i, r in enumerate(reqs)}
     answers: list[Claim | None] = [None] * len(reqs)
     params: dict[str, Any] = {}
-    for i, r in enumerate(reqs):
-        for name, value in _claim_params(s, r).items():
-            params[f"{name}_{i}"] = value
+    # Rows in one order for every batch: two batches inserting overlapping keys in different
+    # orders would each hold a key the other waits for.
+    ordered = sorted(range(len(reqs)), key=lambda i: (reqs[i].scope, reqs[i].key))
+    for n, i in enumerate(ordered):
+        for name, value in _claim_params(s, reqs[i]).items():
+            params[f"{name}_{n}"] = value
     res = yield Stmt(insert_many(s, len(reqs)), params)
     if s.kind == "postgresql":
         for scope, key, stamp in res.rows:
