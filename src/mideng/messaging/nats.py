@@ -84,6 +84,13 @@ async def consume(
             # nats-py raises its own TimeoutError, or a bare asyncio one from inside fetch.
             except (errors.TimeoutError, asyncio.TimeoutError):
                 continue
+            except errors.ConnectionClosedError:
+                raise  # closed for good (reconnects given up): the caller restarts us
+            except errors.Error as exc:
+                # Reconnecting, a JetStream API blip: nothing was handed out, so just wait.
+                log.warning("JetStream fetch from %r failed (%r); trying again", durable, exc)
+                await _pause(stop, fetch_timeout)
+                continue
             await _process(consumer, jetstream, fetched, wait, dead_subject)
         await client.flush()
     finally:
@@ -168,7 +175,17 @@ async def _process(
         with contextlib.suppress(asyncio.CancelledError):
             await keeper
     for message, verdict in zip(messages, verdicts, strict=True):
-        await _settle(jetstream, message, verdict, dead_subject)
+        try:
+            await _settle(jetstream, message, verdict, dead_subject)
+        except Exception:
+            # The rest of the batch is still settled; this one comes back after ack_wait and
+            # the consumer's record answers it.
+            log.exception("settling message %s failed; it is redelivered", message.id)
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
 
 
 async def _settle(

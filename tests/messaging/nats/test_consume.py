@@ -213,21 +213,35 @@ def test_stop_finishes_the_message_in_hand_and_returns(nats_side: NatsSide) -> N
     assert (info.num_pending, info.num_ack_pending) == (0, 0)  # acked before returning
 
 
-def test_a_bare_timeout_from_fetch_is_a_quiet_poll(
-    nats_side: NatsSide, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _fetch_failing(monkeypatch: pytest.MonkeyPatch, error: BaseException, times: int) -> list[int]:
     from nats.js.client import JetStreamContext
 
     real = JetStreamContext.PullSubscription.fetch
     raised: list[int] = []
 
     async def flaky(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if len(raised) < 2:
+        if len(raised) < times:
             raised.append(1)
-            raise asyncio.TimeoutError
+            raise error
         return await real(self, *args, **kwargs)
 
     monkeypatch.setattr(JetStreamContext.PullSubscription, "fetch", flaky)
+    return raised
+
+
+@pytest.mark.parametrize("error", ["bare timeout", "service unavailable", "no responders"])
+def test_a_fetch_that_times_out_or_fails_once_is_tried_again(
+    nats_side: NatsSide, monkeypatch: pytest.MonkeyPatch, error: str
+) -> None:
+    from nats.errors import NoRespondersError
+    from nats.js.errors import ServiceUnavailableError
+
+    raising = {
+        "bare timeout": asyncio.TimeoutError(),
+        "service unavailable": ServiceUnavailableError(),
+        "no responders": NoRespondersError(),
+    }[error]
+    raised = _fetch_failing(monkeypatch, raising, 2)
     runs: list[Message] = []
     consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", runs.append)
     nats_side.publish([("order:1", b"{}")])
@@ -242,6 +256,17 @@ def test_a_bare_timeout_from_fetch_is_a_quiet_poll(
     asyncio.run(scenario())
     assert len(raised) == 2
     assert runs[0].attempt == 1
+
+
+def test_a_connection_closed_for_good_ends_consume(
+    nats_side: NatsSide, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nats.errors import ConnectionClosedError
+
+    _fetch_failing(monkeypatch, ConnectionClosedError(), 1)
+    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", lambda m: None)
+    with pytest.raises(ConnectionClosedError):
+        asyncio.run(asyncio.wait_for(consuming(consumer, nats_side, asyncio.Event()), 10))
 
 
 def test_the_message_id_is_the_publishers_or_the_stream_sequence(nats_side: NatsSide) -> None:

@@ -21,6 +21,8 @@ class Raw:
         self.sequence, self.calls = sequence, calls
 
     async def ack(self) -> None:
+        if self.sequence == 2 and self.headers.get("fail-ack"):
+            raise ConnectionError("lost the connection while acking")
         self.calls.append((self.sequence, "ack", None))
 
     async def nak(self, delay: float | None = None) -> None:
@@ -91,3 +93,12 @@ def test_a_failed_dead_letter_copy_is_nakd_not_terminated() -> None:
 def test_a_consumer_that_raises_sends_the_batch_back_after_a_pause() -> None:
     calls, _, _ = settle(None, None)
     assert calls == [(n, "nak", adapter.UNDECIDED_DELAY) for n in range(1, 5)]
+
+
+def test_a_settle_that_fails_leaves_the_rest_of_the_batch_settled() -> None:
+    calls: list[tuple[int, str, Any]] = []
+    fetched = [Raw(n, calls) for n in range(1, 4)]
+    fetched[1].headers["fail-ack"] = "1"
+    consumer = Scripted([Ack(True)] * 3)
+    asyncio.run(adapter._process(consumer, JetStream(False), fetched, 30.0, None))
+    assert calls == [(1, "ack", None), (3, "ack", None)]
