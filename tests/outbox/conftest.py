@@ -38,11 +38,9 @@ class Db:
                 ).mappings()
             )
 
-    def keys(self) -> list[Any]:
+    def key_rows(self) -> list[Any]:
         with self.engine.connect() as connection:
-            return list(
-                connection.execute(text(f"SELECT * FROM {self.table}_keys")).mappings()
-            )
+            return list(connection.execute(text(f"SELECT * FROM {self.table}_keys")).mappings())
 
 
 def open_db(name: str, tmp_path: Path, **engine_options: Any) -> Db:

@@ -11,13 +11,12 @@ from mideng.messaging.publish import Outgoing
 
 
 class Recording:
-    def __init__(
-        self, fail: Callable[[Outgoing], bool] | None = None, delay: float = 0.0
-    ) -> None:
+    def __init__(self, fail: Callable[[Outgoing], bool] | None = None, delay: float = 0.0) -> None:
         self.sent: list[Outgoing] = []
         self.fail = fail
         self.delay = delay
         self.started = self.closed = 0
+        self.published = asyncio.Event()
 
     async def start(self) -> None:
         self.started += 1
@@ -28,6 +27,7 @@ class Recording:
         if self.fail is not None and self.fail(message):
             raise ConnectionError(f"broker refused {message.message_id}")
         self.sent.append(message)
+        self.published.set()
 
     async def close(self) -> None:
         self.closed += 1

@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import sys
+from pathlib import Path
 
 from mideng.messaging.publish import Outgoing, open_publisher
 from mideng.outbox import Relay
@@ -50,8 +51,7 @@ async def main() -> int:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with relay:
-        with open(log_path + ".ready", "w") as ready:
-            ready.write(str(os.getpid()))
+        await asyncio.to_thread(Path(log_path + ".ready").write_text, str(os.getpid()))
         await relay.run(stop)
     return 0
 

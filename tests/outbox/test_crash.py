@@ -6,8 +6,8 @@ SIGTERM: each finishes its batch and exits 0, leaving no key claimed."""
 from __future__ import annotations
 
 import asyncio
-import os
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -165,4 +165,4 @@ def test_a_relay_killed_mid_batch_three_times_loses_nothing(
     assert duplicated <= published_by_killed
     # SIGTERM let each batch finish: every row sent, no key left claimed.
     assert all(row["state"] == 1 for row in db.rows())
-    assert all(key["claimed_by"] is None and key["pending"] == 0 for key in db.keys())
+    assert all(key["claimed_by"] is None and key["pending"] == 0 for key in db.key_rows())

@@ -62,7 +62,8 @@ def test_the_request_id_travels_from_the_request_to_the_consumer_log_line(
 
         reader = redis.asyncio.Redis.from_url(REDIS_URL)
         try:
-            ((_, fields),) = await reader.xrange(names.stream)
+            entries: Any = await reader.xrange(names.stream)
+            ((_, fields),) = entries
         finally:
             await reader.aclose()
         consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", deduct)

@@ -30,7 +30,7 @@ def test_only_committed_rows_exist(db: Db) -> None:
         connection.commit()
     assert [row["id"] for row in db.rows()] == [kept, late]
     # The rolled-back key took its sequence number back with it.
-    assert {row["aggregateid"]: row["last_seq"] for row in db.keys()} == {"order:1": 1}
+    assert {row["aggregateid"]: row["last_seq"] for row in db.key_rows()} == {"order:1": 1}
 
 
 def test_the_row_holds_what_will_be_sent(db: Db) -> None:

@@ -27,9 +27,8 @@ from mideng.db.site import AsyncSite
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.messaging.publish import Outgoing, Publisher, open_publisher
-from mideng.outbox import ops
 from mideng.outbox.engines import async_engine, listen_conninfo
-from mideng.outbox.ops import Failure, Row
+from mideng.outbox.ops import Failure, Row, claim, purge, settle
 from mideng.outbox.schema import DEFAULT_TABLE, channel
 from mideng.outbox.statements import Queries
 from mideng.outbox.wake import Listen, Poll
@@ -180,15 +179,13 @@ class Relay:
         now = time.time()
         until = now + self.lease
         rows: list[Row] = await self._transact(
-            lambda: ops.claim(self.q, token, now, until, self.batch_keys, self.batch_rows)
+            lambda: claim(self.q, token, now, until, self.batch_keys, self.batch_rows)
         )
         if not rows:
             return Batch(0, 0, 0, 0)
         sent, failures = await self._publish(rows, until)
         settle_now = time.time()
-        await self._transact(
-            lambda: ops.settle(self.q, token, settle_now, sent, failures), retries=5
-        )
+        await self._transact(lambda: settle(self.q, token, settle_now, sent, failures), retries=5)
         dead = sum(1 for failure in failures if failure.dead)
         for failure in failures:
             log.warning(
@@ -205,7 +202,7 @@ class Relay:
         await self.start()
         self._purged_at = time.time()
         cutoff = time.time() - self.retention
-        return await self._transact(lambda: ops.purge(self.q, cutoff))
+        return await self._transact(lambda: purge(self.q, cutoff))
 
     # -- inside a batch --------------------------------------------------------------------
     @property

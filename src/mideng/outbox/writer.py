@@ -19,7 +19,7 @@ from mideng.db.statements import Op, Res, Sql, Stmt
 from mideng.errors import ConfigurationError
 from mideng.messaging.headers import REQUEST_ID
 from mideng.messaging.publish import outgoing
-from mideng.outbox import ops
+from mideng.outbox.ops import add as add_row
 from mideng.outbox.schema import DEFAULT_TABLE, NAME_MAX, ddl
 from mideng.outbox.statements import Queries
 
@@ -126,7 +126,7 @@ class Outbox:
         site = Site(conn)
         # A transaction the site begins is left open for the caller, as SQLAlchemy's own
         # autobegin would: add() must never commit.
-        site.run(ops.add(self._for(site.open(savepoint=False)), values))
+        site.run(add_row(self._for(site.open(savepoint=False)), values))
         return str(values["id"])
 
     async def aadd(
@@ -142,7 +142,7 @@ class Outbox:
         """``add`` for an ``AsyncConnection`` or ``AsyncSession``."""
         values = self._values(destination, payload, key, headers, event_type)
         site = AsyncSite(conn)
-        await site.run(ops.add(self._for(await site.open(savepoint=False)), values))
+        await site.run(add_row(self._for(await site.open(savepoint=False)), values))
         return str(values["id"])
 
     def _for(self, kind: str) -> Queries:
