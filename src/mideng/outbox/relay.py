@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from mideng.db.dialect import kind_of, retryable
 from mideng.db.site import AsyncSite
-from mideng.db.statements import Op
+from mideng.db.statements import Op, check_table
 from mideng.errors import ConfigurationError
 from mideng.messaging.publish import Outgoing, Publisher, open_publisher
 from mideng.outbox.engines import async_engine, listen_conninfo
@@ -97,8 +97,8 @@ class Relay:
             raise ConfigurationError("batch sizes, concurrency and max_attempts must be >= 1")
         if lease <= 0 or poll <= 0 or retention < 0:
             raise ConfigurationError("lease and poll must be positive, retention >= 0")
+        self.table = check_table(table)
         self.engine, self._owns_engine = async_engine(db)
-        self.table = table
         if isinstance(broker, str):
             options = {"exchange": exchange} if exchange else {}
             self.publisher: Publisher = open_publisher(broker, **options)
