@@ -61,7 +61,9 @@ class Tables:
     def create(self) -> None:
         with self.engine.begin() as conn:
             conn.execute(
-                text(f"CREATE TABLE {self.effects} (id SERIAL PRIMARY KEY, key TEXT, pid INT)")
+                text(
+                    f"CREATE TABLE {self.effects} (id SERIAL PRIMARY KEY, order_key TEXT, pid INT)"
+                )
             )
         SQLStore.from_url(self.db_url, table=self.records).close()
 
@@ -73,7 +75,9 @@ class Tables:
 
     def effects_by_key(self) -> dict[str, int]:
         with self.engine.connect() as conn:
-            rows = conn.execute(text(f"SELECT key, COUNT(*) FROM {self.effects} GROUP BY key"))
+            rows = conn.execute(
+                text(f"SELECT order_key, COUNT(*) FROM {self.effects} GROUP BY order_key")
+            )
             return {str(key): int(count) for key, count in rows}
 
     def records_by_status(self) -> dict[str, int]:
@@ -289,7 +293,7 @@ def crash_case(
         pool.stop_all()
     with db.engine.connect() as conn:
         pids = conn.execute(
-            text(f"SELECT pid FROM {db.effects} WHERE key = :key ORDER BY id"), {"key": key}
+            text(f"SELECT pid FROM {db.effects} WHERE order_key = :key ORDER BY id"), {"key": key}
         )
         effects = [int(pid) for (pid,) in pids]
     return CrashResult(at_kill, effects, victim.pid, (workdir / "worker-0.log").read_text())

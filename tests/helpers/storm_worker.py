@@ -73,7 +73,7 @@ def build(config: dict[str, Any]) -> Any:
     def deduct(message: Message, conn: Connection) -> None:
         key = message.headers[IDEMPOTENCY_KEY]
         conn.execute(
-            text(f"INSERT INTO {effects} (key, pid) VALUES (:key, :pid)"),
+            text(f"INSERT INTO {effects} (order_key, pid) VALUES (:key, :pid)"),
             {"key": key, "pid": os.getpid()},
         )
         if jitter:

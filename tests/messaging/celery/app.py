@@ -67,7 +67,9 @@ def deduct_stock(order_id: str, quantity: int) -> dict[str, object]:
     try:
         with engine.begin() as conn:
             conn.execute(
-                text(f"INSERT INTO {env['MIDENG_CELERY_EFFECTS']} (key, pid) VALUES (:k, :p)"),
+                text(
+                    f"INSERT INTO {env['MIDENG_CELERY_EFFECTS']} (order_key, pid) VALUES (:k, :p)"
+                ),
                 {"k": f"order:{order_id}", "p": os.getpid()},
             )
     finally:

@@ -1,8 +1,8 @@
 """JetStream storm: 2,000 messages over 1,500 business keys (the rest re-published as new
-broker messages), three transactional consumer processes on PostgreSQL sharing one durable,
-one of them SIGKILLed at random points five times and restarted. At the end every key has
-exactly one committed effect, every record succeeded, and the durable holds nothing pending
-or unacked."""
+broker messages), three transactional consumer processes sharing one durable (on PostgreSQL,
+and on MariaDB), one of them SIGKILLed at random points five times and restarted. At the end
+every key has exactly one committed effect, every record succeeded, and the durable holds
+nothing pending or unacked."""
 
 from __future__ import annotations
 
@@ -12,14 +12,21 @@ import pytest
 
 from tests.helpers.storm import run_storm, tables
 from tests.messaging.nats.conftest import NatsSide
-from tests.services import POSTGRES_URL, need
+from tests.services import MYSQL_URL, POSTGRES_URL, need
 
 pytestmark = pytest.mark.slow
 
 
-def test_storm_one_effect_per_key_with_kills(nats_side: NatsSide, tmp_path: Path) -> None:
-    need("postgresql")
-    with tables(POSTGRES_URL) as db:
+@pytest.mark.parametrize(
+    ("service", "url"),
+    [("postgresql", POSTGRES_URL), ("mysql", MYSQL_URL)],
+    ids=["postgresql", "mariadb"],
+)
+def test_storm_one_effect_per_key_with_kills(
+    nats_side: NatsSide, tmp_path: Path, service: str, url: str
+) -> None:
+    need(service)
+    with tables(url) as db:
         result = run_storm(nats_side, db, tmp_path, between_kills=(0.1, 0.6))
     assert len(result.kills) == 5
     assert 0 < result.kills[0] < 1500, "the first kill came before or after all the work"
