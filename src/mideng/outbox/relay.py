@@ -83,7 +83,7 @@ class Relay:
         table: str = DEFAULT_TABLE,
         exchange: str | None = None,
         batch_keys: int = 100,
-        batch_rows: int = 500,
+        batch_rows: int = 2000,
         concurrency: int = 64,
         lease: float = 30.0,
         max_attempts: int = 10,
