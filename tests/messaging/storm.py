@@ -201,7 +201,7 @@ class Workers:
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=10)
 
-    def stop_all(self, timeout: float = 30.0) -> list[int | None]:
+    def stop_all(self, timeout: float = 60.0) -> list[int | None]:
         # A process just started may not have its SIGTERM handler yet: wait until it says so.
         for slot, process in self.processes.items():
             deadline = time.monotonic() + timeout

@@ -35,7 +35,7 @@ def storm(side: Any, db: Tables, workdir: Path, seed: int | None = None) -> None
             return len(db.effects_by_key()) >= KEYS and side.settled()
 
         try:
-            wait_for(done, 90, f"{KEYS} effects and a settled broker (seed {seed})", 0.5)
+            wait_for(done, 150, f"{KEYS} effects and a settled broker (seed {seed})", 0.5)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{pool.logs()}") from None
     finally:
@@ -44,7 +44,7 @@ def storm(side: Any, db: Tables, workdir: Path, seed: int | None = None) -> None
     assert sorted(effects) == sorted(f"order:{n}" for n in range(KEYS)), f"seed {seed}"
     doubled = {k: c for k, c in effects.items() if c != 1}
     assert not doubled, f"keys with more than one effect (seed {seed}): {doubled}"
-    assert exits == [0] * WORKERS, pool.logs()
+    assert exits == [0] * WORKERS, f"exit codes {exits}\n{pool.logs()}"
     assert side.settled()
     from sqlalchemy import text
 
