@@ -178,8 +178,13 @@ class Relay:
         token = str(uuid.uuid4())
         now = time.time()
         until = now + self.lease
+        # Each claim statement stands alone on PostgreSQL and SQLite (a lease is committed the
+        # moment it is taken; the read that follows sees a prefix of each key, whatever commits
+        # meanwhile), so no BEGIN/COMMIT round trips on the wake-up path. MySQL's claim is a
+        # locking read and an update of what it returned: one transaction.
         rows: list[Row] = await self._transact(
-            lambda: claim(self.q, token, now, until, self.batch_keys, self.batch_rows)
+            lambda: claim(self.q, token, now, until, self.batch_keys, self.batch_rows),
+            autocommit=not self.q.mysql,
         )
         if not rows:
             return Batch(0, 0, 0, 0)
@@ -211,13 +216,18 @@ class Relay:
             raise ConfigurationError("the relay is not started")
         return self._queries
 
-    async def _transact(self, make: Callable[[], Op[T]], retries: int = 0) -> T:
-        """Run one operation in a transaction of its own; a deadlock victim runs again."""
+    async def _transact(
+        self, make: Callable[[], Op[T]], retries: int = 0, autocommit: bool = False
+    ) -> T:
+        """Run one operation in a transaction of its own (or statement by statement, with
+        ``autocommit``); a deadlock victim runs again."""
         attempt = 0
         while True:
             try:
                 async with self.engine.connect() as connection:
-                    if self.q.mysql:
+                    if autocommit:
+                        await connection.execution_options(isolation_level="AUTOCOMMIT")
+                    elif self.q.mysql:
                         # InnoDB's REPEATABLE READ would lock every key row an UPDATE scans,
                         # writers' included; READ COMMITTED locks only the rows it changes.
                         await connection.execution_options(isolation_level="READ COMMITTED")
