@@ -17,6 +17,7 @@ from mideng.context import get_request_id
 from mideng.core.record import ClaimRequest, Status
 from mideng.errors import StoreUnavailableError
 from mideng.messaging import Ack, DeadLetter, IdempotentConsumer, Message, Retry, Verdict
+from mideng.messaging.publish import outgoing
 from mideng.stores.memory import MemoryStore
 
 T = TypeVar("T")
@@ -103,6 +104,38 @@ def test_header_names_are_matched_ignoring_case() -> None:
     c, guard = consumer(runs)
     assert run(c.handle(Message(b"", {"Idempotency-Key": "order:9"}))) == Ack(ran=True)
     assert guard.get("stock", "order:9") is not None
+
+
+def test_the_message_id_header_names_the_event_over_its_aggregate_key() -> None:
+    # An outbox row's messages: two events of one order (one aggregate key), each with its
+    # own id; the relay's re-publish of the first carries the first's id again.
+    seen: list[bytes] = []
+    c, guard = consumer(lambda m: seen.append(m.body))
+    paid = Message(b"paid", {"message-id": "41", "idempotency-key": "order:1"}, id="b-1")
+    shipped = Message(b"shipped", {"message-id": "42", "idempotency-key": "order:1"}, id="b-2")
+    again = Message(b"paid", {"message-id": "41", "idempotency-key": "order:1"}, id="b-3")
+    assert [run(c.handle(m)) for m in (paid, shipped, again)] == [
+        Ack(ran=True),
+        Ack(ran=True),
+        Ack(ran=False),
+    ]
+    assert seen == [b"paid", b"shipped"]
+    assert guard.get("stock", "41") is not None
+
+
+def test_publish_names_a_message_by_its_business_key_unless_given_an_id() -> None:
+    keyed = outgoing("orders", b"{}", key="order:5")
+    assert keyed.headers["message-id"] == keyed.message_id == "order:5"
+    assert outgoing("orders", b"{}", key="order:5", message_id="ev-9").message_id == "ev-9"
+    first, second = outgoing("orders", b"{}", key=None), outgoing("orders", b"{}", key=None)
+    assert first.message_id != second.message_id  # no key: every message is its own event
+    # a producer publishing one business event twice: the consumer runs it once
+    runs: list[bytes] = []
+    c, _ = consumer(lambda m: runs.append(m.body))
+    for n in (1, 2):
+        sent = outgoing("orders", b"reserve", key="order:5")
+        run(c.handle(Message(sent.body, sent.headers, id=f"broker-{n}")))
+    assert runs == [b"reserve"]
 
 
 def test_an_async_handler_runs_on_the_loop() -> None:

@@ -84,9 +84,10 @@ def outgoing(
     headers: Mapping[str, str] | None = None,
     message_id: str | None = None,
 ) -> Outgoing:
-    """A message with mideng's headers: a fresh message id (unless given), the business key
-    and the current request id."""
-    message_id = message_id or str(uuid.uuid4())
+    """A message with mideng's headers: its message id, the business key and the current
+    request id. The id defaults to the business key, so publishing one business event twice
+    sends one id twice and a consumer dedupes it; without a key, a fresh id."""
+    message_id = message_id or key or str(uuid.uuid4())
     out: dict[str, str] = {}
     for name, value in (headers or {}).items():
         if not isinstance(name, str) or not isinstance(value, str):
@@ -108,9 +109,10 @@ async def publish(
     *,
     key: str | None,
     headers: Mapping[str, str] | None = None,
+    message_id: str | None = None,
 ) -> str:
     """Publish ``body`` with the business key and the current request id as headers; the
-    message id it was given."""
-    message = outgoing(destination, body, key=key, headers=headers)
+    message id it was given (``outgoing`` says how it is chosen)."""
+    message = outgoing(destination, body, key=key, headers=headers, message_id=message_id)
     await publisher.publish(message)
     return message.message_id
