@@ -10,7 +10,7 @@ from typing import Any
 
 import redis
 
-from mideng.stores.hybrid import HybridStore
+from mideng.stores.hybrid_batch import HybridBatch
 from mideng.stores.redis import RedisStore
 from mideng.stores.sqlite import SQLiteStore
 from tests.backends import Backend, Ctx, Opened
@@ -51,7 +51,7 @@ def _hybrid(ctx: Ctx) -> Opened:
     prefix = _prefix(ctx)
     ctx.cleanups.append(lambda: delete_prefix(redis.Redis.from_url(REDIS_URL), prefix))
     durable = f"sqlite:///{ctx.tmp / f'hybrid-{ctx.suffix}.db'}"
-    store = HybridStore(
+    store = HybridBatch(
         fast=RedisStore.from_url(REDIS_URL, prefix=prefix), durable=SQLiteStore.from_url(durable)
     )
     # Another process opens the same pair through the Redis URL's durable= option.

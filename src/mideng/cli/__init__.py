@@ -17,6 +17,7 @@ COMMANDS = {
     "purge": "mideng.cli.records:purge",
     "schema": "mideng.cli.schema:schema",
     "operations": "mideng.cli.operations:operations",
+    "relay": "mideng.cli.relay:relay",
 }
 
 

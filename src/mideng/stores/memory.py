@@ -8,11 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 from mideng.core.record import Record
-from mideng.stores.base import KEEP, LocalStore, Step, T
+from mideng.stores.base import KEEP, Step, T
+from mideng.stores.local_batch import LocalBatch
 from mideng.stores.steps import LocalSteps
 
 
-class MemoryStore(LocalStore, LocalSteps):
+class MemoryStore(LocalBatch, LocalSteps):
     offload_reason = "a dict under a lock: nothing blocks, so the async twins call the sync ones"
     blocking_io = False
 

@@ -65,7 +65,7 @@ def open_store(url: str, *, durable: str | Store | None = None, **options: Any) 
 
 # A fast store in front of a durable one. Built here, above both, so that neither the Redis
 # store nor the hybrid has to know the other's module to be opened by one URL.
-_IN_FRONT = "mideng.stores.hybrid:HybridStore.in_front_of"
+_IN_FRONT = "mideng.stores.hybrid_batch:HybridBatch.in_front_of"
 
 
 def in_front(fast: Store, durable: str | Store) -> Store:

@@ -21,7 +21,8 @@ from mideng.core.decide import decide
 from mideng.core.record import Claim, ClaimRequest, Record, Status, Ticket
 from mideng.db.statements import check_table
 from mideng.errors import ConfigurationError, StoreUnavailableError
-from mideng.stores.base import KEEP, LocalStore, Step, T, is_unresolved, lease_lost
+from mideng.stores.base import KEEP, Step, T, is_unresolved, lease_lost
+from mideng.stores.local_batch import LocalBatch
 from mideng.stores.sql.rows import maybe_record, row_of
 from mideng.stores.sql.schema import COLUMNS, DEFAULT_TABLE, ddl
 from mideng.stores.sql.steps import SQLiteSteps
@@ -33,7 +34,7 @@ _RETURNING = sqlite3.sqlite_version_info >= (3, 35)
 _STAND_IN = Record(scope="", key="", status=Status.PROCESSING, fence=0, owner="", expires_at=0.0)
 
 
-class SQLiteStore(LocalStore, SQLiteSteps):
+class SQLiteStore(LocalBatch, SQLiteSteps):
     def __init__(
         self,
         path: str,

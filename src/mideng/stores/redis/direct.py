@@ -146,6 +146,25 @@ class DirectSender:
         self._give(conn)
         return reply
 
+    def call_many(self, commands: list[list[bytes]]) -> list[Any]:
+        """Send every command in one write and read every reply (a batch, pipelined). An
+        error reply is whole, so it is kept in its place and the rest are still read."""
+        conn = self._take()
+        replies: list[Any] = []
+        try:
+            conn.send_packed_command([b for command in commands for b in command])
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response())
+                except self.reply_error as exc:
+                    replies.append(exc)
+        except BaseException:
+            conn.disconnect()
+            self.pool.release(conn)
+            raise
+        self._give(conn)
+        return replies
+
     def _give(self, conn: Any) -> None:
         # A connection told to move (a maintenance notice) goes back through the pool,
         # which reconnects it.
@@ -202,6 +221,24 @@ class AsyncDirectSender:
             raise
         await self._give(conn)
         return reply
+
+    async def call_many(self, commands: list[list[bytes]]) -> list[Any]:
+        """``DirectSender.call_many`` on the loop."""
+        conn = await self._take()
+        replies: list[Any] = []
+        try:
+            await conn.send_packed_command([b for command in commands for b in command])
+            for _ in commands:
+                try:
+                    replies.append(await conn.read_response())
+                except self.reply_error as exc:
+                    replies.append(exc)
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            await self.pool.release(conn)
+            raise
+        await self._give(conn)
+        return replies
 
     async def _give(self, conn: Any) -> None:
         if _moving(conn):

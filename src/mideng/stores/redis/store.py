@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from typing import Any, TypeVar, overload
 
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import Store
+from mideng.stores.batch import BatchStore, Completed, Completion, distinct
+from mideng.stores.redis.batch import arun_many, run_many
 from mideng.stores.redis.commands import Command, Commands, stuck
 from mideng.stores.redis.connect import Connection, Target, connect, parse, redact
 from mideng.stores.redis.direct import AsyncDirectSender, DirectSender, pack, usable
@@ -34,7 +37,7 @@ T = TypeVar("T")
 _BATCH = 256
 
 
-class RedisStore(Store, RedisSteps):
+class RedisStore(Store, BatchStore, RedisSteps):
     """Standalone Redis, Redis Cluster or a Sentinel-managed master, sync and asyncio."""
 
     self_expiring = True
@@ -270,6 +273,25 @@ class RedisStore(Store, RedisSteps):
         for name in names:
             pipe.hmget(name, NAMES)
         return pipe.execute()  # type: ignore[no-any-return]
+
+    # -- batches (mideng.stores.batch): one pipeline of the single operations' commands --------
+    def claim_many(self, reqs: Sequence[ClaimRequest]) -> list[Claim]:
+        distinct(reqs)
+        return run_many(self, [self.commands.claim(r) for r in reqs])
+
+    def complete_many(self, items: Sequence[Completion]) -> list[Completed]:
+        c = self.commands
+        ops = [c.complete(i.ticket, i.result, i.codec, i.ttl) for i in items]
+        return run_many(self, ops)
+
+    async def aclaim_many(self, reqs: Sequence[ClaimRequest]) -> list[Claim]:
+        distinct(reqs)
+        return await arun_many(self, [self.commands.claim(r) for r in reqs])
+
+    async def acomplete_many(self, items: Sequence[Completion]) -> list[Completed]:
+        c = self.commands
+        ops = [c.complete(i.ticket, i.result, i.codec, i.ttl) for i in items]
+        return await arun_many(self, ops)
 
     def close(self) -> None:
         with self._lock:

@@ -14,13 +14,15 @@ Timeouts make a hung database fail fast: ``connect_timeout`` for new connections
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError
 from mideng.stores.base import Store
+from mideng.stores.batch import BatchStore, Completed, Completion, distinct
+from mideng.stores.sql.batch import claim_many, complete_many
 from mideng.stores.sql.claims import ClaimOrder, HeldClaims
 from mideng.stores.sql.connect import EngineConfig
 from mideng.stores.sql.execute import AsyncExecutor, Executor
@@ -54,7 +56,7 @@ _NUMBERS: dict[str, Callable[[str], Any]] = {
 _FLAGS = ("create_schema", "returning", "pool_pre_ping", "read_first")
 
 
-class SQLStore(Store, SQLSteps):
+class SQLStore(Store, BatchStore, SQLSteps):
     """The record table in PostgreSQL or MySQL/MariaDB.
 
     ``table``: the record table's name. ``pool_size`` / ``max_overflow`` / ``pool_timeout``:
@@ -259,6 +261,25 @@ class SQLStore(Store, SQLSteps):
 
     async def ahit(self, scope: str, key: str, window: float, limit: int) -> float | None:
         return await self.aexecutor.drive(hit, scope, key, window, limit)
+
+    # -- batches (mideng.stores.batch): one multi-row claim, completions on one connection ---
+    def claim_many(self, reqs: Sequence[ClaimRequest]) -> list[Claim]:
+        distinct(reqs)
+        claims = self.executor.drive(claim_many, reqs) if reqs else []
+        return [self.held.keep(c) for c in claims]
+
+    def complete_many(self, items: Sequence[Completion]) -> list[Completed]:
+        known = [self.held.pop(item.ticket) for item in items]
+        return self.executor.drive(complete_many, items, known) if items else []
+
+    async def aclaim_many(self, reqs: Sequence[ClaimRequest]) -> list[Claim]:
+        distinct(reqs)
+        claims = await self.aexecutor.drive(claim_many, reqs) if reqs else []
+        return [self.held.keep(c) for c in claims]
+
+    async def acomplete_many(self, items: Sequence[Completion]) -> list[Completed]:
+        known = [self.held.pop(item.ticket) for item in items]
+        return await self.aexecutor.drive(complete_many, items, known) if items else []
 
     # -- closing ------------------------------------------------------------------------------
     def close(self) -> None:

@@ -1,0 +1,239 @@
+"""Consumer throughput on Redis Streams and RabbitMQ, in one run: the raw consume+ack loop
+without dedup (the floor), mideng per message, mideng batched, and idemkit's
+IdempotentConsumer dispatching the same messages; and one batch claim of 100 against 100
+single claims on the Redis and PostgreSQL stores.
+
+    .venv/bin/python bench/bench_consumer.py [--messages 3000] [--batch 100]
+
+Every case consumes its own ``--messages`` fresh messages (each a new business key, so every
+one is claimed, run and completed) through the same read/ack loop; only what is done with a
+fetched batch differs. The dedup records live in Redis for mideng and idemkit alike. The
+handler is an ``async def`` that does nothing, so the figures are the consumer's own cost.
+Messages/s is the best of ``--repeats`` runs per case (the machine is shared; the best run is
+the one least disturbed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import platform
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import aio_pika
+import redis.asyncio as aredis
+
+from mideng import Guard, open_store
+from mideng.core.record import ClaimRequest
+from mideng.messaging import IdempotentConsumer, Message
+from mideng.messaging.headers import IDEMPOTENCY_KEY
+from mideng.stores.redis import RedisStore
+
+REDIS = "redis://127.0.0.1:6379/0"
+AMQP = "amqp://guest:guest@127.0.0.1:5672/"
+POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+Batch = Callable[[Sequence[Message]], Awaitable[None]]
+
+
+async def nothing(message: Message) -> None:
+    return None
+
+
+def strategies(prefix: str) -> tuple[dict[str, Callable[[], Batch]], list[Callable[[], Any]]]:
+    """Each case's batch function, made fresh per run; and what to close at the end."""
+    closers: list[Callable[[], Any]] = []
+
+    def mideng(batched: bool) -> Callable[[], Batch]:
+        def make() -> Batch:
+            store = RedisStore.from_url(REDIS, prefix=f"{prefix}:m{uuid.uuid4().hex[:6]}")
+            closers.append(store.aclose)
+            consumer = IdempotentConsumer(Guard(store), "stock", nothing)
+
+            async def each(messages: Sequence[Message]) -> None:
+                for m in messages:
+                    await consumer.handle(m)
+
+            async def batch(messages: Sequence[Message]) -> None:
+                await consumer.handle_batch(messages)
+
+            return batch if batched else each
+
+        return make
+
+    def idemkit() -> Batch:
+        from idemkit import QueueConfig
+        from idemkit.adapters.queue import IdempotentConsumer as Peer
+        from idemkit.backends.redis import RedisBackend
+
+        client = aredis.from_url(REDIS)
+        closers.append(client.aclose)
+        peer = Peer(
+            backend=RedisBackend(client, namespace=f"{prefix}:i{uuid.uuid4().hex[:6]}"),
+            config=QueueConfig(
+                dedup_id=lambda m: m.headers[IDEMPOTENCY_KEY], visibility_timeout_seconds=60
+            ),
+            handler=nothing,
+        )
+
+        async def each(messages: Sequence[Message]) -> None:
+            for m in messages:
+                await peer.dispatch(m)
+
+        return each
+
+    async def floor(messages: Sequence[Message]) -> None:
+        for m in messages:
+            await nothing(m)
+
+    cases = {
+        "raw consume+ack (floor)": lambda: floor,
+        "mideng, per message": mideng(False),
+        "mideng, batched": mideng(True),
+        "idemkit IdempotentConsumer": idemkit,
+    }
+    return cases, closers
+
+
+# -- Redis Streams ----------------------------------------------------------------------------
+async def streams_run(client: Any, n: int, batch: int, process: Batch, prefix: str) -> float:
+    stream, group = f"{prefix}:stream:{uuid.uuid4().hex[:8]}", "bench"
+    pipe = client.pipeline(transaction=False)
+    for _ in range(n):
+        pipe.xadd(stream, {"body": b'{"qty": 1}', IDEMPOTENCY_KEY: f"order:{uuid.uuid4().hex}"})
+    await pipe.execute()
+    await client.xgroup_create(stream, group, id="0")
+    done = 0
+    start = time.perf_counter()
+    try:
+        while done < n:
+            found = await client.xreadgroup(group, "w1", {stream: ">"}, count=batch)
+            entries = found[0][1]
+            messages = [
+                Message(
+                    f[b"body"],
+                    {k.decode(): v.decode() for k, v in f.items() if k != b"body"},
+                    i.decode(),
+                )
+                for i, f in entries
+            ]
+            await process(messages)
+            await client.xack(stream, group, *[m.id for m in messages])
+            done += len(messages)
+        return n / (time.perf_counter() - start)
+    finally:
+        await client.delete(stream)
+
+
+# -- RabbitMQ ---------------------------------------------------------------------------------
+async def rabbit_run(connection: Any, n: int, batch: int, process: Batch) -> float:
+    channel = await connection.channel()
+    await channel.set_qos(prefetch_count=batch)
+    queue = await channel.declare_queue(f"mideng-bench-{uuid.uuid4().hex[:8]}", auto_delete=True)
+    for _ in range(n):
+        body = aio_pika.Message(b'{"qty": 1}', headers={IDEMPOTENCY_KEY: f"o:{uuid.uuid4().hex}"})
+        await channel.default_exchange.publish(body, routing_key=queue.name)
+    inbox: asyncio.Queue[Any] = asyncio.Queue()
+    done = 0
+    start = time.perf_counter()
+    tag = await queue.consume(inbox.put)
+    while done < n:
+        got = [await inbox.get()]
+        while not inbox.empty() and len(got) < batch:
+            got.append(inbox.get_nowait())
+        messages = [
+            Message(bytes(m.body), {k: str(v) for k, v in m.headers.items()}, m.message_id, None, m)
+            for m in got
+        ]
+        await process(messages)
+        for m in got:
+            await m.ack()
+        done += len(got)
+    rate = n / (time.perf_counter() - start)
+    await queue.cancel(tag)
+    await queue.delete()
+    await channel.close()
+    return rate
+
+
+# -- one batch claim against single claims ----------------------------------------------------
+async def claim_costs(store: Any, batch: int, rounds: int) -> tuple[float, float]:
+    """µs per message: ``batch`` sequential single claims, one batch claim of ``batch``."""
+    singles, batches = [], []
+    for _ in range(rounds):
+        reqs = [ClaimRequest("bench", uuid.uuid4().hex, "o", 60, 600) for _ in range(batch)]
+        t = time.perf_counter()
+        for r in reqs:
+            await store.aclaim(r)
+        singles.append((time.perf_counter() - t) / batch * 1e6)
+        reqs = [ClaimRequest("bench", uuid.uuid4().hex, "o", 60, 600) for _ in range(batch)]
+        t = time.perf_counter()
+        await store.aclaim_many(reqs)
+        batches.append((time.perf_counter() - t) / batch * 1e6)
+    return statistics.median(singles), statistics.median(batches)
+
+
+def table(title: str, rates: dict[str, float]) -> str:
+    floor = rates["raw consume+ack (floor)"]
+    lines = [f"**{title}**", "", "| case | messages/s | x floor |", "|---|---:|---:|"]
+    for name, rate in rates.items():
+        lines.append(f"| {name} | {rate:,.0f} | {rate / floor:.2f} |")
+    return "\n".join(lines)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=3000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    logging.getLogger("mideng").setLevel(logging.ERROR)
+    prefix = f"mideng:bench:{uuid.uuid4().hex[:8]}"
+    cases, closers = strategies(prefix)
+    client = aredis.from_url(REDIS)
+    connection = await aio_pika.connect(AMQP)
+    results: dict[str, dict[str, float]] = {"Redis Streams": {}, "RabbitMQ": {}}
+    try:
+        for _ in range(args.repeats):  # interleaved, so load drifts hit every case alike
+            for name, make in cases.items():
+                r = await streams_run(client, args.messages, args.batch, make(), prefix)
+                q = await rabbit_run(connection, args.messages, args.batch, make())
+                for broker, rate in (("Redis Streams", r), ("RabbitMQ", q)):
+                    results[broker][name] = max(results[broker].get(name, 0.0), rate)
+        redis_store = RedisStore.from_url(REDIS, prefix=f"{prefix}:claims")
+        closers.append(redis_store.aclose)
+        table_name = f"mideng_bench_{uuid.uuid4().hex[:8]}"
+        sql_store = open_store(POSTGRES, table=table_name)
+        claims = {
+            "Redis": await claim_costs(redis_store, args.batch, 20),
+            "PostgreSQL": await claim_costs(sql_store, args.batch, 20),
+        }
+        with sql_store.engine.begin() as conn:  # type: ignore[attr-defined]
+            conn.exec_driver_sql(f"DROP TABLE {table_name}")
+        await sql_store.aclose()
+    finally:
+        for close in closers:
+            await close()
+        async for name in client.scan_iter(match=f"{prefix}:*", count=1000):
+            await client.delete(name)
+        await client.aclose()
+        await connection.close()
+    print(f"Python {platform.python_version()}, {args.messages} messages per case, ", end="")
+    print(f"batches of {args.batch}, best of {args.repeats}\n")
+    for broker, rates in results.items():
+        print(table(broker, rates), end="\n\n")
+    print(
+        f"| store | {args.batch} single claims, µs/message | one batch claim of "
+        f"{args.batch}, µs/message | single / batch |"
+    )
+    print("|---|---:|---:|---:|")
+    for store, (single, batched) in claims.items():
+        print(f"| {store} | {single:.1f} | {batched:.1f} | {single / batched:.1f}x |")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,170 @@
+"""Outbox relay throughput to RabbitMQ with publisher confirms against the raw floor, and
+commit-to-arrival latency with LISTEN/NOTIFY on PostgreSQL, in one run.
+
+    .venv/bin/python bench/bench_outbox.py [--rows 5000] [--keys 100] [--samples 200]
+
+Floor: the same rows (same bodies, headers and message ids) published with confirms by the
+same pattern the relay uses (keys in parallel, one key's messages one after the other), with
+no database. Relay: ``Relay.run_once`` over those rows committed in an outbox table, claim,
+publish and settle included. Latency: one relay running with LISTEN/NOTIFY (poll 5 s, so a
+poll never explains a fast arrival), a writer committing one row every 10 ms; time from the
+writer's commit returning to a plain aio-pika consumer receiving the message. Throughput is
+the best of ``--repeats`` runs (the machine is shared; the best run is the least disturbed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import statistics
+import threading
+import time
+import uuid
+from typing import Any
+
+import aio_pika
+from sqlalchemy import create_engine, text
+
+from mideng.messaging.publish import Outgoing, open_publisher, outgoing
+from mideng.outbox import Outbox, Relay
+
+AMQP = "amqp://guest:guest@127.0.0.1:5672/"
+POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def messages(queue: str, rows: int, keys: int) -> list[Outgoing]:
+    return [
+        outgoing(queue, b'{"order":"order:%d","qty":1}' % (n % keys), key=f"order:{n % keys}")
+        for n in range(rows)
+    ]
+
+
+async def floor(batch: list[Outgoing], concurrency: int) -> float:
+    publisher = open_publisher(AMQP)
+    await publisher.start()
+    groups: dict[str | None, list[Outgoing]] = {}
+    for message in batch:
+        groups.setdefault(message.key, []).append(message)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one_key(group: list[Outgoing]) -> None:
+        async with gate:
+            for message in group:
+                await publisher.publish(message)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one_key(group) for group in groups.values()))
+    elapsed = time.perf_counter() - start
+    await publisher.close()
+    return len(batch) / elapsed
+
+
+async def relay_rate(engine: Any, queue: str, rows: int, keys: int) -> float:
+    outbox = Outbox(engine, table=f"bench_outbox_{uuid.uuid4().hex[:8]}")
+    outbox.create_schema()
+    try:
+        with engine.begin() as connection:
+            for n in range(rows):
+                outbox.add(
+                    connection,
+                    queue,
+                    {"order": f"order:{n % keys}", "qty": 1},
+                    key=f"order:{n % keys}",
+                )
+        async with Relay(engine, AMQP, table=outbox.table, listen=False) as relay:
+            start = time.perf_counter()
+            total = await relay.run_once()
+            elapsed = time.perf_counter() - start
+        assert total.sent == rows, total
+        return rows / elapsed
+    finally:
+        drop(engine, outbox.table)
+
+
+def drop(engine: Any, table: str) -> None:
+    with engine.begin() as connection:
+        connection.execute(text(f"DROP TABLE IF EXISTS {table}"))
+        connection.execute(text(f"DROP TABLE IF EXISTS {table}_keys"))
+        connection.execute(text(f"DROP FUNCTION IF EXISTS {table}_notify()"))
+
+
+async def latency(engine: Any, queue_name: str, samples: int) -> list[float]:
+    outbox = Outbox(engine, table=f"bench_outbox_{uuid.uuid4().hex[:8]}")
+    outbox.create_schema()
+    committed: dict[str, float] = {}
+    arrived: dict[str, float] = {}
+    connection = await aio_pika.connect(AMQP)
+    try:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(queue_name, auto_delete=True)
+
+        everything = asyncio.Event()
+
+        async def on_message(message: Any) -> None:
+            arrived[message.message_id] = time.monotonic()
+            if len(arrived) == samples:
+                everything.set()
+
+        await queue.consume(on_message, no_ack=True)
+
+        def write() -> None:
+            for n in range(samples):
+                with engine.begin() as tx:
+                    message_id = outbox.add(tx, queue_name, {"n": n}, key=f"order:{n % 10}")
+                committed[message_id] = time.monotonic()
+                time.sleep(0.01)
+
+        stop = asyncio.Event()
+        async with Relay(engine, AMQP, table=outbox.table, poll=5.0) as relay:
+            running = asyncio.create_task(relay.run(stop))
+            await asyncio.sleep(0.3)
+            writer = threading.Thread(target=write)
+            writer.start()
+            await everything.wait()
+            await asyncio.to_thread(writer.join)
+            stop.set()
+            await running
+        return [arrived[i] - committed[i] for i in committed]
+    finally:
+        await connection.close()
+        drop(engine, outbox.table)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=5000)
+    parser.add_argument("--keys", type=int, default=100)
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    engine = create_engine(POSTGRES, pool_size=8)
+    connection = await aio_pika.connect(AMQP)
+    queue_name = f"bench-outbox-{uuid.uuid4().hex[:8]}"
+    channel = await connection.channel()
+    queue = await channel.declare_queue(queue_name, auto_delete=False)
+    try:
+        floors, relays = [], []
+        for _ in range(args.repeats):
+            floors.append(await floor(messages(queue_name, args.rows, args.keys), 64))
+            relays.append(await relay_rate(engine, queue_name, args.rows, args.keys))
+            await queue.purge()
+        waits = sorted(await latency(engine, f"{queue_name}-latency", args.samples))
+    finally:
+        await queue.delete(if_unused=False, if_empty=False)
+        await connection.close()
+        engine.dispose()
+    best_floor, best_relay = max(floors), max(relays)
+    print(f"python {platform.python_version()}, {args.rows} rows over {args.keys} keys")
+    print(f"raw confirm-publish floor : {best_floor:8.0f} msg/s")
+    print(f"relay (PostgreSQL)        : {best_relay:8.0f} msg/s  ({best_relay / best_floor:.2f}x)")
+    p50 = statistics.median(waits) * 1000
+    p99 = waits[min(len(waits) - 1, int(len(waits) * 0.99))] * 1000
+    print(
+        f"commit-to-arrival, LISTEN/NOTIFY: p50 {p50:.1f} ms, p99 {p99:.1f} ms "
+        f"({len(waits)} samples)"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

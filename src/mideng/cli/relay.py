@@ -1,0 +1,92 @@
+"""``mideng relay``: publish the outbox's committed rows until stopped, or once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+
+import click
+
+from mideng.errors import IdempotencyError
+
+
+@click.command("relay")
+@click.option(
+    "--db",
+    "db_url",
+    required=True,
+    envvar="MIDENG_RELAY_DB",
+    help="Database URL: postgresql://…, mysql://…, sqlite:///… (SQLAlchemy forms too).",
+)
+@click.option(
+    "--broker",
+    "broker_url",
+    required=True,
+    envvar="MIDENG_RELAY_BROKER",
+    help="amqp://…, nats://…, redis://… or kafka://host:port.",
+)
+@click.option("--once", is_flag=True, help="Publish everything committed, then exit.")
+@click.option("--exchange", default=None, help="AMQP exchange (default: the default exchange).")
+@click.option("--table", default="mideng_outbox", show_default=True, help="Outbox table.")
+@click.option("--lease", default=30.0, show_default=True, help="Seconds a relay holds a key.")
+@click.option("--batch", "batch_keys", default=100, show_default=True, help="Keys per batch.")
+@click.option(
+    "--max-attempts", default=10, show_default=True, help="Failed publishes before a row is dead."
+)
+@click.option(
+    "--poll",
+    default=1.0,
+    show_default=True,
+    help="Seconds between looks when nothing wakes the relay.",
+)
+def relay(
+    db_url: str,
+    broker_url: str,
+    once: bool,
+    exchange: str | None,
+    table: str,
+    lease: float,
+    batch_keys: int,
+    max_attempts: int,
+    poll: float,
+) -> None:
+    """Publish committed outbox rows to a broker, in order per key. SIGTERM or Ctrl-C finishes
+    the batch in flight, then exits."""
+    from mideng.outbox import Relay
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        worker = Relay(
+            db_url,
+            broker_url,
+            table=table,
+            exchange=exchange,
+            lease=lease,
+            batch_keys=batch_keys,
+            max_attempts=max_attempts,
+            poll=poll,
+        )
+    except IdempotencyError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+    async def main() -> int:
+        async with worker:
+            if once:
+                total = await worker.run_once()
+                click.echo(f"published {total.sent}, failed {total.failed}, dead {total.dead}")
+                return 0 if total.failed == 0 else 1
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError):
+                    loop.add_signal_handler(signum, stop.set)
+            await worker.run(stop)
+            return 0
+
+    try:
+        code = asyncio.run(main())
+    except IdempotencyError as exc:
+        raise click.ClickException(str(exc)) from exc
+    raise SystemExit(code)

@@ -1,0 +1,278 @@
+"""IdempotentConsumer: one run per business key, however often the broker delivers it.
+
+    consumer = IdempotentConsumer(guard, "stock", deduct, key=lambda m: m.headers["order"])
+    verdict = await consumer.handle(message)        # Ack / Retry / DeadLetter, for the adapter
+
+Per message: read the key (the ``idempotency-key`` header unless ``key=`` says otherwise) and
+the request id, claim the key, run the handler, complete the claim, and only then tell the
+adapter to ack. A copy whose first run finished is acked without running; one whose key is held
+elsewhere goes back to the broker with a delay; a handler error keeps the claim with its
+attempt count and goes back with backoff, and is dead-lettered after ``max_attempts`` runs; a
+message without a usable key is dead-lettered with the reason, never run unguarded.
+
+With ``engine=`` (a SQLAlchemy Engine or AsyncEngine) the handler gets ``(message, conn)`` and
+its writes commit in the same transaction as the dedup record (mideng.messaging.transactional).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from mideng.context import request_id_scope
+from mideng.core.failure import encode_failure
+from mideng.core.flow import Call
+from mideng.core.keys import check_scope
+from mideng.core.record import Claim, Ticket
+from mideng.errors import (
+    IdempotencyError,
+    InvalidKeyError,
+    LeaseLostError,
+    StoreUnavailableError,
+)
+from mideng.guard.aheartbeat import start_async
+from mideng.guard.driver import Driver
+from mideng.messaging.batch import claim_all, complete_all
+from mideng.messaging.keys import KeyFn, default_key, key_of, request_id_of
+from mideng.messaging.message import Message
+from mideng.messaging.outcome import RetryRules, after_failure, standing
+from mideng.messaging.transactional import check as check_transactional
+from mideng.messaging.transactional import handle as handle_in_transaction
+from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
+from mideng.observability import logs
+from mideng.stores.batch import Completion
+
+log = logging.getLogger("mideng")
+DeadLetterHook = Callable[[Message, str], "Awaitable[None] | None"]
+
+
+def _no_heartbeat() -> None:
+    pass
+
+
+class IdempotentConsumer:
+    """Runs ``handler(message)`` once per business key; adapters carry out its verdicts.
+
+    ``guard``: anything with the Driver protocol (a Guard). ``scope``: the consumer's scope.
+    ``key``: ``message -> str`` (None: the ``idempotency-key`` header). ``engine``: run
+    ``handler(message, conn)`` in the dedup record's transaction. ``max_attempts``,
+    ``retry_delay``, ``max_retry_delay``, ``in_flight_delay``: see RetryRules.
+    ``on_dead_letter(message, reason)``, def or async def: called for each message
+    dead-lettered, before the adapter settles it; if it raises, the message is retried instead
+    of being lost. Other options override the scope's policy (lease, ttl, heartbeat, ...).
+    """
+
+    def __init__(
+        self,
+        guard: Driver,
+        scope: str,
+        handler: Callable[..., Any],
+        *,
+        key: KeyFn | None = None,
+        engine: Any = None,
+        max_attempts: int = 5,
+        retry_delay: float = 1.0,
+        max_retry_delay: float = 60.0,
+        in_flight_delay: float = 1.0,
+        on_dead_letter: DeadLetterHook | None = None,
+        **options: Any,
+    ) -> None:
+        self.guard = guard
+        self.scope = check_scope(scope)
+        self.handler = handler
+        self.key: KeyFn = key if key is not None else default_key
+        self.engine = engine
+        self.rules = RetryRules(max_attempts, retry_delay, max_retry_delay, in_flight_delay)
+        self.options = options
+        self.policy = guard.policy(self.scope, **options)
+        self.on_dead_letter = on_dead_letter
+        self.coroutine = inspect.iscoroutinefunction(handler)
+        self.async_engine = engine is not None and hasattr(engine, "sync_engine")
+        if engine is not None:
+            check_transactional(self)
+
+    # -- the adapters' surface ----------------------------------------------------------------
+    async def handle(self, message: Message) -> Verdict:
+        """Decide one message: run it at most once, and say what the adapter must do."""
+        with request_id_scope(request_id_of(message)):
+            try:
+                key = key_of(message, self.key)
+            except InvalidKeyError as exc:
+                verdict: Verdict = DeadLetter(str(exc))
+            else:
+                if self.engine is not None:
+                    verdict = await handle_in_transaction(self, message, key)
+                else:
+                    verdict = await self._handle(message, key)
+            return await self._settled(message, verdict)
+
+    async def handle_batch(self, messages: Sequence[Message]) -> list[Verdict]:
+        """Decide a fetched batch: one claim round trip, handlers in order, one completion
+        round trip. Copies of one key in the batch get the first copy's verdict (acked
+        without running when it ran)."""
+        if self.engine is not None:
+            return [await self.handle(m) for m in messages]
+        verdicts: list[Verdict | None] = [None] * len(messages)
+        first: dict[str, int] = {}
+        copies: dict[int, int] = {}
+        calls: list[tuple[int, Call]] = []
+        for i, message in enumerate(messages):
+            with request_id_scope(request_id_of(message)):
+                try:
+                    key = key_of(message, self.key)
+                except InvalidKeyError as exc:
+                    verdicts[i] = DeadLetter(str(exc))
+                    continue
+                if key in first:
+                    copies[i] = first[key]
+                    continue
+                first[key] = i
+                calls.append((i, self._prepare(key)))
+        await self._run_batch(messages, calls, verdicts)
+        for i, of in copies.items():
+            v = verdicts[of]
+            verdicts[i] = Ack(ran=False) if isinstance(v, Ack) else v
+        done: list[Verdict] = []
+        for message, v in zip(messages, verdicts, strict=True):
+            assert v is not None
+            with request_id_scope(request_id_of(message)):
+                done.append(await self._settled(message, v))
+        return done
+
+    # -- one message, one batch ---------------------------------------------------------------
+    def _prepare(self, key: str) -> Call:
+        return self.guard.prepare(self.scope, key, self.handler, None, self.policy)
+
+    async def _handle(self, message: Message, key: str) -> Verdict:
+        call = self._prepare(key)
+        try:
+            claim = await self.guard.store.aclaim(call.request())
+        except StoreUnavailableError as exc:
+            return Retry(self.rules.retry_delay, f"store unavailable at claim: {exc}")
+        verdict, completion = await self._run(message, call, claim)
+        if completion is None:
+            return verdict
+        try:
+            await self.guard.store.acomplete(
+                completion.ticket, completion.result, completion.codec, completion.ttl
+            )
+        except LeaseLostError as exc:
+            _lapsed(call, exc)
+        except StoreUnavailableError as exc:
+            return self._uncompleted(call, exc)
+        return verdict
+
+    async def _run_batch(
+        self, messages: Sequence[Message], calls: list[tuple[int, Call]], out: list[Any]
+    ) -> None:
+        store = self.guard.store
+        try:
+            claims = await claim_all(store, [call.request() for _, call in calls])
+        except StoreUnavailableError as exc:
+            for i, _ in calls:
+                out[i] = Retry(self.rules.retry_delay, f"store unavailable at claim: {exc}")
+            return
+        ran: list[tuple[int, Call, Completion]] = []
+        for (i, call), claim in zip(calls, claims, strict=True):
+            with request_id_scope(request_id_of(messages[i])):
+                out[i], completion = await self._run(messages[i], call, claim)
+            if completion is not None:
+                ran.append((i, call, completion))
+        try:
+            answers = await complete_all(store, [c for _, _, c in ran])
+        except StoreUnavailableError as exc:
+            for i, call, _ in ran:
+                out[i] = self._uncompleted(call, exc)
+            return
+        for (_, call, _), answer in zip(ran, answers, strict=True):
+            if isinstance(answer, LeaseLostError):
+                _lapsed(call, answer)
+
+    async def _run(
+        self, message: Message, call: Call, claim: Claim
+    ) -> tuple[Verdict, Completion | None]:
+        """Run the handler on an acquired claim; the completion is the caller's to write."""
+        if not claim.acquired:
+            call.duplicate = claim
+            self.guard.log_duplicate(call)
+            return standing(claim, time.time(), self.rules), None
+        store, p = self.guard.store, call.policy
+        ticket = Ticket.of(claim.record)
+        stop = (
+            start_async(p.lease, lambda: store.aheartbeat(ticket, p.lease, p.ttl), ticket)
+            if p.heartbeat
+            else _no_heartbeat
+        )
+        try:
+            if self.coroutine:
+                await self.handler(message)
+            else:
+                await asyncio.to_thread(self.handler, message)
+        except Exception as exc:
+            stop()
+            return await self._failed(call, ticket, claim.record.attempts, exc), None
+        except BaseException:
+            stop()  # cancelled or interrupted: the next delivery may run it at once
+            await _quietly_release(store, ticket)
+            raise
+        stop()
+        return Ack(ran=True), Completion(ticket, p.codec.encode(None), p.codec.name, p.ttl)
+
+    async def _failed(self, call: Call, ticket: Ticket, attempt: int, exc: Exception) -> Verdict:
+        """Keep the claim with its attempt count: a lease as long as the backoff (so a copy
+        that comes back sooner waits, and the next run counts one more attempt), or the
+        failure itself once the attempts are used up (every later copy is dead-lettered)."""
+        where = f"{call.scope}:{call.key}"
+        log.warning("mideng consumer %s attempt %d raised %r", where, attempt, exc)
+        verdict = after_failure(where, attempt, exc, self.rules)
+        store, p = self.guard.store, call.policy
+        try:
+            if isinstance(verdict, DeadLetter):
+                await store.afail(ticket, encode_failure(exc), p.ttl)
+            else:
+                assert isinstance(verdict, Retry)
+                await store.aheartbeat(ticket, verdict.delay, p.ttl)
+        except IdempotencyError as store_exc:
+            logs.unsettled(call, exc, store_exc)
+        return verdict
+
+    def _uncompleted(self, call: Call, exc: StoreUnavailableError) -> Verdict:
+        # The handler ran but its record still says processing: the copy redelivered waits
+        # out the lease and then runs again. Said loudly: this is the one double-run window
+        # of the non-transactional mode (the transactional one has none).
+        log.error(
+            "mideng consumer ran %s:%s but could not complete it: %s", call.scope, call.key, exc
+        )
+        return Retry(self.rules.retry_delay, f"ran, but the record was not completed: {exc}")
+
+    async def _settled(self, message: Message, verdict: Verdict) -> Verdict:
+        if not isinstance(verdict, DeadLetter):
+            return verdict
+        log.error("mideng consumer dead-letters message %r: %s", message.id, verdict.reason)
+        if self.on_dead_letter is None:
+            return verdict
+        try:
+            answer = self.on_dead_letter(message, verdict.reason)
+            if inspect.isawaitable(answer):
+                await answer
+        except Exception as exc:
+            log.error("mideng on_dead_letter raised %r; message %r is retried", exc, message.id)
+            return Retry(self.rules.max_retry_delay, f"on_dead_letter raised: {exc}")
+        return verdict
+
+
+def _lapsed(call: Call, exc: LeaseLostError) -> None:
+    # Ran, but the lease lapsed and someone took the key over: the work is done, so the message
+    # is acked; the taker may run it again, the hazard every lease has.
+    log.error("mideng consumer ran %s:%s after its claim was lost: %s", call.scope, call.key, exc)
+
+
+async def _quietly_release(store: Any, ticket: Ticket) -> None:
+    try:
+        await store.arelease(ticket)
+    except Exception as exc:
+        log.warning("mideng consumer could not release %s:%s: %s", ticket.scope, ticket.key, exc)

@@ -1,0 +1,214 @@
+"""NATS JetStream: a durable pull consumer feeding an IdempotentConsumer.
+
+    stop = asyncio.Event()
+    await nats.consume(consumer, "nats://127.0.0.1:4222", stream="ORDERS",
+                       subject="orders.paid", durable="stock", stop=stop)
+
+JetStream redelivers a message until it is acked: after ``ack_wait`` without an answer, after
+a nak (with the delay asked for), after the consumer's connection dies. That is at least once;
+the consumer's dedup turns it into one effect per business key. Here a fetched message is
+acked only after the consumer's verdict (so after the handler's transaction committed), nak'd
+with the verdict's delay to come back, or terminated (``term``) when it is dead-lettered, after
+a copy went to ``dead_subject`` if one is given. While a handler runs, every message of its
+batch is marked ``in_progress()`` each third of ``ack_wait``, so a long handler does not have
+its message handed to another consumer meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from mideng.errors import ConfigurationError
+from mideng.messaging.message import Message
+from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
+from mideng.stores.registry import require
+
+log = logging.getLogger("mideng.messaging")
+
+#: The header a dead-lettered copy carries: why it was given up on.
+DEAD_LETTER_REASON = "x-dead-letter-reason"
+#: The header a publisher's own id travels in; the stream sequence stands in without it.
+NATS_MSG_ID = "Nats-Msg-Id"
+#: How long a message that could not be decided on at all (store down) waits to come back.
+UNDECIDED_DELAY = 1.0
+
+
+class Consumer(Protocol):
+    async def handle(self, message: Message) -> Verdict: ...
+
+    async def handle_batch(self, messages: Sequence[Message]) -> list[Verdict]: ...
+
+
+async def consume(
+    consumer: Consumer,
+    url: str,
+    *,
+    stream: str,
+    subject: str,
+    durable: str,
+    stop: asyncio.Event,
+    batch: int = 1,
+    fetch_timeout: float = 1.0,
+    ack_wait: float = 30.0,
+    max_ack_pending: int | None = None,
+    dead_subject: str | None = None,
+    **options: Any,
+) -> None:
+    """Consume ``subject`` of ``stream`` through the durable pull consumer ``durable`` until
+    ``stop`` is set; the batch in hand is finished first.
+
+    The durable is used as it is when it exists (its ``ack_wait`` and limits stay); otherwise
+    it is created with explicit acks, ``ack_wait`` and ``max_ack_pending``, filtered on
+    ``subject``. The stream must exist. ``batch`` messages are fetched at a time (more than one
+    go to ``handle_batch``: one store round trip for the lot). ``options`` go to
+    ``nats.connect`` (``user``, ``password``, ``tls`` ...).
+    """
+    if batch < 1:
+        raise ConfigurationError(f"batch must be at least 1: {batch!r}")
+    if not fetch_timeout > 0:
+        raise ConfigurationError(f"fetch_timeout must be positive seconds: {fetch_timeout!r}")
+    nats = require("nats", "nats")
+    errors = require("nats.errors", "nats")
+    client = await nats.connect(url, **options)
+    try:
+        jetstream = client.jetstream()
+        wait = await _bind(jetstream, stream, subject, durable, ack_wait, max_ack_pending)
+        subscription = await jetstream.pull_subscribe_bind(durable=durable, stream=stream)
+        while not stop.is_set():
+            try:
+                fetched = await subscription.fetch(batch, timeout=fetch_timeout)
+            # nats-py raises its own TimeoutError, or a bare asyncio one from inside fetch.
+            except (errors.TimeoutError, asyncio.TimeoutError):
+                continue
+            except errors.ConnectionClosedError:
+                raise  # closed for good (reconnects given up): the caller restarts us
+            except errors.Error as exc:
+                # Reconnecting, a JetStream API blip: nothing was handed out, so just wait.
+                log.warning("JetStream fetch from %r failed (%r); trying again", durable, exc)
+                await _pause(stop, fetch_timeout)
+                continue
+            await _process(consumer, jetstream, fetched, wait, dead_subject)
+        await client.flush()
+    finally:
+        await client.close()
+
+
+async def _bind(
+    jetstream: Any,
+    stream: str,
+    subject: str,
+    durable: str,
+    ack_wait: float,
+    max_ack_pending: int | None,
+) -> float:
+    """The durable's ack_wait, creating the durable first when there is none."""
+    api = require("nats.js.api", "nats")
+    js_errors = require("nats.js.errors", "nats")
+    try:
+        await jetstream.stream_info(stream)
+    except js_errors.NotFoundError as exc:
+        raise ConfigurationError(f"JetStream stream {stream!r} does not exist") from exc
+    try:
+        info = await jetstream.consumer_info(stream, durable)
+    except js_errors.NotFoundError:
+        config = api.ConsumerConfig(
+            durable_name=durable,
+            ack_policy=api.AckPolicy.EXPLICIT,
+            ack_wait=ack_wait,
+            max_ack_pending=max_ack_pending,
+            filter_subject=subject,
+        )
+        # Two consumers starting together both create it; the same config is accepted twice.
+        info = await jetstream.add_consumer(stream, config)
+    config = info.config
+    if config.deliver_subject:
+        raise ConfigurationError(f"durable {durable!r} is a push consumer; a pull one is needed")
+    filters = config.filter_subjects or ([config.filter_subject] if config.filter_subject else [])
+    if filters and subject not in filters:
+        raise ConfigurationError(
+            f"durable {durable!r} filters {filters}, not {subject!r}: bind to it with its own "
+            "subject or use another durable"
+        )
+    return float(config.ack_wait or ack_wait)
+
+
+def _message(raw: Any) -> Message:
+    metadata = raw.metadata
+    headers: Mapping[str, str] = dict(raw.headers or {})
+    message_id = headers.get(NATS_MSG_ID) or str(metadata.sequence.stream)
+    return Message(raw.data, headers, message_id, metadata.num_delivered, raw)
+
+
+async def _keep_alive(fetched: Sequence[Any], ack_wait: float) -> None:
+    """Reset the redelivery clock of every message in hand until cancelled."""
+    while True:
+        await asyncio.sleep(ack_wait / 3)
+        for raw in fetched:
+            with contextlib.suppress(Exception):  # a lost one is redelivered, and deduped
+                await raw.in_progress()
+
+
+async def _process(
+    consumer: Consumer,
+    jetstream: Any,
+    fetched: Sequence[Any],
+    ack_wait: float,
+    dead_subject: str | None,
+) -> None:
+    messages = [_message(raw) for raw in fetched]
+    keeper = asyncio.create_task(_keep_alive(fetched, ack_wait))
+    try:
+        if len(messages) == 1:
+            verdicts = [await consumer.handle(messages[0])]
+        else:
+            verdicts = await consumer.handle_batch(messages)
+    except Exception:
+        # Not even a verdict (the store is down): every message comes back later, none is lost.
+        log.exception("consumer failed on %d message(s); they come back", len(messages))
+        verdicts = [Retry(UNDECIDED_DELAY, "the consumer raised")] * len(messages)
+    finally:
+        keeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeper
+    for message, verdict in zip(messages, verdicts, strict=True):
+        try:
+            await _settle(jetstream, message, verdict, dead_subject)
+        except Exception:
+            # The rest of the batch is still settled; this one comes back after ack_wait and
+            # the consumer's record answers it.
+            log.exception("settling message %s failed; it is redelivered", message.id)
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+async def _settle(
+    jetstream: Any, message: Message, verdict: Verdict, dead_subject: str | None
+) -> None:
+    raw = message.raw
+    if isinstance(verdict, Ack):
+        await raw.ack()
+    elif isinstance(verdict, Retry):
+        await raw.nak(delay=verdict.delay)
+    elif isinstance(verdict, DeadLetter):
+        if dead_subject is not None:
+            headers = {**message.headers, DEAD_LETTER_REASON: verdict.reason}
+            try:
+                await jetstream.publish(dead_subject, message.body, headers=headers)
+            except Exception:
+                # Never terminated without its copy: it comes back and is dead-lettered again.
+                log.exception(
+                    "dead-letter copy to %r failed; message %s comes back", dead_subject, message.id
+                )
+                await raw.nak(delay=UNDECIDED_DELAY)
+                return
+        log.warning("message %s dead-lettered: %s", message.id, verdict.reason)
+        await raw.term()
+    else:
+        raise TypeError(f"not a verdict: {verdict!r}")

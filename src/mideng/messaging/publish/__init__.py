@@ -1,0 +1,118 @@
+"""Publishing: one ``Publisher`` protocol, one module per broker, chosen by URL scheme.
+
+``open_publisher("amqp://…")`` (RabbitMQ, publisher confirms), ``"nats://…"`` (JetStream,
+``Nats-Msg-Id``), ``"redis://…"`` (a stream entry per message), ``"kafka://host:port"``
+(the message key is the business key). Each module imports its client on first use and says
+which extra installs it.
+
+Every message mideng publishes carries its message id (``message-id``), the business key
+(``idempotency-key``) and the request id current when it was produced (``x-request-id``):
+``outgoing`` builds such a message for code that publishes directly, and the outbox fixes the
+same headers when it writes a row. A consumer reads them back (``mideng.messaging.headers``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from mideng.context import get_request_id
+from mideng.errors import ConfigurationError
+from mideng.messaging.headers import IDEMPOTENCY_KEY, MESSAGE_ID, REQUEST_ID
+
+__all__ = ["Outgoing", "Publisher", "open_publisher", "outgoing", "publish"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One message to publish. ``destination`` is the queue / routing key, subject, stream or
+    topic; ``key`` the business key (Kafka's message key); ``headers`` include ``message-id``."""
+
+    destination: str
+    body: bytes
+    message_id: str
+    key: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Publisher(Protocol):
+    """A broker connection that publishes one message at a time and returns only once the
+    broker has it (a confirm, a JetStream ack, an XADD reply, a Kafka ack), raising if not."""
+
+    async def start(self) -> None: ...
+
+    async def publish(self, message: Outgoing) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+# scheme -> "module:Class"; each module imports its driver lazily.
+PUBLISHERS = {
+    "amqp": "mideng.messaging.publish.amqp:AmqpPublisher",
+    "amqps": "mideng.messaging.publish.amqp:AmqpPublisher",
+    "nats": "mideng.messaging.publish.nats:NatsPublisher",
+    "tls": "mideng.messaging.publish.nats:NatsPublisher",
+    "redis": "mideng.messaging.publish.redis:RedisPublisher",
+    "rediss": "mideng.messaging.publish.redis:RedisPublisher",
+    "kafka": "mideng.messaging.publish.kafka:KafkaPublisher",
+}
+
+
+def open_publisher(url: str, **options: Any) -> Publisher:
+    """The publisher for ``url``'s scheme (not yet connected: ``await start()``)."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    target = PUBLISHERS.get(scheme)
+    if target is None:
+        raise ConfigurationError(
+            f"no publisher for {url!r}; mideng publishes to {', '.join(sorted(PUBLISHERS))}"
+        )
+    module_name, _, attr = target.partition(":")
+    cls: Any = getattr(importlib.import_module(module_name), attr)
+    publisher: Publisher = cls(url, **options)
+    return publisher
+
+
+def outgoing(
+    destination: str,
+    body: bytes,
+    *,
+    key: str | None,
+    headers: Mapping[str, str] | None = None,
+    message_id: str | None = None,
+) -> Outgoing:
+    """A message with mideng's headers: its message id, the business key and the current
+    request id. The id defaults to the business key, so publishing one business event twice
+    sends one id twice and a consumer dedupes it; without a key, a fresh id."""
+    message_id = message_id or key or str(uuid.uuid4())
+    out: dict[str, str] = {}
+    for name, value in (headers or {}).items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise ConfigurationError(f"message headers are str -> str: {name!r}: {value!r}")
+        out[name] = value
+    out[MESSAGE_ID] = message_id
+    if key is not None:
+        out[IDEMPOTENCY_KEY] = key
+    request_id = get_request_id()
+    if request_id is not None:
+        out.setdefault(REQUEST_ID, request_id)
+    return Outgoing(destination, body, message_id, key, out)
+
+
+async def publish(
+    publisher: Publisher,
+    destination: str,
+    body: bytes,
+    *,
+    key: str | None,
+    headers: Mapping[str, str] | None = None,
+    message_id: str | None = None,
+) -> str:
+    """Publish ``body`` with the business key and the current request id as headers; the
+    message id it was given (``outgoing`` says how it is chosen)."""
+    message = outgoing(destination, body, key=key, headers=headers, message_id=message_id)
+    await publisher.publish(message)
+    return message.message_id

@@ -1,0 +1,237 @@
+"""Redis Streams adapter: a consumer group member that runs each entry once per business key.
+
+    await redis_streams.consume(consumer, "redis://localhost", stream="orders",
+                                group="stock", name="worker-1", stop=stop)
+
+Entries are read with XREADGROUP and acked with XACK only after the consumer decided (after
+the commit, in the transactional mode); duplicates are acked too. The group is created at id 0
+(so entries added before the first consumer started are read) unless it exists. An entry's
+``body`` field is the message body and every other field a header; ``Message.id`` is the entry
+id and ``attempt`` the group's delivery count when the entry was taken over or retried.
+
+Entries left pending by a member that died are taken over with XAUTOCLAIM once idle for
+``claim_idle`` seconds (the consumer's lease unless given); this member's own pending entries,
+left by an earlier run under the same name, are read first. A Retry keeps the entry pending and
+claims it again after the delay; a DeadLetter adds it to ``dead_stream`` (``<stream>:dead``),
+with its reason, and acks it in one MULTI. When ``stop`` is set the batch in hand is finished
+and the call returns; scheduled retries stay pending, for this name's next run or a takeover.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from mideng.errors import ConfigurationError
+from mideng.messaging.consumer import IdempotentConsumer
+from mideng.messaging.message import Message
+from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
+
+BODY = "body"
+
+
+def _redis() -> Any:
+    try:
+        import redis.asyncio as aredis
+    except ImportError as exc:  # pragma: no cover - the extra is installed in tests
+        raise ConfigurationError(
+            "the Redis Streams adapter needs redis-py: pip install 'mideng[redis]'"
+        ) from exc
+    return aredis
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def message_of(entry_id: Any, fields: dict[Any, Any], attempt: int | None = None) -> Message:
+    """The Message for one entry: field ``body`` is the body, the others are headers."""
+    body = b""
+    headers: dict[str, str] = {}
+    for name, value in fields.items():
+        field = _text(name)
+        if field == BODY:
+            body = value if isinstance(value, bytes) else str(value).encode()
+        else:
+            headers[field] = _text(value)
+    return Message(body, headers, _text(entry_id), attempt, (entry_id, fields))
+
+
+class _Member:
+    """One group member's state: the client, the retry schedule, when it last looked around."""
+
+    def __init__(
+        self,
+        client: Any,
+        consumer: IdempotentConsumer,
+        stream: str,
+        group: str,
+        name: str,
+        batch: int,
+        claim_idle: float,
+        dead_stream: str,
+    ) -> None:
+        self.client, self.consumer = client, consumer
+        self.stream, self.group, self.name = stream, group, name
+        self.batch, self.claim_idle, self.dead_stream = batch, claim_idle, dead_stream
+        self.retries: list[tuple[float, str]] = []  # (due, entry id), a heap
+        self.scheduled: set[str] = set()
+        self.next_takeover = 0.0
+        self.autoclaim_from = "0-0"
+        self.pending_from: str | None = "0"  # paging through this name's own pending entries
+
+    async def create_group(self) -> None:
+        try:
+            await self.client.xgroup_create(self.stream, self.group, id="0", mkstream=True)
+        except Exception as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def own_pending(self) -> list[Message]:
+        """Entries this name read in an earlier run and never acked, a page per call."""
+        if self.pending_from is None:
+            return []
+        found = await self.client.xreadgroup(
+            self.group, self.name, {self.stream: self.pending_from}, count=self.batch
+        )
+        entries = [e for _s, page in found or [] for e in page]
+        if not entries:
+            self.pending_from = None
+            return []
+        self.pending_from = _text(entries[-1][0])
+        return [m for m in self._messages(found, None) if m.id not in self.scheduled]
+
+    def _messages(self, found: Any, attempt: int | None) -> list[Message]:
+        out = []
+        for _stream, entries in found or []:
+            for entry_id, fields in entries:
+                if fields:  # a pending entry trimmed from the stream has none
+                    out.append(message_of(entry_id, fields, attempt))
+        return out
+
+    async def due_retries(self) -> list[Message]:
+        now = time.monotonic()
+        ids: list[str] = []
+        while self.retries and self.retries[0][0] <= now and len(ids) < self.batch:
+            ids.append(heapq.heappop(self.retries)[1])
+        if not ids:
+            return []
+        self.scheduled.difference_update(ids)
+        claimed = await self.client.xclaim(self.stream, self.group, self.name, 0, ids)
+        return [message_of(i, f) for i, f in claimed if f]
+
+    async def takeovers(self) -> list[Message]:
+        """A dead member's entries, idle for claim_idle: XAUTOCLAIM, a page per look."""
+        now = time.monotonic()
+        if now < self.next_takeover:
+            return []
+        self.next_takeover = now + self.claim_idle / 2
+        answer = await self.client.xautoclaim(
+            self.stream,
+            self.group,
+            self.name,
+            int(self.claim_idle * 1000),
+            start_id=self.autoclaim_from,
+            count=self.batch,
+        )
+        self.autoclaim_from = _text(answer[0])
+        if self.autoclaim_from != "0-0":
+            self.next_takeover = now  # more to page through
+        gone = answer[2] if len(answer) > 2 else []
+        if gone:
+            await self.client.xack(self.stream, self.group, *gone)
+        return [message_of(i, f) for i, f in answer[1] if f and _text(i) not in self.scheduled]
+
+    async def fresh(self, block: float) -> list[Message]:
+        found = await self.client.xreadgroup(
+            self.group,
+            self.name,
+            {self.stream: ">"},
+            count=self.batch,
+            block=max(int(block * 1000), 1),
+        )
+        return self._messages(found, attempt=1)
+
+    async def settle(self, messages: Sequence[Message], verdicts: Sequence[Verdict]) -> None:
+        acks: list[str] = []
+        for message, verdict in zip(messages, verdicts, strict=True):
+            assert message.id is not None
+            if isinstance(verdict, Ack):
+                acks.append(message.id)
+            elif isinstance(verdict, Retry):
+                if message.id not in self.scheduled:
+                    self.scheduled.add(message.id)
+                    heapq.heappush(self.retries, (time.monotonic() + verdict.delay, message.id))
+            else:
+                await self.dead_letter(message, verdict)
+        if acks:
+            await self.client.xack(self.stream, self.group, *acks)
+
+    async def dead_letter(self, message: Message, verdict: DeadLetter) -> None:
+        assert message.id is not None
+        fields: dict[str, Any] = {BODY: message.body, **message.headers}
+        fields.update({"dead-reason": verdict.reason, "dead-from": message.id})
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.xadd(self.dead_stream, fields)
+            pipe.xack(self.stream, self.group, message.id)
+            await pipe.execute()
+
+    def wait_for(self, block: float) -> float:
+        """How long a read may block: until the next retry is due, at most ``block``."""
+        if not self.retries:
+            return block
+        return max(min(block, self.retries[0][0] - time.monotonic()), 0.001)
+
+
+async def consume(
+    consumer: IdempotentConsumer,
+    url: str,
+    *,
+    stream: str,
+    group: str,
+    name: str,
+    stop: asyncio.Event,
+    batch: int = 100,
+    block: float = 0.5,
+    claim_idle: float | None = None,
+    dead_stream: str | None = None,
+    **options: Any,
+) -> None:
+    """Consume ``stream`` as member ``name`` of ``group`` until ``stop`` is set; ``options``
+    go to ``redis.asyncio.from_url``."""
+    if batch < 1:
+        raise ConfigurationError(f"batch must be at least 1: {batch!r}")
+    client = _redis().from_url(url, **options)
+    member = _Member(
+        client,
+        consumer,
+        stream,
+        group,
+        name,
+        batch,
+        claim_idle if claim_idle is not None else consumer.policy.lease,
+        dead_stream if dead_stream is not None else f"{stream}:dead",
+    )
+    try:
+        await member.create_group()
+        while not stop.is_set():
+            messages = await member.due_retries()
+            if not messages:
+                messages = await member.own_pending()
+            if not messages:
+                messages = await member.takeovers()
+            if not messages:
+                messages = await member.fresh(member.wait_for(block))
+            if messages:
+                await member.settle(messages, await _decide(consumer, messages))
+    finally:
+        await client.aclose()
+
+
+async def _decide(consumer: IdempotentConsumer, messages: Sequence[Message]) -> list[Verdict]:
+    if len(messages) == 1:
+        return [await consumer.handle(messages[0])]
+    return await consumer.handle_batch(messages)

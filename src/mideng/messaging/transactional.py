@@ -1,0 +1,175 @@
+"""The transactional consumer: the handler's writes and the dedup record commit together.
+
+Each message is one transaction on a connection of the consumer's engine: claim the key
+there (mideng.guard.transaction), run ``handler(message, conn)``, write the record, commit;
+the adapter acks only after that. A crash before the commit rolls everything back, so the
+redelivery runs it again; a crash after the commit, before the ack, leaves the record, so the
+redelivery is acked without running. With an Engine the handler is a ``def`` run off the event
+loop; with an AsyncEngine an ``async def`` awaited on it.
+
+A handler error rolls the transaction back, record and all; the attempt is then counted in the
+same record table outside the transaction (a claim kept for the backoff, or the failure once
+the attempts are used up), so the next run knows how many came before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mideng.core.failure import encode_failure
+from mideng.core.policy import Policy
+from mideng.core.record import Ticket
+from mideng.errors import (
+    ConfigurationError,
+    IdempotencyError,
+    InProgressError,
+    RecordedFailureError,
+    UnresolvedError,
+)
+from mideng.guard.driver import Driver
+from mideng.guard.transaction import atransaction, transaction
+from mideng.messaging.message import Message
+from mideng.messaging.outcome import MIN_DELAY, RetryRules, after_failure
+from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
+
+log = logging.getLogger("mideng")
+
+
+class IdempotentConsumer(Protocol):
+    """What this module reads of mideng.messaging.consumer.IdempotentConsumer."""
+
+    guard: Driver
+    scope: str
+    handler: Callable[..., Any]
+    engine: Any
+    rules: RetryRules
+    options: dict[str, Any]
+    policy: Policy
+    coroutine: bool
+    async_engine: bool
+
+
+@dataclass(slots=True)
+class _HandlerFailed(Exception):
+    """The handler raised inside the transaction (which then rolled back)."""
+
+    error: Exception
+    attempt: int
+
+
+def check(consumer: IdempotentConsumer) -> None:
+    """Refuse, at construction, a consumer that could never run."""
+    if getattr(consumer.guard.store, "record_table", None) is None:
+        raise ConfigurationError(
+            "engine= needs a Guard over a SQL or SQLite store: the dedup record is a row of its "
+            "record table, written in the handler's transaction"
+        )
+    if consumer.async_engine and not consumer.coroutine:
+        raise ConfigurationError("an AsyncEngine needs an async def handler(message, conn)")
+    if not consumer.async_engine and consumer.coroutine:
+        raise ConfigurationError("an Engine runs a def handler(message, conn) off the event loop")
+
+
+async def handle(consumer: IdempotentConsumer, message: Message, key: str) -> Verdict:
+    try:
+        if consumer.async_engine:
+            return await _arun(consumer, message, key)
+        # to_thread copies the context: the request id goes with the handler.
+        return await asyncio.to_thread(_run, consumer, message, key)
+    except _HandlerFailed as failed:
+        return await _count_failure(consumer, key, failed)
+    except Exception as exc:
+        return _refused(consumer, key, exc)
+
+
+# A transaction that failed other than by the handler's own error (a refused claim, a lost
+# connection, a failed COMMIT) may leave the pooled connection inside a transaction SQLAlchemy
+# no longer tracks, holding the uncommitted record and writes; the next message on that
+# connection would commit them with its own. So that connection is dropped, never pooled.
+def _run(consumer: IdempotentConsumer, message: Message, key: str) -> Verdict:
+    with consumer.engine.connect() as conn:
+        try:
+            with transaction(consumer.guard, conn, consumer.scope, key, **consumer.options) as tx:
+                if tx.replayed:
+                    return Ack(ran=False)
+                attempt = tx.record.attempts if tx.record is not None else 1
+                try:
+                    consumer.handler(message, conn)
+                except Exception as exc:
+                    raise _HandlerFailed(exc, attempt) from exc
+        except _HandlerFailed:
+            raise  # rolled back in full by the block
+        except BaseException:
+            conn.invalidate()  # never back to the pool (above)
+            raise
+    return Ack(ran=True)
+
+
+async def _arun(consumer: IdempotentConsumer, message: Message, key: str) -> Verdict:
+    async with consumer.engine.connect() as conn:
+        try:
+            async with atransaction(
+                consumer.guard, conn, consumer.scope, key, **consumer.options
+            ) as tx:
+                if tx.replayed:
+                    return Ack(ran=False)
+                attempt = tx.record.attempts if tx.record is not None else 1
+                try:
+                    await consumer.handler(message, conn)
+                except Exception as exc:
+                    raise _HandlerFailed(exc, attempt) from exc
+        except _HandlerFailed:
+            raise
+        except BaseException:
+            await conn.invalidate()  # never back to the pool (above)
+            raise
+    return Ack(ran=True)
+
+
+def _refused(consumer: IdempotentConsumer, key: str, exc: Exception) -> Verdict:
+    """The claim itself said no, or the transaction failed before or at its commit."""
+    where = f"{consumer.scope}:{key}"
+    rules = consumer.rules
+    if isinstance(exc, InProgressError):
+        delay = min(exc.retry_after or rules.in_flight_delay, rules.in_flight_delay)
+        return Retry(max(delay, MIN_DELAY), f"{where} is in flight")
+    if isinstance(exc, UnresolvedError):
+        return Retry(rules.max_retry_delay, f"{where} is unresolved; resolve it to go on")
+    if isinstance(exc, RecordedFailureError) or getattr(exc, "__mideng_replayed__", False):
+        return DeadLetter(f"{where} failed before and was given up on: {exc}")
+    # A lost connection, a deadlock past its retries, a failed commit: nothing committed, so
+    # the message comes back and runs again.
+    log.warning("mideng consumer transaction for %s failed: %r", where, exc)
+    return Retry(rules.retry_delay, f"{where} transaction failed: {type(exc).__name__}: {exc}")
+
+
+async def _count_failure(consumer: IdempotentConsumer, key: str, failed: _HandlerFailed) -> Verdict:
+    where = f"{consumer.scope}:{key}"
+    exc, attempt = failed.error, failed.attempt
+    log.warning("mideng consumer %s attempt %d raised %r", where, attempt, exc)
+    store, policy = consumer.guard.store, consumer.policy
+    call = consumer.guard.prepare(consumer.scope, key, consumer.handler, None, policy)
+    try:
+        claim = await store.aclaim(call.request())
+    except IdempotencyError as store_exc:
+        log.warning("mideng consumer could not count the failure of %s: %s", where, store_exc)
+        return after_failure(where, attempt, exc, consumer.rules)
+    if not claim.acquired:
+        # A copy got in between the rollback and here; it decides. This one comes back later.
+        return Retry(consumer.rules.in_flight_delay, f"{where} attempt {attempt} failed: {exc!r}")
+    attempt = max(attempt, claim.record.attempts)
+    verdict = after_failure(where, attempt, exc, consumer.rules)
+    ticket = Ticket.of(claim.record)
+    try:
+        if isinstance(verdict, DeadLetter):
+            await store.afail(ticket, encode_failure(exc), policy.ttl)
+        else:
+            assert isinstance(verdict, Retry)
+            await store.aheartbeat(ticket, verdict.delay, policy.ttl)
+    except IdempotencyError as store_exc:
+        log.warning("mideng consumer could not count the failure of %s: %s", where, store_exc)
+    return verdict

@@ -1,0 +1,132 @@
+"""Every outbox operation as a statement generator (mideng.db): the writer's ``add``, the
+relay's ``claim``, ``settle`` and ``purge``. They run on the caller's connection (``add``) or
+the relay's own, sync or async, unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from mideng.db.statements import Op, Stmt
+from mideng.errors import StoreUnavailableError
+from mideng.outbox.statements import Queries
+
+
+class Row(NamedTuple):
+    """A row the relay is about to publish."""
+
+    id: str
+    key: str | None
+    seq: int | None
+    destination: str
+    payload: bytes
+    headers: Mapping[str, str]
+    attempts: int
+
+
+class Failure(NamedTuple):
+    """A row whose publish failed: what to write back."""
+
+    id: str
+    key: str | None
+    attempts: int
+    error: str
+    dead: bool
+    retry_at: float
+
+
+def _row(values: Sequence[Any]) -> Row:
+    payload = values[4]
+    return Row(
+        str(values[0]),
+        values[1],
+        None if values[2] is None else int(values[2]),
+        str(values[3]),
+        bytes(payload) if not isinstance(payload, bytes) else payload,
+        json.loads(values[5]),
+        int(values[6]),
+    )
+
+
+def add(q: Queries, values: Mapping[str, Any]) -> Op[None]:
+    """One row, in the caller's transaction. A keyed row first bumps its key's sequence: the
+    key row's lock, held until the caller commits, is what puts a key's rows in commit order."""
+    if values["key"] is None:
+        yield Stmt(q.insert_unkeyed, values)
+        return
+    yield Stmt(q.bump_key, {"key": values["key"]})
+    res = yield Stmt(q.insert_keyed, values)
+    if res.rowcount != 1:
+        # Only a key row deleted under the writer's lock could do this: never in a sane run.
+        raise StoreUnavailableError(f"outbox key row for {values['key']!r} vanished mid-add")
+
+
+def _ids(ids: Sequence[str]) -> dict[str, Any]:
+    return {f"i{n}": value for n, value in enumerate(ids)}
+
+
+def claim(q: Queries, token: str, now: float, until: float, keys: int, rows: int) -> Op[list[Row]]:
+    """Lease up to ``keys`` keys that have unsent rows and up to ``rows`` unkeyed rows to
+    ``token``, and read what they hold, a key's rows in sequence order."""
+    lease = {"token": token, "until": until, "now": now, "limit": keys}
+    if q.mysql:
+        found = yield Stmt(q.select_keys, lease)
+        names = [row[0] for row in found.rows]
+        if names:
+            params = {"token": token, "until": until, **_ids(names)}
+            yield Stmt(q.in_list("claim_keys", len(names)), params)
+        found = yield Stmt(q.select_rows, {**lease, "limit": rows})
+        unkeyed = [_row(values) for values in found.rows]
+        if unkeyed:
+            params = {"token": token, "until": until, **_ids([row.id for row in unkeyed])}
+            yield Stmt(q.in_list("claim_rows", len(unkeyed)), params)
+    else:
+        yield Stmt(q.claim_keys, lease)
+        found = yield Stmt(q.claim_rows, {**lease, "limit": rows})
+        unkeyed = [_row(values) for values in found.rows]
+    keyed = yield Stmt(q.read_keyed, {"token": token, "limit": rows})
+    return [_row(values) for values in keyed.rows] + unkeyed
+
+
+def settle(
+    q: Queries, token: str, now: float, sent: Sequence[str], failures: Sequence[Failure]
+) -> Op[None]:
+    """Write back one batch: rows sent, failures counted (dead after the last attempt), each
+    key's mark moved past what finished, then the keys let go: a failed key only at its retry
+    time, the rest at once. Key updates are fenced by ``token``: a relay whose lease lapsed
+    changes no key another relay holds now."""
+    if sent:
+        yield Stmt(q.in_list("sent", len(sent)), {"now": now, **_ids(sent)})
+    for failure in failures:
+        yield Stmt(
+            q.failed,
+            {
+                "id": failure.id,
+                "attempts": failure.attempts,
+                "error": failure.error[:2000],
+                "state": 2 if failure.dead else 0,
+                "retry_at": None if failure.key is not None else failure.retry_at,
+            },
+        )
+    yield Stmt(q.advance, {"token": token})
+    for failure in failures:
+        if failure.key is not None and not failure.dead:
+            yield Stmt(
+                q.back_off, {"key": failure.key, "token": token, "retry_at": failure.retry_at}
+            )
+    yield Stmt(q.release, {"token": token})
+
+
+def purge(q: Queries, cutoff: float) -> Op[int]:
+    """Delete rows sent before ``cutoff``, then the key rows nothing refers to any more."""
+    res = yield Stmt(q.purge_rows, {"cutoff": cutoff})
+    yield Stmt(q.purge_keys, {})
+    return res.rowcount
+
+
+def counts(q: Queries) -> Op[dict[int, int]]:
+    """Rows per state (pending, sent, dead)."""
+    res = yield Stmt(q.count, {})
+    return {int(state): int(n) for state, n in res.rows}

@@ -1,0 +1,284 @@
+"""The relay: publish committed outbox rows, in order per key, from any number of relays.
+
+One batch is three steps. ``claim`` (one short transaction) leases up to ``batch_keys`` keys
+that have unsent rows, and up to ``batch_rows`` unkeyed rows, to a fresh token: ``FOR UPDATE
+SKIP LOCKED`` lets relays claim side by side without waiting for each other, and a key row a
+writer holds (an uncommitted ``add``) is skipped until it commits. Then each key's rows are
+published one after the other in sequence order (different keys and unkeyed rows at once), a
+key stopping at its first failure or when its lease runs short. ``settle`` (one transaction)
+marks what was published, counts failures, moves each key's mark and lets the keys go.
+
+A relay killed at any point leaves its keys leased until the lease runs out; another relay
+then publishes from the key's mark again, with the same message ids: at-least-once, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from mideng.db.dialect import kind_of, retryable
+from mideng.db.site import AsyncSite
+from mideng.db.statements import Op, check_table
+from mideng.errors import ConfigurationError
+from mideng.messaging.publish import Outgoing, Publisher, open_publisher
+from mideng.outbox.engines import async_engine, listen_conninfo
+from mideng.outbox.ops import Failure, Row, claim, purge, settle
+from mideng.outbox.schema import DEFAULT_TABLE, channel
+from mideng.outbox.statements import Queries
+from mideng.outbox.wake import Listen, Poll
+
+log = logging.getLogger("mideng.outbox")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one batch did."""
+
+    claimed: int
+    sent: int
+    failed: int
+    dead: int
+
+    def plus(self, other: Batch) -> Batch:
+        return Batch(
+            self.claimed + other.claimed,
+            self.sent + other.sent,
+            self.failed + other.failed,
+            self.dead + other.dead,
+        )
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Retry delay after a failed publish: ``first * 2**(attempt-1)``, at most ``cap``."""
+
+    first: float = 1.0
+    cap: float = 300.0
+
+    def delay(self, attempt: int) -> float:
+        return float(min(self.cap, self.first * 2 ** max(0, attempt - 1)))
+
+
+class Relay:
+    """Publishes ``db``'s outbox (a URL, an ``Engine`` or an ``AsyncEngine``) to ``broker`` (a
+    URL or a ``Publisher``).
+
+    ``lease``: how long a relay may hold a key before another takes it over (longer than a
+    batch's publishes take). ``max_attempts``: failed publishes of a row before it is dead
+    (kept with its last error, and passed over). ``retention``: seconds a sent row is kept.
+    """
+
+    def __init__(
+        self,
+        db: Any,
+        broker: str | Publisher,
+        *,
+        table: str = DEFAULT_TABLE,
+        exchange: str | None = None,
+        batch_keys: int = 100,
+        batch_rows: int = 2000,
+        concurrency: int = 64,
+        lease: float = 30.0,
+        max_attempts: int = 10,
+        backoff: Backoff | None = None,
+        retention: float = 7 * 86400.0,
+        purge_every: float = 60.0,
+        poll: float = 1.0,
+        listen: bool = True,
+    ) -> None:
+        if batch_keys < 1 or batch_rows < 1 or concurrency < 1 or max_attempts < 1:
+            raise ConfigurationError("batch sizes, concurrency and max_attempts must be >= 1")
+        if lease <= 0 or poll <= 0 or retention < 0:
+            raise ConfigurationError("lease and poll must be positive, retention >= 0")
+        self.table = check_table(table)
+        self.engine, self._owns_engine = async_engine(db)
+        if isinstance(broker, str):
+            options = {"exchange": exchange} if exchange else {}
+            self.publisher: Publisher = open_publisher(broker, **options)
+        elif exchange:
+            raise ConfigurationError("exchange= goes with a broker URL, not a Publisher")
+        else:
+            self.publisher = broker
+        self.batch_keys, self.batch_rows = batch_keys, batch_rows
+        self.concurrency = concurrency
+        self.lease = lease
+        self.max_attempts = max_attempts
+        self.backoff = backoff or Backoff()
+        self.retention, self.purge_every, self.poll = retention, purge_every, poll
+        conninfo = listen_conninfo(self.engine) if listen else None
+        self.wake: Poll = Listen(conninfo, channel(table)) if conninfo else Poll()
+        self._queries: Queries | None = None
+        self._started = False
+        self._purged_at = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._started:
+            return
+        async with self.engine.connect() as connection:
+            self._queries = Queries(kind_of(connection.dialect), self.table)
+        await self.publisher.start()
+        await self.wake.start()
+        self._started = True
+
+    async def close(self) -> None:
+        await self.wake.close()
+        await self.publisher.close()
+        if self._owns_engine:
+            await self.engine.dispose()
+        self._started = False
+
+    async def __aenter__(self) -> Relay:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- running -----------------------------------------------------------------------------
+    async def run_once(self) -> Batch:
+        """Publish everything committed that no other relay holds, then purge; the totals."""
+        await self.start()
+        total = Batch(0, 0, 0, 0)
+        while True:
+            batch = await self.batch()
+            total = total.plus(batch)
+            if batch.sent == 0:
+                break
+        await self.purge()
+        return total
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Publish until ``stop`` is set; the batch in flight then finishes first."""
+        await self.start()
+        while not stop.is_set():
+            try:
+                batch = await self.batch()
+            except Exception:  # the database or broker is down: wait, then try again
+                log.exception("outbox relay batch failed")
+                batch = Batch(0, 0, 0, 0)
+            if time.time() - self._purged_at >= self.purge_every:
+                try:
+                    await self.purge()
+                except Exception:
+                    log.exception("outbox purge failed")
+            if batch.claimed == 0 or batch.sent == 0:
+                await self.wake.wait(self.poll, stop)
+
+    async def batch(self) -> Batch:
+        """One claim, publish and settle."""
+        await self.start()
+        token = str(uuid.uuid4())
+        now = time.time()
+        until = now + self.lease
+        # Each claim statement stands alone on PostgreSQL and SQLite (a lease is committed the
+        # moment it is taken; the read that follows sees a prefix of each key, whatever commits
+        # meanwhile), so no BEGIN/COMMIT round trips on the wake-up path. MySQL's claim is a
+        # locking read and an update of what it returned: one transaction.
+        rows: list[Row] = await self._transact(
+            lambda: claim(self.q, token, now, until, self.batch_keys, self.batch_rows),
+            autocommit=not self.q.mysql,
+        )
+        if not rows:
+            return Batch(0, 0, 0, 0)
+        sent, failures = await self._publish(rows, until)
+        settle_now = time.time()
+        await self._transact(lambda: settle(self.q, token, settle_now, sent, failures), retries=5)
+        dead = sum(1 for failure in failures if failure.dead)
+        for failure in failures:
+            log.warning(
+                "outbox publish failed id=%s key=%s attempt=%d%s: %s",
+                failure.id,
+                failure.key,
+                failure.attempts,
+                " (dead)" if failure.dead else "",
+                failure.error,
+            )
+        return Batch(len(rows), len(sent), len(failures), dead)
+
+    async def purge(self) -> int:
+        await self.start()
+        self._purged_at = time.time()
+        cutoff = time.time() - self.retention
+        return await self._transact(lambda: purge(self.q, cutoff))
+
+    # -- inside a batch --------------------------------------------------------------------
+    @property
+    def q(self) -> Queries:
+        if self._queries is None:
+            raise ConfigurationError("the relay is not started")
+        return self._queries
+
+    async def _transact(
+        self, make: Callable[[], Op[T]], retries: int = 0, autocommit: bool = False
+    ) -> T:
+        """Run one operation in a transaction of its own (or statement by statement, with
+        ``autocommit``); a deadlock victim runs again."""
+        attempt = 0
+        while True:
+            try:
+                async with self.engine.connect() as connection:
+                    if autocommit:
+                        await connection.execution_options(isolation_level="AUTOCOMMIT")
+                    elif self.q.mysql:
+                        # InnoDB's REPEATABLE READ would lock every key row an UPDATE scans,
+                        # writers' included; READ COMMITTED locks only the rows it changes.
+                        await connection.execution_options(isolation_level="READ COMMITTED")
+                    site = AsyncSite(connection)
+                    await site.open(savepoint=False)
+                    try:
+                        answer = await site.run(make())
+                        await site.commit()
+                    except BaseException:
+                        await site.rollback(whole=True)
+                        raise
+                    return answer
+            except Exception as exc:
+                if attempt >= retries or not retryable(getattr(exc, "orig", exc)):
+                    raise
+                attempt += 1
+
+    async def _publish(self, rows: Sequence[Row], until: float) -> tuple[list[str], list[Failure]]:
+        groups: dict[str, list[Row]] = {}
+        for row in rows:
+            groups.setdefault(row.key if row.key is not None else "\0" + row.id, []).append(row)
+        gate = asyncio.Semaphore(self.concurrency)
+        # Stop starting publishes for a key well before its lease ends, so a relay that takes
+        # the key over never publishes beside this one.
+        last_start = until - self.lease * 0.2
+        sent: list[str] = []
+        failures: list[Failure] = []
+
+        async def one_key(group: list[Row]) -> None:
+            async with gate:
+                for row in group:
+                    if time.time() >= last_start:
+                        return
+                    try:
+                        await self.publisher.publish(
+                            Outgoing(row.destination, row.payload, row.id, row.key, row.headers)
+                        )
+                    except Exception as exc:
+                        attempts = row.attempts + 1
+                        failures.append(
+                            Failure(
+                                row.id,
+                                row.key,
+                                attempts,
+                                f"{type(exc).__name__}: {exc}",
+                                attempts >= self.max_attempts,
+                                time.time() + self.backoff.delay(attempts),
+                            )
+                        )
+                        return
+                    sent.append(row.id)
+
+        await asyncio.gather(*(one_key(group) for group in groups.values()))
+        return sent, failures

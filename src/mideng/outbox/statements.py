@@ -1,0 +1,135 @@
+"""The outbox's SQL texts per statement kind, written once each.
+
+``Queries(kind, table)`` holds every text the writer and the relay send. PostgreSQL and SQLite
+claim with one ``UPDATE … WHERE … IN (SELECT …)`` (PostgreSQL's sub-select takes ``FOR UPDATE
+SKIP LOCKED`` so two relays never wait on each other's rows); MySQL/MariaDB cannot update a
+table it selects from in a sub-select, so there the claim is a locking ``SELECT … SKIP LOCKED``
+and an ``UPDATE`` of what it returned, in the same transaction. Lists of ids are spelled with
+one bind each; their texts are built once per length and kept.
+"""
+
+from __future__ import annotations
+
+from mideng.db.statements import Sql, check_table
+from mideng.errors import ConfigurationError
+from mideng.outbox.schema import DEAD, PENDING, SENT, keys_table
+
+#: The columns the relay reads of a row, in this order (``ops.Row``).
+ROW_COLUMNS = "id, aggregateid, seq, destination, payload, headers, attempts"
+_DUE = "(claimed_until IS NULL OR claimed_until < :now)"
+
+
+class Queries:
+    def __init__(self, kind: str, table: str) -> None:
+        if kind not in ("postgresql", "mariadb", "mysql", "sqlite"):
+            raise ConfigurationError(f"the outbox has no statements for {kind!r}")
+        self.kind = kind
+        self.table = t = check_table(table)
+        self.keys = k = keys_table(table)
+        self.mysql = kind in ("mariadb", "mysql")
+        lock = " FOR UPDATE SKIP LOCKED" if kind != "sqlite" else ""
+        self._lists: dict[tuple[str, int], Sql] = {}
+
+        # -- writer ----------------------------------------------------------------------
+        if self.mysql:
+            bump = "ON DUPLICATE KEY UPDATE last_seq = last_seq + 1, pending = 1"
+        else:
+            bump = (
+                f"ON CONFLICT (aggregateid) DO UPDATE SET last_seq = {k}.last_seq + 1, pending = 1"
+            )
+        self.bump_key = Sql(
+            f"INSERT INTO {k} (aggregateid, last_seq, sent_seq, pending) "
+            f"VALUES (:key, 1, 0, 1) {bump}"
+        )
+        columns = (
+            "id, aggregatetype, aggregateid, type, payload, destination, headers, request_id, "
+            "seq, created_at"
+        )
+        values = ":id, :destination, :key, :type, :payload, :destination, :headers, :request_id"
+        # The key from its row, not its bind: PostgreSQL types one bind once, and here it would
+        # be text in the select list and varchar in the WHERE.
+        keyed = values.replace(":key", "aggregateid")
+        self.insert_keyed = Sql(
+            f"INSERT INTO {t} ({columns}) SELECT {keyed}, last_seq, :created_at FROM {k} "
+            "WHERE aggregateid = :key"
+        )
+        self.insert_unkeyed = Sql(
+            f"INSERT INTO {t} ({columns}) VALUES ({values}, NULL, :created_at)"
+        )
+
+        # -- relay: claim ------------------------------------------------------------------
+        due_keys = f"SELECT aggregateid FROM {k} WHERE pending = 1 AND {_DUE} LIMIT :limit"
+        due_rows = (
+            f"SELECT {{}} FROM {t} WHERE aggregateid IS NULL AND state = {PENDING} AND {_DUE} "
+            "LIMIT :limit"
+        )
+        # MySQL/MariaDB: a locking select, then an update of what it returned.
+        self.select_keys = Sql(due_keys + lock)
+        self.select_rows = Sql(due_rows.format(ROW_COLUMNS) + lock)
+        # PostgreSQL and SQLite: one statement each.
+        self.claim_keys = Sql(
+            f"UPDATE {k} SET claimed_by = :token, claimed_until = :until "
+            f"WHERE aggregateid IN ({due_keys}{lock})"
+        )
+        self.claim_rows = Sql(
+            f"UPDATE {t} SET claimed_by = :token, claimed_until = :until "
+            f"WHERE id IN ({due_rows.format('id')}{lock}) RETURNING {ROW_COLUMNS}"
+        )
+        self.read_keyed = Sql(
+            f"SELECT {', '.join('o.' + c for c in ROW_COLUMNS.split(', '))} FROM {t} o "
+            f"JOIN {k} k ON k.aggregateid = o.aggregateid "
+            f"WHERE k.claimed_by = :token AND o.seq > k.sent_seq AND o.state = {PENDING} "
+            # By rank within the key first: a cut-off batch then holds a head of every key
+            # (all keys publish side by side) rather than all of a few keys.
+            "ORDER BY o.seq - k.sent_seq, o.aggregateid LIMIT :limit"
+        )
+
+        # -- relay: settle -----------------------------------------------------------------
+        self.failed = Sql(
+            f"UPDATE {t} SET attempts = :attempts, last_error = :error, state = :state, "
+            "claimed_by = NULL, claimed_until = :retry_at WHERE id = :id"
+        )
+        # Rows a relay published form a prefix of the key's unsent rows (it publishes a key in
+        # order and stops at its first failure), so the highest finished one is the new mark.
+        self.advance = Sql(
+            f"UPDATE {k} SET sent_seq = COALESCE((SELECT MAX(o.seq) FROM {t} o "
+            f"WHERE o.aggregateid = {k}.aggregateid AND o.state <> {PENDING}), sent_seq) "
+            "WHERE claimed_by = :token"
+        )
+        self.back_off = Sql(
+            f"UPDATE {k} SET claimed_by = NULL, claimed_until = :retry_at "
+            "WHERE aggregateid = :key AND claimed_by = :token"
+        )
+        self.release = Sql(
+            f"UPDATE {k} SET pending = CASE WHEN last_seq > sent_seq THEN 1 ELSE 0 END, "
+            "claimed_by = NULL, claimed_until = NULL WHERE claimed_by = :token"
+        )
+
+        # -- relay: retention ----------------------------------------------------------------
+        self.purge_rows = Sql(f"DELETE FROM {t} WHERE state = {SENT} AND sent_at < :cutoff")
+        self.purge_keys = Sql(
+            f"DELETE FROM {k} WHERE pending = 0 AND claimed_by IS NULL AND NOT EXISTS "
+            f"(SELECT 1 FROM {t} o WHERE o.aggregateid = {k}.aggregateid)"
+        )
+        self.count = Sql(
+            f"SELECT state, COUNT(*) FROM {t} WHERE state IN ({PENDING}, {SENT}, {DEAD}) "
+            "GROUP BY state"
+        )
+
+    def in_list(self, name: str, count: int) -> Sql:
+        """``name``'s text for ``count`` ids, bound as ``:i0 … :i{count-1}``."""
+        known = self._lists.get((name, count))
+        if known is not None:
+            return known
+        binds = ", ".join(f":i{n}" for n in range(count))
+        t, k = self.table, self.keys
+        texts = {
+            "claim_keys": f"UPDATE {k} SET claimed_by = :token, claimed_until = :until "
+            f"WHERE aggregateid IN ({binds})",
+            "claim_rows": f"UPDATE {t} SET claimed_by = :token, claimed_until = :until "
+            f"WHERE id IN ({binds})",
+            "sent": f"UPDATE {t} SET state = {SENT}, sent_at = :now, claimed_by = NULL, "
+            f"claimed_until = NULL WHERE id IN ({binds})",
+        }
+        sql = self._lists[(name, count)] = Sql(texts[name])
+        return sql

@@ -1,0 +1,152 @@
+"""``Outbox``: the table, and ``add`` / ``aadd`` writing a message in the caller's transaction.
+
+``add`` never commits: the row commits or rolls back with the business change it sits beside,
+which is the whole point. Payloads are JSON (bytes go in as they are); the headers every
+published message carries (message id, business key, request id) are fixed here, when the row
+is written, so the row shows exactly what will be sent.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from mideng.db.drive import adrive, drive
+from mideng.db.site import AsyncSite, Site
+from mideng.db.statements import Op, Res, Sql, Stmt
+from mideng.errors import ConfigurationError
+from mideng.messaging.headers import REQUEST_ID
+from mideng.messaging.publish import outgoing
+from mideng.outbox.ops import add as add_row
+from mideng.outbox.schema import DEFAULT_TABLE, NAME_MAX, ddl
+from mideng.outbox.statements import Queries
+
+
+def encode_payload(payload: Any) -> bytes:
+    """The message body: bytes as they are, anything else as compact JSON."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return bytes(payload)
+    try:
+        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"an outbox payload must be bytes or JSON-serialisable: {exc}"
+        ) from exc
+
+
+def _name(what: str, value: object, *, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value or len(value) > NAME_MAX:
+        raise ConfigurationError(
+            f"outbox {what} must be a non-empty string of at most {NAME_MAX} characters: {value!r}"
+        )
+    return value
+
+
+def _ddl(kind: str, table: str) -> Op[None]:
+    for text in ddl(kind, table):
+        yield Stmt(Sql(text), None)
+
+
+def _run_ddl(connection: Any, stmt: Stmt) -> Res:
+    connection.exec_driver_sql(stmt.sql.text)
+    return Res(0, ())
+
+
+async def _arun_ddl(connection: Any, stmt: Stmt) -> Res:
+    await connection.exec_driver_sql(stmt.sql.text)
+    return Res(0, ())
+
+
+class Outbox:
+    """The outbox table behind ``engine`` (a SQLAlchemy ``Engine`` or ``AsyncEngine``)."""
+
+    def __init__(self, engine: Any, *, table: str = DEFAULT_TABLE) -> None:
+        from mideng.db.dialect import kind_of
+
+        self.engine = engine
+        self.table = table
+        # MariaDB and MySQL tell apart only once connected; their outbox statements are the
+        # same, so the engine's dialect names the DDL and each connection its statements.
+        self.kind = kind_of(engine.dialect)
+        self.queries = Queries(self.kind, table)
+        self._by_kind = {self.kind: self.queries}
+
+    def create_schema(self) -> None:
+        """Create the tables (and on PostgreSQL the NOTIFY trigger) if they are missing."""
+        with self.engine.begin() as connection:
+            drive(_ddl(self.kind, self.table), _run_ddl, connection)
+
+    async def acreate_schema(self) -> None:
+        async with self.engine.begin() as connection:
+            await adrive(_ddl(self.kind, self.table), _arun_ddl, connection)
+
+    def _values(
+        self,
+        destination: str,
+        payload: Any,
+        key: str | None,
+        headers: Mapping[str, str] | None,
+        event_type: str,
+    ) -> dict[str, Any]:
+        _name("destination", destination)
+        _name("key", key, optional=True)
+        if not isinstance(event_type, str) or len(event_type) > NAME_MAX:
+            raise ConfigurationError(f"outbox event_type must be a short string: {event_type!r}")
+        body = encode_payload(payload)
+        message = outgoing(destination, body, key=key, headers=headers)
+        request_id = message.headers.get(REQUEST_ID)
+        return {
+            "id": message.message_id,
+            "destination": destination,
+            "key": key,
+            "type": event_type,
+            "payload": body,
+            "headers": json.dumps(dict(message.headers), separators=(",", ":")),
+            "request_id": request_id[:NAME_MAX] if request_id else None,
+            "created_at": time.time(),
+        }
+
+    def add(
+        self,
+        conn: Any,
+        destination: str,
+        payload: Any,
+        *,
+        key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        event_type: str = "",
+    ) -> str:
+        """Write one message into ``conn``'s transaction (a ``Connection`` or ``Session``); the
+        caller commits it with the business change. Returns the message id."""
+        values = self._values(destination, payload, key, headers, event_type)
+        site = Site(conn)
+        # A transaction the site begins is left open for the caller, as SQLAlchemy's own
+        # autobegin would: add() must never commit.
+        site.run(add_row(self._for(site.open(savepoint=False)), values))
+        return str(values["id"])
+
+    async def aadd(
+        self,
+        conn: Any,
+        destination: str,
+        payload: Any,
+        *,
+        key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        event_type: str = "",
+    ) -> str:
+        """``add`` for an ``AsyncConnection`` or ``AsyncSession``."""
+        values = self._values(destination, payload, key, headers, event_type)
+        site = AsyncSite(conn)
+        await site.run(add_row(self._for(await site.open(savepoint=False)), values))
+        return str(values["id"])
+
+    def _for(self, kind: str) -> Queries:
+        queries = self._by_kind.get(kind)
+        if queries is None:
+            queries = self._by_kind[kind] = Queries(kind, self.table)
+        return queries

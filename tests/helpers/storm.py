@@ -1,0 +1,299 @@
+"""The parent side of the broker storms and crash tests (tests/helpers/storm_worker.py runs
+the consumers): the tables, the worker processes, the kills, and the end state's checks.
+
+A broker test supplies a ``Side``: how to publish, the adapter's arguments, and whether the
+broker still holds anything unsettled (pending, unacked, uncommitted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
+
+from mideng.messaging.headers import IDEMPOTENCY_KEY
+from mideng.stores.sql import SQLStore
+from tests.brokers import token
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+class Side(Protocol):
+    broker: str  # the storm worker's name for the adapter
+    url: str
+
+    def publish(self, messages: list[tuple[str, bytes]]) -> None:
+        """Each (business key, body) as a new broker message, the key in IDEMPOTENCY_KEY."""
+
+    def adapter(self) -> dict[str, Any]:
+        """The adapter's keyword arguments (stream, durable, topic, group ...)."""
+
+    def settled(self) -> bool:
+        """Nothing pending, unacked or uncommitted is left on the broker."""
+
+    def state(self) -> str:
+        """What the broker holds, for a failure's message."""
+
+
+@dataclass
+class Tables:
+    """An effects table (one row per handler run that committed) and a record table."""
+
+    db_url: str
+    effects: str = field(default_factory=lambda: f"mideng_effects_{token()}")
+    records: str = field(default_factory=lambda: f"mideng_records_{token()}")
+
+    def __post_init__(self) -> None:
+        self.engine = create_engine(self.db_url, poolclass=NullPool)
+
+    def create(self) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                text(
+                    f"CREATE TABLE {self.effects} (id SERIAL PRIMARY KEY, order_key TEXT, pid INT)"
+                )
+            )
+        SQLStore.from_url(self.db_url, table=self.records).close()
+
+    def drop(self) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(text(f"DROP TABLE IF EXISTS {self.effects}"))
+            conn.execute(text(f"DROP TABLE IF EXISTS {self.records}"))
+        self.engine.dispose()
+
+    def effects_by_key(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text(f"SELECT order_key, COUNT(*) FROM {self.effects} GROUP BY order_key")
+            )
+            return {str(key): int(count) for key, count in rows}
+
+    def records_by_status(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text(f"SELECT status, COUNT(*) FROM {self.records} GROUP BY status")
+            )
+            return {str(status): count for status, count in rows}
+
+
+@contextmanager
+def tables(db_url: str) -> Iterator[Tables]:
+    made = Tables(db_url)
+    made.create()
+    try:
+        yield made
+    finally:
+        made.drop()
+
+
+class Workers:
+    """Storm worker processes by slot; a slot can be killed and started again."""
+
+    def __init__(self, workdir: Path, config: dict[str, Any]) -> None:
+        self.workdir = workdir
+        self.config = config
+        self.processes: dict[int, subprocess.Popen[bytes]] = {}
+        self.ready: dict[int, Path] = {}
+
+    def start(self, slot: int, **overrides: Any) -> subprocess.Popen[bytes]:
+        name = f"worker-{slot}-{token()}"
+        path = self.workdir / f"{name}.json"
+        ready = self.workdir / f"{name}.ready"
+        path.write_text(json.dumps({**self.config, "ready": str(ready), **overrides}))
+        log = (self.workdir / f"worker-{slot}.log").open("ab")
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.helpers.storm_worker", str(path)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        self.processes[slot] = process
+        self.ready[slot] = ready
+        return process
+
+    def kill(self, slot: int) -> None:
+        process = self.processes[slot]
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def stop_all(self, timeout: float = 30.0) -> list[int | None]:
+        """SIGTERM each (the adapter's stop event) once it is in place; the exit codes."""
+        for slot, process in self.processes.items():
+            wait_for(self._started(slot, process), timeout, f"worker {slot} to start")
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        codes: list[int | None] = []
+        for process in self.processes.values():
+            try:
+                codes.append(process.wait(timeout=timeout))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                codes.append(None)
+        return codes
+
+    def _started(self, slot: int, process: subprocess.Popen[bytes]) -> Callable[[], bool]:
+        ready = self.ready[slot]
+        return lambda: ready.exists() or process.poll() is not None
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}"
+            for path in sorted(self.workdir.glob("worker-*.log"))
+        )
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, poll: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(poll)
+
+
+def storm_messages(count: int, keys: int, seed: int) -> list[tuple[str, bytes]]:
+    """``keys`` distinct business keys, the rest of ``count`` copies of random ones, shuffled:
+    a producer's re-publishes, each a new broker message."""
+    rng = random.Random(seed)
+    chosen = [f"order:{n}" for n in range(keys)]
+    chosen += [rng.choice(chosen[:keys]) for _ in range(count - keys)]
+    rng.shuffle(chosen)
+    return [(key, json.dumps({"order": key, "n": i}).encode()) for i, key in enumerate(chosen)]
+
+
+def headers_of(key: str) -> dict[str, str]:
+    return {IDEMPOTENCY_KEY: key}
+
+
+@dataclass
+class StormResult:
+    effects: dict[str, int]
+    records: dict[str, int]
+    exits: list[int | None]
+    #: How many keys had their effect when each kill came: the kills hit work in progress.
+    kills: list[int]
+
+
+def run_storm(
+    side: Side,
+    db: Tables,
+    workdir: Path,
+    *,
+    messages: int = 2000,
+    keys: int = 1500,
+    workers: int = 3,
+    kills: int = 5,
+    seed: int | None = None,
+    between_kills: tuple[float, float] = (0.3, 1.5),
+    timeout: float = 120.0,
+) -> StormResult:
+    """Publish, run ``workers`` consumers, SIGKILL slot 0 at random points ``kills`` times
+    (restarting it each time), wait until every key has its effect and the broker is settled,
+    then stop them all."""
+    seed = random.randrange(1 << 30) if seed is None else seed
+    rng = random.Random(seed)
+    side.publish(storm_messages(messages, keys, seed))
+    pool = Workers(
+        workdir,
+        {
+            "broker": side.broker,
+            "url": side.url,
+            "adapter": side.adapter(),
+            "db_url": db.db_url,
+            "record_table": db.records,
+            "effects_table": db.effects,
+            "scope": "stock",
+            "jitter": 0.002,
+        },
+    )
+    for slot in range(workers):
+        pool.start(slot)
+    kill_points: list[int] = []
+    try:
+        # The kills are to hit work in progress, not a group still forming.
+        wait_for(lambda: len(db.effects_by_key()) > 0, timeout, "the first effect")
+        for _ in range(kills):
+            time.sleep(rng.uniform(*between_kills))
+            pool.kill(0)
+            kill_points.append(len(db.effects_by_key()))
+            pool.start(0)
+
+        def done() -> bool:
+            return len(db.effects_by_key()) >= keys and side.settled()
+
+        try:
+            wait_for(done, timeout, f"{keys} effects and a settled broker (seed {seed})", 0.5)
+        except AssertionError as exc:
+            state = f"{len(db.effects_by_key())} keys have effects; broker: {side.state()}"
+            raise AssertionError(f"{exc}: {state}\n{pool.logs()}") from None
+    finally:
+        exits = pool.stop_all()
+    return StormResult(db.effects_by_key(), db.records_by_status(), exits, kill_points)
+
+
+@dataclass
+class CrashResult:
+    effects_at_kill: int  # committed effect rows of the key when the process was killed
+    effects: list[int]  # the pid of each committed effect row of the key, at the end
+    killed_pid: int
+    rerun_log: str  # what the consumer started after the kill logged
+
+
+def crash_case(
+    side: Side, db: Tables, workdir: Path, at: str, timeout: float = 60.0
+) -> CrashResult:
+    """One keyed message, a consumer SIGKILLed at ``at`` (before_commit / after_commit) while
+    on it, then a fresh consumer; returns what committed before and after."""
+    key = f"order:crash-{token()}"
+    side.publish([(key, json.dumps({"order": key}).encode())])
+    marker = workdir / "at-crash-point"
+    pool = Workers(
+        workdir,
+        {
+            "broker": side.broker,
+            "url": side.url,
+            "adapter": side.adapter(),
+            "db_url": db.db_url,
+            "record_table": db.records,
+            "effects_table": db.effects,
+            "scope": "stock",
+        },
+    )
+    try:
+        victim = pool.start(0, crash={"at": at, "key": key, "marker": str(marker)})
+        try:
+            wait_for(marker.exists, timeout, f"the consumer to reach {at}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{pool.logs()}") from None
+        at_kill = db.effects_by_key().get(key, 0)
+        pool.kill(0)
+        (workdir / "worker-0.log").rename(workdir / "killed.log")
+        pool.start(0)
+        try:
+            wait_for(side.settled, timeout, "the redelivery to be settled")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {side.state()}\n{pool.logs()}") from None
+    finally:
+        pool.stop_all()
+    with db.engine.connect() as conn:
+        pids = conn.execute(
+            text(f"SELECT pid FROM {db.effects} WHERE order_key = :key ORDER BY id"), {"key": key}
+        )
+        effects = [int(pid) for (pid,) in pids]
+    return CrashResult(at_kill, effects, victim.pid, (workdir / "worker-0.log").read_text())

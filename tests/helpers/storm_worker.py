@@ -1,0 +1,120 @@
+"""A consumer process for the broker storms and crash tests: one broker adapter feeding a
+transactional IdempotentConsumer on PostgreSQL, whose handler writes one effect row per run.
+
+``python -m tests.helpers.storm_worker CONFIG.json``. SIGTERM sets the adapter's stop event
+(exit 0 once it returned); ``config["ready"]`` is written once that handler is in place.
+With ``crash`` set, the process stops dead on one key so the parent can SIGKILL it there:
+``before_commit`` inside the handler, after its insert and before the transaction commits;
+``after_commit`` once the transaction committed, before the adapter settles (acks) the
+message. It writes ``crash["marker"]`` when it is there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Connection
+
+from mideng import Guard
+from mideng.messaging import IdempotentConsumer, Message, Verdict
+from mideng.messaging.headers import IDEMPOTENCY_KEY
+from mideng.stores.sql import SQLStore
+
+#: How long a crash point waits to be killed before giving up (the parent kills in far less).
+PARKED = 120.0
+
+
+def mark(path: Path) -> None:
+    path.write_text(str(os.getpid()))
+
+
+class StopsAfterCommit:
+    """The consumer, but parked after the key's transaction committed, before the ack."""
+
+    def __init__(self, inner: IdempotentConsumer, key: str, marker: Path) -> None:
+        self.inner, self.key, self.marker = inner, key, marker
+
+    async def _park_if(self, message: Message) -> None:
+        if message.headers.get(IDEMPOTENCY_KEY) == self.key:
+            mark(self.marker)
+            await asyncio.sleep(PARKED)
+            raise SystemExit("never killed after the commit")
+
+    async def handle(self, message: Message) -> Verdict:
+        verdict = await self.inner.handle(message)
+        await self._park_if(message)
+        return verdict
+
+    async def handle_batch(self, messages: Sequence[Message]) -> list[Verdict]:
+        verdicts = await self.inner.handle_batch(messages)
+        for message in messages:
+            await self._park_if(message)
+        return verdicts
+
+
+def build(config: dict[str, Any]) -> Any:
+    engine = create_engine(config["db_url"], pool_size=4)
+    store = SQLStore.from_url(config["db_url"], table=config["record_table"], create_schema=False)
+    guard = Guard(store, lease=config.get("lease", 10.0))
+    effects = config["effects_table"]
+    crash = config.get("crash") or {}
+    jitter = config.get("jitter", 0.0)
+
+    def deduct(message: Message, conn: Connection) -> None:
+        key = message.headers[IDEMPOTENCY_KEY]
+        conn.execute(
+            text(f"INSERT INTO {effects} (order_key, pid) VALUES (:key, :pid)"),
+            {"key": key, "pid": os.getpid()},
+        )
+        if jitter:
+            time.sleep(random.uniform(0, jitter))
+        if crash.get("at") == "before_commit" and key == crash["key"]:
+            mark(Path(crash["marker"]))
+            time.sleep(PARKED)
+            raise SystemExit("never killed before the commit")
+
+    consumer = IdempotentConsumer(
+        guard, config["scope"], deduct, engine=engine, max_attempts=5, retry_delay=0.2
+    )
+    if crash.get("at") == "after_commit":
+        return StopsAfterCommit(consumer, crash["key"], Path(crash["marker"]))
+    return consumer
+
+
+async def run(config: dict[str, Any]) -> None:
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    consumer = build(config)
+    if config.get("ready"):
+        mark(Path(config["ready"]))
+    broker = config["broker"]
+    if broker == "nats":
+        from mideng.messaging import nats
+
+        await nats.consume(consumer, config["url"], stop=stop, **config["adapter"])
+    elif broker == "kafka":
+        from mideng.messaging import kafka
+
+        await kafka.consume(consumer, config["url"], stop=stop, **config["adapter"])
+    else:
+        raise SystemExit(f"unknown broker {broker!r}")
+
+
+def main() -> int:
+    config = json.loads(Path(sys.argv[1]).read_text())
+    asyncio.run(run(config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+from tests.brokers import broker_names  # noqa: F401  (fixture)

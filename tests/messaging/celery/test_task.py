@@ -1,0 +1,113 @@
+"""idempotent_task in process: the key it requires, a second send returning the first run's
+result without running, a key held elsewhere turned into a retry with a bounded countdown that
+never exhausts, and the Celery settings it defaults."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from mideng import Guard
+from mideng.errors import ConfigurationError
+from mideng.messaging.celery import idempotent_task
+from mideng.stores.memory import MemoryStore
+
+
+@pytest.fixture
+def app() -> Any:
+    from celery import Celery  # type: ignore[import-untyped]
+
+    made = Celery("mideng_task_test", broker="memory://", backend="cache+memory://")
+    made.conf.task_always_eager = True
+    made.conf.task_store_eager_result = False
+    yield made
+    made.close()
+
+
+def test_a_key_is_required_and_delays_are_checked(app: Any) -> None:
+    guard = Guard(MemoryStore())
+    with pytest.raises(ConfigurationError, match="needs key="):
+        idempotent_task(app, guard, "stock", key=None)
+    with pytest.raises(ConfigurationError, match="in_flight_delay"):
+        idempotent_task(app, guard, "stock", key="order:{order_id}", in_flight_delay=0)
+
+
+def test_settings_default_to_late_acks_and_reject_on_worker_lost(app: Any) -> None:
+    guard = Guard(MemoryStore())
+
+    @idempotent_task(app, guard, "stock", key="order:{order_id}", rate_limit="10/s")
+    def deduct(order_id: str) -> None:
+        return None
+
+    assert (deduct.acks_late, deduct.reject_on_worker_lost, deduct.rate_limit) == (
+        True,
+        True,
+        "10/s",
+    )
+    assert deduct.name.endswith("deduct")
+
+
+def test_a_second_send_returns_the_first_result_without_running(app: Any) -> None:
+    runs: list[tuple[str, int]] = []
+    guard = Guard(MemoryStore())
+
+    @idempotent_task(app, lambda: guard, "stock", key="order:{order_id}")
+    def deduct(order_id: str, quantity: int) -> dict[str, Any]:
+        runs.append((order_id, quantity))
+        return {"order": order_id, "deducted": quantity}
+
+    first = deduct.delay("1001", 2).get()
+    second = deduct.delay("1001", 2).get()  # a new task id, the same business key
+    other = deduct.delay("1002", 1).get()
+    assert runs == [("1001", 2), ("1002", 1)]
+    assert first == second == {"order": "1001", "deducted": 2}
+    assert other == {"order": "1002", "deducted": 1}
+
+
+def test_a_key_held_elsewhere_becomes_a_retry(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    guard = Guard(MemoryStore(), lease=30)
+    release = threading.Event()
+    holding = threading.Event()
+    runs: list[str] = []
+
+    @idempotent_task(app, guard, "stock", key="order:{order_id}", in_flight_delay=0.5)
+    def deduct(order_id: str) -> str:
+        runs.append(order_id)
+        return order_id
+
+    def hold() -> None:
+        def body() -> str:
+            holding.set()
+            release.wait(10)
+            return "1001"
+
+        guard.run("stock", "order:1001", body)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(10)
+    asked: list[dict[str, Any]] = []
+
+    class Retried(Exception):
+        pass
+
+    def retry(**options: Any) -> Exception:
+        asked.append(options)
+        return Retried()
+
+    monkeypatch.setattr(deduct, "retry", retry)
+    try:
+        with pytest.raises(Retried):
+            deduct.apply(args=["1001"], throw=True)
+    finally:
+        release.set()
+        holder.join(10)
+    assert runs == []  # never run beside the holder
+    assert asked[0]["countdown"] == 0.5  # the lease left is 30 s; capped at in_flight_delay
+    assert asked[0]["max_retries"] == 1  # always one more: this retry never exhausts
+    assert type(asked[0]["exc"]).__name__ == "InProgressError"
+    monkeypatch.undo()
+    assert deduct.delay("1001").get() == "1001"  # the holder's result, replayed
+    assert runs == []

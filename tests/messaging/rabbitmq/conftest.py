@@ -1,0 +1,3 @@
+from __future__ import annotations
+
+from tests.brokers import broker_names  # noqa: F401  (fixture)

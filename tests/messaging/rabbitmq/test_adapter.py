@@ -1,0 +1,228 @@
+"""The RabbitMQ adapter against a real broker: manual acks after the decision, duplicates
+acked, dead letters to a queue or the queue's own DLX, a poison message tried N times,
+the queue declared durable when missing, prefetched messages given back on stop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import aio_pika
+import pytest
+
+from mideng import Guard
+from mideng.messaging import IdempotentConsumer, Message, rabbitmq
+from mideng.stores.memory import MemoryStore
+from tests.brokers import AMQP_URL, BrokerNames
+from tests.messaging.running import consume_until
+
+
+async def publish(queue: str, *keys: str | None, declare: bool = True) -> None:
+    connection = await aio_pika.connect(AMQP_URL)
+    async with connection:
+        channel = await connection.channel()
+        if declare:
+            await channel.declare_queue(queue, durable=True)
+        for n, key in enumerate(keys):
+            headers: dict[str, Any] = {} if key is None else {"idempotency-key": key}
+            body = aio_pika.Message(b'{"qty": 1}', headers=headers, message_id=f"m{n}")
+            await channel.default_exchange.publish(body, routing_key=queue)
+
+
+async def ready(queue: str) -> int:
+    connection = await aio_pika.connect(AMQP_URL)
+    async with connection:
+        channel = await connection.channel()
+        declared = await channel.declare_queue(queue, passive=True)
+        return int(declared.declaration_result.message_count or 0)
+
+
+def test_duplicates_are_acked_and_a_keyless_message_is_dead_lettered(
+    broker_names: BrokerNames,
+) -> None:
+    queue, dlq = broker_names.rabbitmq_queue(), broker_names.rabbitmq_queue("dead")
+    seen: list[Message] = []
+    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", seen.append)
+
+    async def scenario() -> None:
+        await publish(queue, "order:1", "order:2", "order:1", None)
+
+        async def done() -> bool:
+            return len(seen) == 2 and await ready(queue) == 0 and await ready(dlq) == 1
+
+        await consume_until(
+            lambda stop: rabbitmq.consume(
+                consumer, AMQP_URL, queue=queue, stop=stop, dead_letter_queue=dlq
+            ),
+            done,
+        )
+        assert await ready(queue) == 0  # nothing went back unacked on close
+
+    asyncio.run(scenario())
+    assert [m.headers["idempotency-key"] for m in seen] == ["order:1", "order:2"]
+    assert seen[0].id == "m0"
+    assert seen[0].body == b'{"qty": 1}'
+
+
+def test_a_poison_message_is_tried_n_times_then_goes_to_the_queues_dlx(
+    broker_names: BrokerNames,
+) -> None:
+    queue, dlx = broker_names.rabbitmq_queue(), broker_names.rabbitmq_exchange()
+    parked = broker_names.rabbitmq_queue("parked")
+    tries: list[str] = []
+
+    def handler(message: Message) -> None:
+        tries.append(message.headers["idempotency-key"])
+        if message.headers["idempotency-key"] == "order:poison":
+            raise ValueError("cannot parse")
+
+    consumer = IdempotentConsumer(
+        Guard(MemoryStore()), "stock", handler, max_attempts=3, retry_delay=0.05
+    )
+
+    async def scenario() -> None:
+        connection = await aio_pika.connect(AMQP_URL)
+        async with connection:
+            channel = await connection.channel()
+            exchange = await channel.declare_exchange(dlx, aio_pika.ExchangeType.FANOUT)
+            sink = await channel.declare_queue(parked, durable=True)
+            await sink.bind(exchange)
+            # The operator's queue, with its dead-letter exchange: used as it is.
+            await channel.declare_queue(
+                queue, durable=True, arguments={"x-dead-letter-exchange": dlx}
+            )
+        await publish(queue, "order:poison", "order:good", declare=False)
+
+        async def done() -> bool:
+            return await ready(parked) == 1 and "order:good" in tries
+
+        await consume_until(
+            lambda stop: rabbitmq.consume(consumer, AMQP_URL, queue=queue, stop=stop), done
+        )
+
+    asyncio.run(scenario())
+    assert tries.count("order:poison") == 3
+    assert tries.count("order:good") == 1
+
+
+def test_a_missing_queue_is_declared_durable(broker_names: BrokerNames) -> None:
+    queue = broker_names.rabbitmq_queue()
+    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", lambda m: None)
+
+    async def scenario() -> None:
+        async def declared() -> bool:
+            try:
+                await ready(queue)
+            except Exception:
+                return False
+            return True
+
+        await consume_until(
+            lambda stop: rabbitmq.consume(consumer, AMQP_URL, queue=queue, stop=stop), declared
+        )
+        connection = await aio_pika.connect(AMQP_URL)
+        async with connection:
+            channel = await connection.channel()
+            # Re-declaring with durable=True only succeeds if it is durable already.
+            await channel.declare_queue(queue, durable=True)
+            other = await connection.channel()
+            with pytest.raises(aio_pika.exceptions.ChannelPreconditionFailed):
+                await other.declare_queue(queue, durable=False)
+
+    asyncio.run(scenario())
+
+
+def test_stop_finishes_the_message_in_hand_and_gives_back_the_prefetched(
+    broker_names: BrokerNames,
+) -> None:
+    queue = broker_names.rabbitmq_queue()
+    started, release = threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    def slow(message: Message) -> None:
+        seen.append(message.headers["idempotency-key"])
+        started.set()
+        release.wait(10)
+
+    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", slow)
+
+    async def scenario() -> None:
+        await publish(queue, "order:0")
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(
+            rabbitmq.consume(consumer, AMQP_URL, queue=queue, stop=stop, prefetch=10)
+        )
+        await asyncio.to_thread(started.wait, 10)
+        await publish(queue, "order:1", "order:2", "order:3", "order:4")
+        await asyncio.sleep(0.3)  # delivered into the adapter's hands, not started
+        stop.set()
+        await asyncio.sleep(0.1)
+        release.set()
+        await asyncio.wait_for(task, 15)
+        assert await ready(queue) == 4
+
+    asyncio.run(scenario())
+    assert seen == ["order:0"]
+
+
+def test_a_retry_is_requeued_after_its_delay_and_runs_then(broker_names: BrokerNames) -> None:
+    queue = broker_names.rabbitmq_queue()
+    attempts: list[Any] = []
+
+    def flaky(message: Message) -> None:
+        attempts.append(message.raw.redelivered)
+        if len(attempts) == 1:
+            raise TimeoutError("inventory service timed out")
+
+    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", flaky, retry_delay=0.2)
+
+    async def scenario() -> None:
+        await publish(queue, "order:1")
+
+        async def done() -> bool:
+            return len(attempts) == 2 and await ready(queue) == 0
+
+        await consume_until(
+            lambda stop: rabbitmq.consume(consumer, AMQP_URL, queue=queue, stop=stop), done
+        )
+
+    asyncio.run(scenario())
+    assert attempts == [False, True]
+
+
+def test_a_failed_ack_loses_nothing_and_the_redelivery_is_not_run_again(
+    broker_names: BrokerNames, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = broker_names.rabbitmq_queue()
+    seen: list[Message] = []
+    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", seen.append)
+    real = aio_pika.IncomingMessage.ack
+    failures = [ConnectionError("connection reset by peer")]
+    acked: list[bool] = []
+
+    async def flaky(self: Any, multiple: bool = False) -> None:
+        if failures:
+            raise failures.pop()
+        await real(self, multiple)
+        acked.append(True)
+
+    monkeypatch.setattr(aio_pika.IncomingMessage, "ack", flaky)
+
+    async def scenario() -> None:
+        await publish(queue, "order:1")
+
+        def run(stop: asyncio.Event) -> Any:
+            return rabbitmq.consume(consumer, AMQP_URL, queue=queue, stop=stop)
+
+        with pytest.raises(ConnectionError):  # the broker failed: consume ends with its error
+            await consume_until(run, lambda: asyncio.sleep(0, False))
+
+        async def settled() -> bool:
+            return bool(acked)
+
+        await consume_until(run, settled)  # redelivered, acked without running
+        assert await ready(queue) == 0
+
+    asyncio.run(scenario())
+    assert len(seen) == 1
