@@ -30,7 +30,7 @@ from mideng.guard.aheartbeat import start_async
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.owners import new_owner
-from mideng.observability import logs
+from mideng.observability import logs, watch
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
 
@@ -204,6 +204,8 @@ class Guard:
     def drive(
         self, call: Call, fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> R:
+        if watch.on is not None and watch.on.wants(self):  # metrics or tracing enabled
+            return watch.on.drive(self, call, fn, args, kwargs)  # type: ignore[no-any-return]
         while True:
             try:
                 claim = self.store.claim(call.request())
@@ -229,6 +231,8 @@ class Guard:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> R:
+        if watch.on is not None and watch.on.wants(self):  # metrics or tracing enabled
+            return await watch.on.adrive(self, call, fn, args, kwargs)  # type: ignore[no-any-return]
         while True:
             try:
                 claim = await self.store.aclaim(call.request())

@@ -24,7 +24,6 @@ docs/transactions.md.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -37,9 +36,9 @@ from mideng.db.site import AsyncSite, Site
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.guard.driver import Driver
+from mideng.observability import logs
 from mideng.stores.sql.table import RecordTable
 
-log = logging.getLogger("mideng")
 _UNSET: Any = object()
 # A claim that loses a deadlock in a transaction the block began itself is simply run again.
 CLAIM_RETRIES = 3
@@ -135,14 +134,14 @@ def _quietly(rollback: Callable[..., None], **kwargs: Any) -> None:
     try:
         rollback(**kwargs)
     except Exception as exc:
-        log.warning("mideng could not roll back the transactional block: %s", exc)
+        logs.rollback_failed(exc)
 
 
 async def _aquietly(rollback: Awaitable[None]) -> None:
     try:
         await rollback
     except Exception as exc:
-        log.warning("mideng could not roll back the transactional block: %s", exc)
+        logs.rollback_failed(exc)
 
 
 def _deadlocked(exc: BaseException) -> bool:

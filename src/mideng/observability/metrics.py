@@ -1,0 +1,229 @@
+"""Prometheus metrics for every Guard in the process: ``metrics.enable()``.
+
+``enable(registry=None)`` registers one collector on ``registry`` (prometheus-client's default
+registry when None) and turns the Guard's observation on; ``disable()`` takes it away again.
+Calls record into plain counters and bucket arrays under one lock per event, and the
+collector turns them into metric families at scrape time, so an observed call never goes
+through prometheus-client's per-sample machinery. The series and their labels are listed in
+docs/observability.md; their names and label names are stable.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections.abc import Iterator
+from typing import Any
+
+from mideng.errors import ConfigurationError
+from mideng.observability import watch
+
+#: Upper bounds (seconds) of the duration histograms' buckets.
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+# name -> (help, label names); every counter mideng exports.
+COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "mideng_claims": (
+        "Claims answered by the store, by outcome (acquired, replay, in_progress, mismatch, "
+        "unresolved); a caller that waits counts each poll.",
+        ("scope", "outcome"),
+    ),
+    "mideng_takeovers": (
+        "Claims acquired over an earlier attempt that never finished (its lease ran out).",
+        ("scope",),
+    ),
+    "mideng_fenced_writes": (
+        "Writes refused because their claim was no longer the live one (a zombie holder).",
+        ("scope", "operation"),
+    ),
+    "mideng_heartbeat_failures": ("Lease renewals that failed.", ("scope",)),
+    "mideng_store_errors": (
+        "Store calls that failed with StoreUnavailableError.",
+        ("store", "operation"),
+    ),
+    "mideng_fail_open_runs": (
+        "Bodies run unguarded because the store was down and the policy is fail_open.",
+        ("scope", "step"),
+    ),
+    "mideng_http_responses": (
+        "Responses of the HTTP integrations, by status class and whether they were replays.",
+        ("status_class", "replayed"),
+    ),
+}
+HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "mideng_body_seconds": ("Time the guarded body ran.", ("scope",)),
+    "mideng_store_call_seconds": (
+        "Time of each store call a guarded call made, by operation.",
+        ("scope", "operation"),
+    ),
+}
+
+
+class _Histogram:
+    __slots__ = ("counts", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(BUCKETS) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+
+class Recorder:
+    """What observed calls record into; read by the collector at scrape time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counters: dict[str, dict[tuple[str, ...], int]] = {name: {} for name in COUNTERS}
+        self.histograms: dict[str, dict[tuple[str, ...], _Histogram]] = {
+            name: {} for name in HISTOGRAMS
+        }
+        self._claims = self.counters["mideng_claims"]
+        self._takeovers = self.counters["mideng_takeovers"]
+        self._store_seconds = self.histograms["mideng_store_call_seconds"]
+        self._body_seconds = self.histograms["mideng_body_seconds"]
+
+    def _count(self, name: str, labels: tuple[str, ...]) -> None:
+        series = self.counters[name]
+        with self._lock:
+            series[labels] = series.get(labels, 0) + 1
+
+    @staticmethod
+    def _observe(
+        series: dict[tuple[str, ...], _Histogram], labels: tuple[str, ...], v: float
+    ) -> None:
+        h = series.get(labels)
+        if h is None:
+            h = series[labels] = _Histogram()
+        h.counts[bisect_left(BUCKETS, v)] += 1
+        h.sum += v
+
+    # -- the events (watch.Metrics) ---------------------------------------------------------
+    def claimed(self, scope: str, outcome: str, seconds: float, takeover: bool) -> None:
+        labels = (scope, outcome)
+        claims = self._claims
+        with self._lock:
+            claims[labels] = claims.get(labels, 0) + 1
+            if takeover:
+                self._takeovers[(scope,)] = self._takeovers.get((scope,), 0) + 1
+            self._observe(self._store_seconds, (scope, "claim"), seconds)
+
+    def stored(self, scope: str, operation: str, seconds: float) -> None:
+        with self._lock:
+            self._observe(self._store_seconds, (scope, operation), seconds)
+
+    def body(self, scope: str, seconds: float) -> None:
+        with self._lock:
+            self._observe(self._body_seconds, (scope,), seconds)
+
+    def store_error(self, store: str, operation: str) -> None:
+        self._count("mideng_store_errors", (store, operation))
+
+    def fenced(self, scope: str, operation: str) -> None:
+        self._count("mideng_fenced_writes", (scope, operation))
+
+    def fail_open(self, scope: str, step: str) -> None:
+        self._count("mideng_fail_open_runs", (scope, step))
+
+    def heartbeat_failed(self, scope: str) -> None:
+        self._count("mideng_heartbeat_failures", (scope,))
+
+    def http_reply(self, status: int, replayed: bool) -> None:
+        self._count(
+            "mideng_http_responses", (f"{status // 100}xx", "true" if replayed else "false")
+        )
+
+    # -- reading ----------------------------------------------------------------------------
+    def snapshot(self) -> tuple[dict[str, dict[tuple[str, ...], int]], dict[str, Any]]:
+        with self._lock:
+            counters = {name: dict(series) for name, series in self.counters.items()}
+            histograms = {
+                name: {k: (list(h.counts), h.sum) for k, h in series.items()}
+                for name, series in self.histograms.items()
+            }
+        return counters, histograms
+
+
+def _prometheus() -> Any:
+    try:
+        import prometheus_client
+        from prometheus_client import core
+    except ImportError as exc:
+        raise ConfigurationError(
+            "mideng metrics need prometheus-client: pip install 'mideng[metrics]'"
+        ) from exc
+    return prometheus_client, core
+
+
+class Collector:
+    """A prometheus-client collector over a Recorder."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self._core = _prometheus()[1]
+
+    def describe(self) -> Iterator[Any]:
+        yield from self._families({name: {} for name in COUNTERS}, {n: {} for n in HISTOGRAMS})
+
+    def collect(self) -> Iterator[Any]:
+        yield from self._families(*self.recorder.snapshot())
+
+    def _families(
+        self, counters: dict[str, dict[tuple[str, ...], int]], histograms: dict[str, Any]
+    ) -> Iterator[Any]:
+        core = self._core
+        for name, (doc, labels) in COUNTERS.items():
+            family = core.CounterMetricFamily(name, doc, labels=list(labels))
+            for values, count in sorted(counters[name].items()):
+                family.add_metric(list(values), count)
+            yield family
+        bounds = [*(repr(b) for b in BUCKETS), "+Inf"]
+        for name, (doc, labels) in HISTOGRAMS.items():
+            family = core.HistogramMetricFamily(name, doc, labels=list(labels))
+            for values, (counts, total) in sorted(histograms[name].items()):
+                cumulative, running = [], 0
+                for bound, n in zip(bounds, counts, strict=True):
+                    running += n
+                    cumulative.append((bound, running))
+                family.add_metric(list(values), cumulative, total)
+            yield family
+
+
+_state: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+def enable(registry: Any = None) -> Recorder:
+    """Turn metrics on for every Guard in the process, exported through ``registry``
+    (prometheus-client's default ``REGISTRY`` when None). Enabling again with another
+    registry moves the metrics there, starting from zero."""
+    prometheus_client = _prometheus()[0]
+    target = prometheus_client.REGISTRY if registry is None else registry
+    with _lock:
+        if _state.get("registry") is target:
+            recorder: Recorder = _state["recorder"]
+            return recorder
+        _unregister()
+        recorder = Recorder()
+        collector = Collector(recorder)
+        target.register(collector)
+        _state.update(registry=target, recorder=recorder, collector=collector)
+        watch.install(metrics=recorder)
+        return recorder
+
+
+def disable() -> None:
+    """Turn metrics off: the Guard's hook goes back to its one test, the collector away."""
+    with _lock:
+        _unregister()
+        watch.install(metrics=None)
+
+
+def _unregister() -> None:
+    if "collector" in _state:
+        _state["registry"].unregister(_state["collector"])
+        _state.clear()
+
+
+def enabled() -> Recorder | None:
+    """The recorder of the enabled metrics, or None."""
+    recorder: Recorder | None = _state.get("recorder")
+    return recorder
