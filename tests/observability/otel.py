@@ -84,7 +84,7 @@ class MemoryTracer(trace.Tracer):
             self.spans.append(span)
         return span
 
-    @contextlib.contextmanager
+    @contextlib.contextmanager  # type: ignore[override]
     def start_as_current_span(
         self,
         name: str,

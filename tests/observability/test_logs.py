@@ -66,8 +66,12 @@ def test_the_filter_gives_other_records_the_fields_too() -> None:
     record = logging.LogRecord("app", logging.INFO, __file__, 1, "paid", None, None)
     with request_id_scope("req-9"):
         assert MidengFields().filter(record)
-    assert record.mideng_request_id == "req-9"
-    assert (record.mideng_scope, record.mideng_key, record.mideng_outcome) == (None, None, None)
+    assert {name: getattr(record, name) for name in FIELDS} == {
+        "mideng_request_id": "req-9",
+        "mideng_scope": None,
+        "mideng_key": None,
+        "mideng_outcome": None,
+    }
     logging.Formatter("%(mideng_request_id)s %(mideng_scope)s %(message)s").format(record)
 
 
