@@ -84,8 +84,8 @@ class MemoryTracer(trace.Tracer):
             self.spans.append(span)
         return span
 
-    @contextlib.contextmanager  # type: ignore[override]
-    def start_as_current_span(
+    @contextlib.contextmanager
+    def start_as_current_span(  # type: ignore[override]
         self,
         name: str,
         context: otel_context.Context | None = None,
