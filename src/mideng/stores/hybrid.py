@@ -38,6 +38,7 @@ from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.observability import logs
 from mideng.stores.base import Store
 from mideng.stores.redis.store import RedisStore
+from mideng.stores.survey import FrontedSurvey
 
 T = TypeVar("T")
 
@@ -93,7 +94,7 @@ class Outage:
         logs.redis_down(exc, quiet)
 
 
-class HybridStore(Store):
+class HybridStore(Store, FrontedSurvey):
     def __init__(
         self, fast: RedisStore, durable: Store, *, cooldown: float = 1.0, warn_every: float = 30.0
     ) -> None:

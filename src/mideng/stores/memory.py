@@ -9,9 +9,10 @@ from typing import Any
 
 from mideng.core.record import Record
 from mideng.stores.base import KEEP, LocalStore, Step, T
+from mideng.stores.survey import LocalSurvey
 
 
-class MemoryStore(LocalStore):
+class MemoryStore(LocalStore, LocalSurvey):
     offload_reason = "a dict under a lock: nothing blocks, so the async twins call the sync ones"
     blocking_io = False
 

@@ -24,6 +24,7 @@ from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import KEEP, LocalStore, Step, T, is_unresolved, lease_lost
 from mideng.stores.sql.rows import maybe_record, row_of
 from mideng.stores.sql.schema import COLUMNS, DEFAULT_TABLE, ddl
+from mideng.stores.sql.stats import SQLiteSurvey
 from mideng.stores.sql.table import RecordTable
 
 # UPDATE/DELETE ... RETURNING arrived in SQLite 3.35; older libraries take the generic path.
@@ -32,7 +33,7 @@ _RETURNING = sqlite3.sqlite_version_info >= (3, 35)
 _STAND_IN = Record(scope="", key="", status=Status.PROCESSING, fence=0, owner="", expires_at=0.0)
 
 
-class SQLiteStore(LocalStore):
+class SQLiteStore(LocalStore, SQLiteSurvey):
     def __init__(
         self,
         path: str,

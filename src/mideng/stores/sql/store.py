@@ -41,6 +41,7 @@ from mideng.stores.sql.ops import (
     unresolved,
 )
 from mideng.stores.sql.schema import DEFAULT_TABLE, create, script
+from mideng.stores.sql.stats import SQLSurvey
 from mideng.stores.sql.table import RecordTable
 
 _NUMBERS: dict[str, Callable[[str], Any]] = {
@@ -53,7 +54,7 @@ _NUMBERS: dict[str, Callable[[str], Any]] = {
 _FLAGS = ("create_schema", "returning", "pool_pre_ping", "read_first")
 
 
-class SQLStore(Store):
+class SQLStore(Store, SQLSurvey):
     """The record table in PostgreSQL or MySQL/MariaDB.
 
     ``table``: the record table's name. ``pool_size`` / ``max_overflow`` / ``pool_timeout``:
