@@ -16,6 +16,8 @@ COMMANDS = {
     "release": "mideng.cli.records:release",
     "purge": "mideng.cli.records:purge",
     "schema": "mideng.cli.schema:schema",
+    "stats": "mideng.cli.survey:stats",
+    "scan": "mideng.cli.survey:scan",
 }
 
 

@@ -13,7 +13,10 @@ callers hand it plain values (any object with ``scope`` and ``key`` attributes i
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from mideng.context import get_request_id
@@ -79,6 +82,22 @@ class MidengFields(logging.Filter):
             if not hasattr(record, name):
                 setattr(record, name, None)
         return True
+
+
+@contextlib.contextmanager
+def to_stderr() -> Iterator[None]:
+    """mideng's lines on stderr for a while (an operator command), unless the application set
+    up logging itself; stdout stays the command's own output, parseable under --json."""
+    if log.handlers or logging.getLogger().handlers:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
 
 
 def _where(what: object) -> tuple[str | None, str | None]:

@@ -176,10 +176,16 @@ class RedisSurvey(SurveyStore):
                 sec, usec = node.time()
                 cutoff = sec + usec / 1e6 - age
                 for names in _chunks(node.scan_iter(match=match, count=BATCH, _type="hash")):
-                    pipe = node.pipeline(transaction=False)
-                    for name in names:
-                        pipe.eval(_PURGE_OLDER, 1, name, repr(cutoff))
-                    gone += sum(int(n) for n in pipe.execute())
+                    pending = names
+                    while pending and (limit is None or gone < limit):
+                        # No more candidates than deletions left: ``limit`` is never overshot,
+                        # and candidates the script keeps (processing ones) leave room for more.
+                        take = pending if limit is None else pending[: limit - gone]
+                        pending = pending[len(take) :]
+                        pipe = node.pipeline(transaction=False)
+                        for name in take:
+                            pipe.eval(_PURGE_OLDER, 1, name, repr(cutoff))
+                        gone += sum(int(n) for n in pipe.execute())
                     if limit is not None and gone >= limit:
                         return gone
         except self._errors as exc:
@@ -196,10 +202,16 @@ class RedisSurvey(SurveyStore):
                 cutoff = sec + usec / 1e6 - age
                 names_iter = node.scan_iter(match=match, count=BATCH, _type="hash")
                 async for names in _achunks(names_iter):
-                    pipe = node.pipeline(transaction=False)
-                    for name in names:
-                        pipe.eval(_PURGE_OLDER, 1, name, repr(cutoff))
-                    gone += sum(int(n) for n in await pipe.execute())
+                    pending = names
+                    while pending and (limit is None or gone < limit):
+                        # No more candidates than deletions left: ``limit`` is never overshot,
+                        # and candidates the script keeps (processing ones) leave room for more.
+                        take = pending if limit is None else pending[: limit - gone]
+                        pending = pending[len(take) :]
+                        pipe = node.pipeline(transaction=False)
+                        for name in take:
+                            pipe.eval(_PURGE_OLDER, 1, name, repr(cutoff))
+                        gone += sum(int(n) for n in await pipe.execute())
                     if limit is not None and gone >= limit:
                         return gone
         except self._errors as exc:
@@ -226,9 +238,11 @@ class _AsyncNode:
     async def scan_iter(self, **kwargs: Any) -> AsyncIterator[bytes]:
         cursor = None
         while cursor != 0:
-            cursor, names = await self.client.scan(
+            # A cluster's SCAN answers with the cursor of each node asked: here just this one.
+            cursors, names = await self.client.scan(
                 cursor=cursor or 0, target_nodes=self.node, **kwargs
             )
+            cursor = cursors[self.node.name]
             for name in names:
                 yield name
 

@@ -73,11 +73,17 @@ class Queries:
         )
         old = f"{_FINISHED} AND updated_at <= :cutoff AND {rec}"
         if s.kind == "postgresql":
-            # SKIP LOCKED: a row a claim is re-taking right now is not ours to delete.
+            # SKIP LOCKED: a row a claim is re-taking right now is not ours to delete. The
+            # batch is chosen once, in a MATERIALIZED CTE: as an IN (subquery) it can be
+            # rescanned per row, and each rescan skips the rows this DELETE already locked and
+            # takes new ones, so LIMIT would not bound the deletion.
             self.purge_older = Sql(
-                f"DELETE FROM {t} WHERE (scope, key) IN (SELECT scope, key FROM {t} WHERE {old} "
-                f"LIMIT :batch FOR UPDATE SKIP LOCKED) AND {old}"
+                f"WITH doomed AS MATERIALIZED (SELECT scope, key FROM {t} WHERE {old} "
+                f"LIMIT :batch FOR UPDATE SKIP LOCKED) DELETE FROM {t} AS r USING doomed "
+                f"WHERE r.scope = doomed.scope AND r.key = doomed.key "
+                f"AND {old.replace('scope', 'r.scope')}"
             )
+            self.purge_older.rows = False  # a DELETE, though its text starts WITH
         elif s.mysql:
             self.purge_older = Sql(f"DELETE FROM {t} WHERE {old} LIMIT :batch")
         else:
