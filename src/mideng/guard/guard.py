@@ -30,7 +30,7 @@ from mideng.guard.aheartbeat import start_async
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.owners import new_owner
-from mideng.observability import logs, watch
+from mideng.observability import instrument, logs, watch
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
 
@@ -64,6 +64,7 @@ class Guard:
         **options: Any,
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
+        instrument.track(self.store)  # metrics time its operations while they are on
         self.defaults = Policy(lease=lease, ttl=ttl).merged(**options)
         self._scopes: dict[str, Policy] = {}
         self._heartbeats = Heartbeats()
@@ -204,7 +205,7 @@ class Guard:
     def drive(
         self, call: Call, fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> R:
-        if watch.on is not None and watch.on.wants(self):  # metrics or tracing enabled
+        if watch.on is not None and watch.on.wants(self):  # tracing enabled
             return watch.on.drive(self, call, fn, args, kwargs)  # type: ignore[no-any-return]
         while True:
             try:
@@ -231,7 +232,7 @@ class Guard:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> R:
-        if watch.on is not None and watch.on.wants(self):  # metrics or tracing enabled
+        if watch.on is not None and watch.on.wants(self):  # tracing enabled
             return await watch.on.adrive(self, call, fn, args, kwargs)  # type: ignore[no-any-return]
         while True:
             try:

@@ -107,8 +107,8 @@ class Exchange:
 def _counted(reply: Reply) -> Reply:
     """Count a reply in mideng_http_responses_total (metrics on only)."""
     sent = reply.response
-    if sent is not None and watch.on is not None:
-        watch.on.http_reply(sent.status, any(n == REPLAYED_HEADER for n, _ in sent.headers))
+    if sent is not None and watch.metrics is not None:
+        watch.metrics.http_reply(sent.status, any(n == REPLAYED_HEADER for n, _ in sent.headers))
     return reply
 
 
@@ -134,8 +134,8 @@ def run(
         reply = exchange.recover(exc)
         if reply is None:
             raise
-        return reply if watch.on is None else _counted(reply)
-    return exchange.reply(stored) if watch.on is None else _counted(exchange.reply(stored))
+        return reply if watch.metrics is None else _counted(reply)
+    return exchange.reply(stored) if watch.metrics is None else _counted(exchange.reply(stored))
 
 
 async def arun(
@@ -153,5 +153,5 @@ async def arun(
         reply = exchange.recover(exc)
         if reply is None:
             raise
-        return reply if watch.on is None else _counted(reply)
-    return exchange.reply(stored) if watch.on is None else _counted(exchange.reply(stored))
+        return reply if watch.metrics is None else _counted(reply)
+    return exchange.reply(stored) if watch.metrics is None else _counted(exchange.reply(stored))

@@ -123,8 +123,10 @@ def duplicate(call: CallLike) -> None:
 
 
 def fail_open(call: CallLike, exc: StoreUnavailableError, step: str) -> None:
+    if watch.metrics is not None:
+        watch.metrics.fail_open(call.scope, step)
     if watch.on is not None:
-        watch.on.fail_open(call.scope, step)
+        watch.on.fail_open(step)
     log.warning(
         "mideng store unavailable at %s; %s:%s runs unguarded (fail_open): %s",
         step,
@@ -159,8 +161,8 @@ def _claim(what: object) -> str:
 def heartbeat_failed(
     what: object, exc: Exception, failures: int, remaining: float, delay: float
 ) -> None:
-    if watch.on is not None:
-        watch.on.heartbeat_failed(_where(what)[0])
+    if watch.metrics is not None:
+        watch.metrics.heartbeat_failed(_where(what)[0] or "")
     # The first failure of a streak is news; the retries after it only while debugging.
     level = logging.WARNING if failures == 1 else logging.DEBUG
     if log.isEnabledFor(level):

@@ -2,9 +2,10 @@
 
 ``enable(registry=None)`` registers one collector on ``registry`` (prometheus-client's default
 registry when None) and turns the Guard's observation on; ``disable()`` takes it away again.
-Calls record into plain counters and bucket arrays under one lock per event, and the
-collector turns them into metric families at scrape time, so an observed call never goes
-through prometheus-client's per-sample machinery. The series and their labels are listed in
+Calls record into plain counters and bucket arrays under one lock per store call (the store's
+operations are wrapped while metrics are on, see ``instrument``), and the collector turns them
+into metric families at scrape time, so an observed call never goes through
+prometheus-client's per-sample machinery. The series and their labels are listed in
 docs/observability.md; their names and label names are stable.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mideng.errors import ConfigurationError
-from mideng.observability import watch
+from mideng.observability import instrument, watch
 
 #: Upper bounds (seconds) of the duration histograms' buckets.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -51,7 +52,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
 }
 HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "mideng_body_seconds": ("Time the guarded body ran.", ("scope",)),
+    "mideng_body_seconds": (
+        "Time from a claim acquired to the call settling it: the body and encoding its result.",
+        ("scope",),
+    ),
     "mideng_store_call_seconds": (
         "Time of each store call a guarded call made, by operation.",
         ("scope", "operation"),
@@ -106,9 +110,15 @@ class Recorder:
                 self._takeovers[(scope,)] = self._takeovers.get((scope,), 0) + 1
             self._observe(self._store_seconds, (scope, "claim"), seconds)
 
-    def stored(self, scope: str, operation: str, seconds: float) -> None:
+    def stored(
+        self, scope: str, operation: str, seconds: float, begun: float | None, started: float
+    ) -> None:
+        """A store call other than a claim; ``begun``: when the claim it settles was acquired
+        (the body ran from then until ``started``)."""
         with self._lock:
             self._observe(self._store_seconds, (scope, operation), seconds)
+            if begun is not None:
+                self._observe(self._body_seconds, (scope,), started - begun)
 
     def body(self, scope: str, seconds: float) -> None:
         with self._lock:
@@ -207,6 +217,7 @@ def enable(registry: Any = None) -> Recorder:
         target.register(collector)
         _state.update(registry=target, recorder=recorder, collector=collector)
         watch.install(metrics=recorder)
+        instrument.instrument(recorder)
         return recorder
 
 
@@ -214,6 +225,7 @@ def disable() -> None:
     """Turn metrics off: the Guard's hook goes back to its one test, the collector away."""
     with _lock:
         _unregister()
+        instrument.restore()
         watch.install(metrics=None)
 
 

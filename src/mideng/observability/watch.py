@@ -1,28 +1,24 @@
-"""The one switch the Guard and the HTTP exchange look at: ``on`` is None until metrics or
-tracing are enabled, so with both off a guarded call pays one module-attribute test.
+"""The switches the Guard and the HTTP exchange look at.
 
-When on, ``Observer.drive`` runs the call through a shadow of its Guard (the same state, its
-store wrapped in ``ObservedStore``): every store call is timed, counted, and traced as a child
-span, and the call itself runs inside its span. The shadow is what tells the Guard's hook that
-a call is already observed (``wants``), so the hook is re-entered once, not recursively.
+``on`` is None unless tracing is enabled, so a guarded call pays one module-attribute test
+for it; metrics need no test on the call path at all (``instrument`` swaps the store's
+operations instead) and ``metrics`` is what the log lines and the HTTP exchange count into.
+
+When tracing is on, ``Observer.drive`` runs the call inside its span, through a shadow of
+its Guard (the same state, its store wrapped in ``ObservedStore``, which makes a child span
+of every store call). The shadow is what tells the Guard's hook that a call is already
+traced (``wants``), so the hook is re-entered once, not recursively.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Awaitable, Callable
-from time import perf_counter
 from typing import Any, Protocol
-
-from mideng.errors import LeaseLostError, StoreUnavailableError
 
 
 class Metrics(Protocol):
     def claimed(self, scope: str, outcome: str, seconds: float, takeover: bool) -> None: ...
-    def stored(self, scope: str, operation: str, seconds: float) -> None: ...
-    def store_error(self, store: str, operation: str) -> None: ...
-    def fenced(self, scope: str, operation: str) -> None: ...
-    def body(self, scope: str, seconds: float) -> None: ...
     def fail_open(self, scope: str, step: str) -> None: ...
     def heartbeat_failed(self, scope: str) -> None: ...
     def http_reply(self, status: int, replayed: bool) -> None: ...
@@ -35,44 +31,32 @@ class Tracing(Protocol):
     def fail_open(self, step: str) -> None: ...
 
 
-#: The observer, or None when nothing observes (the Guard's hook tests exactly this).
+#: The tracing observer, or None (the Guard's hook tests exactly this).
 on: Observer | None = None
-_metrics: Metrics | None = None
-_tracing: Tracing | None = None
-
-
+#: The metrics recorder, or None.
+metrics: Metrics | None = None
 _KEEP: Any = object()
 
 
 def install(*, metrics: Metrics | None = _KEEP, tracing: Tracing | None = _KEEP) -> None:
     """Swap in (an object) or out (None) metrics or tracing; an omitted one stays as it is."""
-    global on, _metrics, _tracing
+    global on
     if metrics is not _KEEP:
-        _metrics = metrics
+        globals()["metrics"] = metrics
     if tracing is not _KEEP:
-        _tracing = tracing
-    on = None if _metrics is None and _tracing is None else Observer(_metrics, _tracing)
+        on = None if tracing is None else Observer(tracing)
 
 
 def store_label(store: Any) -> str:
-    """The ``store`` label: the URL's scheme (``redis``, ``postgresql``), else the class."""
+    """The ``store`` label and attribute: the URL's scheme (``redis``, ``postgresql``), else
+    the class."""
     url = getattr(store, "url", "") or ""
     scheme = url.split("://", 1)[0] if "://" in url else url.split("(", 1)[0]
     return scheme or type(store).__name__.removesuffix("Store").lower()
 
 
-def _takeover(req: Any, record: Any) -> bool:
-    # An acquired claim over an attempt that never finished: its lease ran out (or an operator
-    # settled it as failed). A record reclaimed because its retention ran out counts no
-    # attempt as unfinished: it is at least ``ttl`` older than its first claim.
-    return record.attempts > 1 and (
-        req.ttl is None or record.updated_at - record.created_at < req.ttl
-    )
-
-
 class Observer:
-    def __init__(self, metrics: Metrics | None, tracing: Tracing | None) -> None:
-        self.metrics = metrics
+    def __init__(self, tracing: Tracing) -> None:
         self.tracing = tracing
         self._shadows: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
@@ -84,153 +68,52 @@ class Observer:
         if shadow is None or shadow.store.inner is not guard.store:
             shadow = object.__new__(type(guard))
             shadow.__dict__.update(vars(guard))
-            shadow.store = ObservedStore(guard.store, self)
+            shadow.store = ObservedStore(guard.store, self.tracing)
             self._shadows[guard] = shadow
         return shadow
 
-    def _timed(self, fn: Callable[..., Any], scope: str) -> Callable[..., Any]:
-        metrics = self.metrics
-        if metrics is None:
-            return fn
-
-        def body(*args: Any, **kwargs: Any) -> Any:
-            started = perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                metrics.body(scope, perf_counter() - started)
-
-        return body
-
-    def _atimed(self, fn: Callable[..., Awaitable[Any]], scope: str) -> Callable[..., Any]:
-        metrics = self.metrics
-        if metrics is None:
-            return fn
-
-        async def body(*args: Any, **kwargs: Any) -> Any:
-            started = perf_counter()
-            try:
-                return await fn(*args, **kwargs)
-            finally:
-                metrics.body(scope, perf_counter() - started)
-
-        return body
-
     def drive(self, guard: Any, call: Any, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
         shadow = self._shadow(guard)
-        body = self._timed(fn, call.scope)
-        if self.tracing is None:
-            return shadow.drive(call, body, args, kwargs)
         with self.tracing.call(call, shadow.store.label):
-            return shadow.drive(call, body, args, kwargs)
+            return shadow.drive(call, fn, args, kwargs)
 
     async def adrive(
         self, guard: Any, call: Any, fn: Callable[..., Any], args: Any, kwargs: Any
     ) -> Any:
         shadow = self._shadow(guard)
-        body = self._atimed(fn, call.scope)
-        if self.tracing is None:
-            return await shadow.adrive(call, body, args, kwargs)
         with self.tracing.call(call, shadow.store.label):
-            return await shadow.adrive(call, body, args, kwargs)
+            return await shadow.adrive(call, fn, args, kwargs)
 
-    # -- events -----------------------------------------------------------------------------
-    def claimed(self, req: Any, claim: Any, seconds: float) -> None:
-        outcome: str = claim.outcome._value_  # the member's value slot: no enum descriptor
-        record = claim.record
-        if self.metrics is not None:
-            takeover = outcome == "acquired" and _takeover(req, record)
-            self.metrics.claimed(req.scope, outcome, seconds, takeover)
-        if self.tracing is not None:
-            self.tracing.claimed(outcome, record)
-
-    def stored(self, scope: str, operation: str, seconds: float) -> None:
-        if self.metrics is not None:
-            self.metrics.stored(scope, operation, seconds)
-
-    def failed(self, store: str, operation: str, scope: str, exc: BaseException) -> None:
-        if self.metrics is None:
-            return
-        if isinstance(exc, StoreUnavailableError):
-            self.metrics.store_error(store, operation)
-        elif isinstance(exc, LeaseLostError):
-            self.metrics.fenced(scope, operation)
-
-    def fail_open(self, scope: str, step: str) -> None:
-        if self.metrics is not None:
-            self.metrics.fail_open(scope, step)
-        if self.tracing is not None:
-            self.tracing.fail_open(step)
-
-    def heartbeat_failed(self, scope: str | None) -> None:
-        if self.metrics is not None:
-            self.metrics.heartbeat_failed(scope or "")
-
-    def http_reply(self, status: int, replayed: bool) -> None:
-        if self.metrics is not None:
-            self.metrics.http_reply(status, replayed)
+    def fail_open(self, step: str) -> None:
+        self.tracing.fail_open(step)
 
 
 class ObservedStore:
-    """A store as the observed Guard sees it: the record operations a call makes timed,
-    counted and traced; everything else passed through."""
+    """A store as a traced Guard sees it: a child span per record operation of the call;
+    everything else passed through."""
 
-    def __init__(self, inner: Any, observer: Observer) -> None:
+    def __init__(self, inner: Any, tracing: Tracing) -> None:
         self.inner = inner
-        self.observer = observer
+        self.tracing = tracing
         self.label = store_label(inner)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def _run(self, operation: str, scope: str, fn: Callable[..., Any], *args: Any) -> Any:
-        observer = self.observer
-        span = (
-            None
-            if observer.tracing is None
-            else observer.tracing.store_call(operation, scope, self.label)
-        )
-        started = perf_counter()
-        try:
-            if span is None:
-                value = fn(*args)
-            else:
-                with span:
-                    value = fn(*args)
-        except BaseException as exc:
-            observer.failed(self.label, operation, scope, exc)
-            raise
-        seconds = perf_counter() - started
-        if operation == "claim":  # its count and its duration, recorded together
-            observer.claimed(args[0], value, seconds)
-        else:
-            observer.stored(scope, operation, seconds)
+        with self.tracing.store_call(operation, scope, self.label):
+            value = fn(*args)
+        if operation == "claim":
+            self.tracing.claimed(value.outcome._value_, value.record)
         return value
 
     async def _arun(
         self, operation: str, scope: str, fn: Callable[..., Awaitable[Any]], *args: Any
     ) -> Any:
-        observer = self.observer
-        span = (
-            None
-            if observer.tracing is None
-            else observer.tracing.store_call(operation, scope, self.label)
-        )
-        started = perf_counter()
-        try:
-            if span is None:
-                value = await fn(*args)
-            else:
-                with span:
-                    value = await fn(*args)
-        except BaseException as exc:
-            observer.failed(self.label, operation, scope, exc)
-            raise
-        seconds = perf_counter() - started
-        if operation == "claim":  # its count and its duration, recorded together
-            observer.claimed(args[0], value, seconds)
-        else:
-            observer.stored(scope, operation, seconds)
+        with self.tracing.store_call(operation, scope, self.label):
+            value = await fn(*args)
+        if operation == "claim":
+            self.tracing.claimed(value.outcome._value_, value.record)
         return value
 
     def claim(self, req: Any) -> Any:

@@ -1,0 +1,190 @@
+"""Metrics without a hook on the call path: the record operations of every store a Guard
+uses are swapped, on that store instance, for timed and counted ones while metrics are on.
+
+A Guard calls ``self.store.claim(...)``; an attribute on the instance wins over the class's
+method, so while metrics are off the store has no such attributes and a call pays nothing at
+all, and while they are on it pays one wrapper per store call. ``track`` is how a store
+becomes known (the Guard calls it once, when it is made); ``instrument`` / ``restore`` put
+the wrappers on and take them off again.
+
+The body's duration is the time between a claim acquired and the call settling it
+(complete, fail or release, keyed by the claim's owner, which is minted per call): the body
+and the encoding of its result.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from time import perf_counter
+from typing import Any
+
+from mideng.errors import LeaseLostError, StoreUnavailableError
+
+OPERATIONS = ("claim", "complete", "fail", "release", "heartbeat")
+_SETTLING = ("complete", "fail", "release")
+_OPEN_LIMIT = 65536  # claims remembered for the body's duration; a never-settled one is dropped
+
+_stores: weakref.WeakSet[Any] = weakref.WeakSet()
+_lock = threading.Lock()
+_recorder: Any = None
+
+
+def track(store: Any) -> None:
+    """Know ``store`` (a Guard's, when the Guard is made) and instrument it if metrics are on."""
+    try:
+        with _lock:
+            _stores.add(store)
+            if _recorder is not None:
+                _wrap(store, _recorder)
+    except TypeError:  # not weak-referenceable: a test double; left unobserved
+        pass
+
+
+def instrument(recorder: Any) -> None:
+    global _recorder
+    with _lock:
+        _recorder = recorder
+        for store in list(_stores):
+            _restore(store)
+            _wrap(store, recorder)
+
+
+def restore() -> None:
+    global _recorder
+    with _lock:
+        _recorder = None
+        for store in list(_stores):
+            _restore(store)
+
+
+def _restore(store: Any) -> None:
+    own = vars(store)
+    for name in OPERATIONS:
+        for attr in (name, "a" + name):
+            if getattr(own.get(attr), "__mideng_observed__", False):
+                del own[attr]
+
+
+def _label(store: Any) -> str:
+    url = getattr(store, "url", "") or ""
+    scheme = url.split("://", 1)[0] if "://" in url else url.split("(", 1)[0]
+    return scheme or type(store).__name__.removesuffix("Store").lower()
+
+
+def _takeover(req: Any, record: Any) -> bool:
+    # An acquired claim over an attempt that never finished: its lease ran out (or an operator
+    # settled it as failed). A record reclaimed because its retention ran out counts no
+    # attempt as unfinished: it is at least ``ttl`` older than its first claim.
+    return record.attempts > 1 and (
+        req.ttl is None or record.updated_at - record.created_at < req.ttl
+    )
+
+
+class _Calls:
+    """What the wrappers of one store share: the recorder, its label, its open claims."""
+
+    def __init__(self, rec: Any, label: str) -> None:
+        self.rec = rec
+        self.label = label
+        self.opened: dict[str, float] = {}  # owner -> when its claim was acquired
+
+    def claimed(self, req: Any, claim: Any, started: float) -> None:
+        ended = perf_counter()
+        outcome: str = claim.outcome._value_  # the member's value slot: no enum descriptor
+        takeover = False
+        if outcome == "acquired":
+            opened = self.opened
+            if len(opened) >= _OPEN_LIMIT:
+                opened.clear()
+            opened[req.owner] = ended
+            takeover = _takeover(req, claim.record)
+        self.rec.claimed(req.scope, outcome, ended - started, takeover)
+
+    def settled(self, name: str, ticket: Any, started: float) -> None:
+        begun = self.opened.pop(ticket.owner, None) if name in _SETTLING else None
+        self.rec.stored(ticket.scope, name, perf_counter() - started, begun, started)
+
+    def failed(self, operation: str, scope: str, owner: str, exc: BaseException) -> None:
+        begun = self.opened.pop(owner, None) if operation in _SETTLING else None
+        if begun is not None:  # the body ran, though what it settled was refused
+            self.rec.body(scope, perf_counter() - begun)
+        if isinstance(exc, StoreUnavailableError):
+            self.rec.store_error(self.label, operation)
+        elif isinstance(exc, LeaseLostError):
+            self.rec.fenced(scope, operation)
+
+
+def _claim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
+    def claim(req: Any) -> Any:
+        started = perf_counter()
+        try:
+            answer = inner(req)
+        except BaseException as exc:
+            calls.failed("claim", req.scope, req.owner, exc)
+            raise
+        calls.claimed(req, answer, started)
+        return answer
+
+    return claim
+
+
+def _aclaim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
+    async def aclaim(req: Any) -> Any:
+        started = perf_counter()
+        try:
+            answer = await inner(req)
+        except BaseException as exc:
+            calls.failed("claim", req.scope, req.owner, exc)
+            raise
+        calls.claimed(req, answer, started)
+        return answer
+
+    return aclaim
+
+
+def _settle(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+    def call(ticket: Any, *args: Any) -> Any:
+        started = perf_counter()
+        try:
+            answer = inner(ticket, *args)
+        except BaseException as exc:
+            calls.failed(name, ticket.scope, ticket.owner, exc)
+            raise
+        calls.settled(name, ticket, started)
+        return answer
+
+    return call
+
+
+def _asettle(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+    async def call(ticket: Any, *args: Any) -> Any:
+        started = perf_counter()
+        try:
+            answer = await inner(ticket, *args)
+        except BaseException as exc:
+            calls.failed(name, ticket.scope, ticket.owner, exc)
+            raise
+        calls.settled(name, ticket, started)
+        return answer
+
+    return call
+
+
+def _wrap(store: Any, rec: Any) -> None:
+    if not all(hasattr(type(store), name) for name in OPERATIONS):
+        return
+    calls = _Calls(rec, _label(store))
+    wrappers = {"claim": _claim(calls, store.claim)}
+    for name in OPERATIONS[1:]:
+        wrappers[name] = _settle(calls, name, getattr(store, name))
+    # An embedded store's async operations run its sync ones (``offload_reason`` says so),
+    # which are wrapped already: wrapping both would count each call twice.
+    if not getattr(store, "offload_reason", ""):
+        wrappers["aclaim"] = _aclaim(calls, store.aclaim)
+        for name in OPERATIONS[1:]:
+            wrappers["a" + name] = _asettle(calls, name, getattr(store, "a" + name))
+    for attr, wrapper in wrappers.items():
+        wrapper.__mideng_observed__ = True  # type: ignore[attr-defined]
+        setattr(store, attr, wrapper)
