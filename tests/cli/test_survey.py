@@ -246,3 +246,32 @@ def test_python_dash_m_is_the_mideng_command(tmp_path: Path) -> None:
     assert helped.returncode == 0
     assert "Usage: mideng" in helped.stdout
     assert "scan" in helped.stdout
+
+
+def test_a_hybrid_store_is_surveyed_through_its_durable_store(tmp_path: Path) -> None:
+    need("redis")
+    import redis
+
+    from mideng.stores.hybrid import HybridStore
+    from mideng.stores.redis import RedisStore
+    from mideng.stores.sqlite import SQLiteStore
+
+    prefix = f"mideng-cli-{uuid.uuid4().hex[:10]}"
+    durable = f"sqlite:///{tmp_path / 'durable.db'}"
+    fast = RedisStore.from_url(REDIS_URL, prefix=prefix)
+    store = HybridStore(fast=fast, durable=SQLiteStore.from_url(durable))
+    try:
+        guard = Guard(store)
+        for n in range(3):
+            guard.run("orders", f"o-{n}", lambda n=n: {"order": n})
+            guard.run("orders", f"o-{n}", lambda n=n: {"order": n})  # answered from Redis
+        found = store.survey(grace=0)
+        assert found.by_scope == {"orders": {"succeeded": 3}}
+        assert asyncio.run(store.asurvey()).by_scope == found.by_scope
+        assert fast.survey().by_scope == found.by_scope  # the copies, for comparison
+        assert store.purge_older(0) == 3
+        assert store.survey().by_scope == {}
+        assert fast.survey().by_scope == {}  # the Redis copies of the purged records went too
+    finally:
+        store.close()
+        delete_prefix(redis.Redis.from_url(REDIS_URL), prefix)

@@ -21,6 +21,7 @@ from time import perf_counter
 from typing import Any
 
 from mideng.errors import LeaseLostError, StoreUnavailableError
+from mideng.observability.watch import store_label
 
 OPERATIONS = ("claim", "complete", "fail", "release", "heartbeat")
 _SETTLING = ("complete", "fail", "release")
@@ -65,12 +66,6 @@ def _restore(store: Any) -> None:
         for attr in (name, "a" + name):
             if getattr(own.get(attr), "__mideng_observed__", False):
                 del own[attr]
-
-
-def _label(store: Any) -> str:
-    url = getattr(store, "url", "") or ""
-    scheme = url.split("://", 1)[0] if "://" in url else url.split("(", 1)[0]
-    return scheme or type(store).__name__.removesuffix("Store").lower()
 
 
 def _takeover(req: Any, record: Any) -> bool:
@@ -175,7 +170,7 @@ def _asettle(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[..
 def _wrap(store: Any, rec: Any) -> None:
     if not all(hasattr(type(store), name) for name in OPERATIONS):
         return
-    calls = _Calls(rec, _label(store))
+    calls = _Calls(rec, store_label(store))
     wrappers = {"claim": _claim(calls, store.claim)}
     for name in OPERATIONS[1:]:
         wrappers[name] = _settle(calls, name, getattr(store, name))
