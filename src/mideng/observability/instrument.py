@@ -78,28 +78,22 @@ def _takeover(req: Any, record: Any) -> bool:
 
 
 class _Calls:
-    """What the wrappers of one store share: the recorder, its label, its open claims."""
+    """What the wrappers of one store share: the recorder, its label, its open claims.
+
+    Every wrapper reads the clock twice, before and after the store call, and nothing else
+    per call: under callgrind a clock read costs about as much as the rest of a wrapper."""
 
     def __init__(self, rec: Any, label: str) -> None:
         self.rec = rec
         self.label = label
         self.opened: dict[str, float] = {}  # owner -> when its claim was acquired
 
-    def claimed(self, req: Any, claim: Any, started: float) -> None:
-        ended = perf_counter()
-        outcome: str = claim.outcome._value_  # the member's value slot: no enum descriptor
-        takeover = False
-        if outcome == "acquired":
-            opened = self.opened
-            if len(opened) >= _OPEN_LIMIT:
-                opened.clear()
-            opened[req.owner] = ended
-            takeover = _takeover(req, claim.record)
-        self.rec.claimed(req.scope, outcome, ended - started, takeover)
-
-    def settled(self, name: str, ticket: Any, started: float) -> None:
-        begun = self.opened.pop(ticket.owner, None) if name in _SETTLING else None
-        self.rec.stored(ticket.scope, name, perf_counter() - started, begun, started)
+    def acquired(self, req: Any, claim: Any, ended: float) -> bool:
+        opened = self.opened
+        if len(opened) >= _OPEN_LIMIT:
+            opened.clear()
+        opened[req.owner] = ended
+        return _takeover(req, claim.record)
 
     def failed(self, operation: str, scope: str, owner: str, exc: BaseException) -> None:
         begun = self.opened.pop(owner, None) if operation in _SETTLING else None
@@ -112,6 +106,8 @@ class _Calls:
 
 
 def _claim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
+    claimed = calls.rec.claimed
+
     def claim(req: Any) -> Any:
         started = perf_counter()
         try:
@@ -119,13 +115,18 @@ def _claim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
         except BaseException as exc:
             calls.failed("claim", req.scope, req.owner, exc)
             raise
-        calls.claimed(req, answer, started)
+        ended = perf_counter()
+        outcome: str = answer.outcome._value_  # the member's value slot: no enum descriptor
+        takeover = outcome == "acquired" and calls.acquired(req, answer, ended)
+        claimed(req.scope, outcome, ended - started, takeover)
         return answer
 
     return claim
 
 
 def _aclaim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
+    claimed = calls.rec.claimed
+
     async def aclaim(req: Any) -> Any:
         started = perf_counter()
         try:
@@ -133,13 +134,19 @@ def _aclaim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
         except BaseException as exc:
             calls.failed("claim", req.scope, req.owner, exc)
             raise
-        calls.claimed(req, answer, started)
+        ended = perf_counter()
+        outcome: str = answer.outcome._value_
+        takeover = outcome == "acquired" and calls.acquired(req, answer, ended)
+        claimed(req.scope, outcome, ended - started, takeover)
         return answer
 
     return aclaim
 
 
 def _settle(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+    stored, opened = calls.rec.stored, calls.opened
+    settles = name in _SETTLING
+
     def call(ticket: Any, *args: Any) -> Any:
         started = perf_counter()
         try:
@@ -147,13 +154,17 @@ def _settle(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[...
         except BaseException as exc:
             calls.failed(name, ticket.scope, ticket.owner, exc)
             raise
-        calls.settled(name, ticket, started)
+        begun = opened.pop(ticket.owner, None) if settles else None
+        stored(ticket.scope, name, perf_counter() - started, begun, started)
         return answer
 
     return call
 
 
 def _asettle(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+    stored, opened = calls.rec.stored, calls.opened
+    settles = name in _SETTLING
+
     async def call(ticket: Any, *args: Any) -> Any:
         started = perf_counter()
         try:
@@ -161,7 +172,8 @@ def _asettle(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[..
         except BaseException as exc:
             calls.failed(name, ticket.scope, ticket.owner, exc)
             raise
-        calls.settled(name, ticket, started)
+        begun = opened.pop(ticket.owner, None) if settles else None
+        stored(ticket.scope, name, perf_counter() - started, begun, started)
         return answer
 
     return call

@@ -104,11 +104,15 @@ class Recorder:
     def claimed(self, scope: str, outcome: str, seconds: float, takeover: bool) -> None:
         labels = (scope, outcome)
         claims = self._claims
-        with self._lock:
+        with self._lock:  # one lock for the count and the duration, written out: per claim
             claims[labels] = claims.get(labels, 0) + 1
             if takeover:
                 self._takeovers[(scope,)] = self._takeovers.get((scope,), 0) + 1
-            self._observe(self._store_seconds, (scope, "claim"), seconds)
+            h = self._store_seconds.get(labels := (scope, "claim"))
+            if h is None:
+                h = self._store_seconds[labels] = _Histogram()
+            h.counts[bisect_left(BUCKETS, seconds)] += 1
+            h.sum += seconds
 
     def stored(
         self, scope: str, operation: str, seconds: float, begun: float | None, started: float
