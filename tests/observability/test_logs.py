@@ -135,7 +135,11 @@ def test_observability_is_a_leaf() -> None:
     """It imports nothing from mideng but errors, context and itself."""
     for path in (SRC / "observability").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mideng"):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("mideng")
+            ):
                 assert node.module in {"mideng.errors", "mideng.context"} or node.module.startswith(
                     "mideng.observability"
                 ), f"{path.name} imports {node.module}"

@@ -1,11 +1,10 @@
-"""Metrics without a hook on the call path: the record operations of every store a Guard
-uses are swapped, on that store instance, for timed and counted ones while metrics are on.
+"""Metrics without a hook on the call path: while metrics are on, every store a Guard uses
+has its class swapped for a subclass whose record operations are timed and counted.
 
-A Guard calls ``self.store.claim(...)``; an attribute on the instance wins over the class's
-method, so while metrics are off the store has no such attributes and a call pays nothing at
-all, and while they are on it pays one wrapper per store call. ``track`` is how a store
-becomes known (the Guard calls it once, when it is made); ``instrument`` / ``restore`` put
-the wrappers on and take them off again.
+A Guard calls ``self.store.claim(...)``; while metrics are off the store is of its own class
+and a call pays nothing at all, and while they are on it pays one wrapper per store call.
+``track`` is how a store becomes known (the Guard calls it once, when it is made);
+``instrument`` / ``restore`` swap the classes in and back.
 
 The body's duration is the time between a claim acquired and the call settling it
 (complete, fail or release, keyed by the claim's owner, which is minted per call): the body
@@ -23,6 +22,7 @@ from typing import Any
 from mideng.errors import LeaseLostError, StoreUnavailableError
 from mideng.observability.watch import store_label
 
+_BASE = "__mideng_unobserved__"  # on an instrumented class: the store's own class
 OPERATIONS = ("claim", "complete", "fail", "release", "heartbeat")
 _SETTLING = ("complete", "fail", "release")
 _OPEN_LIMIT = 65536  # claims remembered for the body's duration; a never-settled one is dropped
@@ -61,11 +61,9 @@ def restore() -> None:
 
 
 def _restore(store: Any) -> None:
-    own = vars(store)
-    for name in OPERATIONS:
-        for attr in (name, "a" + name):
-            if getattr(own.get(attr), "__mideng_observed__", False):
-                del own[attr]
+    base = vars(type(store)).get(_BASE)
+    if base is not None:
+        store.__class__ = base
 
 
 def _takeover(req: Any, record: Any) -> bool:
@@ -108,10 +106,10 @@ class _Calls:
 def _claim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
     claimed = calls.rec.claimed
 
-    def claim(req: Any) -> Any:
+    def claim(store: Any, req: Any) -> Any:
         started = perf_counter()
         try:
-            answer = inner(req)
+            answer = inner(store, req)
         except BaseException as exc:
             calls.failed("claim", req.scope, req.owner, exc)
             raise
@@ -127,10 +125,10 @@ def _claim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
 def _aclaim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
     claimed = calls.rec.claimed
 
-    async def aclaim(req: Any) -> Any:
+    async def aclaim(store: Any, req: Any) -> Any:
         started = perf_counter()
         try:
-            answer = await inner(req)
+            answer = await inner(store, req)
         except BaseException as exc:
             calls.failed("claim", req.scope, req.owner, exc)
             raise
@@ -147,10 +145,10 @@ def _settle(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[...
     stored, opened = calls.rec.stored, calls.opened
     settles = name in _SETTLING
 
-    def call(ticket: Any, *args: Any) -> Any:
+    def call(store: Any, ticket: Any, *args: Any) -> Any:
         started = perf_counter()
         try:
-            answer = inner(ticket, *args)
+            answer = inner(store, ticket, *args)
         except BaseException as exc:
             calls.failed(name, ticket.scope, ticket.owner, exc)
             raise
@@ -165,10 +163,10 @@ def _asettle(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[..
     stored, opened = calls.rec.stored, calls.opened
     settles = name in _SETTLING
 
-    async def call(ticket: Any, *args: Any) -> Any:
+    async def call(store: Any, ticket: Any, *args: Any) -> Any:
         started = perf_counter()
         try:
-            answer = await inner(ticket, *args)
+            answer = await inner(store, ticket, *args)
         except BaseException as exc:
             calls.failed(name, ticket.scope, ticket.owner, exc)
             raise
@@ -180,18 +178,26 @@ def _asettle(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[..
 
 
 def _wrap(store: Any, rec: Any) -> None:
-    if not all(hasattr(type(store), name) for name in OPERATIONS):
+    cls: Any = type(store)
+    if not all(hasattr(cls, name) for name in OPERATIONS):
         return
     calls = _Calls(rec, store_label(store))
-    wrappers = {"claim": _claim(calls, store.claim)}
+    ns: dict[str, Any] = {
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__,
+        _BASE: cls,
+        "claim": _claim(calls, cls.claim),
+    }
     for name in OPERATIONS[1:]:
-        wrappers[name] = _settle(calls, name, getattr(store, name))
+        ns[name] = _settle(calls, name, getattr(cls, name))
     # An embedded store's async operations run its sync ones (``offload_reason`` says so),
     # which are wrapped already: wrapping both would count each call twice.
-    if not getattr(store, "offload_reason", ""):
-        wrappers["aclaim"] = _aclaim(calls, store.aclaim)
+    if not getattr(cls, "offload_reason", ""):
+        ns["aclaim"] = _aclaim(calls, cls.aclaim)
         for name in OPERATIONS[1:]:
-            wrappers["a" + name] = _asettle(calls, name, getattr(store, "a" + name))
-    for attr, wrapper in wrappers.items():
-        wrapper.__mideng_observed__ = True  # type: ignore[attr-defined]
-        setattr(store, attr, wrapper)
+            ns["a" + name] = _asettle(calls, name, getattr(cls, "a" + name))
+    # A subclass swapped in, not attributes set on the instance: the instance's own
+    # attributes (and the interpreter's lookups of them) stay exactly as they were.
+    metaclass: Any = type(cls)  # ABCMeta for every store
+    store.__class__ = metaclass(cls.__name__, (cls,), ns)

@@ -71,62 +71,74 @@ class _Histogram:
         self.sum = 0.0
 
 
-class Recorder:
-    """What observed calls record into; read by the collector at scrape time."""
+class _Shard:
+    """One thread's counts: written by that thread only, so no lock is taken per call (the
+    collector copies each dict in one step, which the GIL makes atomic)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self.counters: dict[str, dict[tuple[str, ...], int]] = {name: {} for name in COUNTERS}
         self.histograms: dict[str, dict[tuple[str, ...], _Histogram]] = {
             name: {} for name in HISTOGRAMS
         }
-        self._claims = self.counters["mideng_claims"]
-        self._takeovers = self.counters["mideng_takeovers"]
-        self._store_seconds = self.histograms["mideng_store_call_seconds"]
-        self._body_seconds = self.histograms["mideng_body_seconds"]
+        self.claims = self.counters["mideng_claims"]
+        self.takeovers = self.counters["mideng_takeovers"]
+        self.store_seconds = self.histograms["mideng_store_call_seconds"]
+        self.body_seconds = self.histograms["mideng_body_seconds"]
+
+
+def _observe(series: dict[tuple[str, ...], _Histogram], labels: tuple[str, ...], v: float) -> None:
+    h = series.get(labels)
+    if h is None:
+        h = series[labels] = _Histogram()
+    h.counts[bisect_left(BUCKETS, v)] += 1
+    h.sum += v
+
+
+class Recorder:
+    """What observed calls record into, a shard per thread; summed by the collector at
+    scrape time. A coroutine records between two awaits, so tasks sharing a thread never
+    interleave inside one record."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._shards: list[_Shard] = []
+
+    def _shard(self) -> _Shard:
+        try:
+            shard: _Shard = self._local.shard
+        except AttributeError:
+            shard = self._local.shard = _Shard()
+            with self._lock:
+                self._shards.append(shard)
+        return shard
 
     def _count(self, name: str, labels: tuple[str, ...]) -> None:
-        series = self.counters[name]
-        with self._lock:
-            series[labels] = series.get(labels, 0) + 1
-
-    @staticmethod
-    def _observe(
-        series: dict[tuple[str, ...], _Histogram], labels: tuple[str, ...], v: float
-    ) -> None:
-        h = series.get(labels)
-        if h is None:
-            h = series[labels] = _Histogram()
-        h.counts[bisect_left(BUCKETS, v)] += 1
-        h.sum += v
+        series = self._shard().counters[name]
+        series[labels] = series.get(labels, 0) + 1
 
     # -- the events (watch.Metrics) ---------------------------------------------------------
     def claimed(self, scope: str, outcome: str, seconds: float, takeover: bool) -> None:
+        shard = self._shard()
+        claims = shard.claims
         labels = (scope, outcome)
-        claims = self._claims
-        with self._lock:  # one lock for the count and the duration, written out: per claim
-            claims[labels] = claims.get(labels, 0) + 1
-            if takeover:
-                self._takeovers[(scope,)] = self._takeovers.get((scope,), 0) + 1
-            h = self._store_seconds.get(labels := (scope, "claim"))
-            if h is None:
-                h = self._store_seconds[labels] = _Histogram()
-            h.counts[bisect_left(BUCKETS, seconds)] += 1
-            h.sum += seconds
+        claims[labels] = claims.get(labels, 0) + 1
+        if takeover:
+            shard.takeovers[(scope,)] = shard.takeovers.get((scope,), 0) + 1
+        _observe(shard.store_seconds, (scope, "claim"), seconds)
 
     def stored(
         self, scope: str, operation: str, seconds: float, begun: float | None, started: float
     ) -> None:
         """A store call other than a claim; ``begun``: when the claim it settles was acquired
         (the body ran from then until ``started``)."""
-        with self._lock:
-            self._observe(self._store_seconds, (scope, operation), seconds)
-            if begun is not None:
-                self._observe(self._body_seconds, (scope,), started - begun)
+        shard = self._shard()
+        _observe(shard.store_seconds, (scope, operation), seconds)
+        if begun is not None:
+            _observe(shard.body_seconds, (scope,), started - begun)
 
     def body(self, scope: str, seconds: float) -> None:
-        with self._lock:
-            self._observe(self._body_seconds, (scope,), seconds)
+        _observe(self._shard().body_seconds, (scope,), seconds)
 
     def store_error(self, store: str, operation: str) -> None:
         self._count("mideng_store_errors", (store, operation))
@@ -147,12 +159,27 @@ class Recorder:
 
     # -- reading ----------------------------------------------------------------------------
     def snapshot(self) -> tuple[dict[str, dict[tuple[str, ...], int]], dict[str, Any]]:
+        """Every shard summed."""
         with self._lock:
-            counters = {name: dict(series) for name, series in self.counters.items()}
-            histograms = {
-                name: {k: (list(h.counts), h.sum) for k, h in series.items()}
-                for name, series in self.histograms.items()
-            }
+            shards = list(self._shards)
+        counters: dict[str, dict[tuple[str, ...], int]] = {name: {} for name in COUNTERS}
+        histograms: dict[str, dict[tuple[str, ...], tuple[list[int], float]]] = {
+            name: {} for name in HISTOGRAMS
+        }
+        for shard in shards:
+            for name, series in shard.counters.items():
+                total = counters[name]
+                for labels, n in dict(series).items():
+                    total[labels] = total.get(labels, 0) + n
+            for name, hseries in shard.histograms.items():
+                hist = histograms[name]
+                for labels, h in dict(hseries).items():
+                    counts, added = list(h.counts), h.sum
+                    if labels in hist:
+                        before, sum_before = hist[labels]
+                        counts = [a + b for a, b in zip(before, counts, strict=True)]
+                        added += sum_before
+                    hist[labels] = (counts, added)
         return counters, histograms
 
 
