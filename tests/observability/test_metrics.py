@@ -160,3 +160,41 @@ def test_heartbeat_failures_are_counted(registry: CollectorRegistry) -> None:
     logs.heartbeat_failed(Ticket(), RuntimeError("x"), 1, 1.0, 0.1)
     logs.heartbeat_failed(Ticket(), RuntimeError("x"), 2, 1.0, 0.1)
     assert series(registry, "mideng_heartbeat_failures_total") == {(("scope", "stock"),): 2}
+
+
+def test_counts_stay_exact_across_many_threads(registry: CollectorRegistry) -> None:
+    """Each thread records into its own shard: none of 8 x 300 calls is lost or doubled."""
+    guard = Guard(open_store("memory://"))
+    start = threading.Barrier(8)
+
+    def caller(t: int) -> None:
+        start.wait()
+        for n in range(300):
+            guard.run("stock", f"t{t}-{n % 100}", order, n)  # 100 first calls, 200 replays
+
+    threads = [threading.Thread(target=caller, args=(t,)) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert series(registry, "mideng_claims_total") == {
+        (("outcome", "acquired"), ("scope", "stock")): 800,
+        (("outcome", "replay"), ("scope", "stock")): 1600,
+    }
+    assert series(registry, "mideng_body_seconds_count") == {(("scope", "stock"),): 800}
+
+
+def test_metrics_and_tracing_together_count_once(registry: CollectorRegistry) -> None:
+    from mideng.observability import tracing
+    from tests.observability.otel import MemoryTracerProvider
+
+    provider = MemoryTracerProvider()
+    tracing.enable(provider)
+    guard = Guard(open_store("memory://"))
+    guard.run("stock", "s-1", lambda: 1)
+    guard.run("stock", "s-1", lambda: 1)
+    assert len(provider.named("mideng.call")) == 2
+    assert series(registry, "mideng_claims_total") == {
+        (("outcome", "acquired"), ("scope", "stock")): 1,
+        (("outcome", "replay"), ("scope", "stock")): 1,
+    }
