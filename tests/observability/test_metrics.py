@@ -198,3 +198,22 @@ def test_metrics_and_tracing_together_count_once(registry: CollectorRegistry) ->
         (("outcome", "acquired"), ("scope", "stock")): 1,
         (("outcome", "replay"), ("scope", "stock")): 1,
     }
+
+
+def test_counts_without_durations() -> None:
+    reg = CollectorRegistry()
+    metrics.enable(reg, durations=False)
+    guard = Guard(Down())
+    guard.run("stock", "s-1", lambda: 1, policy={"fail_open": True})
+    guard = Guard(open_store("memory://"))
+    guard.run("stock", "s-1", lambda: 1)
+    guard.run("stock", "s-1", lambda: 1)
+    assert series(reg, "mideng_claims_total") == {
+        (("outcome", "acquired"), ("scope", "stock")): 1,
+        (("outcome", "replay"), ("scope", "stock")): 1,
+    }
+    assert series(reg, "mideng_store_errors_total") == {
+        (("operation", "claim"), ("store", "memory")): 1
+    }
+    assert series(reg, "mideng_store_call_seconds_count") == {}
+    assert series(reg, "mideng_body_seconds_count") == {}

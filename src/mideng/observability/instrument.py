@@ -141,6 +141,63 @@ def _aclaim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
     return aclaim
 
 
+def _counted_claim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
+    """The claim without durations (``metrics.enable(durations=False)``): no clock read."""
+    counted = calls.rec.counted
+
+    def claim(store: Any, req: Any) -> Any:
+        try:
+            answer = inner(store, req)
+        except BaseException as exc:
+            calls.failed("claim", req.scope, req.owner, exc)
+            raise
+        outcome: str = answer.outcome._value_
+        counted(req.scope, outcome, outcome == "acquired" and _takeover(req, answer.record))
+        return answer
+
+    return claim
+
+
+def _counted_aclaim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
+    counted = calls.rec.counted
+
+    async def aclaim(store: Any, req: Any) -> Any:
+        try:
+            answer = await inner(store, req)
+        except BaseException as exc:
+            calls.failed("claim", req.scope, req.owner, exc)
+            raise
+        outcome: str = answer.outcome._value_
+        counted(req.scope, outcome, outcome == "acquired" and _takeover(req, answer.record))
+        return answer
+
+    return aclaim
+
+
+def _refused(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+    """A settling or renewing call without durations: only its failures are counted."""
+
+    def call(store: Any, ticket: Any, *args: Any) -> Any:
+        try:
+            return inner(store, ticket, *args)
+        except BaseException as exc:
+            calls.failed(name, ticket.scope, ticket.owner, exc)
+            raise
+
+    return call
+
+
+def _arefused(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+    async def call(store: Any, ticket: Any, *args: Any) -> Any:
+        try:
+            return await inner(store, ticket, *args)
+        except BaseException as exc:
+            calls.failed(name, ticket.scope, ticket.owner, exc)
+            raise
+
+    return call
+
+
 def _settle(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
     stored, opened = calls.rec.stored, calls.opened
     settles = name in _SETTLING
@@ -182,21 +239,24 @@ def _wrap(store: Any, rec: Any) -> None:
     if not all(hasattr(cls, name) for name in OPERATIONS):
         return
     calls = _Calls(rec, store_label(store))
+    timed = rec.durations
+    claim, aclaim = (_claim, _aclaim) if timed else (_counted_claim, _counted_aclaim)
+    settle, asettle = (_settle, _asettle) if timed else (_refused, _arefused)
     ns: dict[str, Any] = {
         "__module__": cls.__module__,
         "__qualname__": cls.__qualname__,
         "__doc__": cls.__doc__,
         _BASE: cls,
-        "claim": _claim(calls, cls.claim),
+        "claim": claim(calls, cls.claim),
     }
     for name in OPERATIONS[1:]:
-        ns[name] = _settle(calls, name, getattr(cls, name))
+        ns[name] = settle(calls, name, getattr(cls, name))
     # An embedded store's async operations run its sync ones (``offload_reason`` says so),
     # which are wrapped already: wrapping both would count each call twice.
     if not getattr(cls, "offload_reason", ""):
-        ns["aclaim"] = _aclaim(calls, cls.aclaim)
+        ns["aclaim"] = aclaim(calls, cls.aclaim)
         for name in OPERATIONS[1:]:
-            ns["a" + name] = _asettle(calls, name, getattr(cls, "a" + name))
+            ns["a" + name] = asettle(calls, name, getattr(cls, "a" + name))
     # A subclass swapped in, not attributes set on the instance: the instance's own
     # attributes (and the interpreter's lookups of them) stay exactly as they were.
     metaclass: Any = type(cls)  # ABCMeta for every store

@@ -99,7 +99,9 @@ class Recorder:
     scrape time. A coroutine records between two awaits, so tasks sharing a thread never
     interleave inside one record."""
 
-    def __init__(self) -> None:
+    def __init__(self, durations: bool = True) -> None:
+        #: Whether store calls and bodies are timed (the histograms), or only counted.
+        self.durations = durations
         self._lock = threading.Lock()
         self._local = threading.local()
         self._shards: list[_Shard] = []
@@ -118,6 +120,15 @@ class Recorder:
         series[labels] = series.get(labels, 0) + 1
 
     # -- the events (watch.Metrics) ---------------------------------------------------------
+    def counted(self, scope: str, outcome: str, takeover: bool) -> None:
+        """A claim, without its duration (``durations=False``)."""
+        shard = self._shard()
+        claims = shard.claims
+        labels = (scope, outcome)
+        claims[labels] = claims.get(labels, 0) + 1
+        if takeover:
+            shard.takeovers[(scope,)] = shard.takeovers.get((scope,), 0) + 1
+
     def claimed(self, scope: str, outcome: str, seconds: float, takeover: bool) -> None:
         shard = self._shard()
         claims = shard.claims
@@ -232,18 +243,21 @@ _state: dict[str, Any] = {}
 _lock = threading.Lock()
 
 
-def enable(registry: Any = None) -> Recorder:
+def enable(registry: Any = None, *, durations: bool = True) -> Recorder:
     """Turn metrics on for every Guard in the process, exported through ``registry``
     (prometheus-client's default ``REGISTRY`` when None). Enabling again with another
-    registry moves the metrics there, starting from zero."""
+    registry (or ``durations``) moves the metrics there, starting from zero.
+
+    ``durations=False`` keeps the counters and drops the two histograms: no clock is read,
+    which is most of what metrics cost a call (docs/benchmarks.md)."""
     prometheus_client = _prometheus()[0]
     target = prometheus_client.REGISTRY if registry is None else registry
     with _lock:
-        if _state.get("registry") is target:
+        if _state.get("registry") is target and _state["recorder"].durations == durations:
             recorder: Recorder = _state["recorder"]
             return recorder
         _unregister()
-        recorder = Recorder()
+        recorder = Recorder(durations)
         collector = Collector(recorder)
         target.register(collector)
         _state.update(registry=target, recorder=recorder, collector=collector)
