@@ -94,6 +94,13 @@ def child(case: str, calls: int) -> None:
     reads, writes = Stub([stored]), Stub([(now,)])
     store.executor.cache.free.append((None, reads if "duplicate" in case else writes))
     guard = Guard(store, heartbeat=True)
+    recording = os.environ.get("MIDENG_BENCH_METRICS")  # --metrics / --metrics-counts
+    if recording:
+        from prometheus_client import CollectorRegistry
+
+        from mideng.observability import metrics
+
+        metrics.enable(CollectorRegistry(), durations=recording == "1")
     floor_insert = "INSERT INTO t VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
     floor_update = "UPDATE t SET status = 'succeeded', result = %s WHERE scope = %s AND key = %s"
     select = "SELECT * FROM t WHERE scope = %s AND key = %s"
@@ -153,6 +160,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "python.md"))
+    parser.add_argument("--metrics", action="store_true", help="mideng's calls with metrics on")
+    parser.add_argument("--metrics-counts", action="store_true", help="metrics on, durations=False")
     parser.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -160,6 +169,8 @@ def main() -> None:
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("bench_python.py counts instructions with valgrind: apt install valgrind")
+    if args.metrics or args.metrics_counts:
+        os.environ["MIDENG_BENCH_METRICS"] = "1" if args.metrics else "counts"
     got = {case: count(case, args.calls) for case in CASES}
     rows = []
     for kind in ("duplicate", "first"):

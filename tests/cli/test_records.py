@@ -36,7 +36,7 @@ def test_inspect_resolve_release_purge(tmp_path: Path) -> None:
     Guard(guard.store, ttl=0.05).run("pay", "t2", lambda: {"ok": True})
     time.sleep(0.3)
     listed = cli.invoke(main, ["unresolved", "--store", url])
-    assert listed.exit_code == 0
+    assert listed.exit_code == 1  # found some: a script's cue to look
     assert "charge" in listed.output
     assert "c1" in listed.output
 
@@ -62,7 +62,7 @@ def test_inspect_resolve_release_purge(tmp_path: Path) -> None:
 
 def test_bad_store_url_is_a_clear_error() -> None:
     result = CliRunner().invoke(main, ["purge", "--store", "nosuch://x"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage error: the URL names no store
     assert "no store for scheme 'nosuch'" in result.output
 
 
@@ -83,7 +83,7 @@ def test_bad_scopes_and_keys_are_usage_errors_not_tracebacks(tmp_path: Path) -> 
         ["unresolved", "--store", url, "--scope", "pay\udcff"],
     ):
         done = cli.invoke(main, args)
-        assert done.exit_code == 1, (args, done.output)
+        assert done.exit_code == 2, (args, done.output)  # usage: the scope or key is refused
         assert done.exception is None or isinstance(done.exception, SystemExit), args
         assert "reserved for" in done.output or "lone surrogate" in done.output, done.output
     shown = cli.invoke(main, ["inspect", "--store", url, "pay", "t1"])

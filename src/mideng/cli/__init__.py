@@ -18,6 +18,8 @@ COMMANDS = {
     "schema": "mideng.cli.schema:schema",
     "operations": "mideng.cli.operations:operations",
     "relay": "mideng.cli.relay:relay",
+    "stats": "mideng.cli.survey:stats",
+    "scan": "mideng.cli.survey:scan",
 }
 
 

@@ -1,46 +1,37 @@
-"""Operator commands over one store: look at a record, settle UNKNOWN ones, evict, purge."""
+"""Operator commands over one store's records: look at one, list and settle UNKNOWN ones,
+evict one, purge old ones. Read commands take ``--json``; field names are stable (see
+docs/cli.md)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from mideng.cli.common import (
+    Duration,
+    Problems,
+    console,
+    emit,
+    json_option,
+    opened,
+    progress,
+    store_option,
+    when,
+)
 from mideng.core.keys import check_scope
 from mideng.core.record import Record
-from mideng.errors import IdempotencyError
-from mideng.guard import Guard
-from mideng.guard.default import DEFAULT_STORE
-from mideng.stores.registry import open_store
+from mideng.errors import ConfigurationError
+from mideng.stores.survey import SurveyStore
 
-store_option = click.option(
-    "--store",
-    "store_url",
-    envvar="MIDENG_STORE",
-    default=DEFAULT_STORE,
-    show_default=True,
-    help="Store URL (or the MIDENG_STORE environment variable).",
-)
+#: Records deleted per store call while purging (each call its own short transaction).
+PURGE_STEP = 1000
 
 
-def _guard(store_url: str) -> Guard:
-    try:
-        return Guard(open_store(store_url))
-    except IdempotencyError as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
-def _when(epoch: float | None) -> str:
-    if epoch is None:
-        return "-"
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _describe(record: Record) -> dict[str, Any]:
+def describe(record: Record) -> dict[str, Any]:
+    """A record as JSON: the fields ``inspect`` and ``unresolved --json`` print."""
     result: Any = None
     if record.result is not None:
         try:
@@ -56,10 +47,10 @@ def _describe(record: Record) -> dict[str, Any]:
         "owner": record.owner,
         "request_id": record.request_id,
         "fingerprint": record.fingerprint,
-        "lease_until": _when(record.lease_until),
-        "created_at": _when(record.created_at),
-        "updated_at": _when(record.updated_at),
-        "expires_at": _when(record.expires_at),
+        "lease_until": when(record.lease_until),
+        "created_at": when(record.created_at),
+        "updated_at": when(record.updated_at),
+        "expires_at": when(record.expires_at),
         "result": result,
         "error": None if record.error is None else json.loads(record.error),
     }
@@ -67,49 +58,47 @@ def _describe(record: Record) -> dict[str, Any]:
 
 @click.command("inspect")
 @store_option
+@json_option
 @click.argument("scope")
 @click.argument("key")
-def inspect_record(store_url: str, scope: str, key: str) -> None:
-    """Print one record as JSON."""
-    record = _guard_get(store_url, scope, key)
+def inspect_record(store_url: str, as_json: bool, scope: str, key: str) -> None:
+    """Print one record as JSON (with or without --json); exit 1 when there is none."""
+    with opened(store_url) as guard:
+        record = guard.get(scope, key)
     if record is None:
-        raise click.ClickException(f"no record for {scope}:{key}")
-    click.echo(json.dumps(_describe(record), indent=2, ensure_ascii=False))
-
-
-def _guard_get(store_url: str, scope: str, key: str) -> Record | None:
-    guard = _guard(store_url)
-    try:
-        return guard.get(scope, key)
-    except IdempotencyError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        guard.close()
+        raise Problems(f"no record for {scope}:{key}")
+    emit(describe(record))
 
 
 @click.command()
 @store_option
+@json_option
 @click.option("--scope", default=None, help="Only this scope.")
 @click.option("--limit", default=100, show_default=True)
-def unresolved(store_url: str, scope: str | None, limit: int) -> None:
-    """List UNKNOWN records and processing ones whose lease ran out."""
-    guard = _guard(store_url)
-    try:
+def unresolved(store_url: str, as_json: bool, scope: str | None, limit: int) -> None:
+    """List UNKNOWN records and processing ones whose lease ran out; exit 1 if any."""
+    with opened(store_url) as guard:
         # Guard.unresolved hands the scope to the store as it is: check it here, so a bad one
         # is a usage error rather than a driver's traceback.
         records = guard.unresolved(None if scope is None else check_scope(scope), limit)
-    except IdempotencyError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        guard.close()
-    table = Table(title=f"{len(records)} unresolved record(s)")
-    for column in ("scope", "key", "status", "fence", "request id", "updated"):
-        table.add_column(column)
-    for r in records:
-        table.add_row(
-            r.scope, r.key, r.status.value, str(r.fence), r.request_id or "-", _when(r.updated_at)
-        )
-    Console().print(table)
+    if as_json:
+        emit({"count": len(records), "records": [describe(r) for r in records]})
+    else:
+        table = Table(title=f"{len(records)} unresolved record(s)")
+        for column in ("scope", "key", "status", "fence", "request id", "updated"):
+            table.add_column(column)
+        for r in records:
+            table.add_row(
+                r.scope,
+                r.key,
+                r.status.value,
+                str(r.fence),
+                r.request_id or "-",
+                when(r.updated_at),
+            )
+        console().print(table)
+    if records:
+        raise click.exceptions.Exit(1)
 
 
 @click.command()
@@ -127,51 +116,80 @@ def resolve(store_url: str, scope: str, key: str, result_json: str | None, faile
     """Settle an UNKNOWN record after asking the provider what happened."""
     if failed == (result_json is not None):
         raise click.UsageError("give exactly one of --result JSON or --failed")
-    guard = _guard(store_url)
     try:
+        result = None if result_json is None else json.loads(result_json)
+    except ValueError as exc:
+        raise click.UsageError(f"--result is not JSON: {exc}") from exc
+    with opened(store_url) as guard:
         if failed:
             record = guard.resolve(scope, key, failed=True)
         else:
-            assert result_json is not None
-            record = guard.resolve(scope, key, result=json.loads(result_json))
-    except (IdempotencyError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        guard.close()
+            record = guard.resolve(scope, key, result=result)
     click.echo(f"{scope}:{key} is now {record.status.value}")
 
 
 @click.command()
 @store_option
+@json_option
 @click.argument("scope")
 @click.argument("key")
 @click.confirmation_option(prompt="Evict this record? A retry will run the body again.")
-def release(store_url: str, scope: str, key: str) -> None:
+def release(store_url: str, as_json: bool, scope: str, key: str) -> None:
     """Evict one record whatever its state, so the next call runs again."""
-    guard = _guard(store_url)
-    try:
+    with opened(store_url) as guard:
         existed = guard.forget(scope, key)
-    except IdempotencyError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        guard.close()
-    click.echo(f"{scope}:{key} {'evicted' if existed else 'was not there'}")
+    if as_json:
+        emit({"scope": scope, "key": key, "evicted": existed})
+    else:
+        click.echo(f"{scope}:{key} {'evicted' if existed else 'was not there'}")
 
 
 @click.command()
 @store_option
+@json_option
 @click.option("--limit", type=int, default=None, help="Delete at most this many.")
-def purge(store_url: str, limit: int | None) -> None:
+@click.option(
+    "--older-than",
+    "older_than",
+    type=Duration(),
+    default=None,
+    help="Also delete finished records last written longer ago than this (90s, 12h, 7d), "
+    "whatever their retention; processing and UNKNOWN records are never touched.",
+)
+def purge(store_url: str, as_json: bool, limit: int | None, older_than: float | None) -> None:
     """Delete records whose retention ran out (run it on a schedule)."""
-    guard = _guard(store_url)
-    try:
-        count = guard.purge(limit)
-    finally:
-        guard.close()
+    with opened(store_url) as guard:
+        store = guard.store
+        if older_than is not None and not isinstance(store, SurveyStore):
+            raise ConfigurationError(f"{type(store).__name__} can't purge --older-than")
+        total = 0
+        with progress(as_json, "purging") as bar:
+            task = bar.add_task("purge", total=limit)
+            while limit is None or total < limit:
+                step = PURGE_STEP if limit is None else min(PURGE_STEP, limit - total)
+                if older_than is None:
+                    done = guard.purge(step)
+                else:
+                    assert isinstance(store, SurveyStore)
+                    done = store.purge_older(older_than, step)
+                total += done
+                bar.update(task, completed=total)
+                if done < step:
+                    break
+    if as_json:
+        emit(
+            {
+                "purged": total,
+                "older_than_seconds": older_than,
+                "self_expiring": store.self_expiring,
+            }
+        )
+        return
+    what = "expired" if older_than is None else f"finished, older than {older_than:g} s,"
     click.echo(
-        f"purged {count} expired record(s)"
-        + (" (this store expires records itself)" if guard.store.self_expiring else "")
+        f"purged {total} {what} record(s)"
+        + (" (this store expires records itself)" if store.self_expiring else "")
     )
 
 
-__all__ = ["inspect_record", "purge", "release", "resolve", "unresolved"]
+__all__ = ["describe", "inspect_record", "purge", "release", "resolve", "unresolved"]

@@ -31,7 +31,7 @@ from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.operations import Operations
 from mideng.guard.owners import new_owner
-from mideng.observability import logs
+from mideng.observability import instrument, logs, watch
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
 
@@ -68,6 +68,7 @@ class Guard(Operations):
         **options: Any,
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
+        instrument.track(self.store)  # metrics time its operations while they are on
         self.defaults = Policy(lease=lease, ttl=ttl).merged(**options)
         self._scopes: dict[str, Policy] = {}
         self._heartbeats = Heartbeats()
@@ -208,6 +209,8 @@ class Guard(Operations):
     def drive(
         self, call: Call, fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> R:
+        if watch.on is not None and watch.on.wants(self):  # tracing enabled
+            return watch.on.drive(self, call, fn, args, kwargs)  # type: ignore[no-any-return]
         while True:
             try:
                 claim = self.store.claim(call.request())
@@ -233,6 +236,8 @@ class Guard(Operations):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> R:
+        if watch.on is not None and watch.on.wants(self):  # tracing enabled
+            return await watch.on.adrive(self, call, fn, args, kwargs)  # type: ignore[no-any-return]
         while True:
             try:
                 claim = await self.store.aclaim(call.request())

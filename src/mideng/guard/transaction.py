@@ -24,7 +24,6 @@ docs/transactions.md.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import AsyncIterator, Generator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -36,9 +35,9 @@ from mideng.db.dialect import retryable
 from mideng.db.site import AsyncSite, Site
 from mideng.errors import ConfigurationError
 from mideng.guard.driver import Driver
+from mideng.observability import logs
 from mideng.stores.sql.table import RecordTable
 
-log = logging.getLogger("mideng")
 T = TypeVar("T")
 _UNSET: Any = object()
 # A claim that loses a deadlock in a transaction the block began itself is simply run again.
@@ -147,7 +146,7 @@ def _rollback(whole: bool) -> Steps[None]:
     try:
         yield ("rollback", whole)
     except Exception as exc:
-        log.warning("mideng could not roll back the transactional block: %s", exc)
+        logs.rollback_failed(exc)
 
 
 def _enter(

@@ -9,7 +9,6 @@ per-function cache to two entries however many requests pass.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,8 +21,7 @@ from mideng.http.core import (
     RecordKey,
     StoredResponse,
 )
-
-log = logging.getLogger("mideng.http")
+from mideng.observability import logs, watch
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +75,7 @@ class Exchange:
 
     def keep(self, captured: Captured) -> StoredResponse:
         if captured is None:
-            log.warning(
-                "mideng: a streamed or oversized response (max_response=%d) was passed "
-                "through unguarded and its key released",
-                self.opts.max_response,
-            )
+            logs.response_unguarded(self.opts.max_response)
             raise NotStored(Reply(None, own=True))
         self.original = captured
         if not self.opts.store_status(captured.status):
@@ -103,11 +97,19 @@ class Exchange:
                 return None  # raised by the app itself, even an IdempotencyError of its own
             # The body ran but its result could not be stored (store down, lease lost): the
             # client still gets what was done rather than an error that invites a second run.
-            log.warning("mideng: response sent but not stored: %s", exc)
+            logs.response_unstored(exc)
             return Reply(self.original, own=True)
         if isinstance(exc, IdempotencyError):
             return Reply(self.opts.problem_for(exc))
         return None
+
+
+def _counted(reply: Reply) -> Reply:
+    """Count a reply in mideng_http_responses_total (metrics on only)."""
+    sent = reply.response
+    if sent is not None and watch.metrics is not None:
+        watch.metrics.http_reply(sent.status, any(n == REPLAYED_HEADER for n, _ in sent.headers))
+    return reply
 
 
 def _produce(exchange: Exchange) -> StoredResponse:
@@ -132,8 +134,8 @@ def run(
         reply = exchange.recover(exc)
         if reply is None:
             raise
-        return reply
-    return exchange.reply(stored)
+        return reply if watch.metrics is None else _counted(reply)
+    return exchange.reply(stored) if watch.metrics is None else _counted(exchange.reply(stored))
 
 
 async def arun(
@@ -151,5 +153,5 @@ async def arun(
         reply = exchange.recover(exc)
         if reply is None:
             raise
-        return reply
-    return exchange.reply(stored)
+        return reply if watch.metrics is None else _counted(reply)
+    return exchange.reply(stored) if watch.metrics is None else _counted(exchange.reply(stored))

@@ -1,57 +1,155 @@
-"""The log lines mideng writes on the ``mideng`` logger, in one place.
+"""Every log line mideng writes, in one place, each with its fields on the record.
 
-Every duplicate is a WARNING with scope, key, outcome and both request ids (this call's and
-the one that did the work), so a duplicate can be traced back to its first request.
+Every line carries ``mideng_request_id``, ``mideng_scope``, ``mideng_key`` and
+``mideng_outcome`` as LogRecord attributes (None where a line has no such thing), so a JSON
+formatter or structlog's ``ExtraAdder`` gets them as fields, and ``MidengFields`` (a filter)
+puts them on any other logger's records too. Every duplicate is a WARNING with scope, key,
+outcome and both request ids (this call's and the one that did the work), so a duplicate can
+be traced back to its first request.
+
+This package is a leaf: it imports nothing from mideng but ``errors`` and ``context``, so
+callers hand it plain values (any object with ``scope`` and ``key`` attributes is a call).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
+from collections.abc import Iterator
+from typing import Any, Protocol
 
-from mideng.core.flow import Call
-from mideng.errors import IdempotencyError, StoreUnavailableError
+from mideng.context import get_request_id
+from mideng.errors import IdempotencyError, LeaseLostError, StoreUnavailableError
+from mideng.observability import watch
 
 log = logging.getLogger("mideng")
+http_log = logging.getLogger("mideng.http")
+
+#: The attributes every mideng record carries; stable names for formatters and queries.
+FIELDS = ("mideng_request_id", "mideng_scope", "mideng_key", "mideng_outcome")
 
 
-def duplicate(call: Call) -> None:
+class _Claim(Protocol):
+    @property
+    def outcome(self) -> Any: ...
+    @property
+    def record(self) -> Any: ...
+
+
+class CallLike(Protocol):
+    """What a log line reads from a guarded call (mideng.core.flow.Call has all of it)."""
+
+    @property
+    def scope(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def request_id(self) -> str | None: ...
+    @property
+    def polls(self) -> int: ...
+    @property
+    def duplicate(self) -> _Claim | None: ...
+
+
+def fields(
+    scope: str | None = None,
+    key: str | None = None,
+    outcome: str | None = None,
+    request_id: str | None = None,
+) -> dict[str, Any]:
+    """The ``extra=`` of a line: the four fields, the request id from the context by default."""
+    return {
+        "mideng_request_id": request_id if request_id is not None else get_request_id(),
+        "mideng_scope": scope,
+        "mideng_key": key,
+        "mideng_outcome": outcome,
+    }
+
+
+class MidengFields(logging.Filter):
+    """Put the four mideng fields on every record that lacks them (the request id from the
+    context; the others None), so one format string or JSON schema fits every line.
+
+    ``logging.getLogger().handlers[0].addFilter(MidengFields())``; with structlog, run it on
+    the stdlib handler and add ``structlog.stdlib.ExtraAdder(FIELDS)`` to the chain.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "mideng_request_id", None) is None:
+            record.mideng_request_id = get_request_id()
+        for name in FIELDS[1:]:
+            if not hasattr(record, name):
+                setattr(record, name, None)
+        return True
+
+
+@contextlib.contextmanager
+def to_stderr() -> Iterator[None]:
+    """mideng's lines on stderr for a while (an operator command), unless the application set
+    up logging itself; stdout stays the command's own output, parseable under --json."""
+    if log.handlers or logging.getLogger().handlers:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+
+
+def _where(what: object) -> tuple[str | None, str | None]:
+    return getattr(what, "scope", None), getattr(what, "key", None)
+
+
+# -- the Guard --------------------------------------------------------------------------------
+def duplicate(call: CallLike) -> None:
     """Log the first sighting of a duplicate for this call (not every poll while waiting)."""
     claim = call.duplicate
     if claim is None or call.polls > 1 or not log.isEnabledFor(logging.WARNING):
         return
+    outcome = claim.outcome.value
     log.warning(
         "mideng duplicate scope=%s key=%s outcome=%s request_id=%s first_request_id=%s",
         call.scope,
         call.key,
-        claim.outcome.value,
+        outcome,
         call.request_id,
         claim.record.request_id,
-        extra={
-            "mideng_scope": call.scope,
-            "mideng_key": call.key,
-            "mideng_outcome": claim.outcome.value,
-        },
+        extra=fields(call.scope, call.key, outcome, call.request_id),
     )
 
 
-def fail_open(call: Call, exc: StoreUnavailableError, step: str) -> None:
+def fail_open(call: CallLike, exc: StoreUnavailableError, step: str) -> None:
+    if watch.metrics is not None:
+        watch.metrics.fail_open(call.scope, step)
+    if watch.on is not None:
+        watch.on.fail_open(step)
     log.warning(
         "mideng store unavailable at %s; %s:%s runs unguarded (fail_open): %s",
         step,
         call.scope,
         call.key,
         exc,
+        extra=fields(call.scope, call.key, "fail_open", call.request_id),
     )
 
 
-def unsettled(call: Call, exc: BaseException, store_exc: IdempotencyError) -> None:
+def unsettled(call: CallLike, exc: BaseException, store_exc: IdempotencyError) -> None:
     log.warning(
         "mideng could not settle %s:%s after %s: %s",
         call.scope,
         call.key,
         type(exc).__name__,
         store_exc,
+        extra=fields(call.scope, call.key, "unsettled", call.request_id),
     )
+
+
+def rollback_failed(exc: Exception) -> None:
+    log.warning("mideng could not roll back the transactional block: %s", exc, extra=fields())
 
 
 # -- heartbeats: ``what`` names the claim (a Ticket from the Guard; anything printable) -------
@@ -63,6 +161,8 @@ def _claim(what: object) -> str:
 def heartbeat_failed(
     what: object, exc: Exception, failures: int, remaining: float, delay: float
 ) -> None:
+    if watch.metrics is not None:
+        watch.metrics.heartbeat_failed(_where(what)[0] or "")
     # The first failure of a streak is news; the retries after it only while debugging.
     level = logging.WARNING if failures == 1 else logging.DEBUG
     if log.isEnabledFor(level):
@@ -76,6 +176,7 @@ def heartbeat_failed(
             delay,
             type(exc).__name__,
             exc,
+            extra=fields(*_where(what), "heartbeat_failed"),
         )
 
 
@@ -88,6 +189,7 @@ def heartbeat_lapsed(what: object, exc: Exception, failures: int) -> None:
         failures,
         type(exc).__name__,
         exc,
+        extra=fields(*_where(what), "heartbeat_lapsed"),
     )
 
 
@@ -97,27 +199,84 @@ def heartbeat_recovered(what: object, failures: int, lapsed: bool) -> None:
         _claim(what),
         failures,
         " (its lease had run out meanwhile)" if lapsed else "",
+        extra=fields(*_where(what), "heartbeat_recovered"),
     )
 
 
 def heartbeat_lost(what: object, exc: Exception) -> None:
-    log.warning("mideng heartbeat of %s stopped, its lease is lost: %s", _claim(what), exc)
+    log.warning(
+        "mideng heartbeat of %s stopped, its lease is lost: %s",
+        _claim(what),
+        exc,
+        extra=fields(*_where(what), "lease_lost"),
+    )
 
 
 def heartbeat_thread_died(exc: BaseException) -> None:
-    log.error("mideng heartbeat timer died and is restarted", exc_info=exc)
+    log.error("mideng heartbeat timer died and is restarted", exc_info=exc, extra=fields())
 
 
-# -- business tables (mideng.state) ------------------------------------------------------------
+# -- stores -----------------------------------------------------------------------------------
+def redis_down(exc: StoreUnavailableError, quiet: int) -> None:
+    log.warning(
+        "redis unavailable, answering from durable store: %s "
+        "(%d more failures since the last warning)",
+        exc,
+        quiet,
+        extra=fields(outcome="redis_unavailable"),
+    )
+
+
+def redis_copy_kept(scope: str, key: str) -> None:
+    log.warning(
+        "could not drop the Redis copy of %s:%s; it replays until it expires",
+        scope,
+        key,
+        extra=fields(scope, key, "redis_copy_kept"),
+    )
+
+
+# -- HTTP -------------------------------------------------------------------------------------
+def response_unguarded(max_response: int) -> None:
+    http_log.warning(
+        "mideng: a streamed or oversized response (max_response=%d) was passed "
+        "through unguarded and its key released",
+        max_response,
+        extra=fields(outcome="unguarded"),
+    )
+
+
+def response_unstored(exc: Exception) -> None:
+    outcome = "lease_lost" if isinstance(exc, LeaseLostError) else "unstored"
+    http_log.warning("mideng: response sent but not stored: %s", exc, extra=fields(outcome=outcome))
+
+
+# -- operator views ---------------------------------------------------------------------------
+def stuck_record(scope: str, key: str, fence: int, lapsed: float, request_id: str | None) -> None:
+    """A processing record whose lease ran out long ago and that nobody took over."""
+    log.error(
+        "mideng stuck record scope=%s key=%s fence=%d: its lease ran out %.0f s ago and no "
+        "caller took it over; resolve or release it (request_id=%s)",
+        scope,
+        key,
+        fence,
+        lapsed,
+        request_id,
+        extra=fields(scope, key, "stuck", request_id),
+    )
+
+
+# -- business tables (mideng.state) -----------------------------------------------------------
 def duplicate_insert(table: str, key: dict[str, object]) -> None:
     """An insert_once met a row with the same business key: the retry is answered with that
     row, and the warning carries the key so the duplicate can be traced."""
     if not log.isEnabledFor(logging.WARNING):
         return
     shown = " ".join(f"{name}={value!r}" for name, value in key.items())
+    line = fields(table, shown, "duplicate_insert")  # the table is the scope of a business row
     log.warning(
         "mideng duplicate insert table=%s %s: the existing row is returned",
         table,
         shown,
-        extra={"mideng_table": table, "mideng_key": key},
+        extra=line,
     )

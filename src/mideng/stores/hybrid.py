@@ -19,7 +19,6 @@ or has its error thrown in where it was asked. ``_run`` makes the calls with the
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Generator
@@ -36,12 +35,13 @@ from mideng.core.record import (
     Ticket,
 )
 from mideng.errors import ConfigurationError, StoreUnavailableError
+from mideng.observability import logs
 from mideng.stores.base import Store
 from mideng.stores.redis.store import RedisStore
 from mideng.stores.steps import DurableSteps
+from mideng.stores.survey import FrontedSurvey
 
 T = TypeVar("T")
-log = logging.getLogger("mideng")
 
 # One store call: the store, its operation's (sync, async) names, positional and keyword
 # arguments. Names, not bound methods, so a step costs one tuple whichever loop runs it.
@@ -94,15 +94,10 @@ class Outage:
                 self._quiet += 1
                 return
             quiet, self._quiet, self._warned = self._quiet, 0, now
-        log.warning(
-            "redis unavailable, answering from durable store: %s "
-            "(%d more failures since the last warning)",
-            exc,
-            quiet,
-        )
+        logs.redis_down(exc, quiet)
 
 
-class HybridStore(Store, DurableSteps):
+class HybridStore(Store, DurableSteps, FrontedSurvey):
     def __init__(
         self, fast: RedisStore, durable: Store, *, cooldown: float = 1.0, warn_every: float = 30.0
     ) -> None:
@@ -193,9 +188,7 @@ class HybridStore(Store, DurableSteps):
             yield self.fast, _FORGET, (scope, key), _NO_KEYWORDS
         except StoreUnavailableError as exc:
             self.outage.failed(exc)
-            log.warning(
-                "could not drop the Redis copy of %s:%s; it replays until it expires", scope, key
-            )
+            logs.redis_copy_kept(scope, key)
         return gone
 
     def _resolve(self, scope: str, key: str, settled: dict[str, Any]) -> Steps[Record]:

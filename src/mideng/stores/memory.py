@@ -11,9 +11,10 @@ from mideng.core.record import Record
 from mideng.stores.base import KEEP, Step, T
 from mideng.stores.local_batch import LocalBatch
 from mideng.stores.steps import LocalSteps
+from mideng.stores.survey import LocalSurvey
 
 
-class MemoryStore(LocalBatch, LocalSteps):
+class MemoryStore(LocalBatch, LocalSteps, LocalSurvey):
     offload_reason = "a dict under a lock: nothing blocks, so the async twins call the sync ones"
     blocking_io = False
 

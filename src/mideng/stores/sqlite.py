@@ -25,6 +25,7 @@ from mideng.stores.base import KEEP, Step, T, is_unresolved, lease_lost
 from mideng.stores.local_batch import LocalBatch
 from mideng.stores.sql.rows import maybe_record, row_of
 from mideng.stores.sql.schema import COLUMNS, DEFAULT_TABLE, ddl
+from mideng.stores.sql.stats import SQLiteSurvey
 from mideng.stores.sql.steps import SQLiteSteps
 from mideng.stores.sql.table import RecordTable
 
@@ -34,7 +35,7 @@ _RETURNING = sqlite3.sqlite_version_info >= (3, 35)
 _STAND_IN = Record(scope="", key="", status=Status.PROCESSING, fence=0, owner="", expires_at=0.0)
 
 
-class SQLiteStore(LocalBatch, SQLiteSteps):
+class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
     def __init__(
         self,
         path: str,

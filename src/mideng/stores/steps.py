@@ -206,7 +206,7 @@ class DurableSteps(StepStore):
 
     durable: RecordStore
 
-    def _durable(self) -> StepStore:
+    def _durable_steps(self) -> StepStore:
         if not isinstance(self.durable, StepStore):
             raise ConfigurationError(
                 f"multi-step operations need a durable store with steps; {self.durable!r} has none"
@@ -216,37 +216,37 @@ class DurableSteps(StepStore):
     def begin_steps(
         self, scope: str, key: str, owner: str, arguments: bytes, codec: str
     ) -> dict[str, Finished]:
-        return self._durable().begin_steps(scope, key, owner, arguments, codec)
+        return self._durable_steps().begin_steps(scope, key, owner, arguments, codec)
 
     def record_step(
         self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
     ) -> None:
-        self._durable().record_step(scope, key, owner, step, result, codec)
+        self._durable_steps().record_step(scope, key, owner, step, result, codec)
 
     def clear_steps(self, scope: str, key: str) -> None:
-        self._durable().clear_steps(scope, key)
+        self._durable_steps().clear_steps(scope, key)
 
     def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return self._durable().operations(scope, limit)
+        return self._durable_steps().operations(scope, limit)
 
     def running(self, scope: str | None = None, limit: int = 100) -> list[Record]:
-        return self._durable().running(scope, limit)
+        return self._durable_steps().running(scope, limit)
 
     async def abegin_steps(
         self, scope: str, key: str, owner: str, arguments: bytes, codec: str
     ) -> dict[str, Finished]:
-        return await self._durable().abegin_steps(scope, key, owner, arguments, codec)
+        return await self._durable_steps().abegin_steps(scope, key, owner, arguments, codec)
 
     async def arecord_step(
         self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
     ) -> None:
-        await self._durable().arecord_step(scope, key, owner, step, result, codec)
+        await self._durable_steps().arecord_step(scope, key, owner, step, result, codec)
 
     async def aclear_steps(self, scope: str, key: str) -> None:
-        await self._durable().aclear_steps(scope, key)
+        await self._durable_steps().aclear_steps(scope, key)
 
     async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return await self._durable().aoperations(scope, limit)
+        return await self._durable_steps().aoperations(scope, limit)
 
     async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]:
-        return await self._durable().arunning(scope, limit)
+        return await self._durable_steps().arunning(scope, limit)

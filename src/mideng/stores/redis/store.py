@@ -28,6 +28,7 @@ from mideng.stores.redis.commands import Command, Commands, stuck
 from mideng.stores.redis.connect import Connection, Target, connect, parse, redact
 from mideng.stores.redis.direct import AsyncDirectSender, DirectSender, pack, usable
 from mideng.stores.redis.rows import NAMES
+from mideng.stores.redis.scan import RedisSurvey
 from mideng.stores.redis.scripts import Calls, scripts
 from mideng.stores.redis.steps import RedisSteps, StepCommands
 from mideng.stores.registry import in_front, require
@@ -37,7 +38,7 @@ T = TypeVar("T")
 _BATCH = 256
 
 
-class RedisStore(Store, BatchStore, RedisSteps):
+class RedisStore(Store, BatchStore, RedisSteps, RedisSurvey):
     """Standalone Redis, Redis Cluster or a Sentinel-managed master, sync and asyncio."""
 
     self_expiring = True

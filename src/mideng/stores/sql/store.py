@@ -43,6 +43,7 @@ from mideng.stores.sql.ops import (
     unresolved,
 )
 from mideng.stores.sql.schema import DEFAULT_TABLE, create, script
+from mideng.stores.sql.stats import SQLSurvey
 from mideng.stores.sql.steps import SQLSteps
 from mideng.stores.sql.table import RecordTable
 
@@ -56,7 +57,7 @@ _NUMBERS: dict[str, Callable[[str], Any]] = {
 _FLAGS = ("create_schema", "returning", "pool_pre_ping", "read_first")
 
 
-class SQLStore(Store, BatchStore, SQLSteps):
+class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
     """The record table in PostgreSQL or MySQL/MariaDB.
 
     ``table``: the record table's name. ``pool_size`` / ``max_overflow`` / ``pool_timeout``:

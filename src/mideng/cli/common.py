@@ -1,0 +1,121 @@
+"""What every operator command shares: the store option, ``--json``, exit codes, output.
+
+Exit codes: 0 all is well; 1 the command found a problem (stuck or UNKNOWN records, a
+missing record) or the store failed; 2 a usage error (a bad option, store URL or scope).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from mideng.errors import ConfigurationError, IdempotencyError, InvalidKeyError
+from mideng.guard import Guard
+from mideng.guard.default import DEFAULT_STORE
+from mideng.observability import logs
+from mideng.stores.registry import open_store
+
+OK, PROBLEMS, USAGE = 0, 1, 2
+F = TypeVar("F", bound=Callable[..., Any])
+
+store_option = click.option(
+    "--store",
+    "store_url",
+    envvar="MIDENG_STORE",
+    default=DEFAULT_STORE,
+    show_default=True,
+    help="Store URL (or the MIDENG_STORE environment variable).",
+)
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON (stable field names) instead of a table."
+)
+
+
+class Problems(click.ClickException):
+    """Exit 1: the command found what it looks for (stuck records, a missing record...)."""
+
+    exit_code = PROBLEMS
+
+
+def guard_for(store_url: str) -> Guard:
+    try:
+        return Guard(open_store(store_url))
+    except ConfigurationError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except IdempotencyError as exc:
+        raise Problems(str(exc)) from exc
+
+
+@contextlib.contextmanager
+def opened(store_url: str) -> Iterator[Guard]:
+    """A Guard on the store; a store failure is exit 1, a refused argument exit 2."""
+    guard = guard_for(store_url)
+    try:
+        yield guard
+    except (ConfigurationError, InvalidKeyError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    except IdempotencyError as exc:
+        raise Problems(str(exc)) from exc
+    finally:
+        guard.close()
+
+
+#: mideng's log lines on stderr while a command runs (see observability.logs.to_stderr).
+logged = logs.to_stderr
+
+
+def emit(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False))
+
+
+def when(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def console() -> Console:
+    return Console()
+
+
+def progress(as_json: bool, what: str) -> Progress:
+    """A progress bar on stderr, shown on a terminal only (never under --json)."""
+    err = Console(stderr=True)
+    return Progress(
+        SpinnerColumn(),
+        TextColumn(what),
+        BarColumn(),
+        TextColumn("{task.completed} records"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=as_json or not err.is_terminal,
+    )
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    """Seconds, or a number with a unit: ``90s``, ``30m``, ``12h``, ``7d``, ``2w``."""
+
+    name = "duration"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        found = _DURATION.match(str(value))
+        if found is None:
+            self.fail(f"{value!r} is not a duration (e.g. 90s, 30m, 12h, 7d)", param, ctx)
+        return float(found.group(1)) * _UNITS[found.group(2)]

@@ -1,0 +1,173 @@
+"""``mideng stats`` and ``mideng scan``: what a store holds, counted where it is stored.
+
+``stats`` answers "is anything wrong": records by scope and status, stuck and UNKNOWN ones,
+the oldest processing record. ``scan`` answers "how is the keyspace shaped": keys per scope,
+how their remaining retention spreads, keys that never expire, the biggest records. Both read
+one survey of the store (SQL aggregates, a SCAN of every Redis master); both log an ERROR per
+stuck record and exit 1 when there is one (``stats`` also for UNKNOWN records).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.table import Table
+
+from mideng.cli.common import (
+    Duration,
+    console,
+    emit,
+    json_option,
+    logged,
+    opened,
+    progress,
+    store_option,
+    when,
+)
+from mideng.errors import ConfigurationError
+from mideng.observability import logs
+from mideng.observability.watch import store_label
+from mideng.stores.survey import EXPIRY_LABELS, STATUSES, Survey, SurveyStore
+
+prefix_option = click.option(
+    "--prefix", default=None, help="Only scopes starting with this (e.g. payments.)."
+)
+grace_option = click.option(
+    "--grace",
+    type=Duration(),
+    default="60s",
+    show_default=True,
+    help="A processing record is stuck once its lease ran out longer ago than this.",
+)
+
+
+def _survey(store_url: str, as_json: bool, prefix: str | None, grace: float, biggest: int) -> Any:
+    with opened(store_url) as guard, logged():
+        store = guard.store
+        if not isinstance(store, SurveyStore):
+            raise ConfigurationError(f"{type(store).__name__} can't be surveyed")
+        with progress(as_json, "counting") as bar:
+            task = bar.add_task("survey", total=None)
+            found = store.survey(
+                prefix,
+                grace=grace,
+                biggest=biggest,
+                progress=lambda n: bar.update(task, completed=n),
+            )
+        for s in found.stuck:
+            logs.stuck_record(s.scope, s.key, s.fence, s.lapsed, s.request_id)
+        return store_label(store), found
+
+
+def _stuck(found: Survey) -> list[dict[str, Any]]:
+    return [
+        {
+            "scope": s.scope,
+            "key": s.key,
+            "fence": s.fence,
+            "lease_lapsed_seconds": round(s.lapsed, 3),
+            "request_id": s.request_id,
+        }
+        for s in found.stuck
+    ]
+
+
+@click.command()
+@store_option
+@json_option
+@prefix_option
+@grace_option
+def stats(store_url: str, as_json: bool, prefix: str | None, grace: float) -> None:
+    """Records by scope and status, stuck and UNKNOWN ones; exit 1 if there are any."""
+    label, found = _survey(store_url, as_json, prefix, grace, 0)
+    age = found.oldest_processing_age
+    if as_json:
+        emit(
+            {
+                "store": label,
+                "now": when(found.now),
+                "prefix": prefix,
+                "total": found.total,
+                "by_scope": found.by_scope,
+                "unknown": found.unknown,
+                "stuck": found.stuck_count,
+                "stuck_records": _stuck(found),
+                "grace_seconds": grace,
+                "oldest_processing_age_seconds": None if age is None else round(age, 3),
+            }
+        )
+    else:
+        table = Table(title=f"{found.total} record(s) in {label}")
+        table.add_column("scope")
+        for status in STATUSES:
+            table.add_column(status, justify="right")
+        for scope, statuses in sorted(found.by_scope.items()):
+            table.add_row(scope, *(str(statuses.get(status, 0)) for status in STATUSES))
+        out = console()
+        out.print(table)
+        out.print(f"stuck (lease ran out > {grace:g} s ago): {found.stuck_count}")
+        out.print(f"unknown: {found.unknown}")
+        out.print("oldest processing: " + ("-" if age is None else f"{age:.0f} s"))
+    if found.stuck_count or found.unknown:
+        raise click.exceptions.Exit(1)
+
+
+@click.command()
+@store_option
+@json_option
+@prefix_option
+@grace_option
+@click.option("--biggest", type=int, default=10, show_default=True, help="List this many.")
+def scan(store_url: str, as_json: bool, prefix: str | None, grace: float, biggest: int) -> None:
+    """Keys per scope, retention spread, keys without expiry, biggest records (SCAN on Redis,
+    every master of a cluster); exit 1 if a record is stuck."""
+    if biggest < 0:
+        raise click.UsageError("--biggest must be 0 or more")
+    label, found = _survey(store_url, as_json, prefix, grace, biggest)
+    keys = {scope: sum(statuses.values()) for scope, statuses in sorted(found.by_scope.items())}
+    if as_json:
+        emit(
+            {
+                "store": label,
+                "now": when(found.now),
+                "prefix": prefix,
+                "nodes": found.nodes,
+                "total": found.total,
+                "keys_by_scope": keys,
+                "ttl_histogram": {name: found.expiry[name] for name in EXPIRY_LABELS},
+                "without_ttl": found.expiry["never"],
+                "without_ttl_by_scope": dict(sorted(found.no_expiry_by_scope.items())),
+                "biggest": [
+                    {"scope": b.scope, "key": b.key, "bytes": b.bytes} for b in found.biggest
+                ],
+                "stuck": found.stuck_count,
+                "stuck_records": _stuck(found),
+            }
+        )
+    else:
+        out = console()
+        per_scope = Table(title=f"{found.total} key(s) in {label}, {found.nodes} node(s)")
+        for column in ("scope", "keys", "without expiry"):
+            per_scope.add_column(column, justify="left" if column == "scope" else "right")
+        for scope, n in keys.items():
+            per_scope.add_row(scope, str(n), str(found.no_expiry_by_scope.get(scope, 0)))
+        out.print(per_scope)
+        spread = Table(title="remaining retention")
+        for name in EXPIRY_LABELS:
+            spread.add_column("<= " + name if name[0].isdigit() else name, justify="right")
+        spread.add_row(*(str(found.expiry[name]) for name in EXPIRY_LABELS))
+        out.print(spread)
+        if found.biggest:
+            big = Table(title="biggest records")
+            for column in ("scope", "key", "bytes"):
+                big.add_column(column, justify="right" if column == "bytes" else "left")
+            for b in found.biggest:
+                big.add_row(b.scope, b.key, str(b.bytes))
+            out.print(big)
+        out.print(f"stuck (lease ran out > {grace:g} s ago): {found.stuck_count}")
+    if found.stuck_count:
+        raise click.exceptions.Exit(1)
+
+
+__all__ = ["scan", "stats"]

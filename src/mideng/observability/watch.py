@@ -1,0 +1,151 @@
+"""The switches the Guard and the HTTP exchange look at.
+
+``on`` is None unless tracing is enabled, so a guarded call pays one module-attribute test
+for it; metrics need no test on the call path at all (``instrument`` swaps the store's
+operations instead) and ``metrics`` is what the log lines and the HTTP exchange count into.
+
+When tracing is on, ``Observer.drive`` runs the call inside its span, through a shadow of
+its Guard (the same state, its store wrapped in ``ObservedStore``, which makes a child span
+of every store call). The shadow is what tells the Guard's hook that a call is already
+traced (``wants``), so the hook is re-entered once, not recursively.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+
+class Metrics(Protocol):
+    def claimed(self, scope: str, outcome: str, seconds: float, takeover: bool) -> None: ...
+    def fail_open(self, scope: str, step: str) -> None: ...
+    def heartbeat_failed(self, scope: str) -> None: ...
+    def http_reply(self, status: int, replayed: bool) -> None: ...
+
+
+class Tracing(Protocol):
+    def call(self, call: Any, store: str) -> Any: ...
+    def store_call(self, operation: str, scope: str, store: str) -> Any: ...
+    def claimed(self, outcome: str, record: Any) -> None: ...
+    def fail_open(self, step: str) -> None: ...
+
+
+#: The tracing observer, or None (the Guard's hook tests exactly this).
+on: Observer | None = None
+#: The metrics recorder, or None.
+metrics: Metrics | None = None
+_KEEP: Any = object()
+
+
+def install(*, metrics: Metrics | None = _KEEP, tracing: Tracing | None = _KEEP) -> None:
+    """Swap in (an object) or out (None) metrics or tracing; an omitted one stays as it is."""
+    global on
+    if metrics is not _KEEP:
+        globals()["metrics"] = metrics
+    if tracing is not _KEEP:
+        on = None if tracing is None else Observer(tracing)
+
+
+def store_label(store: Any) -> str:
+    """The ``store`` label and attribute: the URL's scheme (``redis``, ``postgresql``), else
+    the class."""
+    url = getattr(store, "url", "") or ""
+    scheme = url.split("://", 1)[0] if "://" in url else url.split("(", 1)[0]
+    return scheme or type(store).__name__.removesuffix("Store").lower()
+
+
+class Observer:
+    def __init__(self, tracing: Tracing) -> None:
+        self.tracing = tracing
+        self._shadows: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+    def wants(self, guard: Any) -> bool:
+        return type(guard.store) is not ObservedStore
+
+    def _shadow(self, guard: Any) -> Any:
+        shadow = self._shadows.get(guard)
+        if shadow is None or shadow.store.inner is not guard.store:
+            shadow = object.__new__(type(guard))
+            shadow.__dict__.update(vars(guard))
+            shadow.store = ObservedStore(guard.store, self.tracing)
+            self._shadows[guard] = shadow
+        return shadow
+
+    def drive(self, guard: Any, call: Any, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        shadow = self._shadow(guard)
+        with self.tracing.call(call, shadow.store.label):
+            return shadow.drive(call, fn, args, kwargs)
+
+    async def adrive(
+        self, guard: Any, call: Any, fn: Callable[..., Any], args: Any, kwargs: Any
+    ) -> Any:
+        shadow = self._shadow(guard)
+        with self.tracing.call(call, shadow.store.label):
+            return await shadow.adrive(call, fn, args, kwargs)
+
+    def fail_open(self, step: str) -> None:
+        self.tracing.fail_open(step)
+
+
+class ObservedStore:
+    """A store as a traced Guard sees it: a child span per record operation of the call;
+    everything else passed through."""
+
+    def __init__(self, inner: Any, tracing: Tracing) -> None:
+        self.inner = inner
+        self.tracing = tracing
+        self.label = store_label(inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _run(self, operation: str, scope: str, fn: Callable[..., Any], *args: Any) -> Any:
+        with self.tracing.store_call(operation, scope, self.label):
+            value = fn(*args)
+        if operation == "claim":
+            self.tracing.claimed(value.outcome._value_, value.record)
+        return value
+
+    async def _arun(
+        self, operation: str, scope: str, fn: Callable[..., Awaitable[Any]], *args: Any
+    ) -> Any:
+        with self.tracing.store_call(operation, scope, self.label):
+            value = await fn(*args)
+        if operation == "claim":
+            self.tracing.claimed(value.outcome._value_, value.record)
+        return value
+
+    def claim(self, req: Any) -> Any:
+        return self._run("claim", req.scope, self.inner.claim, req)
+
+    def complete(self, ticket: Any, result: bytes, codec: str, ttl: float | None) -> Any:
+        return self._run("complete", ticket.scope, self.inner.complete, ticket, result, codec, ttl)
+
+    def fail(self, ticket: Any, error: bytes, ttl: float | None) -> Any:
+        return self._run("fail", ticket.scope, self.inner.fail, ticket, error, ttl)
+
+    def release(self, ticket: Any) -> Any:
+        return self._run("release", ticket.scope, self.inner.release, ticket)
+
+    def heartbeat(self, ticket: Any, lease: float, ttl: float | None) -> Any:
+        return self._run("heartbeat", ticket.scope, self.inner.heartbeat, ticket, lease, ttl)
+
+    async def aclaim(self, req: Any) -> Any:
+        return await self._arun("claim", req.scope, self.inner.aclaim, req)
+
+    async def acomplete(self, ticket: Any, result: bytes, codec: str, ttl: float | None) -> Any:
+        return await self._arun(
+            "complete", ticket.scope, self.inner.acomplete, ticket, result, codec, ttl
+        )
+
+    async def afail(self, ticket: Any, error: bytes, ttl: float | None) -> Any:
+        return await self._arun("fail", ticket.scope, self.inner.afail, ticket, error, ttl)
+
+    async def arelease(self, ticket: Any) -> Any:
+        return await self._arun("release", ticket.scope, self.inner.arelease, ticket)
+
+    async def aheartbeat(self, ticket: Any, lease: float, ttl: float | None) -> Any:
+        return await self._arun(
+            "heartbeat", ticket.scope, self.inner.aheartbeat, ticket, lease, ttl
+        )

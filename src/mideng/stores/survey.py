@@ -1,0 +1,331 @@
+"""The survey capability: what an operator's ``stats`` and ``scan`` read from a store.
+
+A ``Survey`` is counted where the records are: GROUP BY and index range counts on a SQL
+table (``stores.sql.stats``), a SCAN of every master on Redis (``stores.redis.scan``), one
+pass over the records of an embedded store (``Tally`` here). ``purge_older`` deletes finished
+records last written before a cutoff, whatever their own retention says.
+
+Records only: token and debounce rows (``token:`` / ``hit:`` scopes) are not surveyed.
+"""
+
+from __future__ import annotations
+
+import abc
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mideng.core.keys import HIT_PREFIX, TOKEN_PREFIX
+from mideng.core.record import Record, Status
+from mideng.errors import ConfigurationError
+from mideng.stores.base import KEEP
+
+#: Remaining retention, as (label, upper bound in seconds); past the last, ``"longer"``.
+EXPIRY_BUCKETS: tuple[tuple[str, float], ...] = (
+    ("1m", 60.0),
+    ("1h", 3600.0),
+    ("1d", 86400.0),
+    ("7d", 7 * 86400.0),
+    ("30d", 30 * 86400.0),
+)
+EXPIRY_LABELS = ("expired", *(label for label, _ in EXPIRY_BUCKETS), "longer", "never")
+STATUSES = tuple(s.value for s in Status)
+#: Called with how many records were counted so far (a progress bar's position).
+Progress = Callable[[int], None] | None
+#: Stuck records listed at most (all are counted).
+STUCK_LISTED = 100
+
+
+def expiry_label(remaining: float | None) -> str:
+    """The bucket of a record with ``remaining`` seconds of retention (None: never expires)."""
+    if remaining is None:
+        return "never"
+    if remaining <= 0:
+        return "expired"
+    for label, bound in EXPIRY_BUCKETS:
+        if remaining <= bound:
+            return label
+    return "longer"
+
+
+@dataclass(slots=True)
+class Stuck:
+    """A processing record whose lease ran out ``lapsed`` seconds ago, not taken over."""
+
+    scope: str
+    key: str
+    fence: int
+    lapsed: float
+    request_id: str | None
+
+
+@dataclass(slots=True)
+class Big:
+    scope: str
+    key: str
+    bytes: int
+
+
+@dataclass
+class Survey:
+    """Counts over a store's records at ``now`` (the store's clock, epoch seconds)."""
+
+    now: float
+    by_scope: dict[str, dict[str, int]] = field(default_factory=dict)
+    stuck_count: int = 0
+    stuck: list[Stuck] = field(default_factory=list)
+    oldest_processing_since: float | None = None
+    expiry: dict[str, int] = field(default_factory=lambda: dict.fromkeys(EXPIRY_LABELS, 0))
+    no_expiry_by_scope: dict[str, int] = field(default_factory=dict)
+    biggest: list[Big] = field(default_factory=list)
+    #: Redis masters (or databases) the counts came from.
+    nodes: int = 1
+
+    @property
+    def total(self) -> int:
+        return sum(sum(statuses.values()) for statuses in self.by_scope.values())
+
+    @property
+    def unknown(self) -> int:
+        return sum(statuses.get("unknown", 0) for statuses in self.by_scope.values())
+
+    @property
+    def oldest_processing_age(self) -> float | None:
+        since = self.oldest_processing_since
+        return None if since is None else max(self.now - since, 0.0)
+
+    def count(self, scope: str, status: str, n: int = 1) -> None:
+        statuses = self.by_scope.setdefault(scope, {})
+        statuses[status] = statuses.get(status, 0) + n
+
+    def merge(self, other: Survey, biggest: int) -> None:
+        """Add another node's counts (a Redis Cluster master) to these."""
+        for scope, statuses in other.by_scope.items():
+            for status, n in statuses.items():
+                self.count(scope, status, n)
+        self.stuck_count += other.stuck_count
+        self.stuck = sorted([*self.stuck, *other.stuck], key=lambda s: -s.lapsed)[:STUCK_LISTED]
+        if other.oldest_processing_since is not None and (
+            self.oldest_processing_since is None
+            or other.oldest_processing_since < self.oldest_processing_since
+        ):
+            self.oldest_processing_since = other.oldest_processing_since
+        for label, n in other.expiry.items():
+            self.expiry[label] += n
+        for scope, n in other.no_expiry_by_scope.items():
+            self.no_expiry_by_scope[scope] = self.no_expiry_by_scope.get(scope, 0) + n
+        self.biggest = heapq.nlargest(biggest, [*self.biggest, *other.biggest], key=_size)
+        self.nodes += other.nodes
+
+
+def _size(big: Big) -> int:
+    return big.bytes
+
+
+def surveyed(scope: str, prefix: str | None) -> bool:
+    """Whether a record of ``scope`` is in a survey of ``prefix`` (records only)."""
+    if scope.startswith((TOKEN_PREFIX, HIT_PREFIX)):
+        return False
+    return prefix is None or scope.startswith(prefix)
+
+
+class Tally:
+    """A survey built one record at a time (embedded stores, each Redis batch)."""
+
+    def __init__(self, now: float, grace: float, biggest: int) -> None:
+        self.survey = Survey(now)
+        self.grace = grace
+        self.biggest = biggest
+        self._heap: list[tuple[int, int, Big]] = []
+        self._seen = 0
+
+    def add(
+        self,
+        record: Record,
+        remaining: float | None,
+        size: int,
+    ) -> None:
+        """One record; ``remaining``: seconds of retention left (None: none set)."""
+        s = self.survey
+        label = expiry_label(remaining)
+        s.expiry[label] += 1
+        if label == "expired":  # gone as far as any caller can tell; purge deletes it
+            return
+        s.count(record.scope, record.status.value)
+        if label == "never":
+            s.no_expiry_by_scope[record.scope] = s.no_expiry_by_scope.get(record.scope, 0) + 1
+        if record.status is Status.PROCESSING:
+            since = record.created_at
+            if s.oldest_processing_since is None or since < s.oldest_processing_since:
+                s.oldest_processing_since = since
+            lapsed = s.now - (record.lease_until or 0.0)
+            if lapsed > self.grace:
+                s.stuck_count += 1
+                s.stuck.append(
+                    Stuck(record.scope, record.key, record.fence, lapsed, record.request_id)
+                )
+        if self.biggest > 0:
+            self._seen += 1
+            item = (size, -self._seen, Big(record.scope, record.key, size))
+            if len(self._heap) < self.biggest:
+                heapq.heappush(self._heap, item)
+            elif item > self._heap[0]:
+                heapq.heapreplace(self._heap, item)
+
+    def done(self) -> Survey:
+        s = self.survey
+        s.stuck = sorted(s.stuck, key=lambda x: -x.lapsed)[:STUCK_LISTED]
+        s.biggest = [big for _, _, big in sorted(self._heap, reverse=True)]
+        return s
+
+
+def record_size(record: Record) -> int:
+    return len(record.result or b"") + len(record.error or b"")
+
+
+def finished_before(record: Record, cutoff: float) -> bool:
+    """Whether ``purge_older`` takes this record: finished, and last written before cutoff."""
+    return record.status in (Status.SUCCEEDED, Status.FAILED) and record.updated_at <= cutoff
+
+
+class SurveyStore(abc.ABC):
+    """The survey capability, sync and async."""
+
+    @abc.abstractmethod
+    def survey(
+        self,
+        prefix: str | None = None,
+        *,
+        grace: float = 60.0,
+        biggest: int = 10,
+        progress: Progress = None,
+    ) -> Survey:
+        """Count the records (of scopes starting with ``prefix``): by scope and status,
+        stuck ones (processing, lease ran out more than ``grace`` s ago), the oldest
+        processing one, the spread of remaining retention, the ``biggest`` by stored bytes."""
+
+    @abc.abstractmethod
+    async def asurvey(
+        self,
+        prefix: str | None = None,
+        *,
+        grace: float = 60.0,
+        biggest: int = 10,
+        progress: Progress = None,
+    ) -> Survey: ...
+
+    @abc.abstractmethod
+    def purge_older(self, age: float, limit: int | None = None) -> int:
+        """Delete finished (succeeded or failed) records last written more than ``age``
+        seconds ago; never a processing or UNKNOWN one. Returns how many."""
+
+    @abc.abstractmethod
+    async def apurge_older(self, age: float, limit: int | None = None) -> int: ...
+
+
+class LocalSurvey(SurveyStore):
+    """The survey of an embedded store: one pass over its records (``LocalStore._records``)."""
+
+    def survey(
+        self,
+        prefix: str | None = None,
+        *,
+        grace: float = 60.0,
+        biggest: int = 10,
+        progress: Progress = None,
+    ) -> Survey:
+        local: Any = self
+        tally = Tally(local._now(), grace, biggest)
+        for record in local._records():
+            if surveyed(record.scope, prefix):
+                expires = record.expires_at
+                remaining = None if expires is None else expires - tally.survey.now
+                tally.add(record, remaining, record_size(record))
+        found = tally.done()
+        if progress is not None:
+            progress(found.total)
+        return found
+
+    async def asurvey(
+        self,
+        prefix: str | None = None,
+        *,
+        grace: float = 60.0,
+        biggest: int = 10,
+        progress: Progress = None,
+    ) -> Survey:
+        local: Any = self
+        found: Survey = await local._offload(
+            lambda: self.survey(prefix, grace=grace, biggest=biggest, progress=progress)
+        )
+        return found
+
+    def purge_older(self, age: float, limit: int | None = None) -> int:
+        local: Any = self
+        cutoff = local._now() - age
+        doomed = [
+            r for r in local._records() if surveyed(r.scope, None) and finished_before(r, cutoff)
+        ]
+        gone = 0
+        for r in doomed[:limit]:
+            # Checked again inside the record's own transaction: a claim since then keeps it.
+            def step(current: Record | None, now: float) -> tuple[bool, Record | None]:
+                if current is None or not finished_before(current, cutoff):
+                    return False, KEEP
+                return True, None
+
+            gone += local._transact(r.scope, r.key, step)
+        return gone
+
+    async def apurge_older(self, age: float, limit: int | None = None) -> int:
+        local: Any = self
+        return await local._offload(self.purge_older, age, limit)  # type: ignore[no-any-return]
+
+
+class FrontedSurvey(SurveyStore):
+    """A Redis copy in front of a durable store (``HybridStore``): the durable store holds
+    every record, so it is the one surveyed; ``purge_older`` purges both."""
+
+    def _durable_survey(self) -> SurveyStore:
+        durable = vars(self)["durable"]
+        if not isinstance(durable, SurveyStore):
+            raise ConfigurationError(f"{type(durable).__name__} has no survey")
+        return durable
+
+    def _fast(self) -> SurveyStore:
+        fast: SurveyStore = vars(self)["fast"]
+        return fast
+
+    def survey(
+        self,
+        prefix: str | None = None,
+        *,
+        grace: float = 60.0,
+        biggest: int = 10,
+        progress: Progress = None,
+    ) -> Survey:
+        return self._durable_survey().survey(
+            prefix, grace=grace, biggest=biggest, progress=progress
+        )
+
+    async def asurvey(
+        self,
+        prefix: str | None = None,
+        *,
+        grace: float = 60.0,
+        biggest: int = 10,
+        progress: Progress = None,
+    ) -> Survey:
+        durable = self._durable_survey()
+        return await durable.asurvey(prefix, grace=grace, biggest=biggest, progress=progress)
+
+    def purge_older(self, age: float, limit: int | None = None) -> int:
+        gone = self._durable_survey().purge_older(age, limit)
+        self._fast().purge_older(age, limit)  # the copies: a left one would replay until it expires
+        return gone
+
+    async def apurge_older(self, age: float, limit: int | None = None) -> int:
+        gone = await self._durable_survey().apurge_older(age, limit)
+        await self._fast().apurge_older(age, limit)
+        return gone

@@ -1,0 +1,147 @@
+"""Every mideng log line carries request id, scope, key and outcome as record fields, and
+every one is written by mideng.observability.logs."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mideng import Guard, open_store
+from mideng.context import request_id_scope
+from mideng.observability import logs
+from mideng.observability.logs import FIELDS, MidengFields
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "mideng"
+
+
+class JsonLines(logging.Formatter):
+    """What a JSON formatter does with a record: its message and its extra attributes."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps(
+            {"level": record.levelname, "message": record.getMessage()}
+            | {name: getattr(record, name) for name in FIELDS}
+        )
+
+
+@pytest.fixture
+def lines() -> Iterator[io.StringIO]:
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonLines())
+    handler.addFilter(MidengFields())
+    logger = logging.getLogger("mideng")
+    logger.addHandler(handler)
+    old = logger.level
+    logger.setLevel(logging.DEBUG)
+    yield out
+    logger.removeHandler(handler)
+    logger.setLevel(old)
+
+
+def test_a_duplicate_is_a_json_line_with_its_fields(lines: io.StringIO) -> None:
+    guard = Guard(open_store("memory://"))
+    with request_id_scope("req-first"):
+        guard.run("orders", "o-7", lambda: 1)
+    with request_id_scope("req-retry"):
+        guard.run("orders", "o-7", lambda: 1)
+    [line] = [json.loads(x) for x in lines.getvalue().splitlines()]
+    assert line["level"] == "WARNING"
+    assert "first_request_id=req-first" in line["message"]
+    assert {k: line[k] for k in FIELDS} == {
+        "mideng_request_id": "req-retry",
+        "mideng_scope": "orders",
+        "mideng_key": "o-7",
+        "mideng_outcome": "replay",
+    }
+
+
+def test_the_filter_gives_other_records_the_fields_too() -> None:
+    record = logging.LogRecord("app", logging.INFO, __file__, 1, "paid", None, None)
+    with request_id_scope("req-9"):
+        assert MidengFields().filter(record)
+    assert {name: getattr(record, name) for name in FIELDS} == {
+        "mideng_request_id": "req-9",
+        "mideng_scope": None,
+        "mideng_key": None,
+        "mideng_outcome": None,
+    }
+    logging.Formatter("%(mideng_request_id)s %(mideng_scope)s %(message)s").format(record)
+
+
+def test_a_stuck_record_is_an_error_with_its_fields(lines: io.StringIO) -> None:
+    logs.stuck_record("payments", "p-1", 3, 900.0, "req-0")
+    [line] = [json.loads(x) for x in lines.getvalue().splitlines()]
+    assert line["level"] == "ERROR"
+    assert line["mideng_outcome"] == "stuck"
+    assert line["mideng_key"] == "p-1"
+    assert line["mideng_request_id"] == "req-0"
+
+
+def test_structlog_sees_the_fields() -> None:
+    structlog = pytest.importorskip("structlog")
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processor=structlog.processors.JSONRenderer(),
+            foreign_pre_chain=[structlog.stdlib.ExtraAdder(FIELDS)],
+        )
+    )
+    logger = logging.getLogger("mideng")
+    logger.addHandler(handler)
+    try:
+        logs.stuck_record("payments", "p-2", 1, 60.0, None)
+    finally:
+        logger.removeHandler(handler)
+    event = json.loads(out.getvalue())
+    assert event["mideng_scope"] == "payments"
+    assert event["mideng_outcome"] == "stuck"
+
+
+def _logging_calls(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            if name == "getLogger" or (
+                name in {"debug", "info", "warning", "error", "exception", "critical", "log"}
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in {"log", "logger", "logging", "http_log"}
+            ):
+                found.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    return found
+
+
+def test_every_log_line_is_written_by_the_logs_module() -> None:
+    stray = [
+        hit
+        for path in sorted(SRC.rglob("*.py"))
+        if path != SRC / "observability" / "logs.py"
+        for hit in _logging_calls(path)
+    ]
+    assert stray == []
+    assert _logging_calls(SRC / "observability" / "logs.py")  # the walker does see them
+
+
+def test_observability_is_a_leaf() -> None:
+    """It imports nothing from mideng but errors, context and itself."""
+    for path in (SRC / "observability").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("mideng")
+            ):
+                assert node.module in {"mideng.errors", "mideng.context"} or node.module.startswith(
+                    "mideng.observability"
+                ), f"{path.name} imports {node.module}"
+            if isinstance(node, ast.Import):
+                assert not any(a.name.startswith("mideng") for a in node.names), path.name
