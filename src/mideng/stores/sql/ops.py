@@ -290,9 +290,9 @@ def resolve(
 
 def unresolved(s: Statements, scope: str | None, limit: int) -> Op[list[Record]]:
     if scope is None:
-        res = yield Stmt(s.unresolved_all, {"limit": int(limit)})
+        res = yield Stmt(s.unresolved_all, _params(s, limit=int(limit)))
     else:
-        res = yield Stmt(s.unresolved_scope, {"scope": scope, "limit": int(limit)})
+        res = yield Stmt(s.unresolved_scope, _params(s, scope=scope, limit=int(limit)))
     return [s.record(row) for row in res.rows]
 
 
@@ -310,13 +310,14 @@ def purge(s: Statements, limit: int | None, batch: int = PURGE_BATCH) -> Op[int]
 
 def put_token(s: Statements, scope: str, key: str, token: str, ttl: float) -> Op[None]:
     yield Stmt(
-        s.put_token, {"scope": TOKEN_PREFIX + scope, "key": key, "owner": token, "ttl": float(ttl)}
+        s.put_token,
+        _params(s, scope=TOKEN_PREFIX + scope, key=key, owner=token, ttl=float(ttl)),
     )
 
 
 def take_token(s: Statements, scope: str, key: str, token: str) -> Op[bool]:
     # One conditional DELETE: of two callers holding the same token, exactly one deletes it.
-    res = yield Stmt(s.take_token, {"scope": TOKEN_PREFIX + scope, "key": key, "owner": token})
+    res = yield Stmt(s.take_token, _params(s, scope=TOKEN_PREFIX + scope, key=key, owner=token))
     return res.rowcount == 1
 
 
