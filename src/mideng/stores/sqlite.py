@@ -173,8 +173,10 @@ class SQLiteStore(LocalStore):
                 now = time.time()
                 ttl = None if req.on_expiry is GOES_UNKNOWN else req.ttl
                 lease = float(req.lease)
-                params = (req.scope, req.key, req.owner, req.fingerprint, now, lease)
-                params += (req.request_id, now, now, now, lease, ttl)
+                # fmt: off
+                params = (req.scope, req.key, req.owner, req.fingerprint, now, lease,
+                          req.request_id, now, now, now, lease, ttl)
+                # fmt: on
                 if conn.execute(s.insert_q, params).rowcount == 1:
                     claim = Claim(ACQUIRED, rules.fresh(req, now, None))
                 else:  # the key is taken: on as the operation goes, reading first
