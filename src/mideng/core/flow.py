@@ -60,30 +60,18 @@ Action = Run | Return | Raise | Wait
 
 
 @dataclass(slots=True)
-class Call:
-    scope: str
-    key: str
-    owner: str
-    policy: Policy
-    started: float
-    fingerprint: str | None = None
-    request_id: str | None = None
+class Call(ClaimRequest):
+    """One guarded call. It is its own claim request (lease, ttl and expiry policy taken from
+    its policy when it is made), so claiming again after a wait copies nothing."""
+
+    policy: Policy = field(default_factory=Policy)
+    started: float = 0.0  # the caller's monotonic clock when the call began
     type_hint: Any = None
     polls: int = 0
     duplicate: Claim | None = field(default=None, repr=False)
 
     def request(self) -> ClaimRequest:
-        p = self.policy
-        return ClaimRequest(
-            self.scope,
-            self.key,
-            self.owner,
-            p.lease,
-            p.ttl,
-            self.fingerprint,
-            p.on_expiry,
-            self.request_id,
-        )
+        return self
 
     def next(self, claim: Claim, now: float) -> Action:
         """Decide what to do with a claim; ``now`` is the caller's monotonic clock."""

@@ -19,13 +19,8 @@ from mideng.core.flow import Call, Raise, Return, Run, Wait
 from mideng.core.keys import KeySpec, check_key, check_scope
 from mideng.core.policy import Policy
 from mideng.core.record import Record, Ticket
-from mideng.core.settle import UNSET, failure_to_record, resolution
-from mideng.errors import (
-    CodecError,
-    ConfigurationError,
-    IdempotencyError,
-    StoreUnavailableError,
-)
+from mideng.core.settle import UNSET, Settle, raised, resolution, returned, tolerated
+from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.guard.aheartbeat import start_async
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
@@ -41,6 +36,18 @@ _MAX_BODIES = 4096
 
 def _no_heartbeat() -> None:
     pass
+
+
+def _store_error(call: Call, step: Settle | None, exc: IdempotencyError) -> bool:
+    """A store error met by ``call`` (at the claim when ``step`` is None, else while settling):
+    True when the call goes on, logged; False when the driver raises it."""
+    if not tolerated(call.policy, step, exc):
+        return False
+    if step is None or step.error is None:
+        logs.fail_open(call, exc, "claim" if step is None else "complete")  # type: ignore[arg-type]
+    else:
+        logs.unsettled(call, step.error, exc)
+    return True
 
 
 def return_hint(fn: Callable[..., Any]) -> Any:
@@ -189,37 +196,47 @@ class Guard:
             fp = None if payload is None else make_fingerprint(payload)
         except TypeError as exc:  # canonical_bytes turns every unspellable value into this
             raise ConfigurationError(f"payload can't be fingerprinted: {exc}") from exc
+        p = policy or self._scopes.get(scope, self.defaults)
         # Positional: a dataclass matches keywords to fields on every call (twice the cost).
         return Call(
             check_scope(scope),
             check_key(key),
             new_owner(),
-            policy or self._scopes.get(scope, self.defaults),
-            time.monotonic(),  # started
+            p.lease,
+            p.ttl,
             fp,
+            p.on_expiry,
             get_request_id(),
+            p,
+            time.monotonic(),  # started
             hint,
         )
 
+    # The loops below are the only code here that exists twice; what they do is decided in the
+    # core (``Call.next`` after a claim, ``settle`` after the body). Where a call's outcome is
+    # known, once for both loops: ``Call.next``'s action (the claim's outcome), ``logs.duplicate``
+    # (a duplicate: a replay, a refusal or a wait), ``_store_error`` (every store error the
+    # call meets, tolerated or not).
     def drive(
         self, call: Call, fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> R:
+        store = self.store
         while True:
             try:
-                claim = self.store.claim(call.request())
-            except StoreUnavailableError as exc:
-                if not call.policy.fail_open:
+                claim = store.claim(call)
+            except IdempotencyError as exc:
+                if not _store_error(call, None, exc):
                     raise
-                logs.fail_open(call, exc, "claim")
                 return fn(*args, **kwargs)
             action = call.next(claim, time.monotonic())
-            if isinstance(action, Run):
+            if type(action) is Run:
                 return self._execute(call, action.ticket, fn, args, kwargs)
             logs.duplicate(call)
-            if isinstance(action, Return):
+            if type(action) is Return:
                 return action.value  # type: ignore[no-any-return]
             if isinstance(action, Raise):
                 raise action.error
+            assert isinstance(action, Wait)
             time.sleep(action.delay)
 
     async def adrive(
@@ -229,19 +246,19 @@ class Guard:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> R:
+        store = self.store
         while True:
             try:
-                claim = await self.store.aclaim(call.request())
-            except StoreUnavailableError as exc:
-                if not call.policy.fail_open:
+                claim = await store.aclaim(call)
+            except IdempotencyError as exc:
+                if not _store_error(call, None, exc):
                     raise
-                logs.fail_open(call, exc, "claim")
                 return await fn(*args, **kwargs)
             action = call.next(claim, time.monotonic())
-            if isinstance(action, Run):
+            if type(action) is Run:
                 return await self._aexecute(call, action.ticket, fn, args, kwargs)
             logs.duplicate(call)
-            if isinstance(action, Return):
+            if type(action) is Return:
                 return action.value  # type: ignore[no-any-return]
             if isinstance(action, Raise):
                 raise action.error
@@ -269,20 +286,13 @@ class Guard:
             result = fn(*args, **kwargs)
         except BaseException as exc:
             stop()
-            self._settle_error(call, ticket, exc)
+            self._settle(call, ticket, raised(p, exc))
             raise
         stop()
-        try:
-            data = p.codec.encode(result)
-        except CodecError as exc:
-            self._settle_error(call, ticket, exc)
-            raise
-        try:
-            self.store.complete(ticket, data, p.codec.name, p.ttl)
-        except StoreUnavailableError as exc:
-            if not p.fail_open:
-                raise
-            logs.fail_open(call, exc, "complete")
+        step = returned(p, result)
+        self._settle(call, ticket, step)
+        if step.error is not None:
+            raise step.error
         return result
 
     async def _aexecute(
@@ -303,41 +313,28 @@ class Guard:
             result = await fn(*args, **kwargs)
         except BaseException as exc:
             stop()
-            await self._asettle_error(call, ticket, exc)
+            await self._asettle(call, ticket, raised(p, exc))
             raise
         stop()
-        try:
-            data = p.codec.encode(result)
-        except CodecError as exc:
-            await self._asettle_error(call, ticket, exc)
-            raise
-        try:
-            await self.store.acomplete(ticket, data, p.codec.name, p.ttl)
-        except StoreUnavailableError as exc:
-            if not p.fail_open:
-                raise
-            logs.fail_open(call, exc, "complete")
+        step = returned(p, result)
+        await self._asettle(call, ticket, step)
+        if step.error is not None:
+            raise step.error
         return result
 
-    def _settle_error(self, call: Call, ticket: Ticket, exc: BaseException) -> None:
+    def _settle(self, call: Call, ticket: Ticket, step: Settle) -> None:
         try:
-            failure = failure_to_record(call.policy, exc)
-            if failure is not None:
-                self.store.fail(ticket, failure, call.policy.ttl)
-            else:
-                self.store.release(ticket)
-        except IdempotencyError as store_exc:
-            logs.unsettled(call, exc, store_exc)
+            getattr(self.store, step.op[0])(ticket, *step.args)
+        except IdempotencyError as exc:
+            if not _store_error(call, step, exc):
+                raise
 
-    async def _asettle_error(self, call: Call, ticket: Ticket, exc: BaseException) -> None:
+    async def _asettle(self, call: Call, ticket: Ticket, step: Settle) -> None:
         try:
-            failure = failure_to_record(call.policy, exc)
-            if failure is not None:
-                await self.store.afail(ticket, failure, call.policy.ttl)
-            else:
-                await self.store.arelease(ticket)
-        except IdempotencyError as store_exc:
-            logs.unsettled(call, exc, store_exc)
+            await getattr(self.store, step.op[1])(ticket, *step.args)
+        except IdempotencyError as exc:
+            if not _store_error(call, step, exc):
+                raise
 
     def log_duplicate(self, call: Call) -> None:
         logs.duplicate(call)

@@ -188,15 +188,33 @@ def _fenced(
         and known is not None
         and (known.owner, known.fence) == (ticket.owner, ticket.fence)
     ):
-        if s.kind == "postgresql":
-            now = float(res.rows[0][0])
-        else:
-            now = res.lastrowid / 1e6 if s.mysql else params["now"]
-        return change(known, now)
+        return change(known, fenced_stamp(s, res, params))
     current, _ = yield from read(s, ticket.scope, ticket.key)
     if res.rowcount == 1 and current is not None:
         return current
     raise lease_lost(ticket, current)
+
+
+def fenced_stamp(s: Statements, res: Res, params: dict[str, Any]) -> float:
+    """The clock a fenced update that changed its row stamped it with (see statements)."""
+    if s.kind == "postgresql":
+        return float(res.rows[0][0])
+    return res.lastrowid / 1e6 if s.mysql else float(params["now"])
+
+
+def complete_params(
+    s: Statements, ticket: Ticket, result: bytes, codec: str, ttl: float | None
+) -> dict[str, Any]:
+    return _params(
+        s,
+        scope=ticket.scope,
+        key=ticket.key,
+        owner=ticket.owner,
+        fence=ticket.fence,
+        result=result,
+        codec=codec,
+        ttl=ttl,
+    )
 
 
 def complete(

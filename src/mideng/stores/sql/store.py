@@ -24,6 +24,7 @@ from mideng.stores.base import Store
 from mideng.stores.sql.claims import ClaimOrder, HeldClaims
 from mideng.stores.sql.connect import EngineConfig
 from mideng.stores.sql.execute import AsyncExecutor, Executor
+from mideng.stores.sql.known import acomplete_known, complete_known
 
 # The operations, each named as the method that runs it.
 from mideng.stores.sql.ops import (
@@ -154,7 +155,11 @@ class SQLStore(Store):
         return self.held.keep(claim)
 
     def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
-        return self.executor.drive(complete, ticket, result, codec, ttl, self.held.pop(ticket))
+        known = self.held.pop(ticket)
+        if known is not None:
+            ex = self.executor
+            return ex.run(complete_known, ex.execute, ticket, result, codec, ttl, known)
+        return self.executor.drive(complete, ticket, result, codec, ttl)
 
     def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
         return self.executor.drive(fail, ticket, error, ttl, self.held.pop(ticket))
@@ -213,7 +218,10 @@ class SQLStore(Store):
         self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
     ) -> Record:
         known = self.held.pop(ticket)
-        return await self.aexecutor.drive(complete, ticket, result, codec, ttl, known)
+        if known is not None:
+            ax = self.aexecutor
+            return await ax.run(acomplete_known, ax.execute, ticket, result, codec, ttl, known)
+        return await self.aexecutor.drive(complete, ticket, result, codec, ttl)
 
     async def afail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
         return await self.aexecutor.drive(fail, ticket, error, ttl, self.held.pop(ticket))
