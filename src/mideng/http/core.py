@@ -15,12 +15,12 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
 from mideng.context import get_request_id
-from mideng.core.canonical import canonical_bytes
+from mideng.core.canonical import plain_canonical_bytes
 from mideng.core.keys import MAX_KEY_LENGTH, MAX_SCOPE_LENGTH, check_scope
 from mideng.core.policy import Policy
 from mideng.errors import (
@@ -124,7 +124,7 @@ class StoredResponse:
     def with_headers(self, extra: Sequence[tuple[str, str]]) -> StoredResponse:
         names = {n for n, _ in extra}
         kept = tuple((n, v) for n, v in self.headers if n not in names)
-        return replace(self, headers=kept + tuple(extra))
+        return StoredResponse(self.status, kept + tuple(extra), self.body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +204,7 @@ def body_digest(content_type: str | None, body: bytes) -> str:
     if body and _is_json(content_type):
         try:
             doc = json.loads(body, parse_constant=_reject_constant)
-            return "json:" + hashlib.sha256(canonical_bytes(doc)).hexdigest()
+            return "json:" + hashlib.sha256(plain_canonical_bytes(doc)).hexdigest()
         except (ValueError, TypeError, RecursionError):
             pass  # not valid JSON after all: the raw bytes are the payload
     return "raw:" + hashlib.sha256(body).hexdigest()

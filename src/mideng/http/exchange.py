@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from mideng.errors import IdempotencyError
@@ -51,7 +51,7 @@ def storable(response: StoredResponse) -> StoredResponse:
     headers = tuple(
         (n, v) for n, v in response.headers if n not in NOT_REPLAYED and n not in connection
     )
-    return replace(response, headers=headers)
+    return StoredResponse(response.status, headers, response.body)
 
 
 def replayed(stored: StoredResponse, opts: HttpOptions) -> StoredResponse:
@@ -94,6 +94,13 @@ class Exchange:
             return Reply(self.original.with_headers(added), own=True, added=added)
         return Reply(replayed(stored, self.opts))
 
+    def recover_or_raise(self, exc: Exception) -> Reply:
+        """``recover``, re-raising ``exc`` where that says to (called in its ``except``)."""
+        reply = self.recover(exc)
+        if reply is None:
+            raise exc
+        return reply
+
     def recover(self, exc: Exception) -> Reply | None:
         """The reply for an exception out of the Guard; None: re-raise (the app's own error)."""
         if isinstance(exc, NotStored):
@@ -120,6 +127,9 @@ async def _aproduce(exchange: Exchange) -> StoredResponse:
     return exchange.keep(await exchange.downstream())
 
 
+# ``run`` and ``arun`` are the one loop that exists twice (a blocking and an awaited drive);
+# what they decide is the Exchange's: ``keep`` (what the app answered), ``reply`` (what to send
+# after the Guard), ``recover`` (what an exception out of the Guard means).
 def run(
     opts: HttpOptions, target: RecordKey, payload: Any, downstream: Callable[[], Captured]
 ) -> Reply:
@@ -129,10 +139,7 @@ def run(
         call = guard.prepare(target.scope, target.key, _produce, payload, opts.policy())
         stored = guard.drive(call, _produce, (exchange,), {})
     except Exception as exc:
-        reply = exchange.recover(exc)
-        if reply is None:
-            raise
-        return reply
+        return exchange.recover_or_raise(exc)
     return exchange.reply(stored)
 
 
@@ -148,8 +155,5 @@ async def arun(
         call = guard.prepare(target.scope, target.key, _aproduce, payload, opts.policy())
         stored = await guard.adrive(call, _aproduce, (exchange,), {})
     except Exception as exc:
-        reply = exchange.recover(exc)
-        if reply is None:
-            raise
-        return reply
+        return exchange.recover_or_raise(exc)
     return exchange.reply(stored)
