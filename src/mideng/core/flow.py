@@ -81,7 +81,16 @@ class Call(ClaimRequest):
             self.duplicate = claim  # the driver logs the first sighting once
         record = claim.record
         if claim.outcome is REPLAY:
-            return self.replay(record)
+            if record.status is FAILED and record.error is not None:
+                return Raise(rebuild_failure(record.error))
+            if record.result is None or record.codec is None:
+                return Raise(IdempotencyError(f"{self.scope}:{self.key} has no stored result"))
+            codec = self.policy.codec
+            if record.codec != codec.name:
+                from mideng.core.codec import get_codec
+
+                codec = get_codec(record.codec)
+            return Return(codec.decode(record.result, self.type_hint), record)
         if claim.outcome is MISMATCH:
             return Raise(
                 PayloadMismatchError(
@@ -114,15 +123,3 @@ class Call(ClaimRequest):
                 retry_after=min(self.policy.lease, 1.0),
             )
         )
-
-    def replay(self, record: Record) -> Action:
-        if record.status is FAILED and record.error is not None:
-            return Raise(rebuild_failure(record.error))
-        if record.result is None or record.codec is None:
-            return Raise(IdempotencyError(f"{self.scope}:{self.key} has no stored result"))
-        codec = self.policy.codec
-        if record.codec != codec.name:
-            from mideng.core.codec import get_codec
-
-            codec = get_codec(record.codec)
-        return Return(codec.decode(record.result, self.type_hint), record)

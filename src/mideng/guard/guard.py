@@ -76,6 +76,7 @@ class Guard:
         self._heartbeats = Heartbeats()
         # Per body, learnt on first sight: its return type, and whether it is a coroutine.
         self._bodies: dict[Callable[..., Any], tuple[Any, bool]] = {}
+        self._checked: set[str] = set()  # scopes that passed check_scope
 
     # -- configuration ------------------------------------------------------------------------
     def configure_scope(self, scope: str, **options: Any) -> Policy:
@@ -197,9 +198,14 @@ class Guard:
         except TypeError as exc:  # canonical_bytes turns every unspellable value into this
             raise ConfigurationError(f"payload can't be fingerprinted: {exc}") from exc
         p = policy or self._scopes.get(scope, self.defaults)
+        # A scope is checked once, not on every call (exact str: a subclass could redefine ==).
+        if type(scope) is not str or scope not in self._checked:
+            check_scope(scope)
+            if type(scope) is str and len(self._checked) < _MAX_BODIES:
+                self._checked.add(scope)
         # Positional: a dataclass matches keywords to fields on every call (twice the cost).
         return Call(
-            check_scope(scope),
+            scope,
             check_key(key),
             new_owner(),
             p.lease,

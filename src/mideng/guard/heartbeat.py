@@ -74,6 +74,9 @@ class Heartbeats:
         self._beats: dict[int, Beat | tuple[float, float, Callable[[], object], object, float]] = {}
         self._ids = itertools.count()
         lock = threading.Lock()
+        # The conditions' own lock, taken directly on the per-call paths (start, stop): a
+        # Condition's ``with`` runs two Python-level calls around it.
+        self._lock = lock
         self._cond = threading.Condition(lock)  # the timer waits here
         self._work = threading.Condition(lock)  # idle workers wait here
         self._queue: deque[Beat] = deque()
@@ -95,7 +98,7 @@ class Heartbeats:
         now = time.monotonic()
         due = now + lease / 3
         ident = next(self._ids)
-        with self._cond:
+        with self._lock:
             self._beats[ident] = (due, lease, renew, what, now)
             if self._thread is None:
                 if not self._stopping:
@@ -105,7 +108,7 @@ class Heartbeats:
         return functools.partial(self._stop, ident)
 
     def _stop(self, ident: int) -> None:
-        with self._cond:
+        with self._lock:
             entry = self._beats.pop(ident, None)
         if type(entry) is Beat:
             # Made when it fell due: wait for a renewal in flight, and let none start after.

@@ -77,15 +77,19 @@ _LENIENT_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z:/=@]+")
 class Headers:
     """Request headers as (lower-case name, value); repeated fields join with ", "."""
 
-    __slots__ = ("_pairs",)
+    __slots__ = ("_joined", "_pairs")
 
     def __init__(self, pairs: Iterable[tuple[str, str]]) -> None:
         self._pairs = [(name.lower(), value) for name, value in pairs]
+        # Each request reads a few of them (the key, the type, the length): one pass here, a
+        # lookup each, rather than a scan of every field per read.
+        joined: dict[str, str] = {}
+        for name, value in self._pairs:
+            joined[name] = f"{joined[name]}, {value}" if name in joined else value
+        self._joined = joined
 
     def get(self, name: str, default: str | None = None) -> str | None:
-        name = name.lower()
-        values = [value for n, value in self._pairs if n == name]
-        return ", ".join(values) if values else default
+        return self._joined.get(name.lower(), default)
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         return iter(self._pairs)

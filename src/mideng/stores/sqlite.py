@@ -165,8 +165,11 @@ class SQLiteStore(LocalStore):
             if order.read_first(req.scope):
                 row = conn.execute(s.select_q, (time.time(), req.scope, req.key)).fetchone()
                 found = None if row is None else psycopg_current(row, req.scope, req.key)
-                claim = ops.standing(req, found)
-                if claim is None:
+                if found is not None:
+                    claim, write = rules.decide(found[0], req, found[1])
+                    if write:  # the read alone does not decide it: on in the operation
+                        claim = drive(ops.claim(s, req, found), execute_sqlite, conn)
+                else:
                     claim = drive(ops.claim(s, req, found), execute_sqlite, conn)
             else:
                 req = ops.clipped(req)
@@ -185,7 +188,9 @@ class SQLiteStore(LocalStore):
             self._failed(conn, exc)
             raise
         order.saw(req.scope, claim)
-        return self.held.keep(claim)
+        if claim.outcome is ACQUIRED:
+            self.held.keep(claim)
+        return claim
 
     def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
         known = self.held.pop(ticket)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
-from mideng.core.record import Claim, ClaimRequest, Record, Ticket
+from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError
 from mideng.stores.base import Store
 from mideng.stores.sql.claims import ClaimOrder, HeldClaims
@@ -152,7 +152,9 @@ class SQLStore(Store):
         else:
             claim = executor.run(executor.claim_insert_first, req)
         order.saw(req.scope, claim)
-        return self.held.keep(claim)
+        if claim.outcome is ACQUIRED:
+            self.held.keep(claim)
+        return claim
 
     def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
         known = self.held.pop(ticket)
@@ -212,7 +214,9 @@ class SQLStore(Store):
         else:
             claim = await executor.run(executor.claim_insert_first, req)
         order.saw(req.scope, claim)
-        return self.held.keep(claim)
+        if claim.outcome is ACQUIRED:
+            self.held.keep(claim)
+        return claim
 
     async def acomplete(
         self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
