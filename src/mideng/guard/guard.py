@@ -86,7 +86,8 @@ class Guard:
         return policy
 
     def policy(self, scope: str, **overrides: Any) -> Policy:
-        return self._scopes.get(scope, self.defaults).merged(**overrides)
+        base = self._scopes.get(scope, self.defaults)
+        return base.merged(**overrides) if overrides else base
 
     @overload
     def idempotent(self, scope: Callable[P, R], /) -> Callable[P, R]: ...
@@ -190,9 +191,12 @@ class Guard:
         payload: Any,
         policy: Policy | None = None,
     ) -> Call:
-        return self._call(scope, key, self._body(fn)[0], payload, policy)
+        known = self._bodies.get(fn)
+        hint = known[0] if known is not None else self._body(fn)[0]
+        return self._call(scope, key, hint, payload, policy)
 
     def _call(self, scope: str, key: str, hint: Any, payload: Any, policy: Policy | None) -> Call:
+        key = check_key(key)  # before the payload: a bad key is the error a caller sees first
         try:
             fp = None if payload is None else make_fingerprint(payload)
         except TypeError as exc:  # canonical_bytes turns every unspellable value into this
@@ -206,7 +210,7 @@ class Guard:
         # Positional: a dataclass matches keywords to fields on every call (twice the cost).
         return Call(
             scope,
-            check_key(key),
+            key,
             new_owner(),
             p.lease,
             p.ttl,
