@@ -19,12 +19,13 @@ from mideng.core.flow import Call, Raise, Return, Run, Wait
 from mideng.core.keys import KeySpec, check_key, check_scope
 from mideng.core.policy import Policy
 from mideng.core.record import Record, Ticket
-from mideng.core.settle import UNSET, Settle, raised, resolution, returned, tolerated
+from mideng.core.settle import UNSET, Settle, raised, resolution, returned
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.guard.aheartbeat import start_async
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.owners import new_owner
+from mideng.guard.store_errors import store_error
 from mideng.observability import logs
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
@@ -36,18 +37,6 @@ _MAX_BODIES = 4096
 
 def _no_heartbeat() -> None:
     pass
-
-
-def _store_error(call: Call, step: Settle | None, exc: IdempotencyError) -> bool:
-    """A store error met by ``call`` (at the claim when ``step`` is None, else while settling):
-    True when the call goes on, logged; False when the driver raises it."""
-    if not tolerated(call.policy, step, exc):
-        return False
-    if step is None or step.error is None:
-        logs.fail_open(call, exc, "claim" if step is None else "complete")  # type: ignore[arg-type]
-    else:
-        logs.unsettled(call, step.error, exc)
-    return True
 
 
 def return_hint(fn: Callable[..., Any]) -> Any:
@@ -225,8 +214,8 @@ class Guard:
     # The loops below are the only code here that exists twice; what they do is decided in the
     # core (``Call.next`` after a claim, ``settle`` after the body). Where a call's outcome is
     # known, once for both loops: ``Call.next``'s action (the claim's outcome), ``logs.duplicate``
-    # (a duplicate: a replay, a refusal or a wait), ``_store_error`` (every store error the
-    # call meets, tolerated or not).
+    # (a duplicate: a replay, a refusal or a wait), ``store_error`` (every store error the call
+    # meets, tolerated or not).
     def drive(
         self, call: Call, fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> R:
@@ -235,7 +224,7 @@ class Guard:
             try:
                 claim = store.claim(call)
             except IdempotencyError as exc:
-                if not _store_error(call, None, exc):
+                if not store_error(call, None, exc):
                     raise
                 return fn(*args, **kwargs)
             action = call.next(claim, time.monotonic())
@@ -261,7 +250,7 @@ class Guard:
             try:
                 claim = await store.aclaim(call)
             except IdempotencyError as exc:
-                if not _store_error(call, None, exc):
+                if not store_error(call, None, exc):
                     raise
                 return await fn(*args, **kwargs)
             action = call.next(claim, time.monotonic())
@@ -336,14 +325,14 @@ class Guard:
         try:
             getattr(self.store, step.op[0])(ticket, *step.args)
         except IdempotencyError as exc:
-            if not _store_error(call, step, exc):
+            if not store_error(call, step, exc):
                 raise
 
     async def _asettle(self, call: Call, ticket: Ticket, step: Settle) -> None:
         try:
             await getattr(self.store, step.op[1])(ticket, *step.args)
         except IdempotencyError as exc:
-            if not _store_error(call, step, exc):
+            if not store_error(call, step, exc):
                 raise
 
     def log_duplicate(self, call: Call) -> None:
