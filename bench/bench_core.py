@@ -1,98 +1,177 @@
-"""Decorator cost on the embedded stores against the raw sqlite3 floor doing the same work.
+"""Decorator cost on the embedded stores against raw sqlite3 floors doing the same work.
 
-The floor for a first call is what any hand-written dedup on SQLite must do: INSERT the
-record, then UPDATE it with the result (two autocommit statements, WAL, synchronous=NORMAL,
-the settings the SQLite store uses). The floor for a duplicate is one SELECT of the stored row
-plus decoding its JSON result. Run: .venv/bin/python bench/bench_core.py
+Two floors, on the settings the SQLite store uses (WAL, synchronous=NORMAL, autocommit
+statements):
+
+- the minimal hand-written dedup: a table of (scope, key, status, result, expiry) and nothing
+  else; a first call INSERTs the key as processing and UPDATEs it with the result, a duplicate
+  SELECTs the row and decodes its JSON. The least any dedup on SQLite can do.
+- the store's own table: the same statements on the very table the SQLite store uses (same
+  columns, same DDL), so the gap to the first floor is the row's width.
+
+Contenders run interleaved, one batch each per round, so a change in the machine's load hits
+all of them alike; each figure is the median over the rounds.
+Run: .venv/bin/python bench/bench_core.py [--rounds 15 --calls 1000]
 """
 
 from __future__ import annotations
 
+import argparse
+import gc
+import itertools
 import json
 import logging
+import os
 import platform
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import per_call_us, table
+from common import table
 from mideng import Guard
 from mideng.stores.memory import MemoryStore
 from mideng.stores.sql.schema import ddl
 from mideng.stores.sqlite import SQLiteStore
 
 RESULT = {"order_id": 1001, "coupon": "C-8841", "points": 99, "status": "PAID"}
-N = 2000
+Call = Callable[[str], object]
 
 
-def raw_sqlite(path: Path) -> tuple[float, float]:
+def _open(path: Path, statements: list[str]) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
-    for statement in ddl("sqlite", "r"):  # the very table the store uses: same row, same indexes
+    for statement in statements:
         db.execute(statement)
+    return db
+
+
+def minimal(path: Path) -> tuple[Call, Call]:
+    db = _open(
+        path,
+        [
+            "CREATE TABLE dedup (scope TEXT NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL, "
+            "result BLOB, expiry REAL, PRIMARY KEY (scope, key))"
+        ],
+    )
+    insert = "INSERT INTO dedup (scope, key, status, expiry) VALUES ('pay', ?, 'processing', ?)"
+    update = (
+        "UPDATE dedup SET status = 'done', result = ?, expiry = ? WHERE scope = 'pay' AND key = ?"
+    )
+    select = "SELECT status, result, expiry FROM dedup WHERE scope = 'pay' AND key = ?"
+
+    def first(key: str) -> None:
+        now = time.time()
+        db.execute(insert, (key, now + 60))
+        db.execute(update, (json.dumps(RESULT).encode(), now + 86400, key))
+
+    def duplicate(key: str) -> None:
+        json.loads(db.execute(select, ("dup",)).fetchone()[1])
+
+    first("dup")
+    return first, duplicate
+
+
+def store_table(path: Path) -> tuple[Call, Call]:
+    db = _open(path, ddl("sqlite", "r"))  # the very table the store uses
     insert = (
         "INSERT INTO r (scope, key, status, fence, owner, lease_until, created_at, "
         "updated_at, expires_at) VALUES ('pay', ?, 'processing', 1, 'o', ?, ?, ?, ?)"
     )
+    update = (
+        "UPDATE r SET status = 'succeeded', result = ?, codec = 'json', lease_until = NULL, "
+        "updated_at = ?, expires_at = ? WHERE scope = 'pay' AND key = ?"
+    )
 
-    def first(i: int) -> None:
+    def first(key: str) -> None:
         now = time.time()
-        db.execute(insert, (f"k{i}", now + 60, now, now, now + 86460))
-        db.execute(
-            "UPDATE r SET status = 'succeeded', result = ?, codec = 'json', "
-            "lease_until = NULL, updated_at = ?, expires_at = ? "
-            "WHERE scope = 'pay' AND key = ?",
-            (json.dumps(RESULT).encode(), now, now + 86400, f"k{i}"),
-        )
+        db.execute(insert, (key, now + 60, now, now, now + 86460))
+        db.execute(update, (json.dumps(RESULT).encode(), now, now + 86400, key))
 
-    first(-1)
-
-    def duplicate(i: int) -> None:
-        row = db.execute("SELECT * FROM r WHERE scope = 'pay' AND key = 'k-1'").fetchone()
+    def duplicate(key: str) -> None:
+        row = db.execute("SELECT * FROM r WHERE scope = 'pay' AND key = ?", ("dup",)).fetchone()
         json.loads(row[7])
 
-    return per_call_us(first, N), per_call_us(duplicate, N)
+    first("dup")
+    return first, duplicate
 
 
-def guarded(guard: Guard) -> tuple[float, float]:
+def guarded(guard: Guard) -> tuple[Call, Call]:
     @guard.idempotent("pay", key="{trade_no}")
     def handle(trade_no: str) -> dict[str, object]:
         return RESULT
 
     handle("dup")
-    return (per_call_us(lambda i: handle(f"k{i}"), N), per_call_us(lambda i: handle("dup"), N))
+    return handle, lambda key: handle("dup")
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=1000)
+    args = parser.parse_args()
     # The WARNING each duplicate logs is the application's handler's cost, not ours.
     logging.getLogger("mideng").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
-        raw_first, raw_dup = raw_sqlite(Path(tmp) / "raw.db")
-        sqlite_first, sqlite_dup = guarded(Guard(SQLiteStore(str(Path(tmp) / "m.db"))))
-    mem_first, mem_dup = guarded(Guard(MemoryStore()))
-    plain = per_call_us(lambda i: dict(RESULT), N)
+        contenders = {
+            "minimal": minimal(Path(tmp) / "min.db"),
+            "raw": store_table(Path(tmp) / "raw.db"),
+            "sqlite": guarded(Guard(SQLiteStore(str(Path(tmp) / "m.db")))),
+            "memory": guarded(Guard(MemoryStore())),
+        }
+        plain: Call = lambda key: dict(RESULT)  # noqa: E731
+        times: dict[str, list[float]] = {f"{n} {k}": [] for n in contenders for k in "fd"}
+        times["plain"] = []
+        keys = (f"k{i}" for i in itertools.count())
+        for round_ in range(args.rounds + 1):  # round 0 warms up
+            for name, (first, duplicate) in contenders.items():
+                for kind, fn in (("f", first), ("d", duplicate)):
+                    batch = [next(keys) for _ in range(args.calls)]
+                    gc.collect()
+                    start = time.perf_counter()
+                    for key in batch:
+                        fn(key)
+                    if round_:
+                        us = (time.perf_counter() - start) / args.calls * 1e6
+                        times[f"{name} {kind}"].append(us)
+            start = time.perf_counter()
+            for key in batch:
+                plain(key)
+            if round_:
+                times["plain"].append((time.perf_counter() - start) / args.calls * 1e6)
+    m = {name: statistics.median(v) for name, v in times.items()}
+    load = os.getloadavg()
     print(
         f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}, "
-        f"{platform.machine()}; medians of 5 batches of {N} calls"
+        f"{platform.machine()}; {args.rounds} interleaved rounds of {args.calls} calls per "
+        f"contender, medians; load average {load[0]:.2f} / {load[1]:.2f} on {os.cpu_count()} CPUs"
     )
+    print()
+    rows: list[tuple[str, float, float | None]] = []
+    for kind, label in (("f", "first call"), ("d", "duplicate")):
+        floor = m[f"minimal {kind}"]
+        rows += [
+            (f"minimal hand-written dedup, {label}", floor, 1.0),
+            (
+                f"raw sqlite3 on the store's table, {label}",
+                m[f"raw {kind}"],
+                m[f"raw {kind}"] / floor,
+            ),
+            (f"@idempotent on SQLite, {label}", m[f"sqlite {kind}"], m[f"sqlite {kind}"] / floor),
+            (f"@idempotent on memory, {label}", m[f"memory {kind}"], m[f"memory {kind}"] / floor),
+        ]
+    rows.append(("undecorated call", m["plain"], None))
+    print(table(rows, "minimal floor of the same kind"))
+    print()
     print(
-        table(
-            [
-                ("raw sqlite3 first call (INSERT + UPDATE)", raw_first, 1.0),
-                ("@idempotent on SQLite, first call", sqlite_first, sqlite_first / raw_first),
-                ("@idempotent on memory, first call", mem_first, mem_first / raw_first),
-                ("raw sqlite3 duplicate (SELECT + decode)", raw_dup, 1.0),
-                ("@idempotent on SQLite, duplicate", sqlite_dup, sqlite_dup / raw_dup),
-                ("@idempotent on memory, duplicate", mem_dup, mem_dup / raw_dup),
-                ("undecorated call", plain, None),
-            ],
-            "raw sqlite3 floor of the same kind",
-        )
+        "SQLite against the raw statements on its own table: first call "
+        f"{m['sqlite f'] / m['raw f']:.2f}x, duplicate {m['sqlite d'] / m['raw d']:.2f}x"
     )
 
 

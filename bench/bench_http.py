@@ -1,39 +1,60 @@
-"""Idempotency middleware overhead on a trivial FastAPI endpoint, as a ratio to the bare one.
+"""Idempotency middleware cost on a trivial FastAPI endpoint, against the bare endpoint, against
+idemkit's ASGI middleware, and against the store's own calls, in one run.
 
-    .venv/bin/python bench/bench_http.py [--calls 2000] [--rounds 5] [--redis redis://...]
+    .venv/bin/python bench/bench_http.py [--calls 300] [--rounds 9] [--redis URL] [--postgresql URL]
 
 The app is driven in-process through its ASGI interface (no sockets, no HTTP client), so the
-numbers are the middleware's own cost: reading the key, the body and the fingerprint, the
-store round trips, capturing and storing the response. "first" is a POST with a new key (the
+numbers are the middleware's own cost: reading the key and the body, the fingerprint, the store
+round trips, capturing, storing and sending the response. "first" is a POST with a new key (the
 endpoint runs, its response is stored); "replay" is a POST with a key whose response is stored.
-Each row is the median over ``--rounds`` rounds of the mean µs per call of ``--calls`` calls,
-after a warm-up. The duplicate warning log line is silenced: it measures the logging setup.
+
+"store's own cost" is what the middleware can't avoid on that store, called directly with what a
+request sends: a first request's claim and completion (with a stored response of the same size),
+a replay's claim. The middleware's cost over its store is then, for a first request, its time
+minus the bare endpoint minus the store's own; for a replay, its time minus the store's own.
+
+Contenders run interleaved, one batch each per round, so a change in the machine's load hits all
+of them alike; each figure is the median over the rounds of the batch means. The duplicate warning
+log line is silenced (it measures the logging setup).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
+import os
 import platform
 import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable
+import warnings
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fastapi import FastAPI
 
 from mideng import Guard, open_store
+from mideng.core.record import ClaimRequest, Ticket
 from mideng.http.asgi import IdempotencyMiddleware
 from mideng.stores.base import Store
 from mideng.stores.memory import MemoryStore
+from tests.services import POSTGRES_URL, REDIS_URL
 
 RESULTS = Path(__file__).parent / "results" / "http.md"
 BODY = b'{"item": "book", "qty": 2, "note": "gift wrap"}'
+# What the middleware stores for the endpoint's response, JSON-encoded: the same bytes per call.
+STORED = (
+    b'{"status":201,"headers":[["content-type","application/json"]],'
+    b'"body":"eyJvcmRlciI6Im8tMSIsInN0YXR1cyI6ImNyZWF0ZWQifQ=="}'
+)
 KeyOf = Callable[[int], bytes | None]
+Batch = Callable[[list[int]], Awaitable[None]]
 
 
 def endpoint_app() -> FastAPI:
@@ -43,12 +64,6 @@ def endpoint_app() -> FastAPI:
     async def create() -> dict[str, Any]:
         return {"order": "o-1", "status": "created"}
 
-    return app
-
-
-def guarded(store: Store) -> FastAPI:
-    app = endpoint_app()
-    app.add_middleware(IdempotencyMiddleware, guard=Guard(store))
     return app
 
 
@@ -90,37 +105,69 @@ async def call(app: Any, key: bytes | None) -> int:
     return status
 
 
-async def per_call_us(app: Any, key_of: KeyOf, calls: int, rounds: int) -> float:
-    counter = iter(range(10**12))
-    for _ in range(200):
-        await call(app, key_of(next(counter)))
-    means = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            status = await call(app, key_of(next(counter)))
-        means.append((time.perf_counter() - start) / calls * 1e6)
+def requests(app: Any, key_of: KeyOf) -> Batch:
+    async def batch(numbers: list[int]) -> None:
+        for n in numbers:
+            status = await call(app, key_of(n))
         assert status == 201, status
-    return statistics.median(means)
+
+    return batch
 
 
-def fresh_keys() -> KeyOf:
+def middleware_cases(app: Any, label: str) -> tuple[tuple[str, Batch], tuple[str, Batch]]:
     run = uuid.uuid4().hex[:8]
-    return lambda i: f'"{run}-{i}"'.encode()
+    replay_key = f'"replay-{run}"'.encode()
+    return (
+        (f"{label}, first request", requests(app, lambda n: f'"{run}-{n}"'.encode())),
+        (f"{label}, replay", requests(app, lambda n: replay_key)),
+    )
 
 
-async def cases(
-    store: Store, label: str, calls: int, rounds: int, bare: float
-) -> list[tuple[str, float, float]]:
-    app = guarded(store)
-    first = await per_call_us(app, fresh_keys(), calls, rounds)
-    replay_key = f'"replay-{uuid.uuid4().hex}"'.encode()
-    await call(app, replay_key)
-    replay = await per_call_us(app, lambda i: replay_key, calls, rounds)
-    return [
-        (f"middleware + {label}, first call", first, first / bare),
-        (f"middleware + {label}, replay", replay, replay / bare),
-    ]
+def mideng_app(store: Store) -> Any:
+    app = endpoint_app()
+    app.add_middleware(IdempotencyMiddleware, guard=Guard(store))
+    return app
+
+
+def idemkit_app() -> Any:
+    import idemkit
+
+    app = endpoint_app()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # its warning that a memory backend is for tests
+        app.add_middleware(
+            idemkit.IdempotencyMiddleware,
+            backend=idemkit.InMemoryBackend(),
+            config=idemkit.HttpConfig(scope=lambda request: "bench", scope_mode="single_tenant"),
+        )
+    return app
+
+
+def store_cases(store: Store, label: str) -> tuple[tuple[str, Batch], tuple[str, Batch]]:
+    """The store calls a request makes, made directly: claim + complete, and a replay's claim."""
+    scope, run = "http:bench-own", uuid.uuid4().hex[:8]
+
+    def request(key: str, owner: str) -> ClaimRequest:
+        return ClaimRequest(scope, key, owner, 60.0, 86400.0)
+
+    async def firsts(numbers: list[int]) -> None:
+        for n in numbers:
+            claim = await store.aclaim(request(f"{run}-{n}", f"o-{run}-{n}"))
+            await store.acomplete(Ticket.of(claim.record), STORED, "json", 86400.0)
+
+    replayed = f"{run}-replay"
+
+    async def replays(numbers: list[int]) -> None:
+        for n in numbers:
+            claim = await store.aclaim(request(replayed, f"o-{run}-r{n}"))
+            if claim.acquired:  # the warm-up's first: stored for all the others to replay
+                await store.acomplete(Ticket.of(claim.record), STORED, "json", 86400.0)
+        assert claim.outcome.value == "replay", claim
+
+    return (
+        (f"{label}: store's own cost, first request", firsts),
+        (f"{label}: store's own cost, replay", replays),
+    )
 
 
 def redis_store(url: str) -> tuple[Store, Callable[[], None]] | None:
@@ -145,44 +192,119 @@ def redis_store(url: str) -> tuple[Store, Callable[[], None]] | None:
     return store, cleanup
 
 
+def postgresql_store(url: str) -> tuple[Store, Callable[[], None]] | None:
+    table = f"mideng_bench_http_{uuid.uuid4().hex[:8]}"
+    try:
+        store = open_store(url, table=table)
+    except Exception as exc:
+        print(f"postgresql rows skipped: {exc}", file=sys.stderr)
+        return None
+
+    def cleanup() -> None:
+        engine: Any = store.engine  # type: ignore[attr-defined]
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+        store.close()
+
+    return store, cleanup
+
+
+async def measure(cases: list[tuple[str, Batch]], calls: int, rounds: int) -> dict[str, float]:
+    numbers = iter(range(10**12))
+    times: dict[str, list[float]] = {name: [] for name, _ in cases}
+    for round_ in range(rounds + 1):  # round 0 warms up (and stores the replay keys)
+        for name, batch in cases:
+            chunk = [next(numbers) for _ in range(calls)]
+            gc.collect()
+            start = time.perf_counter()
+            await batch(chunk)
+            if round_:
+                times[name].append((time.perf_counter() - start) / calls * 1e6)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 async def main(args: argparse.Namespace) -> str:
     logging.getLogger("mideng").setLevel(logging.ERROR)
-    bare = await per_call_us(endpoint_app(), lambda i: None, args.calls, args.rounds)
-    rows: list[tuple[str, float, float]] = [("bare endpoint", bare, 1.0)]
-    rows += await cases(MemoryStore(), "memory store", args.calls, args.rounds, bare)
-    opened = redis_store(args.redis)
-    if opened is not None:
+    logging.getLogger("idemkit").setLevel(logging.ERROR)
+    cases: list[tuple[str, Batch]] = [("bare endpoint", requests(endpoint_app(), lambda n: None))]
+    cases += middleware_cases(mideng_app(MemoryStore()), "mideng + memory store")
+    cases += middleware_cases(idemkit_app(), "idemkit + its memory backend")
+    cases += store_cases(MemoryStore(), "memory")
+    cleanups: list[Callable[[], None]] = []
+    stores: list[str] = ["memory"]
+    for label, opened in (
+        ("Redis", redis_store(args.redis)),
+        ("PostgreSQL", postgresql_store(args.postgresql)),
+    ):
+        if opened is None:
+            continue
         store, cleanup = opened
-        try:
-            rows += await cases(store, "Redis store", args.calls, args.rounds, bare)
-        finally:
-            await store.aclose()
+        cleanups.append(cleanup)
+        stores.append(label)
+        cases += middleware_cases(mideng_app(store), f"mideng + {label} store")
+        cases += store_cases(store, label)
+    try:
+        m = await measure(cases, args.calls, args.rounds)
+    finally:
+        for cleanup in cleanups:
             cleanup()
+    bare = m["bare endpoint"]
     lines = ["| case | µs/call | x bare |", "|---|---:|---:|"]
-    lines += [f"| {name} | {us:.1f} | {ratio:.2f} |" for name, us, ratio in rows]
+    lines += [f"| {name} | {us:.1f} | {us / bare:.2f} |" for name, us in m.items()]
+    lines += [
+        "",
+        "| store | middleware over its store, first request µs | replay µs |",
+        "|---|---:|---:|",
+    ]
+    for label in stores:
+        key = "memory store" if label == "memory" else f"{label} store"
+        own = label if label != "memory" else "memory"
+        first = (
+            m[f"mideng + {key}, first request"]
+            - bare
+            - m[f"{own}: store's own cost, first request"]
+        )
+        replay = m[f"mideng + {key}, replay"] - m[f"{own}: store's own cost, replay"]
+        lines.append(f"| {label} | {first:.1f} | {replay:.1f} |")
+    mem_first, mem_replay = (
+        m["mideng + memory store, first request"],
+        m["mideng + memory store, replay"],
+    )
+    kit_first, kit_replay = (
+        m["idemkit + its memory backend, first request"],
+        m["idemkit + its memory backend, replay"],
+    )
+    lines += [
+        "",
+        "idemkit's middleware against mideng's, both on memory: "
+        f"{kit_first / mem_first:.2f}x the time on first requests, "
+        f"{kit_replay / mem_replay:.2f}x on replays.",
+    ]
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--redis", default=REDIS_URL)
+    parser.add_argument("--postgresql", default=POSTGRES_URL)
     parser.add_argument("--no-write", action="store_true", help="print only")
     arguments = parser.parse_args()
     table = asyncio.run(main(arguments))
-    print(table)
+    load = os.getloadavg()
+    header = (
+        f"Python {platform.python_version()} on {platform.machine()}, {platform.system()}; "
+        f"Redis and PostgreSQL on localhost; {arguments.rounds} interleaved rounds of "
+        f"{arguments.calls} calls per contender; load average {load[0]:.2f} / {load[1]:.2f} "
+        f"on {os.cpu_count()} CPUs."
+    )
+    print(header + "\n\n" + table)
     if not arguments.no_write:
         RESULTS.parent.mkdir(exist_ok=True)
         RESULTS.write_text(
-            "# HTTP middleware overhead\n\n"
-            "Trivial FastAPI endpoint driven in-process through ASGI (no sockets); the "
-            "IdempotencyMiddleware in front of it with the memory store and the Redis store.\n"
-            '"first" runs the endpoint and stores its response; "replay" returns the stored '
-            "response without running it. Median over rounds of the mean µs per call.\n\n"
+            "# HTTP middleware\n\n"
             f"Command: `.venv/bin/python bench/bench_http.py --calls {arguments.calls} "
-            f"--rounds {arguments.rounds}`  \n"
-            f"Python {platform.python_version()} on {platform.machine()}, "
-            f"{platform.system()}; Redis on localhost.\n\n{table}\n",
+            f"--rounds {arguments.rounds}`  \n{header}\n\n{table}\n",
             encoding="utf-8",
         )

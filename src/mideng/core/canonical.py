@@ -22,7 +22,16 @@ from typing import Any
 
 def to_jsonable(value: Any) -> Any:
     """Turn a value into plain JSON types (dict/list/str/int/float/bool/None)."""
-    if value is None or isinstance(value, (bool, int, str)):
+    # The exact plain types first, each into the branch below it would reach anyway: most
+    # values are these, and the Mapping test below is an ABC check, slow for everything else.
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {_key(k): to_jsonable(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -80,6 +89,20 @@ def canonical_bytes(value: Any) -> bytes:
         ).encode("utf-8")
     except RecursionError:
         raise TypeError("the value contains itself or nests too deeply") from None
+    except UnicodeEncodeError as exc:
+        raise TypeError(f"the value holds text UTF-8 can't encode ({exc.reason})") from None
+
+
+def plain_canonical_bytes(value: Any) -> bytes:
+    """``canonical_bytes`` of a value that is plain JSON already, as ``json.loads`` returns it
+    (dicts keyed by text, lists, text, numbers, booleans, None): the same bytes without the
+    walk. ValueError for a float JSON can't carry, TypeError as ``canonical_bytes``."""
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode("utf-8")
+    except RecursionError:
+        raise TypeError("the value nests too deeply") from None
     except UnicodeEncodeError as exc:
         raise TypeError(f"the value holds text UTF-8 can't encode ({exc.reason})") from None
 

@@ -71,31 +71,18 @@ def exhausted(scope: str, key: str, record: Record) -> AttemptsExhaustedError:
 
 
 @dataclass(slots=True)
-class Call:
-    scope: str
-    key: str
-    owner: str
-    policy: Policy
-    started: float
-    fingerprint: str | None = None
-    request_id: str | None = None
+class Call(ClaimRequest):
+    """One guarded call. It is its own claim request (lease, ttl and expiry policy taken from
+    its policy when it is made), so claiming again after a wait copies nothing."""
+
+    policy: Policy = field(default_factory=Policy)
+    started: float = 0.0  # the caller's monotonic clock when the call began
     type_hint: Any = None
     polls: int = 0
     duplicate: Claim | None = field(default=None, repr=False)
 
     def request(self) -> ClaimRequest:
-        p = self.policy
-        return ClaimRequest(
-            self.scope,
-            self.key,
-            self.owner,
-            p.lease,
-            p.ttl,
-            self.fingerprint,
-            p.on_expiry,
-            self.request_id,
-            p.retry_limit,
-        )
+        return self
 
     def next(self, claim: Claim, now: float) -> Action:
         """Decide what to do with a claim; ``now`` is the caller's monotonic clock."""
@@ -105,7 +92,18 @@ class Call:
             self.duplicate = claim  # the driver logs the first sighting once
         record = claim.record
         if claim.outcome is REPLAY:
-            return self.replay(record)
+            if record.status is FAILED and record.error is not None:
+                if self.policy.retry_limit:  # a kept failure replays only once attempts ran out
+                    return Raise(exhausted(self.scope, self.key, record))
+                return Raise(rebuild_failure(record.error))
+            if record.result is None or record.codec is None:
+                return Raise(IdempotencyError(f"{self.scope}:{self.key} has no stored result"))
+            codec = self.policy.codec
+            if record.codec != codec.name:
+                from mideng.core.codec import get_codec
+
+                codec = get_codec(record.codec)
+            return Return(codec.decode(record.result, self.type_hint), record)
         if claim.outcome is MISMATCH:
             return Raise(
                 PayloadMismatchError(
@@ -138,17 +136,3 @@ class Call:
                 retry_after=min(self.policy.lease, 1.0),
             )
         )
-
-    def replay(self, record: Record) -> Action:
-        if record.status is FAILED and record.error is not None:
-            if self.policy.retry_limit:
-                return Raise(exhausted(self.scope, self.key, record))
-            return Raise(rebuild_failure(record.error))
-        if record.result is None or record.codec is None:
-            return Raise(IdempotencyError(f"{self.scope}:{self.key} has no stored result"))
-        codec = self.policy.codec
-        if record.codec != codec.name:
-            from mideng.core.codec import get_codec
-
-            codec = get_codec(record.codec)
-        return Return(codec.decode(record.result, self.type_hint), record)

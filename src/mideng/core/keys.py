@@ -200,7 +200,8 @@ def compile_template(template: str) -> Callable[[Mapping[str, Any]], str]:
             if conversion:
                 value = _CONVERSIONS[conversion](value)
             out.append(format(value, spec))
-        return check_key("".join(out))
+        # Unchecked: whoever uses the key checks it once (``render``; the Guard's prepare).
+        return "".join(out)
 
     return render_compiled
 
@@ -226,8 +227,8 @@ def fast_binder(
             arguments = dict(defaults)
             arguments.update(zip(positional, args, strict=False))
             arguments.update(kwargs)
-            if len(arguments) == count and all(
-                k in params and k not in positional[: len(args)] for k in kwargs
+            if len(arguments) == count and (
+                not kwargs or all(k in params and k not in positional[: len(args)] for k in kwargs)
             ):
                 return arguments
         return bind(signature, args, kwargs)
@@ -247,7 +248,7 @@ def render(spec: KeySpec, arguments: Mapping[str, Any]) -> str:
             ) from exc
     if callable(spec):
         return check_key(selector(spec)(arguments))
-    return _compiled(spec)(arguments)
+    return check_key(_compiled(spec)(arguments))
 
 
 _compiled = functools.lru_cache(maxsize=1024)(compile_template)

@@ -10,11 +10,11 @@ duplicates get the same clear error instead of running the body again.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from mideng.core.failure import encode_failure
 from mideng.core.policy import OnError, Policy
-from mideng.errors import CodecError, ConfigurationError
+from mideng.errors import CodecError, ConfigurationError, IdempotencyError, StoreUnavailableError
 
 _RELEASE = OnError.RELEASE
 #: ``resolve(result=UNSET)``: no result given (None is a result).
@@ -28,6 +28,53 @@ def failure_to_record(policy: Policy, exc: BaseException) -> bytes | None:
     ):
         return encode_failure(exc)
     return None
+
+
+# A store operation that settles a claim, by its sync and its async name.
+COMPLETE = ("complete", "acomplete")
+FAIL = ("fail", "afail")
+RELEASE = ("release", "arelease")
+
+
+class Settle(NamedTuple):
+    """What a claim becomes once the body is over: the store operation (``COMPLETE``, ``FAIL``
+    or ``RELEASE``) and its arguments after the ticket; ``error``, what the call raises once
+    it is settled (None: the call returns the body's result)."""
+
+    op: tuple[str, str]
+    args: tuple[Any, ...]
+    error: BaseException | None
+
+
+def returned(policy: Policy, result: Any) -> Settle:
+    """The body returned ``result``: complete with it encoded, or, when the codec can't store
+    it, record that as the failure and raise it."""
+    codec = policy.codec
+    try:
+        data = codec.encode(result)
+    except CodecError as exc:
+        return Settle(FAIL, (encode_failure(exc), policy.ttl), exc)
+    return Settle(COMPLETE, (data, codec.name, policy.ttl), None)
+
+
+def raised(policy: Policy, exc: BaseException) -> Settle:
+    """The body raised ``exc``: record it (``on_error="record"``) or release the claim."""
+    failure = failure_to_record(policy, exc)
+    if failure is None:
+        return Settle(RELEASE, (), exc)
+    return Settle(FAIL, (failure, policy.ttl), exc)
+
+
+def tolerated(policy: Policy, step: Settle | None, exc: BaseException) -> bool:
+    """Whether a store error lets the call go on (the driver logs it) rather than raise it.
+
+    ``step``: the settling the store failed at, None for the claim. Settling after an error
+    never hides that error behind the store's: the caller gets the body's own. A claim or a
+    completion the store could not make goes on only in ``fail_open``, and only when the store
+    is unavailable (a lost lease is an answer, not an outage)."""
+    if step is not None and step.error is not None:
+        return isinstance(exc, IdempotencyError)
+    return policy.fail_open and isinstance(exc, StoreUnavailableError)
 
 
 def resolution(policy: Policy, result: Any, failed: bool) -> dict[str, Any]:

@@ -19,18 +19,14 @@ from mideng.core.flow import Call, Raise, Return, Run, Wait
 from mideng.core.keys import KeySpec, check_key, check_scope
 from mideng.core.policy import Policy
 from mideng.core.record import Record, Ticket
-from mideng.core.settle import UNSET, failure_to_record, resolution
-from mideng.errors import (
-    CodecError,
-    ConfigurationError,
-    IdempotencyError,
-    StoreUnavailableError,
-)
+from mideng.core.settle import UNSET, Settle, raised, resolution, returned
+from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.guard.aheartbeat import start_async
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.operations import Operations
 from mideng.guard.owners import new_owner
+from mideng.guard.store_errors import store_error
 from mideng.observability import instrument, logs, watch
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
@@ -74,6 +70,7 @@ class Guard(Operations):
         self._heartbeats = Heartbeats()
         # Per body, learnt on first sight: its return type, and whether it is a coroutine.
         self._bodies: dict[Callable[..., Any], tuple[Any, bool]] = {}
+        self._checked: set[str] = set()  # scopes that passed check_scope
 
     # -- configuration ------------------------------------------------------------------------
     def configure_scope(self, scope: str, **options: Any) -> Policy:
@@ -83,7 +80,8 @@ class Guard(Operations):
         return policy
 
     def policy(self, scope: str, **overrides: Any) -> Policy:
-        return self._scopes.get(scope, self.defaults).merged(**overrides)
+        base = self._scopes.get(scope, self.defaults)
+        return base.merged(**overrides) if overrides else base
 
     @overload
     def idempotent(self, scope: Callable[P, R], /) -> Callable[P, R]: ...
@@ -187,46 +185,65 @@ class Guard(Operations):
         payload: Any,
         policy: Policy | None = None,
     ) -> Call:
-        return self._call(scope, key, self._body(fn)[0], payload, policy)
+        known = self._bodies.get(fn)
+        hint = known[0] if known is not None else self._body(fn)[0]
+        return self._call(scope, key, hint, payload, policy)
 
     def _call(self, scope: str, key: str, hint: Any, payload: Any, policy: Policy | None) -> Call:
+        key = check_key(key)  # before the payload: a bad key is the error a caller sees first
         try:
             fp = None if payload is None else make_fingerprint(payload)
         except TypeError as exc:  # canonical_bytes turns every unspellable value into this
             raise ConfigurationError(f"payload can't be fingerprinted: {exc}") from exc
+        p = policy or self._scopes.get(scope, self.defaults)
+        # A scope is checked once, not on every call (exact str: a subclass could redefine ==).
+        if type(scope) is not str or scope not in self._checked:
+            check_scope(scope)
+            if type(scope) is str and len(self._checked) < _MAX_BODIES:
+                self._checked.add(scope)
         # Positional: a dataclass matches keywords to fields on every call (twice the cost).
         return Call(
-            check_scope(scope),
-            check_key(key),
+            scope,
+            key,
             new_owner(),
-            policy or self._scopes.get(scope, self.defaults),
-            time.monotonic(),  # started
+            p.lease,
+            p.ttl,
             fp,
+            p.on_expiry,
             get_request_id(),
+            p.retry_limit,  # max_attempts
+            p,
+            time.monotonic(),  # started
             hint,
         )
 
+    # The loops below are the only code here that exists twice; what they do is decided in the
+    # core (``Call.next`` after a claim, ``settle`` after the body). Where a call's outcome is
+    # known, once for both loops: ``Call.next``'s action (the claim's outcome), ``logs.duplicate``
+    # (a duplicate: a replay, a refusal or a wait), ``store_error`` (every store error the call
+    # meets, tolerated or not).
     def drive(
         self, call: Call, fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> R:
         if watch.on is not None and watch.on.wants(self):  # tracing enabled
             return watch.on.drive(self, call, fn, args, kwargs)  # type: ignore[no-any-return]
+        store = self.store
         while True:
             try:
-                claim = self.store.claim(call.request())
-            except StoreUnavailableError as exc:
-                if not call.policy.fail_open:
+                claim = store.claim(call)
+            except IdempotencyError as exc:
+                if not store_error(call, None, exc):
                     raise
-                logs.fail_open(call, exc, "claim")
                 return fn(*args, **kwargs)
             action = call.next(claim, time.monotonic())
-            if isinstance(action, Run):
+            if type(action) is Run:
                 return self._execute(call, action.ticket, fn, args, kwargs)
             logs.duplicate(call)
-            if isinstance(action, Return):
+            if type(action) is Return:
                 return action.value  # type: ignore[no-any-return]
             if isinstance(action, Raise):
                 raise action.error
+            assert isinstance(action, Wait)
             time.sleep(action.delay)
 
     async def adrive(
@@ -238,19 +255,19 @@ class Guard(Operations):
     ) -> R:
         if watch.on is not None and watch.on.wants(self):  # tracing enabled
             return await watch.on.adrive(self, call, fn, args, kwargs)  # type: ignore[no-any-return]
+        store = self.store
         while True:
             try:
-                claim = await self.store.aclaim(call.request())
-            except StoreUnavailableError as exc:
-                if not call.policy.fail_open:
+                claim = await store.aclaim(call)
+            except IdempotencyError as exc:
+                if not store_error(call, None, exc):
                     raise
-                logs.fail_open(call, exc, "claim")
                 return await fn(*args, **kwargs)
             action = call.next(claim, time.monotonic())
-            if isinstance(action, Run):
+            if type(action) is Run:
                 return await self._aexecute(call, action.ticket, fn, args, kwargs)
             logs.duplicate(call)
-            if isinstance(action, Return):
+            if type(action) is Return:
                 return action.value  # type: ignore[no-any-return]
             if isinstance(action, Raise):
                 raise action.error
@@ -278,20 +295,13 @@ class Guard(Operations):
             result = fn(*args, **kwargs)
         except BaseException as exc:
             stop()
-            self._settle_error(call, ticket, exc)
+            self._settle(call, ticket, raised(p, exc))
             raise
         stop()
-        try:
-            data = p.codec.encode(result)
-        except CodecError as exc:
-            self._settle_error(call, ticket, exc)
-            raise
-        try:
-            self.store.complete(ticket, data, p.codec.name, p.ttl)
-        except StoreUnavailableError as exc:
-            if not p.fail_open:
-                raise
-            logs.fail_open(call, exc, "complete")
+        step = returned(p, result)
+        self._settle(call, ticket, step)
+        if step.error is not None:
+            raise step.error
         return result
 
     async def _aexecute(
@@ -312,41 +322,28 @@ class Guard(Operations):
             result = await fn(*args, **kwargs)
         except BaseException as exc:
             stop()
-            await self._asettle_error(call, ticket, exc)
+            await self._asettle(call, ticket, raised(p, exc))
             raise
         stop()
-        try:
-            data = p.codec.encode(result)
-        except CodecError as exc:
-            await self._asettle_error(call, ticket, exc)
-            raise
-        try:
-            await self.store.acomplete(ticket, data, p.codec.name, p.ttl)
-        except StoreUnavailableError as exc:
-            if not p.fail_open:
-                raise
-            logs.fail_open(call, exc, "complete")
+        step = returned(p, result)
+        await self._asettle(call, ticket, step)
+        if step.error is not None:
+            raise step.error
         return result
 
-    def _settle_error(self, call: Call, ticket: Ticket, exc: BaseException) -> None:
+    def _settle(self, call: Call, ticket: Ticket, step: Settle) -> None:
         try:
-            failure = failure_to_record(call.policy, exc)
-            if failure is not None:
-                self.store.fail(ticket, failure, call.policy.ttl)
-            else:
-                self.store.release(ticket)
-        except IdempotencyError as store_exc:
-            logs.unsettled(call, exc, store_exc)
+            getattr(self.store, step.op[0])(ticket, *step.args)
+        except IdempotencyError as exc:
+            if not store_error(call, step, exc):
+                raise
 
-    async def _asettle_error(self, call: Call, ticket: Ticket, exc: BaseException) -> None:
+    async def _asettle(self, call: Call, ticket: Ticket, step: Settle) -> None:
         try:
-            failure = failure_to_record(call.policy, exc)
-            if failure is not None:
-                await self.store.afail(ticket, failure, call.policy.ttl)
-            else:
-                await self.store.arelease(ticket)
-        except IdempotencyError as store_exc:
-            logs.unsettled(call, exc, store_exc)
+            await getattr(self.store, step.op[1])(ticket, *step.args)
+        except IdempotencyError as exc:
+            if not store_error(call, step, exc):
+                raise
 
     def log_duplicate(self, call: Call) -> None:
         logs.duplicate(call)

@@ -23,6 +23,7 @@ What a failed renewal means decides whether a live holder stays protected:
 from __future__ import annotations
 
 import atexit
+import functools
 import itertools
 import os
 import threading
@@ -69,9 +70,13 @@ class Heartbeats:
 
     def _reset(self) -> None:
         # A forked child has none of its parent's threads: it starts its own on demand.
-        self._beats: dict[int, Beat] = {}
+        # A beat not yet due is a tuple (see ``start``), made a Beat by the timer.
+        self._beats: dict[int, Beat | tuple[float, float, Callable[[], object], object, float]] = {}
         self._ids = itertools.count()
         lock = threading.Lock()
+        # The conditions' own lock, taken directly on the per-call paths (start, stop): a
+        # Condition's ``with`` runs two Python-level calls around it.
+        self._lock = lock
         self._cond = threading.Condition(lock)  # the timer waits here
         self._work = threading.Condition(lock)  # idle workers wait here
         self._queue: deque[Beat] = deque()
@@ -85,24 +90,30 @@ class Heartbeats:
     def start(
         self, lease: float, renew: Callable[[], object], what: object = None
     ) -> Callable[[], None]:
-        """Begin renewing every ``lease / 3``; returns the function that stops it."""
-        beat = Beat(lease, renew, what, time.monotonic())
-        beat.ident = ident = next(self._ids)
-        with self._cond:
-            self._beats[ident] = beat
+        """Begin renewing every ``lease / 3``; returns the function that stops it.
+
+        Most bodies end long before their first renewal: until then the table holds a plain
+        tuple (due, lease, renew, what, started), and the timer makes it a ``Beat`` (with its
+        lock) only when it falls due."""
+        now = time.monotonic()
+        due = now + lease / 3
+        ident = next(self._ids)
+        with self._lock:
+            self._beats[ident] = (due, lease, renew, what, now)
             if self._thread is None:
                 if not self._stopping:
                     self._spawn_timer()
-            elif beat.due < self._wake_at:
+            elif due < self._wake_at:
                 self._cond.notify()
+        return functools.partial(self._stop, ident)
 
-        def stop() -> None:
-            with beat.lock:
-                beat.cancelled = True
-            with self._cond:
-                self._beats.pop(ident, None)
-
-        return stop
+    def _stop(self, ident: int) -> None:
+        with self._lock:
+            entry = self._beats.pop(ident, None)
+        if type(entry) is Beat:
+            # Made when it fell due: wait for a renewal in flight, and let none start after.
+            with entry.lock:
+                entry.cancelled = True
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop the threads and wait for them (at interpreter exit: a daemon thread caught
@@ -154,7 +165,16 @@ class Heartbeats:
                     continue
                 now = time.monotonic()
                 soonest = _INF
-                for beat in self._beats.values():
+                for ident, entry in list(self._beats.items()):
+                    if isinstance(entry, tuple):
+                        if entry[0] > now:
+                            soonest = min(soonest, entry[0])
+                            continue
+                        beat = Beat(entry[1], entry[2], entry[3], entry[4])
+                        beat.ident = ident
+                        self._beats[ident] = beat
+                    else:
+                        beat = entry
                     if beat.busy:
                         continue
                     if beat.due <= now:

@@ -11,6 +11,7 @@ larger than ``max_response`` is passed through as it comes, and its key released
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Collection, MutableMapping, Sequence
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -285,11 +286,7 @@ async def guard_asgi(
         return
     capturable(scope)
     again = replaying(body, receive)
-
-    async def run_app(capture_send: Send) -> None:
-        await app(scope, again, capture_send)
-
-    capture = Capture(run_app, send, opts.max_response)
+    capture = Capture(functools.partial(app, scope, again), send, opts.max_response)
     reply = await arun(opts, plan, opts.payload(request, body), capture)
     if reply.response is not None:
         await send_response(send, reply.response)

@@ -15,12 +15,12 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
 from mideng.context import get_request_id
-from mideng.core.canonical import canonical_bytes
+from mideng.core.canonical import plain_canonical_bytes
 from mideng.core.keys import MAX_KEY_LENGTH, MAX_SCOPE_LENGTH, check_scope
 from mideng.core.policy import Policy
 from mideng.errors import (
@@ -77,15 +77,19 @@ _LENIENT_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z:/=@]+")
 class Headers:
     """Request headers as (lower-case name, value); repeated fields join with ", "."""
 
-    __slots__ = ("_pairs",)
+    __slots__ = ("_joined", "_pairs")
 
     def __init__(self, pairs: Iterable[tuple[str, str]]) -> None:
         self._pairs = [(name.lower(), value) for name, value in pairs]
+        # Each request reads a few of them (the key, the type, the length): one pass here, a
+        # lookup each, rather than a scan of every field per read.
+        joined: dict[str, str] = {}
+        for name, value in self._pairs:
+            joined[name] = f"{joined[name]}, {value}" if name in joined else value
+        self._joined = joined
 
     def get(self, name: str, default: str | None = None) -> str | None:
-        name = name.lower()
-        values = [value for n, value in self._pairs if n == name]
-        return ", ".join(values) if values else default
+        return self._joined.get(name.lower(), default)
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         return iter(self._pairs)
@@ -124,7 +128,7 @@ class StoredResponse:
     def with_headers(self, extra: Sequence[tuple[str, str]]) -> StoredResponse:
         names = {n for n, _ in extra}
         kept = tuple((n, v) for n, v in self.headers if n not in names)
-        return replace(self, headers=kept + tuple(extra))
+        return StoredResponse(self.status, kept + tuple(extra), self.body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +208,7 @@ def body_digest(content_type: str | None, body: bytes) -> str:
     if body and _is_json(content_type):
         try:
             doc = json.loads(body, parse_constant=_reject_constant)
-            return "json:" + hashlib.sha256(canonical_bytes(doc)).hexdigest()
+            return "json:" + hashlib.sha256(plain_canonical_bytes(doc)).hexdigest()
         except (ValueError, TypeError, RecursionError):
             pass  # not valid JSON after all: the raw bytes are the payload
     return "raw:" + hashlib.sha256(body).hexdigest()

@@ -10,7 +10,7 @@ per-function cache to two entries however many requests pass.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from mideng.errors import IdempotencyError
@@ -49,7 +49,7 @@ def storable(response: StoredResponse) -> StoredResponse:
     headers = tuple(
         (n, v) for n, v in response.headers if n not in NOT_REPLAYED and n not in connection
     )
-    return replace(response, headers=headers)
+    return StoredResponse(response.status, headers, response.body)
 
 
 def replayed(stored: StoredResponse, opts: HttpOptions) -> StoredResponse:
@@ -88,6 +88,13 @@ class Exchange:
             return Reply(self.original.with_headers(added), own=True, added=added)
         return Reply(replayed(stored, self.opts))
 
+    def recover_or_raise(self, exc: Exception) -> Reply:
+        """``recover``, re-raising ``exc`` where that says to (called in its ``except``)."""
+        reply = self.recover(exc)
+        if reply is None:
+            raise exc
+        return reply
+
     def recover(self, exc: Exception) -> Reply | None:
         """The reply for an exception out of the Guard; None: re-raise (the app's own error)."""
         if isinstance(exc, NotStored):
@@ -122,6 +129,9 @@ async def _aproduce(exchange: Exchange) -> StoredResponse:
     return exchange.keep(await exchange.downstream())
 
 
+# ``run`` and ``arun`` are the one loop that exists twice (a blocking and an awaited drive);
+# what they decide is the Exchange's: ``keep`` (what the app answered), ``reply`` (what to send
+# after the Guard), ``recover`` (what an exception out of the Guard means).
 def run(
     opts: HttpOptions, target: RecordKey, payload: Any, downstream: Callable[[], Captured]
 ) -> Reply:
@@ -131,9 +141,7 @@ def run(
         call = guard.prepare(target.scope, target.key, _produce, payload, opts.policy())
         stored = guard.drive(call, _produce, (exchange,), {})
     except Exception as exc:
-        reply = exchange.recover(exc)
-        if reply is None:
-            raise
+        reply = exchange.recover_or_raise(exc)
         return reply if watch.metrics is None else _counted(reply)
     return exchange.reply(stored) if watch.metrics is None else _counted(exchange.reply(stored))
 
@@ -150,8 +158,6 @@ async def arun(
         call = guard.prepare(target.scope, target.key, _aproduce, payload, opts.policy())
         stored = await guard.adrive(call, _aproduce, (exchange,), {})
     except Exception as exc:
-        reply = exchange.recover(exc)
-        if reply is None:
-            raise
+        reply = exchange.recover_or_raise(exc)
         return reply if watch.metrics is None else _counted(reply)
     return exchange.reply(stored) if watch.metrics is None else _counted(exchange.reply(stored))

@@ -1,9 +1,13 @@
 """SQLite store: the embedded default, safe across threads and processes sharing one file.
 
-WAL lets readers run beside the single writer; every change is a ``BEGIN IMMEDIATE``
-transaction, so the read-decide-write of a claim is atomic across processes. A claim whose
-answer needs no write (a replay, a live holder) is answered from a plain snapshot read and never
-queues for the write lock. Connections are per thread and per process (a fork reopens).
+Its operations are the SQL store's own (``stores.sql.ops``) on SQLite's statements, run by
+mideng.db's loop on a sqlite3 connection per thread (a forked child opens its own). Each is
+autocommit statements that SQLite makes atomic across processes by itself: a claim inserts a
+fresh row (yielding to a racer) or reads the row and, when core.decide says it must change,
+compare-and-sets it as read; completing is one fenced update. The claim order is learned per
+scope as on the server stores (``claims.ClaimOrder``): a first call is the insert and the
+completion, a duplicate one read. WAL lets readers run beside the single writer; a writer waits
+up to ``timeout`` for the lock (SQLite's busy handler), then fails as StoreUnavailableError.
 """
 
 from __future__ import annotations
@@ -13,26 +17,40 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from mideng.core.decide import decide
-from mideng.core.record import Claim, ClaimRequest, Record, Status, Ticket
-from mideng.db.statements import check_table
+from mideng.core import decide as rules
+from mideng.core.record import ACQUIRED, GOES_UNKNOWN, Claim, ClaimRequest, Record, Ticket
+from mideng.db.drive import drive
+from mideng.db.statements import Op, check_table
 from mideng.errors import ConfigurationError, StoreUnavailableError
-from mideng.stores.base import KEEP, Step, T, is_unresolved, lease_lost
+from mideng.stores.base import Step, T
 from mideng.stores.local_batch import LocalBatch
-from mideng.stores.sql.rows import maybe_record, row_of
-from mideng.stores.sql.schema import COLUMNS, DEFAULT_TABLE, ddl
+from mideng.stores.sql import ops
+from mideng.stores.sql.claims import ClaimOrder, HeldClaims
+from mideng.stores.sql.embedded import SQLiteStatements, execute_sqlite, purge, records, transact
+from mideng.stores.sql.rows import psycopg_current
+from mideng.stores.sql.schema import DEFAULT_TABLE, ddl
 from mideng.stores.sql.stats import SQLiteSurvey
 from mideng.stores.sql.steps import SQLiteSteps
 from mideng.stores.sql.table import RecordTable
 
-# UPDATE/DELETE ... RETURNING arrived in SQLite 3.35; older libraries take the generic path.
-_RETURNING = sqlite3.sqlite_version_info >= (3, 35)
-# Only the fields a fenced transition reads matter; its output supplies the SET values.
-_STAND_IN = Record(scope="", key="", status=Status.PROCESSING, fence=0, owner="", expires_at=0.0)
+PURGE_BATCH = 1000
+
+
+class _Pid:
+    """This process's id, kept by a fork hook: ``os.getpid()`` is a system call, and the store
+    checks for a fork on every operation."""
+
+    pid = os.getpid()
+
+    @classmethod
+    def forked(cls) -> None:
+        cls.pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_Pid.forked)
 
 
 class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
@@ -43,6 +61,7 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         table: str = DEFAULT_TABLE,
         timeout: float = 30.0,
         synchronous: str = "NORMAL",
+        read_first: bool | None = None,
     ) -> None:
         check_table(table)
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
@@ -52,21 +71,15 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         self.table = table
         #: The transactional mode's way in: this store's records are rows of ``table``.
         self.record_table = RecordTable(table)
+        self.statements = SQLiteStatements(table)
+        #: ``read_first`` as on SQLStore: None learns each scope's claim order.
+        self.claim_order = ClaimOrder(read_first)
+        self.held = HeldClaims()
         self._timeout = timeout
         self._synchronous = synchronous.upper()
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
-        cols = ", ".join(COLUMNS)
-        self._select = f"SELECT {cols} FROM {table} WHERE scope = ? AND key = ?"
-        self._upsert = (
-            f"INSERT OR REPLACE INTO {table} ({cols}) VALUES ({', '.join('?' * len(COLUMNS))})"
-        )
-        self._delete = f"DELETE FROM {table} WHERE scope = ? AND key = ?"
-        self._insert_new = (
-            f"INSERT OR IGNORE INTO {table} ({cols}) VALUES ({', '.join('?' * len(COLUMNS))})"
-        )
-        self._cols = cols
         self._conn()  # fail at open time, not on the first call, if the file is unusable
 
     @classmethod
@@ -78,13 +91,19 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
                 f"SQLite URL needs a file: sqlite:///relative.db or sqlite:////abs/path.db ({url})"
             )
         for name, values in parse_qs(parts.query).items():
-            options.setdefault(name, float(values[-1]) if name == "timeout" else values[-1])
+            value: Any = values[-1]
+            if name == "timeout":
+                value = float(value)
+            elif name == "read_first":
+                value = value.lower() in ("1", "true", "yes", "on")
+            options.setdefault(name, value)
         return cls(path, **options)
 
     # -- connections --------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid == os.getpid():
+        local = self._local
+        conn: sqlite3.Connection | None = getattr(local, "conn", None)
+        if conn is not None and local.pid == _Pid.pid:
             return conn
         try:
             conn = sqlite3.connect(
@@ -97,7 +116,7 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
                 self._write_retrying(conn, statement)
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
-        self._local.conn, self._local.pid = conn, os.getpid()
+        local.conn, local.pid = conn, _Pid.pid
         with self._all_lock:
             self._all.append(conn)
         return conn
@@ -123,130 +142,134 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
                 conn.close()
         self._local = threading.local()
 
-    # -- the one primitive --------------------------------------------------------------------
+    # -- running operations -------------------------------------------------------------------
+    def _drive(self, op: Op[T]) -> T:
+        conn = self._conn()
+        try:
+            return drive(op, execute_sqlite, conn)
+        except BaseException as exc:
+            self._failed(conn, exc)
+            raise
+
+    def _failed(self, conn: sqlite3.Connection, exc: BaseException) -> None:
+        """After an operation raised: end its transaction, if it holds one; a database error
+        becomes StoreUnavailableError (raised from here)."""
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
+
+    # -- the claim: its first statement sent without entering the operation's generator -------
+    def claim(self, req: ClaimRequest) -> Claim:
+        s, order = self.statements, self.claim_order
+        conn = self._conn()
+        try:
+            if order.read_first(req.scope):
+                row = conn.execute(s.select_q, (time.time(), req.scope, req.key)).fetchone()
+                found = None if row is None else psycopg_current(row, req.scope, req.key)
+                if found is not None:
+                    claim, write = rules.decide(found[0], req, found[1])
+                    if write:  # the read alone does not decide it: on in the operation
+                        claim = drive(ops.claim(s, req, found), execute_sqlite, conn)
+                else:
+                    claim = drive(ops.claim(s, req, found), execute_sqlite, conn)
+            else:
+                req = ops.clipped(req)
+                now = time.time()
+                ttl = None if req.on_expiry is GOES_UNKNOWN else req.ttl
+                lease = float(req.lease)
+                # fmt: off
+                params = (req.scope, req.key, req.owner, req.fingerprint, now, lease,
+                          req.request_id, now, now, now, lease, ttl)
+                # fmt: on
+                if conn.execute(s.insert_q, params).rowcount == 1:
+                    claim = Claim(ACQUIRED, rules.fresh(req, now, None))
+                else:  # the key is taken: on as the operation goes, reading first
+                    claim = drive(ops.claim(s, req), execute_sqlite, conn)
+        except BaseException as exc:
+            self._failed(conn, exc)
+            raise
+        order.saw(req.scope, claim)
+        if claim.outcome is ACQUIRED:
+            self.held.keep(claim)
+        return claim
+
+    def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
+        known = self.held.pop(ticket)
+        if known is None:
+            return self._drive(ops.complete(self.statements, ticket, result, codec, ttl))
+        # The claim's own row: the fenced update alone tells the new one (the store's clock is
+        # ours), so the operation's generator is not entered.
+        conn = self._conn()
+        now = time.time()
+        params = (now, result, codec, now, ttl, ticket.scope, ticket.key, ticket.owner)
+        try:
+            done = conn.execute(self.statements.complete_q, (*params, ticket.fence, now))
+        except BaseException as exc:
+            self._failed(conn, exc)
+            raise
+        if done.rowcount == 1:
+            return rules.completed(known, now, result=result, codec=codec, ttl=ttl)
+        # Never holds again (fences only grow): the operation's own update misses too, then
+        # reads the row for the error.
+        return self._drive(ops.complete(self.statements, ticket, result, codec, ttl))
+
+    def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
+        known = self.held.pop(ticket)
+        return self._drive(ops.fail(self.statements, ticket, error, ttl, known))
+
+    def release(self, ticket: Ticket) -> None:
+        self.held.pop(ticket)
+        self._drive(ops.release(self.statements, ticket))
+
+    def heartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Record:
+        known = self.held.get(ticket)
+        return self._drive(ops.heartbeat(self.statements, ticket, lease, ttl, known))
+
+    def get(self, scope: str, key: str) -> Record | None:
+        return self._drive(ops.get(self.statements, scope, key))
+
+    def forget(self, scope: str, key: str) -> bool:
+        return self._drive(ops.forget(self.statements, scope, key))
+
+    def resolve(
+        self,
+        scope: str,
+        key: str,
+        *,
+        result: bytes | None,
+        codec: str | None,
+        failed: bool,
+        ttl: float | None,
+    ) -> Record:
+        return self._drive(ops.resolve(self.statements, scope, key, result, codec, failed, ttl))
+
+    def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        return self._drive(ops.unresolved(self.statements, scope, limit))
+
+    def purge(self, limit: int | None = None) -> int:
+        return self._delete_expired(time.time(), limit)
+
+    def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
+        self._drive(ops.put_token(self.statements, scope, key, token, ttl))
+
+    def take_token(self, scope: str, key: str, token: str) -> bool:
+        return self._drive(ops.take_token(self.statements, scope, key, token))
+
+    # -- LocalStore's primitives (the debounce window's read-decide-write runs on them) --------
     def _now(self) -> float:
         return time.time()
 
     def _transact(self, scope: str, key: str, step: Step[T]) -> T:
-        conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                current = maybe_record(conn.execute(self._select, (scope, key)).fetchone())
-                answer, new = step(current, time.time())
-                if new is None:
-                    if current is not None:
-                        conn.execute(self._delete, (scope, key))
-                elif new is not KEEP:
-                    conn.execute(self._upsert, row_of(new))
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return answer
-        except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
-
-    def _snapshot(self, scope: str, key: str) -> Record | None:
-        try:
-            return maybe_record(self._conn().execute(self._select, (scope, key)).fetchone())
-        except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
-
-    def claim(self, req: ClaimRequest) -> Claim:
-        now = time.time()
-        current = self._snapshot(req.scope, req.key)
-        claim, write = decide(current, req, now)
-        if not write:
-            # A decision that writes nothing is as true at the snapshot as under the lock.
-            return claim
-        if current is None and self._run(self._insert_new, row_of(claim.record)).rowcount == 1:
-            # Absent at the snapshot: one autocommit INSERT, which loses cleanly to a racer.
-            return claim
-        return super().claim(req)
-
-    # Fenced writes in one autocommit statement each. The WHERE clause is core.decide.holds; the
-    # new values come from the core's own transition (completed / failed / renewed) applied to
-    # a stand-in record, so this file restates no rule. Only "a record that never expires keeps
-    # not expiring" (renewed) depends on the stored row, hence the CASE.
-    def _fenced(self, ticket: Ticket, change: Callable[[Record, float], Record | None]) -> Record:
-        if not _RETURNING:
-            return super()._fenced(ticket, change)
-        now = time.time()
-        new = change(_STAND_IN.with_(owner=ticket.owner, fence=ticket.fence), now)
-        holds = (
-            "scope = ? AND key = ? AND owner = ? AND fence = ? AND status = 'processing' "
-            "AND (expires_at IS NULL OR expires_at > ?)"
-        )
-        where = (ticket.scope, ticket.key, ticket.owner, ticket.fence, now)
-        if new is None:
-            sql = f"DELETE FROM {self.table} WHERE {holds} RETURNING {self._cols}"
-            params: tuple[Any, ...] = where
-        else:
-            renewing = new.status is Status.PROCESSING
-            sql = (
-                f"UPDATE {self.table} SET status = ?, result = ?, codec = ?, error = ?, "
-                "lease_until = ?, updated_at = ?, "
-                "expires_at = CASE WHEN ? AND expires_at IS NULL THEN NULL ELSE ? END "
-                f"WHERE {holds} RETURNING {self._cols}"
-            )
-            params = (
-                new.status.value,
-                new.result,
-                new.codec,
-                new.error,
-                new.lease_until,
-                now,
-                renewing,
-                new.expires_at,
-                *where,
-            )
-        # fetchall: an autocommit statement with RETURNING commits once its rows are read.
-        rows = self._run(sql, params).fetchall()
-        if not rows:
-            raise lease_lost(ticket, self._snapshot(ticket.scope, ticket.key))
-        record = maybe_record(rows[0])
-        assert record is not None
-        return record
-
-    def _run(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
-        try:
-            return self._conn().execute(sql, params)
-        except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
-
-    def get(self, scope: str, key: str) -> Record | None:
-        current = self._snapshot(scope, key)
-        return None if current is None or current.expired(time.time()) else current
-
-    # -- operator views -----------------------------------------------------------------------
-    def _query(self, sql: str, args: tuple[Any, ...]) -> list[Record]:
-        try:
-            rows = self._conn().execute(sql, args).fetchall()
-        except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
-        return [r for r in map(maybe_record, rows) if r is not None]
+        return self._drive(transact(self.statements, scope, key, step))
 
     def _records(self) -> list[Record]:
-        return self._query(f"SELECT {', '.join(COLUMNS)} FROM {self.table}", ())
-
-    def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
-        now = time.time()
-        sql = (
-            f"SELECT {', '.join(COLUMNS)} FROM {self.table} "
-            "WHERE status IN ('processing', 'unknown') AND (? IS NULL OR scope = ?) "
-            "ORDER BY updated_at"
-        )
-        found = [r for r in self._query(sql, (scope, scope)) if is_unresolved(r, now)]
-        return found[:limit]
+        return self._drive(records(self.statements))
 
     def _delete_expired(self, now: float, limit: int | None) -> int:
-        sql = (
-            f"DELETE FROM {self.table} WHERE (scope, key) IN (SELECT scope, key FROM "
-            f"{self.table} WHERE expires_at <= ? LIMIT ?)"
-        )
-        try:
-            cur = self._conn().execute(sql, (now, -1 if limit is None else limit))
-        except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
-        return cur.rowcount
+        # ``now``: each range is judged at its own statement's clock, which only ever is later.
+        return self._drive(purge(self.statements, limit, PURGE_BATCH))
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path}, table={self.table})"

@@ -28,6 +28,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mideng.core.decide import decide
 from mideng.core.record import Claim, ClaimRequest
 from mideng.db.dialect import kind_of, retryable
 from mideng.db.drive import AsyncExecute, adrive, drive
@@ -40,7 +41,7 @@ from mideng.stores.sql.connections import (
     cursor_of,
     limits,
 )
-from mideng.stores.sql.ops import claim, clipped, insert, inserted, seen, standing
+from mideng.stores.sql.ops import claim, clipped, insert, inserted, seen
 from mideng.stores.sql.statements import Statements
 
 DEADLOCK_RETRIES = 3
@@ -195,9 +196,10 @@ class Executor:
         else:
             cur.execute(select.positional, (req.scope, req.key))
         found = seen(stmts, cur.fetchone(), req, self._binary)
-        answer = standing(req, found)
-        if answer is not None:
-            return answer
+        if found is not None:
+            answer, write = decide(found[0], req, found[1])
+            if not write:  # a replay or a refusal, decided by the read alone
+                return answer
         return drive(claim(stmts, req, found), self.execute, cur)
 
     def claim_insert_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
@@ -327,9 +329,10 @@ class AsyncExecutor:
         else:
             await cur.execute(stmts.select.positional, (req.scope, req.key))
         found = seen(stmts, await cur.fetchone(), req, self._binary)
-        answer = standing(req, found)
-        if answer is not None:
-            return answer
+        if found is not None:
+            answer, write = decide(found[0], req, found[1])
+            if not write:
+                return answer
         return await adrive(claim(stmts, req, found), self.execute, cur)
 
     async def claim_insert_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:

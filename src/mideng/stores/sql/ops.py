@@ -188,15 +188,33 @@ def _fenced(
         and known is not None
         and (known.owner, known.fence) == (ticket.owner, ticket.fence)
     ):
-        if s.kind == "postgresql":
-            now = float(res.rows[0][0])
-        else:
-            now = res.lastrowid / 1e6 if s.mysql else params["now"]
-        return change(known, now)
+        return change(known, fenced_stamp(s, res, params))
     current, _ = yield from read(s, ticket.scope, ticket.key)
     if res.rowcount == 1 and current is not None:
         return current
     raise lease_lost(ticket, current)
+
+
+def fenced_stamp(s: Statements, res: Res, params: dict[str, Any]) -> float:
+    """The clock a fenced update that changed its row stamped it with (see statements)."""
+    if s.kind == "postgresql":
+        return float(res.rows[0][0])
+    return res.lastrowid / 1e6 if s.mysql else float(params["now"])
+
+
+def complete_params(
+    s: Statements, ticket: Ticket, result: bytes, codec: str, ttl: float | None
+) -> dict[str, Any]:
+    return _params(
+        s,
+        scope=ticket.scope,
+        key=ticket.key,
+        owner=ticket.owner,
+        fence=ticket.fence,
+        result=result,
+        codec=codec,
+        ttl=ttl,
+    )
 
 
 def complete(
@@ -290,9 +308,9 @@ def resolve(
 
 def unresolved(s: Statements, scope: str | None, limit: int) -> Op[list[Record]]:
     if scope is None:
-        res = yield Stmt(s.unresolved_all, {"limit": int(limit)})
+        res = yield Stmt(s.unresolved_all, _params(s, limit=int(limit)))
     else:
-        res = yield Stmt(s.unresolved_scope, {"scope": scope, "limit": int(limit)})
+        res = yield Stmt(s.unresolved_scope, _params(s, scope=scope, limit=int(limit)))
     return [s.record(row) for row in res.rows]
 
 
@@ -310,13 +328,14 @@ def purge(s: Statements, limit: int | None, batch: int = PURGE_BATCH) -> Op[int]
 
 def put_token(s: Statements, scope: str, key: str, token: str, ttl: float) -> Op[None]:
     yield Stmt(
-        s.put_token, {"scope": TOKEN_PREFIX + scope, "key": key, "owner": token, "ttl": float(ttl)}
+        s.put_token,
+        _params(s, scope=TOKEN_PREFIX + scope, key=key, owner=token, ttl=float(ttl)),
     )
 
 
 def take_token(s: Statements, scope: str, key: str, token: str) -> Op[bool]:
     # One conditional DELETE: of two callers holding the same token, exactly one deletes it.
-    res = yield Stmt(s.take_token, {"scope": TOKEN_PREFIX + scope, "key": key, "owner": token})
+    res = yield Stmt(s.take_token, _params(s, scope=TOKEN_PREFIX + scope, key=key, owner=token))
     return res.rowcount == 1
 
 

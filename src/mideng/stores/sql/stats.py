@@ -16,6 +16,7 @@ from typing import Any
 from mideng.db.drive import drive
 from mideng.db.statements import Op, Res, Sql, Stmt, T
 from mideng.errors import StoreUnavailableError
+from mideng.stores.sql.embedded import execute_sqlite
 from mideng.stores.sql.statements import Statements
 from mideng.stores.survey import (
     EXPIRY_BUCKETS,
@@ -158,13 +159,6 @@ def _text(value: Any) -> str:
     return (
         bytes(value).decode() if isinstance(value, (bytes, bytearray, memoryview)) else str(value)
     )
-
-
-def execute_sqlite(conn: sqlite3.Connection, stmt: Stmt) -> Res:
-    """Run one statement on a sqlite3 connection (it takes ``:name`` binds as they are)."""
-    cur = conn.execute(stmt.sql.text, dict(stmt.params or {}))
-    rows = cur.fetchall() if stmt.sql.rows else []
-    return Res(cur.rowcount, rows)
 
 
 class SQLSurvey(SurveyStore):

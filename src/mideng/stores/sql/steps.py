@@ -22,8 +22,9 @@ from typing import Any
 from mideng.core.record import Record
 from mideng.db.drive import drive
 from mideng.db.site import AsyncSite, Site
-from mideng.db.statements import Op, Res, Sql, Stmt, T
+from mideng.db.statements import Op, Sql, Stmt, T
 from mideng.errors import StoreUnavailableError
+from mideng.stores.sql.embedded import execute_sqlite
 from mideng.stores.sql.execute import AsyncExecutor, Executor
 from mideng.stores.sql.ops import get
 from mideng.stores.sql.statements import Statements
@@ -285,11 +286,6 @@ class SQLSteps(StepStore):
         return await (await self._asteps()).drive(running, scope, limit)
 
 
-def execute_sqlite(conn: Any, stmt: Stmt) -> Res:
-    cur = conn.execute(stmt.sql.text, stmt.params or {})
-    return Res(cur.rowcount, cur.fetchall() if stmt.sql.rows else ())
-
-
 class SQLiteSteps(StepStore):
     """The capability on SQLiteStore's connections: the same operations, each statement an
     autocommit transaction of its own (the write's condition and insert are one statement)."""
@@ -300,7 +296,7 @@ class SQLiteSteps(StepStore):
     _conn: Callable[[], Any]
     _steps_ready = False
 
-    def _drive(self, op: Callable[..., Op[T]], *args: Any) -> T:
+    def _drive_steps(self, op: Callable[..., Op[T]], *args: Any) -> T:
         s = _sqlite(self.table)
         try:
             conn = self._conn()
@@ -314,21 +310,21 @@ class SQLiteSteps(StepStore):
     def begin_steps(
         self, scope: str, key: str, owner: str, arguments: bytes, codec: str
     ) -> dict[str, Finished]:
-        return self._drive(begin_steps, scope, key, owner, arguments, codec)
+        return self._drive_steps(begin_steps, scope, key, owner, arguments, codec)
 
     def record_step(
         self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
     ) -> None:
-        self._drive(record_step, scope, key, owner, step, result, codec)
+        self._drive_steps(record_step, scope, key, owner, step, result, codec)
 
     def clear_steps(self, scope: str, key: str) -> None:
-        self._drive(clear_steps, scope, key)
+        self._drive_steps(clear_steps, scope, key)
 
     def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return self._drive(operations, scope, limit)
+        return self._drive_steps(operations, scope, limit)
 
     def running(self, scope: str | None = None, limit: int = 100) -> list[Record]:
-        return self._drive(running, scope, limit)
+        return self._drive_steps(running, scope, limit)
 
     async def abegin_steps(
         self, scope: str, key: str, owner: str, arguments: bytes, codec: str

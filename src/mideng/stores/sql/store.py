@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
-from mideng.core.record import Claim, ClaimRequest, Record, Ticket
+from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError
 from mideng.stores.base import Store
 from mideng.stores.batch import BatchStore, Completed, Completion, distinct
@@ -26,6 +26,7 @@ from mideng.stores.sql.batch import claim_many, complete_many
 from mideng.stores.sql.claims import ClaimOrder, HeldClaims
 from mideng.stores.sql.connect import EngineConfig
 from mideng.stores.sql.execute import AsyncExecutor, Executor
+from mideng.stores.sql.known import acomplete_known, complete_known
 
 # The operations, each named as the method that runs it.
 from mideng.stores.sql.ops import (
@@ -155,10 +156,16 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
         else:
             claim = executor.run(executor.claim_insert_first, req)
         order.saw(req.scope, claim)
-        return self.held.keep(claim)
+        if claim.outcome is ACQUIRED:
+            self.held.keep(claim)
+        return claim
 
     def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
-        return self.executor.drive(complete, ticket, result, codec, ttl, self.held.pop(ticket))
+        known = self.held.pop(ticket)
+        if known is not None:
+            ex = self.executor
+            return ex.run(complete_known, ex.execute, ticket, result, codec, ttl, known)
+        return self.executor.drive(complete, ticket, result, codec, ttl)
 
     def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
         return self.executor.drive(fail, ticket, error, ttl, self.held.pop(ticket))
@@ -211,13 +218,18 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
         else:
             claim = await executor.run(executor.claim_insert_first, req)
         order.saw(req.scope, claim)
-        return self.held.keep(claim)
+        if claim.outcome is ACQUIRED:
+            self.held.keep(claim)
+        return claim
 
     async def acomplete(
         self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
     ) -> Record:
         known = self.held.pop(ticket)
-        return await self.aexecutor.drive(complete, ticket, result, codec, ttl, known)
+        if known is not None:
+            ax = self.aexecutor
+            return await ax.run(acomplete_known, ax.execute, ticket, result, codec, ttl, known)
+        return await self.aexecutor.drive(complete, ticket, result, codec, ttl)
 
     async def afail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
         return await self.aexecutor.drive(fail, ticket, error, ttl, self.held.pop(ticket))
