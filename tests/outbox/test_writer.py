@@ -60,6 +60,17 @@ def test_the_row_holds_what_will_be_sent(db: Db) -> None:
     assert (row["request_id"], row["seq"], row["state"], row["attempts"]) == ("req-7", 1, 0, 0)
 
 
+def test_every_event_of_one_key_is_its_own_message(db: Db) -> None:
+    # The key is the aggregate (ordering), not the event: each row gets its own message id,
+    # which is what a consumer dedupes on by default.
+    with db.engine.begin() as connection:
+        paid = db.outbox.add(connection, "orders", {"event": "paid"}, key="order:3")
+        shipped = db.outbox.add(connection, "orders", {"event": "shipped"}, key="order:3")
+    assert paid != shipped
+    assert paid != "order:3"
+    assert sorted(row["id"] for row in db.rows()) == sorted([paid, shipped])
+
+
 def test_bytes_go_in_as_they_are_and_a_session_works(db: Db) -> None:
     with Session(db.engine) as session, session.begin():
         db.outbox.add(session, "stock", b"\x00\xffraw")

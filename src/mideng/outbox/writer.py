@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,7 +98,11 @@ class Outbox:
         if not isinstance(event_type, str) or len(event_type) > NAME_MAX:
             raise ConfigurationError(f"outbox event_type must be a short string: {event_type!r}")
         body = encode_payload(payload)
-        message = outgoing(destination, body, key=key, headers=headers)
+        # Every row is its own event, with its own id: the key is its aggregate, shared by
+        # every event of one order, so it must not name the message as publish() lets it.
+        message = outgoing(
+            destination, body, key=key, headers=headers, message_id=str(uuid.uuid4())
+        )
         request_id = message.headers.get(REQUEST_ID)
         return {
             "id": message.message_id,
