@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -45,9 +44,9 @@ from mideng.guard.recovery import (
     stale,
 )
 from mideng.guard.steps import Running, check_name, running_operation, step_wrapper
+from mideng.observability import logs
 from mideng.stores.steps import StepStore
 
-log = logging.getLogger("mideng")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -265,10 +264,4 @@ def _async_operation(guard: Driver, fn: Callable[..., Any], start: Start) -> Cal
 
 
 def _left(running: Running, exc: Exception) -> None:
-    log.warning(
-        "operation %s:%s completed, but its kept steps could not be dropped (%r); reconcile "
-        "drops them",
-        running.scope,
-        running.key,
-        exc,
-    )
+    logs.steps_kept(running.scope, running.key, exc)

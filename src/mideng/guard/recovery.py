@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 import time
 import typing
 import weakref
@@ -28,9 +27,8 @@ from mideng.core.convert import converter
 from mideng.core.record import Record, Status
 from mideng.errors import ConfigurationError, InProgressError
 from mideng.guard.driver import Driver
+from mideng.observability import logs
 from mideng.stores.steps import OperationEntry, StepStore
-
-log = logging.getLogger("mideng")
 
 #: States reconcile runs again; the others it reports and leaves.
 RUNNABLE = ("expired", "released", "retrying")
@@ -226,7 +224,7 @@ def _ran(item: PendingOperation, outcome: Any, error: BaseException | None) -> R
         return Reconciled(item.scope, item.key, "finished", repr(outcome)[:200])
     if isinstance(error, InProgressError):
         return Reconciled(item.scope, item.key, "skipped", "running")
-    log.warning("reconcile of %s:%s failed: %r", item.scope, item.key, error)
+    logs.reconcile_failed(item.scope, item.key, error)
     return Reconciled(item.scope, item.key, "failed", repr(error)[:200])
 
 
@@ -305,7 +303,7 @@ def _stale(
             reason = f"running for {running_for:.1f}s, over {older_than:g}s"
         else:
             continue
-        log.warning("stale task %s:%s: %s", record.scope, record.key, reason)
+        logs.stale_task(record.scope, record.key, reason)
         found.append(StaleTask(record, reason, running_for))
     if found and alert is not None:
         alert(found)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -46,7 +45,6 @@ from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
 from mideng.stores.batch import Completion
 
-log = logging.getLogger("mideng")
 DeadLetterHook = Callable[[Message, str], "Awaitable[None] | None"]
 
 
@@ -227,7 +225,7 @@ class IdempotentConsumer:
         that comes back sooner waits, and the next run counts one more attempt), or the
         failure itself once the attempts are used up (every later copy is dead-lettered)."""
         where = f"{call.scope}:{call.key}"
-        log.warning("mideng consumer %s attempt %d raised %r", where, attempt, exc)
+        logs.consumer_attempt_failed(call.scope, call.key, attempt, exc)
         verdict = after_failure(where, attempt, exc, self.rules)
         store, p = self.guard.store, call.policy
         try:
@@ -244,15 +242,13 @@ class IdempotentConsumer:
         # The handler ran but its record still says processing: the copy redelivered waits
         # out the lease and then runs again. Said loudly: this is the one double-run window
         # of the non-transactional mode (the transactional one has none).
-        log.error(
-            "mideng consumer ran %s:%s but could not complete it: %s", call.scope, call.key, exc
-        )
+        logs.consumer_uncompleted(call.scope, call.key, exc)
         return Retry(self.rules.retry_delay, f"ran, but the record was not completed: {exc}")
 
     async def _settled(self, message: Message, verdict: Verdict) -> Verdict:
         if not isinstance(verdict, DeadLetter):
             return verdict
-        log.error("mideng consumer dead-letters message %r: %s", message.id, verdict.reason)
+        logs.consumer_dead_letters(message.id, verdict.reason)
         if self.on_dead_letter is None:
             return verdict
         try:
@@ -260,7 +256,7 @@ class IdempotentConsumer:
             if inspect.isawaitable(answer):
                 await answer
         except Exception as exc:
-            log.error("mideng on_dead_letter raised %r; message %r is retried", exc, message.id)
+            logs.dead_letter_hook_failed(exc, message.id)
             return Retry(self.rules.max_retry_delay, f"on_dead_letter raised: {exc}")
         return verdict
 
@@ -268,11 +264,11 @@ class IdempotentConsumer:
 def _lapsed(call: Call, exc: LeaseLostError) -> None:
     # Ran, but the lease lapsed and someone took the key over: the work is done, so the message
     # is acked; the taker may run it again, the hazard every lease has.
-    log.error("mideng consumer ran %s:%s after its claim was lost: %s", call.scope, call.key, exc)
+    logs.consumer_claim_lost(call.scope, call.key, exc)
 
 
 async def _quietly_release(store: Any, ticket: Ticket) -> None:
     try:
         await store.arelease(ticket)
     except Exception as exc:
-        log.warning("mideng consumer could not release %s:%s: %s", ticket.scope, ticket.key, exc)
+        logs.consumer_release_failed(ticket.scope, ticket.key, exc)

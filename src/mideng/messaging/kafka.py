@@ -22,7 +22,6 @@ owner to read again.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -30,9 +29,8 @@ from typing import Any, Protocol
 from mideng.errors import ConfigurationError
 from mideng.messaging.message import Message
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
+from mideng.observability import logs
 from mideng.stores.registry import require
-
-log = logging.getLogger("mideng.messaging")
 
 #: The header a dead-lettered copy carries: why it was given up on.
 DEAD_LETTER_REASON = "x-dead-letter-reason"
@@ -167,8 +165,8 @@ class _Member:
                     verdicts = [await self.consumer.handle(messages[0])]
                 else:
                     verdicts = await self.consumer.handle_batch(messages)
-            except Exception:
-                log.exception("consumer failed on %d record(s) of %s", len(messages), partition)
+            except Exception as exc:
+                logs.kafka_records_unhandled(len(messages), str(partition), exc)
                 verdicts = [Retry(UNDECIDED_DELAY, "the consumer raised")] * len(messages)
             settled, delay = await self._settled(messages, verdicts)
             if settled:
@@ -195,7 +193,7 @@ class _Member:
         return len(messages), 0.0
 
     async def _dead_letter(self, message: Message, verdict: DeadLetter) -> bool:
-        log.warning("record %s dead-lettered: %s", message.id, verdict.reason)
+        logs.kafka_record_dead_lettered(message.id, verdict.reason)
         if self.dead_topic is None:
             return True
         try:
@@ -209,9 +207,9 @@ class _Member:
             await self.producer.send_and_wait(
                 self.dead_topic, message.body, key=message.raw.key, headers=headers
             )
-        except Exception:
+        except Exception as exc:
             # Never skipped without its copy: the partition rewinds and it comes back.
-            log.exception("dead-letter copy of %s to %r failed", message.id, self.dead_topic)
+            logs.kafka_dead_letter_copy_failed(message.id, self.dead_topic, exc)
             return False
         return True
 
@@ -221,7 +219,7 @@ class _Member:
         except Exception:
             # A rebalance took the partition first: its next owner reads these records again
             # and the consumer's records answer them as duplicates.
-            log.warning("offset %d of %s not committed; it is read again", offset, partition)
+            logs.kafka_offset_uncommitted(offset, str(partition))
 
     async def close(self) -> None:
         if self.producer is not None:

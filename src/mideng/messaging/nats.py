@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from mideng.errors import ConfigurationError
 from mideng.messaging.message import Message
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
+from mideng.observability import logs
 from mideng.stores.registry import require
-
-log = logging.getLogger("mideng.messaging")
 
 #: The header a dead-lettered copy carries: why it was given up on.
 DEAD_LETTER_REASON = "x-dead-letter-reason"
@@ -88,7 +86,7 @@ async def consume(
                 raise  # closed for good (reconnects given up): the caller restarts us
             except errors.Error as exc:
                 # Reconnecting, a JetStream API blip: nothing was handed out, so just wait.
-                log.warning("JetStream fetch from %r failed (%r); trying again", durable, exc)
+                logs.nats_fetch_failed(durable, exc)
                 await _pause(stop, fetch_timeout)
                 continue
             await _process(consumer, jetstream, fetched, wait, dead_subject)
@@ -166,9 +164,9 @@ async def _process(
             verdicts = [await consumer.handle(messages[0])]
         else:
             verdicts = await consumer.handle_batch(messages)
-    except Exception:
+    except Exception as exc:
         # Not even a verdict (the store is down): every message comes back later, none is lost.
-        log.exception("consumer failed on %d message(s); they come back", len(messages))
+        logs.nats_messages_unhandled(len(messages), exc)
         verdicts = [Retry(UNDECIDED_DELAY, "the consumer raised")] * len(messages)
     finally:
         keeper.cancel()
@@ -177,10 +175,10 @@ async def _process(
     for message, verdict in zip(messages, verdicts, strict=True):
         try:
             await _settle(jetstream, message, verdict, dead_subject)
-        except Exception:
+        except Exception as exc:
             # The rest of the batch is still settled; this one comes back after ack_wait and
             # the consumer's record answers it.
-            log.exception("settling message %s failed; it is redelivered", message.id)
+            logs.nats_settle_failed(message.id, exc)
 
 
 async def _pause(stop: asyncio.Event, seconds: float) -> None:
@@ -201,14 +199,12 @@ async def _settle(
             headers = {**message.headers, DEAD_LETTER_REASON: verdict.reason}
             try:
                 await jetstream.publish(dead_subject, message.body, headers=headers)
-            except Exception:
+            except Exception as exc:
                 # Never terminated without its copy: it comes back and is dead-lettered again.
-                log.exception(
-                    "dead-letter copy to %r failed; message %s comes back", dead_subject, message.id
-                )
+                logs.nats_dead_letter_copy_failed(dead_subject, message.id, exc)
                 await raw.nak(delay=UNDECIDED_DELAY)
                 return
-        log.warning("message %s dead-lettered: %s", message.id, verdict.reason)
+        logs.nats_message_dead_lettered(message.id, verdict.reason)
         await raw.term()
     else:
         raise TypeError(f"not a verdict: {verdict!r}")

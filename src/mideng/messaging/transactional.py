@@ -15,7 +15,6 @@ the attempts are used up), so the next run knows how many came before it.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -35,8 +34,7 @@ from mideng.guard.transaction import atransaction, transaction
 from mideng.messaging.message import Message
 from mideng.messaging.outcome import MIN_DELAY, RetryRules, after_failure
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
-
-log = logging.getLogger("mideng")
+from mideng.observability import logs
 
 
 class IdempotentConsumer(Protocol):
@@ -143,20 +141,20 @@ def _refused(consumer: IdempotentConsumer, key: str, exc: Exception) -> Verdict:
         return DeadLetter(f"{where} failed before and was given up on: {exc}")
     # A lost connection, a deadlock past its retries, a failed commit: nothing committed, so
     # the message comes back and runs again.
-    log.warning("mideng consumer transaction for %s failed: %r", where, exc)
+    logs.consumer_transaction_failed(consumer.scope, key, exc)
     return Retry(rules.retry_delay, f"{where} transaction failed: {type(exc).__name__}: {exc}")
 
 
 async def _count_failure(consumer: IdempotentConsumer, key: str, failed: _HandlerFailed) -> Verdict:
     where = f"{consumer.scope}:{key}"
     exc, attempt = failed.error, failed.attempt
-    log.warning("mideng consumer %s attempt %d raised %r", where, attempt, exc)
+    logs.consumer_attempt_failed(consumer.scope, key, attempt, exc)
     store, policy = consumer.guard.store, consumer.policy
     call = consumer.guard.prepare(consumer.scope, key, consumer.handler, None, policy)
     try:
         claim = await store.aclaim(call.request())
     except IdempotencyError as store_exc:
-        log.warning("mideng consumer could not count the failure of %s: %s", where, store_exc)
+        logs.consumer_failure_uncounted(consumer.scope, key, store_exc)
         return after_failure(where, attempt, exc, consumer.rules)
     if not claim.acquired:
         # A copy got in between the rollback and here; it decides. This one comes back later.
@@ -171,5 +169,5 @@ async def _count_failure(consumer: IdempotentConsumer, key: str, failed: _Handle
             assert isinstance(verdict, Retry)
             await store.aheartbeat(ticket, verdict.delay, policy.ttl)
     except IdempotencyError as store_exc:
-        log.warning("mideng consumer could not count the failure of %s: %s", where, store_exc)
+        logs.consumer_failure_uncounted(consumer.scope, key, store_exc)
     return verdict

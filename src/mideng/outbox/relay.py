@@ -15,7 +15,6 @@ then publishes from the key's mark again, with the same message ids: at-least-on
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -27,13 +26,13 @@ from mideng.db.site import AsyncSite
 from mideng.db.statements import Op, check_table
 from mideng.errors import ConfigurationError
 from mideng.messaging.publish import Outgoing, Publisher, open_publisher
+from mideng.observability import logs
 from mideng.outbox.engines import async_engine, listen_conninfo
 from mideng.outbox.ops import Failure, Row, claim, purge, settle
 from mideng.outbox.schema import DEFAULT_TABLE, channel
 from mideng.outbox.statements import Queries
 from mideng.outbox.wake import Listen, Poll
 
-log = logging.getLogger("mideng.outbox")
 T = TypeVar("T")
 
 
@@ -161,14 +160,14 @@ class Relay:
         while not stop.is_set():
             try:
                 batch = await self.batch()
-            except Exception:  # the database or broker is down: wait, then try again
-                log.exception("outbox relay batch failed")
+            except Exception as exc:  # the database or broker is down: wait, then try again
+                logs.relay_batch_failed(exc)
                 batch = Batch(0, 0, 0, 0)
             if time.time() - self._purged_at >= self.purge_every:
                 try:
                     await self.purge()
-                except Exception:
-                    log.exception("outbox purge failed")
+                except Exception as exc:
+                    logs.purge_failed(exc)
             if batch.claimed == 0 or batch.sent == 0:
                 await self.wake.wait(self.poll, stop)
 
@@ -193,13 +192,8 @@ class Relay:
         await self._transact(lambda: settle(self.q, token, settle_now, sent, failures), retries=5)
         dead = sum(1 for failure in failures if failure.dead)
         for failure in failures:
-            log.warning(
-                "outbox publish failed id=%s key=%s attempt=%d%s: %s",
-                failure.id,
-                failure.key,
-                failure.attempts,
-                " (dead)" if failure.dead else "",
-                failure.error,
+            logs.publish_failed(
+                failure.id, failure.key, failure.attempts, failure.dead, failure.error
             )
         return Batch(len(rows), len(sent), len(failures), dead)
 

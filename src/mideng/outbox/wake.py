@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from typing import Any
 
-log = logging.getLogger("mideng.outbox")
+from mideng.observability import logs
 
 #: How often a wait looks at its stop event (seconds).
 SLICE = 0.25
@@ -49,7 +48,7 @@ class Listen(Poll):
             self._connection = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
             await self._connection.execute(f'LISTEN "{self.channel}"')
         except psycopg.Error as exc:
-            log.warning("outbox relay cannot LISTEN (%s); polling instead", exc)
+            logs.listen_unavailable(exc)
             await self.close()
 
     async def wait(self, timeout: float, stop: asyncio.Event) -> None:
@@ -72,7 +71,7 @@ class Listen(Poll):
                 async for _ in self._connection.notifies(timeout=min(left, SLICE), stop_after=1):
                     return
             except psycopg.Error as exc:
-                log.warning("outbox relay lost its LISTEN connection: %s", exc)
+                logs.listen_lost(exc)
                 await self.close()
                 return
 

@@ -10,14 +10,12 @@ one, commits it when the primitive answers and rolls it back when it raises. A S
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
 from mideng.db.site import AsyncSite, Site
 from mideng.db.statements import Op, T
-
-log = logging.getLogger("mideng")
+from mideng.observability import logs
 
 #: What a primitive hands the runner: given the statement kind and the connection's dialect
 #: (to compile its statements the first time), the operation to drive.
@@ -40,7 +38,7 @@ def run(conn: Any, make: Make[T]) -> T:
         try:
             site.rollback(whole=False)  # the site's own transaction; never the caller's
         except Exception as exc:
-            log.warning("mideng could not roll back after a failed statement: %s", exc)
+            logs.statement_rollback_failed(exc)
         raise
     site.commit()
     return answer
@@ -58,7 +56,7 @@ async def arun(conn: Any, make: Make[T]) -> T:
         try:
             await site.rollback(whole=False)
         except Exception as exc:
-            log.warning("mideng could not roll back after a failed statement: %s", exc)
+            logs.statement_rollback_failed(exc)
         raise
     await site.commit()
     return answer

@@ -1,33 +1,14 @@
-"""Every log line mideng writes, in one place, each with its fields on the record.
-
-Every line carries ``mideng_request_id``, ``mideng_scope``, ``mideng_key`` and
-``mideng_outcome`` as LogRecord attributes (None where a line has no such thing), so a JSON
-formatter or structlog's ``ExtraAdder`` gets them as fields, and ``MidengFields`` (a filter)
-puts them on any other logger's records too. Every duplicate is a WARNING with scope, key,
-outcome and both request ids (this call's and the one that did the work), so a duplicate can
-be traced back to its first request.
-
-This package is a leaf: it imports nothing from mideng but ``errors`` and ``context``, so
-callers hand it plain values (any object with ``scope`` and ``key`` attributes is a call).
-"""
+"""The lines of a guarded call: the Guard, its heartbeats, the stores, HTTP, the operator
+views and recoverable operations."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import sys
-from collections.abc import Iterator
 from typing import Any, Protocol
 
-from mideng.context import get_request_id
 from mideng.errors import IdempotencyError, LeaseLostError, StoreUnavailableError
 from mideng.observability import watch
-
-log = logging.getLogger("mideng")
-http_log = logging.getLogger("mideng.http")
-
-#: The attributes every mideng record carries; stable names for formatters and queries.
-FIELDS = ("mideng_request_id", "mideng_scope", "mideng_key", "mideng_outcome")
+from mideng.observability.logs.fields import fields, http_log, log
 
 
 class _Claim(Protocol):
@@ -50,54 +31,6 @@ class CallLike(Protocol):
     def polls(self) -> int: ...
     @property
     def duplicate(self) -> _Claim | None: ...
-
-
-def fields(
-    scope: str | None = None,
-    key: str | None = None,
-    outcome: str | None = None,
-    request_id: str | None = None,
-) -> dict[str, Any]:
-    """The ``extra=`` of a line: the four fields, the request id from the context by default."""
-    return {
-        "mideng_request_id": request_id if request_id is not None else get_request_id(),
-        "mideng_scope": scope,
-        "mideng_key": key,
-        "mideng_outcome": outcome,
-    }
-
-
-class MidengFields(logging.Filter):
-    """Put the four mideng fields on every record that lacks them (the request id from the
-    context; the others None), so one format string or JSON schema fits every line.
-
-    ``logging.getLogger().handlers[0].addFilter(MidengFields())``; with structlog, run it on
-    the stdlib handler and add ``structlog.stdlib.ExtraAdder(FIELDS)`` to the chain.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if getattr(record, "mideng_request_id", None) is None:
-            record.mideng_request_id = get_request_id()
-        for name in FIELDS[1:]:
-            if not hasattr(record, name):
-                setattr(record, name, None)
-        return True
-
-
-@contextlib.contextmanager
-def to_stderr() -> Iterator[None]:
-    """mideng's lines on stderr for a while (an operator command), unless the application set
-    up logging itself; stdout stays the command's own output, parseable under --json."""
-    if log.handlers or logging.getLogger().handlers:
-        yield
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-    log.addHandler(handler)
-    try:
-        yield
-    finally:
-        log.removeHandler(handler)
 
 
 def _where(what: object) -> tuple[str | None, str | None]:
@@ -266,6 +199,34 @@ def stuck_record(scope: str, key: str, fence: int, lapsed: float, request_id: st
     )
 
 
+# -- recoverable operations (mideng.guard.operations, reconcile, the stale-task scan) ---------
+def steps_kept(scope: str, key: str, exc: BaseException) -> None:
+    """The operation completed but its kept steps stayed behind: reconcile drops them."""
+    log.warning(
+        "operation %s:%s completed, but its kept steps could not be dropped (%r); reconcile "
+        "drops them",
+        scope,
+        key,
+        exc,
+        extra=fields(scope, key, "steps_kept"),
+    )
+
+
+def reconcile_failed(scope: str, key: str, exc: BaseException) -> None:
+    log.warning(
+        "reconcile of %s:%s failed: %r",
+        scope,
+        key,
+        exc,
+        extra=fields(scope, key, "reconcile_failed"),
+    )
+
+
+def stale_task(scope: str, key: str, reason: str) -> None:
+    """A task still marked running whose holder stopped renewing or that ran past its limit."""
+    log.warning("stale task %s:%s: %s", scope, key, reason, extra=fields(scope, key, "stale"))
+
+
 # -- business tables (mideng.state) -----------------------------------------------------------
 def duplicate_insert(table: str, key: dict[str, object]) -> None:
     """An insert_once met a row with the same business key: the retry is answered with that
@@ -279,4 +240,14 @@ def duplicate_insert(table: str, key: dict[str, object]) -> None:
         table,
         shown,
         extra=line,
+    )
+
+
+def statement_rollback_failed(exc: Exception) -> None:
+    """The site's own transaction could not be rolled back after its statement raised; the
+    statement's error is raised all the same."""
+    log.warning(
+        "mideng could not roll back after a failed statement: %s",
+        exc,
+        extra=fields(outcome="rollback_failed"),
     )

@@ -1,0 +1,178 @@
+"""The lines of message consumers (mideng.messaging) and of the broker adapters under them."""
+
+from __future__ import annotations
+
+from mideng.observability.logs.fields import fields, log, messaging_log
+
+
+# -- consumers --------------------------------------------------------------------------------
+def consumer_attempt_failed(scope: str, key: str, attempt: int, exc: BaseException) -> None:
+    log.warning(
+        "mideng consumer %s attempt %d raised %r",
+        f"{scope}:{key}",
+        attempt,
+        exc,
+        extra=fields(scope, key, "attempt_failed"),
+    )
+
+
+def consumer_uncompleted(scope: str, key: str, exc: BaseException) -> None:
+    """The handler ran but its record still says processing: the redelivered copy waits out
+    the lease and runs again, the one double-run window of the non-transactional mode."""
+    log.error(
+        "mideng consumer ran %s:%s but could not complete it: %s",
+        scope,
+        key,
+        exc,
+        extra=fields(scope, key, "uncompleted"),
+    )
+
+
+def consumer_dead_letters(message_id: str | None, reason: str) -> None:
+    log.error(
+        "mideng consumer dead-letters message %r: %s",
+        message_id,
+        reason,
+        extra=fields(outcome="dead_letter"),
+    )
+
+
+def dead_letter_hook_failed(exc: BaseException, message_id: str | None) -> None:
+    """``on_dead_letter`` raised: the message is retried rather than dropped."""
+    log.error(
+        "mideng on_dead_letter raised %r; message %r is retried",
+        exc,
+        message_id,
+        extra=fields(outcome="dead_letter_failed"),
+    )
+
+
+def consumer_claim_lost(scope: str, key: str, exc: BaseException) -> None:
+    """The handler ran, but its lease lapsed and another caller took the key over: the
+    message is acked, and the taker may run it again."""
+    log.error(
+        "mideng consumer ran %s:%s after its claim was lost: %s",
+        scope,
+        key,
+        exc,
+        extra=fields(scope, key, "lease_lost"),
+    )
+
+
+def consumer_release_failed(scope: str, key: str, exc: BaseException) -> None:
+    """An interrupted run kept its claim: the next copy waits out the lease."""
+    log.warning(
+        "mideng consumer could not release %s:%s: %s",
+        scope,
+        key,
+        exc,
+        extra=fields(scope, key, "release_failed"),
+    )
+
+
+def consumer_transaction_failed(scope: str, key: str, exc: BaseException) -> None:
+    """Nothing of the transactional handler committed: the message comes back and runs again."""
+    log.warning(
+        "mideng consumer transaction for %s failed: %r",
+        f"{scope}:{key}",
+        exc,
+        extra=fields(scope, key, "transaction_failed"),
+    )
+
+
+def consumer_failure_uncounted(scope: str, key: str, exc: BaseException) -> None:
+    """The failed attempt is not on the record, so the next copy counts from the old total."""
+    log.warning(
+        "mideng consumer could not count the failure of %s: %s",
+        f"{scope}:{key}",
+        exc,
+        extra=fields(scope, key, "failure_uncounted"),
+    )
+
+
+# -- brokers: a line's ``where`` is the broker's own name for the place (a Kafka partition) ---
+def kafka_records_unhandled(count: int, partition: str, exc: BaseException) -> None:
+    """The consumer gave no verdict (its store is down): the partition rewinds to them."""
+    messaging_log.error(
+        "consumer failed on %d record(s) of %s",
+        count,
+        partition,
+        exc_info=exc,
+        extra=fields(outcome="consumer_failed"),
+    )
+
+
+def kafka_record_dead_lettered(message_id: str | None, reason: str) -> None:
+    messaging_log.warning(
+        "record %s dead-lettered: %s", message_id, reason, extra=fields(outcome="dead_letter")
+    )
+
+
+def kafka_dead_letter_copy_failed(message_id: str | None, topic: str, exc: BaseException) -> None:
+    """The record is not skipped without its copy: the partition rewinds and it comes back."""
+    messaging_log.error(
+        "dead-letter copy of %s to %r failed",
+        message_id,
+        topic,
+        exc_info=exc,
+        extra=fields(outcome="dead_letter_failed"),
+    )
+
+
+def kafka_offset_uncommitted(offset: int, partition: str) -> None:
+    """A rebalance took the partition first: its next owner reads these records again and the
+    consumer's records answer them as duplicates."""
+    messaging_log.warning(
+        "offset %d of %s not committed; it is read again",
+        offset,
+        partition,
+        extra=fields(outcome="uncommitted"),
+    )
+
+
+def nats_fetch_failed(durable: str, exc: BaseException) -> None:
+    """Nothing was handed out (reconnecting, a JetStream API blip): the fetch is tried again."""
+    messaging_log.warning(
+        "JetStream fetch from %r failed (%r); trying again",
+        durable,
+        exc,
+        extra=fields(outcome="fetch_failed"),
+    )
+
+
+def nats_messages_unhandled(count: int, exc: BaseException) -> None:
+    """The consumer gave no verdict (its store is down): every message comes back later."""
+    messaging_log.error(
+        "consumer failed on %d message(s); they come back",
+        count,
+        exc_info=exc,
+        extra=fields(outcome="consumer_failed"),
+    )
+
+
+def nats_settle_failed(message_id: str | None, exc: BaseException) -> None:
+    """It comes back after ack_wait and the consumer's record answers it."""
+    messaging_log.error(
+        "settling message %s failed; it is redelivered",
+        message_id,
+        exc_info=exc,
+        extra=fields(outcome="settle_failed"),
+    )
+
+
+def nats_dead_letter_copy_failed(subject: str, message_id: str | None, exc: BaseException) -> None:
+    """The message is not terminated without its copy: it comes back and is dead-lettered
+    again."""
+    messaging_log.error(
+        "dead-letter copy to %r failed; message %s comes back",
+        subject,
+        message_id,
+        exc_info=exc,
+        extra=fields(outcome="dead_letter_failed"),
+    )
+
+
+def nats_message_dead_lettered(message_id: str | None, reason: str) -> None:
+    messaging_log.warning(
+        "message %s dead-lettered: %s", message_id, reason, extra=fields(outcome="dead_letter")
+    )

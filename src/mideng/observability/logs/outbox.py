@@ -1,0 +1,43 @@
+"""The lines of the outbox relay (mideng.outbox)."""
+
+from __future__ import annotations
+
+from mideng.observability.logs.fields import fields, outbox_log
+
+
+def relay_batch_failed(exc: BaseException) -> None:
+    """The database or the broker is down: the relay waits, then tries again."""
+    outbox_log.error(
+        "outbox relay batch failed", exc_info=exc, extra=fields(outcome="relay_failed")
+    )
+
+
+def purge_failed(exc: BaseException) -> None:
+    """Sent rows past their retention stay until the next purge."""
+    outbox_log.error("outbox purge failed", exc_info=exc, extra=fields(outcome="purge_failed"))
+
+
+def publish_failed(row_id: str, key: str | None, attempts: int, dead: bool, error: str) -> None:
+    """A row the broker did not take: retried after its backoff, or dead once out of attempts."""
+    outbox_log.warning(
+        "outbox publish failed id=%s key=%s attempt=%d%s: %s",
+        row_id,
+        key,
+        attempts,
+        " (dead)" if dead else "",
+        error,
+        extra=fields(key=key, outcome="dead_letter" if dead else "publish_failed"),
+    )
+
+
+def listen_unavailable(exc: BaseException) -> None:
+    """No LISTEN connection: the relay finds new rows by polling until it gets one."""
+    outbox_log.warning(
+        "outbox relay cannot LISTEN (%s); polling instead", exc, extra=fields(outcome="polling")
+    )
+
+
+def listen_lost(exc: BaseException) -> None:
+    outbox_log.warning(
+        "outbox relay lost its LISTEN connection: %s", exc, extra=fields(outcome="polling")
+    )
