@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from mideng.errors import IdempotencyError
 from mideng.stores.sql.schema import DEFAULT_TABLE, script
+from mideng.stores.sql.steps import ddl as steps_ddl
+
+if TYPE_CHECKING:
+    from mideng.stores.sql import SQLStore
+    from mideng.stores.sqlite import SQLiteStore
 
 
 def _family(url: str) -> str:
@@ -27,21 +34,36 @@ def _family(url: str) -> str:
 @click.option(
     "--apply", "apply_", is_flag=True, help="Also create the table and indexes (idempotent)."
 )
-def schema(url: str, table: str, apply_: bool) -> None:
+@click.option(
+    "--steps",
+    is_flag=True,
+    help="Also the steps table of multi-step operations (created at first use otherwise).",
+)
+def schema(url: str, table: str, apply_: bool, steps: bool) -> None:
     """Print the DDL of the record table, for review or a migration tool."""
     try:
         family = _family(url)
         click.echo(script(family, table), nl=False)
+        if steps:
+            click.echo(
+                "".join(f"{statement};\n" for statement in steps_ddl(family, table)), nl=False
+            )
         if not apply_:
             return
+        store: SQLiteStore | SQLStore
         if family == "sqlite":
             from mideng.stores.sqlite import SQLiteStore
 
-            SQLiteStore.from_url(url, table=table).close()
+            store = SQLiteStore.from_url(url, table=table)
         else:
             from mideng.stores.sql import SQLStore
 
-            SQLStore.from_url(url, table=table, create_schema=True).close()
+            store = SQLStore.from_url(url, table=table, create_schema=True)
+        try:
+            if steps:
+                store.create_steps_schema()
+        finally:
+            store.close()
     except IdempotencyError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"-- applied to {table}", err=True)

@@ -239,6 +239,11 @@ class SQLSteps(StepStore):
             self._steps_ready = True
         return self.executor
 
+    def create_steps_schema(self) -> None:
+        """The steps table now rather than at the first operation (``mideng schema --steps
+        --apply``, for deployments whose service accounts may not create tables)."""
+        self._steps()
+
     async def _asteps(self) -> AsyncExecutor:
         if not self._steps_ready:
             await self.aexecutor.drive(create_steps)
@@ -297,13 +302,22 @@ class SQLiteSteps(StepStore):
     _steps_ready = False
 
     def _drive_steps(self, op: Callable[..., Op[T]], *args: Any) -> T:
-        s = _sqlite(self.table)
         try:
-            conn = self._conn()
-            if not self._steps_ready:
-                drive(create_steps(s), execute_sqlite, conn)
-                self._steps_ready = True
-            return drive(op(s, *args), execute_sqlite, conn)
+            return drive(op(_sqlite(self.table), *args), execute_sqlite, self._steps_conn())
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
+
+    def _steps_conn(self) -> Any:
+        conn = self._conn()
+        if not self._steps_ready:
+            drive(create_steps(_sqlite(self.table)), execute_sqlite, conn)
+            self._steps_ready = True
+        return conn
+
+    def create_steps_schema(self) -> None:
+        """The steps table now rather than at the first operation."""
+        try:
+            self._steps_conn()
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
 

@@ -1,0 +1,67 @@
+"""``mideng schema --steps``: the steps table of multi-step operations printed beside the
+record table and, with ``--apply``, created up front, so a service account that may not
+create tables still runs operations."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from click.testing import CliRunner
+from sqlalchemy import create_engine, inspect, text
+
+from mideng import Guard, open_store
+from mideng.cli.schema import schema
+from tests.services import POSTGRES_URL, need
+
+
+def test_steps_are_printed_only_when_asked(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/plain.db"
+    plain = CliRunner().invoke(schema, ["--url", url, "--table", "records"])
+    assert plain.exit_code == 0, plain.output
+    assert "records_steps" not in plain.output
+    both = CliRunner().invoke(schema, ["--url", url, "--table", "records", "--steps"])
+    assert both.exit_code == 0, both.output
+    assert both.output.startswith(plain.output)
+    assert "CREATE TABLE IF NOT EXISTS records_steps" in both.output
+
+
+def test_apply_creates_the_steps_table_on_sqlite(tmp_path: Path) -> None:
+    path = tmp_path / "ops.db"
+    done = CliRunner().invoke(schema, ["--url", f"sqlite:///{path}", "--steps", "--apply"])
+    assert done.exit_code == 0, done.output
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        assert "mideng_records_steps" in inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+
+
+def test_apply_creates_the_steps_table_on_postgresql() -> None:
+    need("postgresql")
+    table = f"mideng_schema_{uuid.uuid4().hex[:10]}"
+    engine = create_engine(POSTGRES_URL)
+    try:
+        args = ["--url", POSTGRES_URL, "--table", table, "--steps", "--apply"]
+        done = CliRunner().invoke(schema, args)
+        assert done.exit_code == 0, done.output
+        assert f"{table}_steps" in inspect(engine).get_table_names()
+        guard = Guard(open_store(POSTGRES_URL, table=table))
+        try:
+
+            @guard.operation("pay", key=lambda order: order)
+            def pay(order: str) -> str:
+                return charge(order)
+
+            @guard.step("charge")
+            def charge(order: str) -> str:
+                return f"charged {order}"
+
+            assert pay("o-1") == "charged o-1"  # the steps table serves the operation
+        finally:
+            guard.close()
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text(f"DROP TABLE IF EXISTS {table}_steps"))
+            conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
+        engine.dispose()
