@@ -42,7 +42,7 @@ from mideng.messaging.outcome import RetryRules, after_failure, standing
 from mideng.messaging.transactional import check as check_transactional
 from mideng.messaging.transactional import handle as handle_in_transaction
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
-from mideng.observability import logs
+from mideng.observability import logs, watch
 from mideng.stores.batch import Completion
 
 DeadLetterHook = Callable[[Message, str], "Awaitable[None] | None"]
@@ -246,6 +246,14 @@ class IdempotentConsumer:
         return Retry(self.rules.retry_delay, f"ran, but the record was not completed: {exc}")
 
     async def _settled(self, message: Message, verdict: Verdict) -> Verdict:
+        """The verdict the adapter gets: every message, one at a time or batched, ends here."""
+        final = await self._dead_lettered(message, verdict)
+        if watch.metrics is not None:
+            ran = not isinstance(final, Ack) or final.ran
+            watch.metrics.consumed(self.scope, _VERDICTS[type(final)] if ran else "duplicate")
+        return final
+
+    async def _dead_lettered(self, message: Message, verdict: Verdict) -> Verdict:
         if not isinstance(verdict, DeadLetter):
             return verdict
         logs.consumer_dead_letters(message.id, verdict.reason)
@@ -259,6 +267,10 @@ class IdempotentConsumer:
             logs.dead_letter_hook_failed(exc, message.id)
             return Retry(self.rules.max_retry_delay, f"on_dead_letter raised: {exc}")
         return verdict
+
+
+# The ``verdict`` label of mideng_consumer_messages_total (an Ack that did not run: "duplicate").
+_VERDICTS: dict[type, str] = {Ack: "ran", Retry: "retry", DeadLetter: "dead_letter"}
 
 
 def _lapsed(call: Call, exc: LeaseLostError) -> None:

@@ -46,6 +46,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Bodies run unguarded because the store was down and the policy is fail_open.",
         ("scope", "step"),
     ),
+    "mideng_consumer_messages": (
+        "Messages a consumer decided, by verdict: ran (handled and acked), duplicate (acked "
+        "without running), retry (given back to the broker), dead_letter.",
+        ("scope", "verdict"),
+    ),
     "mideng_http_responses": (
         "Responses of the HTTP integrations, by status class and whether they were replays.",
         ("status_class", "replayed"),
@@ -162,6 +167,9 @@ class Recorder:
 
     def heartbeat_failed(self, scope: str) -> None:
         self._count("mideng_heartbeat_failures", (scope,))
+
+    def consumed(self, scope: str, verdict: str) -> None:
+        self._count("mideng_consumer_messages", (scope, verdict))
 
     def http_reply(self, status: int, replayed: bool) -> None:
         self._count(
