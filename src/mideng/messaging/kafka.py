@@ -22,6 +22,7 @@ owner to read again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -107,13 +108,26 @@ async def consume(
     member.client = client
     client.subscribe([topic], listener=member.listener(aiokafka))
     await client.start()
+    # A fetch can wait past its timeout while the group rebalances (members leaving one after
+    # another when a deployment stops): ``stop`` cuts it short. Records fetched but not yet
+    # handed out are simply read again by the next owner; nothing is committed for them.
+    stopping = asyncio.ensure_future(stop.wait())
     try:
         while not stop.is_set():
             member.resume_due()
-            fetched = await client.getmany(timeout_ms=int(poll_timeout * 1000), max_records=batch)
-            for partition, records in fetched.items():
+            fetch = asyncio.ensure_future(
+                client.getmany(timeout_ms=int(poll_timeout * 1000), max_records=batch)
+            )
+            await asyncio.wait({fetch, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not fetch.done():
+                fetch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await fetch
+                break
+            for partition, records in fetch.result().items():
                 await member.process(partition, records)
     finally:
+        stopping.cancel()
         try:
             await client.stop()  # leaves the group: its partitions go to the others at once
         finally:

@@ -155,6 +155,25 @@ def test_stop_commits_the_batch_in_hand(kafka_side: KafkaSide) -> None:
     assert committed == len(handled) > 0  # what was handled is committed, nothing more
 
 
+def test_stop_cuts_a_long_fetch_short(kafka_side: KafkaSide) -> None:
+    # Nothing to read and a 120 s poll: without stop racing the fetch, consume would sit in
+    # getmany (or a rebalance's wait) for that long after stop is set.
+    kafka_side.publish([("order:1", b"{}")])
+    handled: Counter[str] = Counter()
+    member = Counting(handled, 0.0)
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(consuming(member, kafka_side, stop, poll_timeout=120.0))
+        await asyncio.wait_for(member.busy.wait(), 30)
+        await asyncio.to_thread(settled, kafka_side)  # committed: the next fetch has begun
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+    asyncio.run(scenario())
+    assert sum(handled.values()) == 1
+
+
 def test_addresses_and_options() -> None:
     assert adapter.bootstrap_servers("127.0.0.1:9092") == "127.0.0.1:9092"
     assert adapter.bootstrap_servers("kafka://a:1, kafka://b:2/") == "a:1,b:2"
