@@ -111,8 +111,8 @@ class Exchange:
         return None
 
 
-def _counted(reply: Reply) -> Reply:
-    """Count a reply in mideng_http_responses_total (metrics on only)."""
+def _sent(reply: Reply) -> Reply:
+    """The reply, counted in mideng_http_responses_total while metrics are on."""
     sent = reply.response
     if sent is not None and watch.metrics is not None:
         watch.metrics.http_reply(sent.status, any(n == REPLAYED_HEADER for n, _ in sent.headers))
@@ -141,9 +141,8 @@ def run(
         call = guard.prepare(target.scope, target.key, _produce, payload, opts.policy())
         stored = guard.drive(call, _produce, (exchange,), {})
     except Exception as exc:
-        reply = exchange.recover_or_raise(exc)
-        return reply if watch.metrics is None else _counted(reply)
-    return exchange.reply(stored) if watch.metrics is None else _counted(exchange.reply(stored))
+        return _sent(exchange.recover_or_raise(exc))
+    return _sent(exchange.reply(stored))
 
 
 async def arun(
@@ -158,6 +157,5 @@ async def arun(
         call = guard.prepare(target.scope, target.key, _aproduce, payload, opts.policy())
         stored = await guard.adrive(call, _aproduce, (exchange,), {})
     except Exception as exc:
-        reply = exchange.recover_or_raise(exc)
-        return reply if watch.metrics is None else _counted(reply)
-    return exchange.reply(stored) if watch.metrics is None else _counted(exchange.reply(stored))
+        return _sent(exchange.recover_or_raise(exc))
+    return _sent(exchange.reply(stored))
