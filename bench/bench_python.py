@@ -22,15 +22,13 @@ import argparse
 import json
 import os
 import platform
-import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from callgrind import instructions_per_call
 from common import RESULT
 
 BASE = 1000
@@ -129,31 +127,7 @@ def child(case: str, calls: int) -> None:
 
 def count(case: str, calls: int) -> float:
     """Instructions per call of ``case``."""
-    totals = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for n in (BASE, BASE + calls):
-            out = Path(tmp) / f"cg.{n}"
-            done = subprocess.run(
-                [
-                    "valgrind",
-                    "--tool=callgrind",
-                    f"--callgrind-out-file={out}",
-                    sys.executable,
-                    __file__,
-                    "--child",
-                    case,
-                    str(n),
-                ],
-                capture_output=True,
-                text=True,
-                env={**os.environ, "PYTHONHASHSEED": "0"},
-                check=False,
-            )
-            found = re.search(r"Collected : (\d+)", done.stderr)
-            if done.returncode != 0 or found is None:
-                raise SystemExit(f"{case}: valgrind failed\n{done.stderr[-2000:]}")
-            totals.append(int(found.group(1)))
-    return (totals[1] - totals[0]) / calls
+    return instructions_per_call(__file__, case, calls, BASE)
 
 
 def main() -> None:

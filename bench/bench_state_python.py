@@ -13,15 +13,13 @@ SQL mideng sends as a ``text()`` statement and look at its rowcount or row, as m
 from __future__ import annotations
 
 import argparse
-import os
 import platform
-import re
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from callgrind import instructions_per_call
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -88,31 +86,8 @@ def child(case: str, calls: int) -> None:
 
 
 def count(case: str, calls: int) -> float:
-    totals = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for n in (BASE, BASE + calls):
-            out = Path(tmp) / f"cg.{n}"
-            done = subprocess.run(
-                [
-                    "valgrind",
-                    "--tool=callgrind",
-                    f"--callgrind-out-file={out}",
-                    sys.executable,
-                    __file__,
-                    "--child",
-                    case,
-                    str(n),
-                ],
-                capture_output=True,
-                text=True,
-                env={**os.environ, "PYTHONHASHSEED": "0"},
-                check=False,
-            )
-            found = re.search(r"Collected : (\d+)", done.stderr)
-            if done.returncode != 0 or found is None:
-                raise SystemExit(f"{case}: valgrind failed\n{done.stderr[-2000:]}")
-            totals.append(int(found.group(1)))
-    return (totals[1] - totals[0]) / calls
+    """Instructions per call of ``case``."""
+    return instructions_per_call(__file__, case, calls, BASE)
 
 
 def main() -> None:
