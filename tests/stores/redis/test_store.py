@@ -182,10 +182,13 @@ def test_operations_are_package_data_with_one_shared_head() -> None:
         # The library holds each operation once, as a function over the same text.
         assert script.text[len(head) :] in scripts.library
         assert f"redis.register_function('{script.function}'" in scripts.library
-    assert len(names) == len(scripts.all()) == 12
+    assert len(names) == len(scripts.all()) == 14
     assert scripts.library.startswith("#!lua name=mideng_")
     # The head (its helpers) is defined once for all functions.
     assert scripts.library.count("local function reply(") == 1
+    # So are the claim and completion rules the single and the batch operations share.
+    assert scripts.library.count("local function claim(") == 1
+    assert scripts.library.count("local function complete(") == 1
 
 
 # -- keys and slots -------------------------------------------------------------------------------

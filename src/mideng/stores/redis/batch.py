@@ -1,20 +1,31 @@
-"""The batch capability on Redis: a batch's commands in one pipeline, one round trip.
+"""The batch capability on Redis: a whole batch in one Lua call, one round trip.
 
-Each claim and completion stays its own Lua call, atomic on its own key, exactly the single
-operation; the pipeline only saves the round trips. Keys of different records hash to
-different cluster slots, so one script over a whole batch could not run on a cluster; there
-the commands go one by one through the store's own path, which routes each to its slot.
-A server that lacks the library (or the scripts) is loaded once and the batch sent again.
+A batch claim is one claim_many.lua call over every key, a batch completion one
+complete_many.lua call: the single operations' own rules (the head's ``claim`` and
+``complete``) applied key by key inside one script, each completion fenced on its own
+ticket, with one clock, one set of shared terms, and one compact reply (see rows.claims and
+rows.completions). The keys of one call must share those terms (lease, ttl, expiry policy and
+attempts; codec and ttl), so requests that differ are split into groups, one call each, all
+sent in one write. On a cluster a script may only touch keys of one slot, and records hash to
+different slots, so there the groups are split by slot too, and each goes through the store's
+own path, which routes it to its slot's node: as many calls as slots, each still atomic.
+
+``run_many`` sends any list of commands in one pipeline (the hybrid store's copies use it). A
+server that lacks the library (or the scripts) is loaded once and the batch sent again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, TypeVar
 
+from mideng.core.record import Claim, ClaimRequest
 from mideng.errors import LeaseLostError
+from mideng.stores.batch import Completed, Completion
 from mideng.stores.redis.commands import Command
 from mideng.stores.redis.direct import pack
+
+T = TypeVar("T")
 
 
 def forms(store: Any, commands: Sequence[Command[Any]]) -> list[tuple[Any, ...]]:
@@ -113,3 +124,86 @@ async def _aone(store: Any, command: Command[Any]) -> Any:
         return await store._arun(command)
     except LeaseLostError as exc:
         return exc
+
+
+# -- whole batches: claim_many.lua and complete_many.lua ---------------------------------------
+def _claim_terms(r: ClaimRequest) -> Hashable:
+    return (r.lease, r.ttl, r.on_expiry, r.max_attempts)
+
+
+def _completion_terms(i: Completion) -> Hashable:
+    return (i.codec, i.ttl)
+
+
+def groups(
+    store: Any, items: Sequence[T], terms: Callable[[T], Hashable], name: Callable[[T], str]
+) -> list[list[int]]:
+    """The positions of ``items`` that one script call may take together: those with equal
+    ``terms``, and on a cluster the same slot of their record's key ``name``."""
+    if store._target.kind == "cluster":
+        slot = store._redis.crc.key_slot
+        by: dict[Hashable, list[int]] = {}
+        for i, item in enumerate(items):
+            by.setdefault((terms(item), slot(name(item).encode())), []).append(i)
+        return list(by.values())
+    first = terms(items[0])
+    if all(terms(item) == first for item in items):
+        return [list(range(len(items)))]
+    by = {}
+    for i, item in enumerate(items):
+        by.setdefault(terms(item), []).append(i)
+    return list(by.values())
+
+
+def _scatter(n: int, parts: list[list[int]], answers: list[list[Any]]) -> list[Any]:
+    if len(parts) == 1:
+        return answers[0]
+    out: list[Any] = [None] * n
+    for positions, part in zip(parts, answers, strict=True):
+        for i, answer in zip(positions, part, strict=True):
+            out[i] = answer
+    return out
+
+
+def _claim_commands(
+    store: Any, reqs: Sequence[ClaimRequest]
+) -> tuple[list[list[int]], list[Command[Any]]]:
+    c = store.commands
+    parts = groups(store, reqs, _claim_terms, lambda r: c.key(r.scope, r.key))
+    return parts, [c.claim_many([reqs[i] for i in p]) for p in parts]
+
+
+def _completion_commands(
+    store: Any, items: Sequence[Completion]
+) -> tuple[list[list[int]], list[Command[Any]]]:
+    c = store.commands
+    parts = groups(store, items, _completion_terms, lambda i: c.key(i.ticket.scope, i.ticket.key))
+    return parts, [c.complete_many([items[i] for i in p]) for p in parts]
+
+
+def claim_many(store: Any, reqs: Sequence[ClaimRequest]) -> list[Claim]:
+    if not reqs:
+        return []
+    parts, commands = _claim_commands(store, reqs)
+    return _scatter(len(reqs), parts, run_many(store, commands))
+
+
+def complete_many(store: Any, items: Sequence[Completion]) -> list[Completed]:
+    if not items:
+        return []
+    parts, commands = _completion_commands(store, items)
+    return _scatter(len(items), parts, run_many(store, commands))
+
+
+async def aclaim_many(store: Any, reqs: Sequence[ClaimRequest]) -> list[Claim]:
+    if not reqs:
+        return []
+    parts, commands = _claim_commands(store, reqs)
+    return _scatter(len(reqs), parts, await arun_many(store, commands))
+
+
+async def acomplete_many(store: Any, items: Sequence[Completion]) -> list[Completed]:
+    if not items:
+        return []
+    parts, commands = _completion_commands(store, items)
+    return _scatter(len(items), parts, await arun_many(store, commands))

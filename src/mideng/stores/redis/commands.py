@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from mideng.core.record import Claim, ClaimRequest, ExpiryPolicy, Outcome, Record, Ticket
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.stores.base import check_resolvable, is_unresolved, lease_lost
-from mideng.stores.redis.rows import decode, opt, opt_bytes, put_args, row, seconds
+from mideng.stores.batch import Completed, Completion
+from mideng.stores.redis.rows import (
+    claims,
+    completions,
+    decode,
+    opt,
+    opt_bytes,
+    put_args,
+    row,
+    seconds,
+)
 from mideng.stores.redis.scripts import Script, Scripts
 
 T = TypeVar("T")
@@ -132,6 +142,46 @@ class Commands:
             ),
             finish,
         )
+
+    def claim_many(self, reqs: Sequence[ClaimRequest]) -> Command[list[Claim]]:
+        """One claim_many.lua call over ``reqs``: distinct keys that share their terms
+        (lease, ttl, on_expiry, max_attempts; the first request's are sent) and, on a
+        cluster, one slot."""
+        first = reqs[0]
+        args: list[Any] = [len(reqs)]
+        args += [self.key(r.scope, r.key) for r in reqs]
+        args += (
+            seconds(first.lease),
+            seconds(first.ttl),
+            "u" if first.on_expiry is ExpiryPolicy.UNKNOWN else "t",
+            str(first.max_attempts),
+        )
+        for r in reqs:
+            args += (r.owner, opt(r.fingerprint), opt(r.request_id))
+
+        def finish(reply: bytes) -> list[Claim]:
+            return [Claim(OUTCOMES[code], record) for code, record in claims(reqs, reply)]
+
+        return Command(tuple(args), finish, self.scripts.claim_many)
+
+    def complete_many(self, items: Sequence[Completion]) -> Command[list[Completed]]:
+        """One complete_many.lua call over ``items``: distinct keys that share their codec
+        and ttl (the first item's are sent) and, on a cluster, one slot. A ticket that lost
+        its key answers its LeaseLostError in place."""
+        first = items[0]
+        args: list[Any] = [len(items)]
+        args += [self.key(i.ticket.scope, i.ticket.key) for i in items]
+        args += (first.codec, seconds(first.ttl))
+        for i in items:
+            args += (i.ticket.owner, i.ticket.fence, i.result)
+
+        def finish(reply: bytes) -> list[Completed]:
+            return [
+                record if done and record is not None else lease_lost(item.ticket, record)
+                for item, (done, record) in zip(items, completions(items, reply), strict=True)
+            ]
+
+        return Command(tuple(args), finish, self.scripts.complete_many)
 
     def fenced(
         self,

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from mideng.core.record import Record, Status
+from mideng.core.record import PROCESSING, SUCCEEDED, ClaimRequest, Record, Status
+from mideng.stores.batch import Completion
 
 STATUSES = {s.value.encode(): s for s in Status}
 
@@ -183,3 +184,101 @@ def decode(
         float(ea) if ea else None,
     )
     return int(code), extra, record
+
+
+def _batch(reply: bytes, fixed: int) -> tuple[list[bytes], list[bytes]]:
+    """A batch operation's reply: its ``fixed`` leading head fields and each key's answer."""
+    nl = reply.find(b"\n")
+    head = reply[:nl].split(b"|")
+    answers, pos = [], nl + 1
+    for length in head[fixed:]:
+        end = pos + int(length)
+        answers.append(reply[pos:end])
+        pos = end
+    return head[:fixed], answers
+
+
+def claims(reqs: Sequence[ClaimRequest], reply: bytes) -> list[tuple[int, Record]]:
+    """claim_many.lua's reply: each request's outcome code and record, in order.
+
+    A new key's answer is empty and its record is built here from the request and the head
+    (the clock, the lease and expiry stamps the script gave every new claim); a key taken
+    over answers its fence, attempts and creation time; any other outcome the whole record.
+    """
+    (at, lu, ea), answers = _batch(reply, 3)
+    now, lease_until = float(at), float(lu)
+    expires = float(ea) if ea else None
+    out: list[tuple[int, Record]] = []
+    for req, answer in zip(reqs, answers, strict=True):
+        if not answer or answer[0] == 48:  # b"0": acquired, over an old record
+            fence, attempts, created = 1, 1, now
+            if answer:
+                _, f, a, ca = answer.split(b"|")
+                fence, attempts, created = int(f), int(a), float(ca)
+            record = Record(
+                req.scope,
+                req.key,
+                PROCESSING,
+                fence,
+                req.owner,
+                req.fingerprint,
+                lease_until,
+                None,
+                None,
+                None,
+                attempts,
+                req.request_id,
+                created,
+                now,
+                expires,
+            )
+            out.append((0, record))
+            continue
+        code, _, found = decode(req.scope, req.key, answer)
+        assert found is not None
+        out.append((code, found))
+    return out
+
+
+def completions(items: Sequence[Completion], reply: bytes) -> list[tuple[bool, Record | None]]:
+    """complete_many.lua's reply: for each completion, in order, (True, the finished record),
+    or (False, the record as it now stands, None when gone) when its ticket lost the key.
+
+    A completed key answers only what the ticket and the completion do not tell (attempts,
+    creation time, fingerprint, request id); the head has the clock and the expiry stamp.
+    """
+    (at, ea), answers = _batch(reply, 2)
+    now = float(at)
+    expires = float(ea) if ea else None
+    out: list[tuple[bool, Record | None]] = []
+    for item, answer in zip(items, answers, strict=True):
+        t = item.ticket
+        if answer[0] != 49:  # b"1": completed
+            out.append((False, decode(t.scope, t.key, answer)[2]))
+            continue
+        _, a, ca, lfp, lrid, tail = answer.split(b"|", 5)
+        fp, end = _cut(tail, 0, lfp)
+        rid, _ = _cut(tail, end, lrid)
+        out.append(
+            (
+                True,
+                Record(
+                    t.scope,
+                    t.key,
+                    SUCCEEDED,
+                    t.fence,
+                    t.owner,
+                    _str(fp),
+                    None,
+                    item.result,
+                    item.codec,
+                    None,
+                    int(a),
+                    _str(rid),
+                    float(ca),
+                    now,
+                    expires,
+                ),
+            )
+        )
+    return out

@@ -32,7 +32,7 @@ class Script:
     text: str  # the EVALSHA form: head + operation
     sha: str
     function: str  # the FCALL form: this operation's name in the library
-    keys: int = 1  # how many of its arguments are keys
+    keys: int = 1  # how many of its arguments are keys; VARIABLE: its first argument says
 
 
 def _read(name: str) -> str:
@@ -83,6 +83,8 @@ class Scripts:
     hit: Script
     begin_steps: Script
     record_step: Script
+    claim_many: Script
+    complete_many: Script
     head: str  # lua/record.lua with its field declarations, shared by every operation
     library: str  # the FUNCTION LOAD text holding every operation
 
@@ -112,8 +114,13 @@ _OPERATIONS = tuple(
 )
 
 
-# Operations over more than the record: a multi-step operation's steps hash beside it.
-_KEYS = {"begin_steps": 2, "record_step": 2}
+#: A Script.keys for an operation over any number of records (a batch): the command's first
+#: argument is how many of the arguments after it are keys.
+VARIABLE = -1
+
+# Operations over more than the record: a multi-step operation's steps hash beside it; a
+# batch's records.
+_KEYS = {"begin_steps": 2, "record_step": 2, "claim_many": VARIABLE, "complete_many": VARIABLE}
 
 _scripts: Scripts | None = None
 
@@ -141,6 +148,10 @@ class Calls:
         script, ``args`` are the command."""
         if script is None:
             return args
+        if script.keys == VARIABLE:  # args start with their number of keys
+            if self.functions:
+                return ("FCALL", script.function, *args)
+            return ("EVALSHA", script.sha, *args)
         if self.functions:
             return ("FCALL", script.function, script.keys, *args)
         return ("EVALSHA", script.sha, script.keys, *args)

@@ -23,7 +23,7 @@ from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import Store
 from mideng.stores.batch import BatchStore, Completed, Completion, distinct
-from mideng.stores.redis.batch import arun_many, run_many
+from mideng.stores.redis import batch
 from mideng.stores.redis.commands import Command, Commands, stuck
 from mideng.stores.redis.connect import Connection, Target, connect, parse, redact
 from mideng.stores.redis.direct import AsyncDirectSender, DirectSender, pack, usable
@@ -275,24 +275,20 @@ class RedisStore(Store, BatchStore, RedisSteps, RedisSurvey):
             pipe.hmget(name, NAMES)
         return pipe.execute()  # type: ignore[no-any-return]
 
-    # -- batches (mideng.stores.batch): one pipeline of the single operations' commands --------
+    # -- batches (mideng.stores.batch): one Lua call per batch (see batch) -------------------
     def claim_many(self, reqs: Sequence[ClaimRequest]) -> list[Claim]:
         distinct(reqs)
-        return run_many(self, [self.commands.claim(r) for r in reqs])
+        return batch.claim_many(self, reqs)
 
     def complete_many(self, items: Sequence[Completion]) -> list[Completed]:
-        c = self.commands
-        ops = [c.complete(i.ticket, i.result, i.codec, i.ttl) for i in items]
-        return run_many(self, ops)
+        return batch.complete_many(self, items)
 
     async def aclaim_many(self, reqs: Sequence[ClaimRequest]) -> list[Claim]:
         distinct(reqs)
-        return await arun_many(self, [self.commands.claim(r) for r in reqs])
+        return await batch.aclaim_many(self, reqs)
 
     async def acomplete_many(self, items: Sequence[Completion]) -> list[Completed]:
-        c = self.commands
-        ops = [c.complete(i.ticket, i.result, i.codec, i.ttl) for i in items]
-        return await arun_many(self, ops)
+        return await batch.acomplete_many(self, items)
 
     def close(self) -> None:
         with self._lock:

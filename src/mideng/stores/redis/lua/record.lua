@@ -105,6 +105,85 @@ local function save(key, old, rec)
   end
 end
 
+-- A claim taking key over from prev (false: a new key) on the claim's terms (see claim).
+local function acquire(key, prev, at, terms)
+  local new = {unpack(NONE, 1, NFIELDS)}
+  new[S], new[O], new[FP], new[LU], new[RID] = 'processing', terms.owner, terms.fp, terms.lu,
+    terms.rid
+  new[UA], new[EA] = at, terms.ea
+  if prev then
+    -- An expired or taken-over record keeps counting, so an old ticket never matches again.
+    new[F] = tostring(tonumber(prev[F]) + 1)
+    new[A] = tostring(tonumber(prev[A]) + 1)
+    new[CA] = prev[CA]
+  else
+    new[F], new[A], new[CA] = '1', '1', at
+  end
+  save(key, prev, new)
+  return 0, new
+end
+
+local OUTCOMES = {processing = 2, succeeded = 1, failed = 1, unknown = 4}
+
+-- Claim key: read, decide, write; mideng.core.decide.decide, rule for rule. The claim's terms
+-- are a table: owner, fp and rid (fingerprint and request id as opt() gives them), lu and ea
+-- (the stamps a new claim's lease and expiry get from the clock now; ea false: the record is
+-- not to expire by itself), unknown (the 'u' policy: a lapsed lease turns the record UNKNOWN)
+-- and max (a recorded failure from fewer attempts runs again; 0 never). A batch makes the
+-- stamps once and reuses the table key after key. Returns the outcome (0 acquired, 1 replay,
+-- 2 in progress, 3 mismatch, 4 unresolved) and the record as it now stands; an acquired
+-- record has fence '1' exactly when the key was new.
+local function claim(key, now, at, terms)
+  local rec = read(key)
+  if not rec or expired(rec, now) then
+    return acquire(key, rec, at, terms)
+  end
+  local status, outcome = rec[S], nil
+  if status == 'processing' and not lease_live(rec, now) then
+    if not terms.unknown then
+      return acquire(key, rec, at, terms)
+    end
+    local unknown = {unpack(rec, 1, NFIELDS)}
+    unknown[S], unknown[LU], unknown[UA], unknown[EA] = 'unknown', false, at, false
+    save(key, rec, unknown)
+    rec, outcome = unknown, 4
+  elseif status == 'failed' and (not rec[E] or tonumber(rec[A]) < terms.max) then
+    return acquire(key, rec, at, terms)
+  else
+    outcome = OUTCOMES[status]
+  end
+  if terms.fp and rec[FP] and terms.fp ~= rec[FP] then
+    outcome = 3
+  end
+  return outcome, rec
+end
+
+-- A claim's terms from its arguments: lease and ttl in seconds (ttl '' = never expires),
+-- on_expiry ('u' unknown, 't' take over), max_attempts; owner, fingerprint and request id are
+-- the caller's to set.
+local function terms_of(now, lease, ttl, on_expiry, max_attempts)
+  local unknown, l, t = on_expiry == 'u', tonumber(lease), tonumber(ttl)
+  -- A processing record outlives its lease so a crashed holder's key cannot vanish; under the
+  -- unknown policy it never expires by itself (only resolve ends it).
+  local ea = false
+  if not unknown and t then
+    ea = stamp(now + l + t)
+  end
+  return {lu = stamp(now + l), ea = ea, unknown = unknown, max = tonumber(max_attempts)}
+end
+
+-- Store a result while (owner, fence) holds the key: code 1 and the finished record, or code 0
+-- and the record as it now is (lease lost).
+local function complete(key, now, at, owner, fence, result, codec, ttl)
+  local rec = read(key)
+  if not holds(rec, now, owner, fence) then
+    return 0, rec
+  end
+  local new = finished(rec, now, at, 'succeeded', result, codec, false, ttl)
+  save(key, rec, new)
+  return 1, new
+end
+
 -- The reply is one string, so the client parses one bulk reply instead of a 14-element array:
 --   code|extra|s|f|a|ca|ua|ea|lu|#o|#fp|#rid|#c|#r|#e \n o fp rid c r e
 -- where an absent optional field has length '-' (and an absent time is empty). Without a
