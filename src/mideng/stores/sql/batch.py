@@ -9,9 +9,15 @@ owner is the claim's own (owners are minted per call) is the one the INSERT made
 rules say must change hands (a lapsed lease, a failure to run again) goes on through the
 single claim (``ops.claim``), with the row already read: rare, and correct under any race.
 
-A batch completion is each completion's own fenced UPDATE (``ops.complete``, which needs no
-read-back with the claim's row in hand), all on the one connection the operation holds: one
-pool checkout for the batch, a statement per record.
+A batch completion is one UPDATE of every row it completes, joined to the batch's tickets
+(a derived table of one row per completion: ``UPDATE ... FROM (VALUES ...)`` on PostgreSQL,
+``UPDATE ... JOIN (SELECT ... UNION ALL ...)`` on MySQL/MariaDB), each row fenced on its own
+ticket exactly as the single completion is (owner, fence, still processing, not expired), so
+a zombie's completion changes only nothing of its own row. PostgreSQL's RETURNING names the
+rows completed and their stamp; MySQL's OK packet counts them and hands back the stamp, and
+only when the count falls short are the batch's rows read, once, to tell which. The new
+rows follow from the claims' own rows (kept by the store) and that stamp; a lost completion's
+row, or a ticket the store did not hand out, is read in that same one SELECT.
 """
 
 from __future__ import annotations
@@ -21,12 +27,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from mideng.core import decide as rules
-from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record
+from mideng.core.record import ACQUIRED, SUCCEEDED, Claim, ClaimRequest, Record
 from mideng.db.statements import Op, Sql, Stmt
 from mideng.errors import LeaseLostError
+from mideng.stores.base import lease_lost
 from mideng.stores.batch import Completed, Completion
 from mideng.stores.sql.ops import _claim_params, claim, clipped, complete
-from mideng.stores.sql.statements import Statements
+from mideng.stores.sql.statements import _MYSQL_STAMP, _MYSQL_STAMPED, Statements
 
 _BIND = re.compile(r"(?<![:\w]):(\w+)")
 # Per (kind, table, rows): the texts never change, and batch sizes are few.
@@ -135,10 +142,112 @@ def claim_many(s: Statements, reqs: Sequence[ClaimRequest]) -> Op[list[Claim]]:
     return [a for a in answers if a is not None]
 
 
+def update_many(s: Statements, n: int) -> Sql:
+    """The fenced completion of ``n`` rows in one statement, binds numbered ``_0`` ..
+    ``_{n-1}`` (scope, key, owner, fence, result, codec, ttl)."""
+
+    def build() -> str:
+        t, now = s.table, s.now
+        fence = f"r.status = 'processing' AND (r.expires_at IS NULL OR r.expires_at > {now})"
+        if s.kind == "postgresql":
+            rows = ", ".join(
+                f"(:scope_{i}, :key_{i}, :owner_{i}, CAST(:fence_{i} AS bigint), "
+                f"CAST(:result_{i} AS bytea), :codec_{i}, CAST(:ttl_{i} AS double precision))"
+                for i in range(n)
+            )
+            return (
+                f"UPDATE {t} AS r SET updated_at = {now}, status = 'succeeded', "
+                f"result = v.result, codec = v.codec, error = NULL, lease_until = NULL, "
+                f"expires_at = {now} + v.ttl "
+                f"FROM (VALUES {rows}) AS v (scope, key, owner, fence, result, codec, ttl) "
+                f"WHERE r.scope = v.scope AND r.key = v.key AND r.owner = v.owner "
+                f"AND r.fence = v.fence AND {fence} RETURNING r.scope, r.key, r.updated_at"
+            )
+        first = (
+            "SELECT :scope_0 AS scope, :key_0 AS k, :owner_0 AS owner, :fence_0 AS fence, "
+            ":result_0 AS result, :codec_0 AS codec, :ttl_0 AS ttl"
+        )
+        rest = "".join(
+            f" UNION ALL SELECT :scope_{i}, :key_{i}, :owner_{i}, :fence_{i}, :result_{i}, "
+            f":codec_{i}, :ttl_{i}"
+            for i in range(1, n)
+        )
+        # A multi-table UPDATE sets its columns in no promised order, so the expiry is
+        # computed from the clock itself, not from the updated_at just assigned.
+        return (
+            f"UPDATE {t} AS r JOIN ({first}{rest}) AS v ON r.scope = v.scope AND r.`key` = v.k "
+            f"AND r.owner = v.owner AND r.fence = v.fence AND {fence} "
+            f"SET r.updated_at = {_MYSQL_STAMP}, r.status = 'succeeded', r.result = v.result, "
+            f"r.codec = v.codec, r.error = NULL, r.lease_until = NULL, "
+            f"r.expires_at = {_MYSQL_STAMPED} + v.ttl"
+        )
+
+    return _cached(s, "complete", n, build)
+
+
 def complete_many(
     s: Statements, items: Sequence[Completion], known: Sequence[Record | None]
 ) -> Op[list[Completed]]:
     """Each completion's record, or its LeaseLostError; ``known``: each claim's own row."""
+    if s.kind != "postgresql" and not s.mysql:  # SQLite's statements: one update each
+        return (yield from _each(s, items, known))
+    params: dict[str, Any] = {}
+    # Rows in one order for every batch, as for the claims (a zombie's batch may overlap).
+    ordered = sorted(range(len(items)), key=lambda i: (items[i].ticket.scope, items[i].ticket.key))
+    for n, i in enumerate(ordered):
+        item = items[i]
+        ticket = item.ticket
+        params[f"scope_{n}"], params[f"key_{n}"] = ticket.scope, ticket.key
+        params[f"owner_{n}"], params[f"fence_{n}"] = ticket.owner, ticket.fence
+        params[f"result_{n}"], params[f"codec_{n}"] = item.result, item.codec
+        params[f"ttl_{n}"] = item.ttl
+    res = yield Stmt(update_many(s, len(items)), params)
+    # Which rows the update completed, each with its stamp; None: ask the rows themselves.
+    done: dict[tuple[str, str], float] | None
+    stamp = 0.0
+    if s.kind == "postgresql":
+        done = {(_text(r[0]), _text(r[1])): float(r[2]) for r in res.rows}
+    else:
+        stamp = res.lastrowid / 1e6 if res.rowcount > 0 else 0.0
+        everyone = res.rowcount == len(items)
+        done = {(i.ticket.scope, i.ticket.key): stamp for i in items} if everyone else None
+    out: list[Completed | None] = [None] * len(items)
+    unread: list[int] = []
+    for i, (item, row) in enumerate(zip(items, known, strict=True)):
+        t = item.ticket
+        at = None if done is None else done.get((t.scope, t.key))
+        if at is not None and row is not None and (row.owner, row.fence) == (t.owner, t.fence):
+            out[i] = rules.completed(row, at, result=item.result, codec=item.codec, ttl=item.ttl)
+        else:
+            unread.append(i)
+    if unread:
+        keys: dict[str, Any] = {}
+        for n, i in enumerate(unread):
+            keys[f"scope_{n}"], keys[f"key_{n}"] = items[i].ticket.scope, items[i].ticket.key
+        found: dict[tuple[str, str], Record] = {}
+        for r in (yield Stmt(select_many(s, len(unread)), keys)).rows:
+            scope, key = _text(r[0]), _text(r[1])
+            found[(scope, key)] = s.current(r[2:], scope, key)[0]
+        for i in unread:
+            t = items[i].ticket
+            current = found.get((t.scope, t.key))
+            if done is not None:
+                ours = (t.scope, t.key) in done
+            else:  # MySQL short of the count: ours are the rows completed at our stamp
+                ours = (
+                    current is not None
+                    and res.rowcount > 0
+                    and (current.owner, current.fence) == (t.owner, t.fence)
+                    and current.status is SUCCEEDED
+                    and current.updated_at == stamp
+                )
+            out[i] = current if ours and current is not None else lease_lost(t, current)
+    return [a for a in out if a is not None]
+
+
+def _each(
+    s: Statements, items: Sequence[Completion], known: Sequence[Record | None]
+) -> Op[list[Completed]]:
     out: list[Completed] = []
     for item, row in zip(items, known, strict=True):
         try:
