@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import pytest
 
 from mideng import Guard
-from mideng.context import get_request_id
+from mideng.context import get_request_id, request_id_scope
 from mideng.core.record import ClaimRequest, Status
 from mideng.errors import StoreUnavailableError
 from mideng.messaging import Ack, DeadLetter, IdempotentConsumer, Message, Retry, Verdict
@@ -336,3 +336,46 @@ def test_a_failure_inside_a_batch_retries_only_that_key() -> None:
     ok = guard.get("stock", "order:2")
     assert ok is not None
     assert ok.status is Status.SUCCEEDED
+
+
+def test_a_batch_gives_each_message_its_own_request_id_and_none_to_those_without() -> None:
+    seen: list[tuple[str, str | None]] = []
+    dead: list[str | None] = []
+    c, guard = consumer(
+        lambda m: seen.append((m.headers["idempotency-key"], get_request_id())),
+        on_dead_letter=lambda m, reason: dead.append(get_request_id()),
+    )
+
+    def tagged(key: str | None, rid: str | None) -> Message:
+        return msg(key) if rid is None else msg(key, **{"x-request-id": rid})
+
+    async def scenario() -> list[Verdict]:
+        # A request id current around the batch is not a message's: one without the header
+        # runs without any, as it would alone.
+        with request_id_scope("outer"):
+            verdicts = await c.handle_batch(
+                [
+                    tagged("order:a", "req-a"),
+                    tagged("order:b", None),
+                    tagged(None, "req-dead"),
+                    tagged("order:c", "req-c"),
+                    tagged("order:d", "outer"),
+                ]
+            )
+            assert get_request_id() == "outer"  # restored after the batch
+            return verdicts
+
+    verdicts = run(scenario())
+    assert isinstance(verdicts[2], DeadLetter)
+    assert seen == [
+        ("order:a", "req-a"),
+        ("order:b", None),
+        ("order:c", "req-c"),
+        ("order:d", "outer"),
+    ]
+    assert dead == ["req-dead"]  # the dead-letter hook runs in the message's request id
+    for key, rid in (("order:a", "req-a"), ("order:b", None), ("order:c", "req-c")):
+        record = guard.get("stock", key)
+        assert record is not None
+        assert record.request_id == rid
+    assert get_request_id() is None

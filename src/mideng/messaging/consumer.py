@@ -17,12 +17,13 @@ its writes commit in the same transaction as the dedup record (mideng.messaging.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from mideng.context import request_id_scope
+from mideng.context import get_request_id, request_id_scope
 from mideng.core.failure import encode_failure
 from mideng.core.flow import Call
 from mideng.core.keys import check_scope
@@ -50,6 +51,15 @@ DeadLetterHook = Callable[[Message, str], "Awaitable[None] | None"]
 
 def _no_heartbeat() -> None:
     pass
+
+
+_SAME = contextlib.nullcontext()
+
+
+def _scope(request_id: str | None) -> contextlib.AbstractContextManager[Any]:
+    # A batch enters each message's request id up to three times; when it is already the
+    # current one (most messages carry none, and none is current), entering costs nothing.
+    return _SAME if request_id == get_request_id() else request_id_scope(request_id)
 
 
 class IdempotentConsumer:
@@ -90,6 +100,8 @@ class IdempotentConsumer:
         self.on_dead_letter = on_dead_letter
         self.coroutine = inspect.iscoroutinefunction(handler)
         self.async_engine = engine is not None and hasattr(engine, "sync_engine")
+        # What a completion stores (the codec's None), encoded once per codec.
+        self._nothing: tuple[Any, bytes] = (None, b"")
         if engine is not None:
             check_transactional(self)
 
@@ -115,11 +127,12 @@ class IdempotentConsumer:
         if self.engine is not None:
             return [await self.handle(m) for m in messages]
         verdicts: list[Verdict | None] = [None] * len(messages)
+        rids = [request_id_of(m) for m in messages]  # read once, entered where needed
         first: dict[str, int] = {}
         copies: dict[int, int] = {}
         calls: list[tuple[int, Call]] = []
         for i, message in enumerate(messages):
-            with request_id_scope(request_id_of(message)):
+            with _scope(rids[i]):
                 try:
                     key = key_of(message, self.key)
                 except InvalidKeyError as exc:
@@ -130,15 +143,19 @@ class IdempotentConsumer:
                     continue
                 first[key] = i
                 calls.append((i, self._prepare(key)))
-        await self._run_batch(messages, calls, verdicts)
+        await self._run_batch(messages, rids, calls, verdicts)
         for i, of in copies.items():
             v = verdicts[of]
             verdicts[i] = Ack(ran=False) if isinstance(v, Ack) else v
         done: list[Verdict] = []
-        for message, v in zip(messages, verdicts, strict=True):
-            assert v is not None
-            with request_id_scope(request_id_of(message)):
-                done.append(await self._settled(message, v))
+        for i, verdict in enumerate(verdicts):
+            assert verdict is not None
+            final = verdict
+            if isinstance(verdict, DeadLetter):
+                with _scope(rids[i]):
+                    final = await self._dead_lettered(messages[i], verdict)
+            self._count(final)
+            done.append(final)
         return done
 
     # -- one message, one batch ---------------------------------------------------------------
@@ -165,7 +182,11 @@ class IdempotentConsumer:
         return verdict
 
     async def _run_batch(
-        self, messages: Sequence[Message], calls: list[tuple[int, Call]], out: list[Any]
+        self,
+        messages: Sequence[Message],
+        rids: list[str | None],
+        calls: list[tuple[int, Call]],
+        out: list[Any],
     ) -> None:
         store = self.guard.store
         try:
@@ -176,7 +197,7 @@ class IdempotentConsumer:
             return
         ran: list[tuple[int, Call, Completion]] = []
         for (i, call), claim in zip(calls, claims, strict=True):
-            with request_id_scope(request_id_of(messages[i])):
+            with _scope(rids[i]):
                 out[i], completion = await self._run(messages[i], call, claim)
             if completion is not None:
                 ran.append((i, call, completion))
@@ -218,7 +239,10 @@ class IdempotentConsumer:
             await _quietly_release(store, ticket)
             raise
         stop()
-        return Ack(ran=True), Completion(ticket, p.codec.encode(None), p.codec.name, p.ttl)
+        codec, nothing = self._nothing
+        if codec is not p.codec:  # the handler's result is not kept: the codec's None is
+            codec, nothing = self._nothing = p.codec, p.codec.encode(None)
+        return Ack(ran=True), Completion(ticket, nothing, codec.name, p.ttl)
 
     async def _failed(self, call: Call, ticket: Ticket, attempt: int, exc: Exception) -> Verdict:
         """Keep the claim with its attempt count: a lease as long as the backoff (so a copy
@@ -246,12 +270,16 @@ class IdempotentConsumer:
         return Retry(self.rules.retry_delay, f"ran, but the record was not completed: {exc}")
 
     async def _settled(self, message: Message, verdict: Verdict) -> Verdict:
-        """The verdict the adapter gets: every message, one at a time or batched, ends here."""
+        """The verdict the adapter gets for one message (a batch settles each as this does)."""
         final = await self._dead_lettered(message, verdict)
+        self._count(final)
+        return final
+
+    def _count(self, final: Verdict) -> None:
+        """Every verdict, one at a time or batched, is counted here."""
         if watch.metrics is not None:
             ran = not isinstance(final, Ack) or final.ran
             watch.metrics.consumed(self.scope, _VERDICTS[type(final)] if ran else "duplicate")
-        return final
 
     async def _dead_lettered(self, message: Message, verdict: Verdict) -> Verdict:
         if not isinstance(verdict, DeadLetter):
