@@ -347,7 +347,8 @@ def test_a_batch_gives_each_message_its_own_request_id_and_none_to_those_without
     )
 
     def tagged(key: str | None, rid: str | None) -> Message:
-        return msg(key) if rid is None else msg(key, **{"x-request-id": rid})
+        headers = {} if rid is None else {"x-request-id": rid}
+        return msg(key, b"{}", **headers)
 
     async def scenario() -> list[Verdict]:
         # A request id current around the batch is not a message's: one without the header

@@ -23,7 +23,10 @@ from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import Store
 from mideng.stores.batch import BatchStore, Completed, Completion, distinct
-from mideng.stores.redis import batch
+from mideng.stores.redis.batch import aclaim_many as aclaim_batch
+from mideng.stores.redis.batch import acomplete_many as acomplete_batch
+from mideng.stores.redis.batch import claim_many as claim_batch
+from mideng.stores.redis.batch import complete_many as complete_batch
 from mideng.stores.redis.commands import Command, Commands, stuck
 from mideng.stores.redis.connect import Connection, Target, connect, parse, redact
 from mideng.stores.redis.direct import AsyncDirectSender, DirectSender, pack, usable
@@ -278,17 +281,17 @@ class RedisStore(Store, BatchStore, RedisSteps, RedisSurvey):
     # -- batches (mideng.stores.batch): one Lua call per batch (see batch) -------------------
     def claim_many(self, reqs: Sequence[ClaimRequest]) -> list[Claim]:
         distinct(reqs)
-        return batch.claim_many(self, reqs)
+        return claim_batch(self, reqs)
 
     def complete_many(self, items: Sequence[Completion]) -> list[Completed]:
-        return batch.complete_many(self, items)
+        return complete_batch(self, items)
 
     async def aclaim_many(self, reqs: Sequence[ClaimRequest]) -> list[Claim]:
         distinct(reqs)
-        return await batch.aclaim_many(self, reqs)
+        return await aclaim_batch(self, reqs)
 
     async def acomplete_many(self, items: Sequence[Completion]) -> list[Completed]:
-        return await batch.acomplete_many(self, items)
+        return await acomplete_batch(self, items)
 
     def close(self) -> None:
         with self._lock:
