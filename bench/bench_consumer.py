@@ -1,7 +1,7 @@
 """Consumer throughput on Redis Streams and RabbitMQ, in one run: the raw consume+ack loop
 without dedup (the floor), mideng per message, mideng batched, and idemkit's
-IdempotentConsumer dispatching the same messages; and one batch claim of 100 against 100
-single claims on the Redis and PostgreSQL stores.
+IdempotentConsumer dispatching the same messages; and one batch claim (and completion) of
+100 against 100 single claims (and completions) on the Redis and PostgreSQL stores.
 
     .venv/bin/python bench/bench_consumer.py [--messages 3000] [--batch 100]
 
@@ -29,9 +29,10 @@ import aio_pika
 import redis.asyncio as aredis
 
 from mideng import Guard, open_store
-from mideng.core.record import ClaimRequest
+from mideng.core.record import ClaimRequest, Ticket
 from mideng.messaging import IdempotentConsumer, Message
 from mideng.messaging.headers import IDEMPOTENCY_KEY
+from mideng.stores.batch import Completion
 from mideng.stores.redis import RedisStore
 
 REDIS = "redis://127.0.0.1:6379/0"
@@ -161,20 +162,28 @@ async def rabbit_run(connection: Any, n: int, batch: int, process: Batch) -> flo
 
 
 # -- one batch claim against single claims ----------------------------------------------------
-async def claim_costs(store: Any, batch: int, rounds: int) -> tuple[float, float]:
-    """µs per message: ``batch`` sequential single claims, one batch claim of ``batch``."""
-    singles, batches = [], []
+async def claim_costs(store: Any, batch: int, rounds: int) -> tuple[float, ...]:
+    """µs per message: ``batch`` sequential single claims, one batch claim of ``batch``; then
+    the completions of those claims, one by one and as one batch."""
+    singles, batches, single_done, batch_done = [], [], [], []
     for _ in range(rounds):
         reqs = [ClaimRequest("bench", uuid.uuid4().hex, "o", 60, 600) for _ in range(batch)]
         t = time.perf_counter()
-        for r in reqs:
-            await store.aclaim(r)
+        claims = [await store.aclaim(r) for r in reqs]
         singles.append((time.perf_counter() - t) / batch * 1e6)
+        t = time.perf_counter()
+        for c in claims:
+            await store.acomplete(Ticket.of(c.record), b"null", "json", 600)
+        single_done.append((time.perf_counter() - t) / batch * 1e6)
         reqs = [ClaimRequest("bench", uuid.uuid4().hex, "o", 60, 600) for _ in range(batch)]
         t = time.perf_counter()
-        await store.aclaim_many(reqs)
+        claims = await store.aclaim_many(reqs)
         batches.append((time.perf_counter() - t) / batch * 1e6)
-    return statistics.median(singles), statistics.median(batches)
+        items = [Completion(Ticket.of(c.record), b"null", "json", 600) for c in claims]
+        t = time.perf_counter()
+        await store.acomplete_many(items)
+        batch_done.append((time.perf_counter() - t) / batch * 1e6)
+    return tuple(statistics.median(x) for x in (singles, batches, single_done, batch_done))
 
 
 def table(title: str, rates: dict[str, float]) -> str:
@@ -226,13 +235,16 @@ async def main() -> None:
     print(f"batches of {args.batch}, best of {args.repeats}\n")
     for broker, rates in results.items():
         print(table(broker, rates), end="\n\n")
-    print(
-        f"| store | {args.batch} single claims, µs/message | one batch claim of "
-        f"{args.batch}, µs/message | single / batch |"
-    )
-    print("|---|---:|---:|---:|")
-    for store, (single, batched) in claims.items():
-        print(f"| {store} | {single:.1f} | {batched:.1f} | {single / batched:.1f}x |")
+    for what, at in (("claim", 0), ("completion", 2)):
+        print(
+            f"| store | {args.batch} single {what}s, µs/message | one batch {what} of "
+            f"{args.batch}, µs/message | single / batch |"
+        )
+        print("|---|---:|---:|---:|")
+        for store, costs in claims.items():
+            single, batched = costs[at], costs[at + 1]
+            print(f"| {store} | {single:.1f} | {batched:.1f} | {single / batched:.1f}x |")
+        print()
 
 
 if __name__ == "__main__":
