@@ -7,8 +7,10 @@ takes them as its arguments in it, and the Lua head numbers them by it, from the
 the list or its length again.
 
 The operations answer with one string (see ``decode``); that layout is record.lua's ``reply``
-and this module's ``decode``, and only they know it. Records are built by field name, except
-in ``decode``: it runs on every call, and fifteen keywords cost twice what positions do.
+and this module's ``decode``, and only they know it. The batch operations' compact replies are
+claim_many.lua's and complete_many.lua's, read by ``claims`` and ``completions``. Records are
+built by field name, except where a reply is decoded: that runs on every call, and fifteen
+keywords cost twice what positions do.
 """
 
 from __future__ import annotations
