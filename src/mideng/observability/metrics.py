@@ -17,6 +17,7 @@ from typing import Any
 
 from mideng.errors import ConfigurationError
 from mideng.observability import instrument, watch
+from mideng.observability.record_gauges import RecordGauges
 from mideng.observability.recorder import BUCKETS, Recorder, Series
 
 # name -> (help, label names); every counter mideng exports.
@@ -153,6 +154,31 @@ def enable(registry: Any = None, *, durations: bool = True) -> Recorder:
         watch.install(metrics=recorder)
         instrument.instrument(recorder)
         return recorder
+
+
+def watch_store(
+    store: Any,
+    registry: Any = None,
+    *,
+    interval: float = 60.0,
+    grace: float = 60.0,
+    prefix: str | None = None,
+    name: str | None = None,
+) -> RecordGauges:
+    """Export gauges of what ``store`` holds (records by scope and status, stuck records, the
+    oldest processing age; mideng.observability.record_gauges) through ``registry``
+    (prometheus-client's default when None), from a survey taken at most once per
+    ``interval`` seconds however often it is scraped. ``grace``: how long past its lease a
+    processing record is stuck; ``prefix``: only scopes starting with it; ``name``: the
+    ``store`` label (the URL's scheme by default). Independent of ``enable()``. Watch a store
+    from one process (a replica, or a sidecar running ``mideng``'s Python): each process
+    watching it surveys it."""
+    prometheus_client, core = _prometheus()
+    gauges = RecordGauges(store, core, interval=interval, grace=grace, prefix=prefix, name=name)
+    target = prometheus_client.REGISTRY if registry is None else registry
+    target.register(gauges)
+    gauges.registry = target
+    return gauges
 
 
 def disable() -> None:
