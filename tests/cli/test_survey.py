@@ -1,5 +1,6 @@
 """stats, scan, purge --older-than, inspect, unresolved and release, with --json parsed and
-exit codes checked, on SQLite, PostgreSQL, MariaDB, Redis (standalone, behind a Sentinel) and a 3-master Redis Cluster."""
+exit codes checked, on SQLite, PostgreSQL, MariaDB, Redis (standalone, behind a Sentinel) and
+a 3-master Redis Cluster."""
 
 from __future__ import annotations
 
