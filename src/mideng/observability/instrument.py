@@ -116,7 +116,7 @@ class _Calls:
 
 
 def _claim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
-    claims, fold = calls.claims, calls.rec.fold
+    claims, fold, opened = calls.claims, calls.rec.fold, calls.opened
 
     def claim(store: Any, req: Any) -> Any:
         try:  # a Guard's first claim is timed from the call's start, read just before it
@@ -130,8 +130,12 @@ def _claim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
             raise
         ended = monotonic()
         outcome: str = answer.outcome._value_  # the member's value slot: no enum descriptor
-        if outcome == "acquired":
-            calls.acquired(req, answer, ended)
+        if outcome == "acquired":  # Calls.acquired, inline: a first call pays no extra frame
+            if len(opened) >= _OPEN_LIMIT:
+                opened.clear()
+            opened[req.owner] = ended
+            if answer.record.attempts > 1 and takes_over(req, answer.record):
+                calls.rec.takeover(req.scope)
         try:
             pending = claims[req.scope, outcome]
         except KeyError:
@@ -145,7 +149,7 @@ def _claim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _aclaim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
-    claims, fold = calls.claims, calls.rec.fold
+    claims, fold, opened = calls.claims, calls.rec.fold, calls.opened
 
     async def aclaim(store: Any, req: Any) -> Any:
         try:
@@ -160,7 +164,11 @@ def _aclaim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
         ended = monotonic()
         outcome: str = answer.outcome._value_
         if outcome == "acquired":
-            calls.acquired(req, answer, ended)
+            if len(opened) >= _OPEN_LIMIT:
+                opened.clear()
+            opened[req.owner] = ended
+            if answer.record.attempts > 1 and takes_over(req, answer.record):
+                calls.rec.takeover(req.scope)
         try:
             pending = claims[req.scope, outcome]
         except KeyError:
