@@ -57,7 +57,8 @@ class Statement:
             return
         scope = block.call.scope
         if exc is not None:
-            rec.store_error(self.kind, self.operation)
+            if not isinstance(exc, GeneratorExit):  # the block's steps closed, not a failure
+                rec.store_error(self.kind, self.operation)
         elif self.operation != "claim" and rec.durations:
             timed = rec.get("mideng_store_call_seconds", (scope, self.operation), True)
             rec.add(timed, block.seconds)
