@@ -97,14 +97,6 @@ class _Calls:
         )
         return self.stores[operation].setdefault(scope, pair)
 
-    def acquired(self, req: Any, claim: Any, ended: float) -> None:
-        opened = self.opened
-        if len(opened) >= _OPEN_LIMIT:  # claims never settled (their caller died) go
-            opened.clear()
-        opened[req.owner] = ended
-        if claim.record.attempts > 1 and takes_over(req, claim.record):
-            self.rec.takeover(req.scope)
-
     def failed(self, operation: str, scope: str, owner: str, exc: BaseException) -> None:
         begun = self.opened.pop(owner, None) if operation in _SETTLING else None
         if begun is not None and self.rec.durations:  # the body ran, though its settling failed
@@ -192,8 +184,10 @@ def _counted_claim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., An
             calls.failed("claim", req.scope, req.owner, exc)
             raise
         outcome: str = answer.outcome._value_
-        if outcome == "acquired" and answer.record.attempts > 1:
-            calls.acquired(req, answer, 0.0)
+        # No body is timed without durations, so an acquired claim is not noted as opened.
+        record = answer.record
+        if outcome == "acquired" and record.attempts > 1 and takes_over(req, record):
+            calls.rec.takeover(req.scope)
         try:
             pending = claims[req.scope, outcome]
         except KeyError:
@@ -216,8 +210,10 @@ def _counted_aclaim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., A
             calls.failed("claim", req.scope, req.owner, exc)
             raise
         outcome: str = answer.outcome._value_
-        if outcome == "acquired" and answer.record.attempts > 1:
-            calls.acquired(req, answer, 0.0)
+        # No body is timed without durations, so an acquired claim is not noted as opened.
+        record = answer.record
+        if outcome == "acquired" and record.attempts > 1 and takes_over(req, record):
+            calls.rec.takeover(req.scope)
         try:
             pending = claims[req.scope, outcome]
         except KeyError:
