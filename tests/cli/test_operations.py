@@ -1,9 +1,9 @@
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +12,9 @@ from click.testing import CliRunner
 from mideng import Guard, open_store
 from mideng.cli import main
 from mideng.core.record import ClaimRequest
+from tests.cli.stores import url
+
+__all__ = ["url"]  # the fixture: SQLite and MariaDB
 
 
 def _json(output: str) -> list[dict[str, Any]]:
@@ -19,12 +22,13 @@ def _json(output: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
 
 
-def test_pending_reconcile_and_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    url = f"sqlite:///{tmp_path / 'shop.db'}"
+def test_pending_reconcile_and_stale(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MIDENG_TEST_SHOP_STORE", url)
     monkeypatch.setenv("MIDENG_TEST_SHOP_DOWN", "1")
     monkeypatch.delitem(sys.modules, "tests.effects.shop", raising=False)
-    from tests.effects import shop
+    # Imported afresh for this store: ``from tests.effects import shop`` would find the
+    # module an earlier test left on the package.
+    shop: Any = importlib.import_module("tests.effects.shop")
 
     with pytest.raises(RuntimeError):
         shop.notify("o1")

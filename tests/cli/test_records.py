@@ -10,14 +10,16 @@ from click.testing import CliRunner
 from mideng import Guard, open_store
 from mideng.cli import main
 from mideng.core.record import ClaimRequest, ExpiryPolicy
+from tests.cli.stores import url
+
+__all__ = ["url"]  # the fixture: SQLite and MariaDB
 
 
 def ran() -> object:
     return "ran"
 
 
-def test_inspect_resolve_release_purge(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'm.db'}"
+def test_inspect_resolve_release_purge(url: str) -> None:
     guard = Guard(open_store(url))
     guard.run("pay", "t1", lambda: {"ok": True})
     guard.store.claim(

@@ -7,12 +7,13 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from sqlalchemy import create_engine, inspect, text
 
 from mideng import Guard, open_store
 from mideng.cli.schema import schema
-from tests.services import POSTGRES_URL, need
+from tests.services import MYSQL_URL, POSTGRES_URL, need
 
 
 def test_steps_are_printed_only_when_asked(tmp_path: Path) -> None:
@@ -37,16 +38,22 @@ def test_apply_creates_the_steps_table_on_sqlite(tmp_path: Path) -> None:
         engine.dispose()
 
 
-def test_apply_creates_the_steps_table_on_postgresql() -> None:
-    need("postgresql")
+@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+def test_apply_creates_the_steps_table_on_a_server(kind: str) -> None:
+    need(kind)
+    url = POSTGRES_URL if kind == "postgresql" else MYSQL_URL
     table = f"mideng_schema_{uuid.uuid4().hex[:10]}"
-    engine = create_engine(POSTGRES_URL)
+    engine = create_engine(url)
     try:
-        args = ["--url", POSTGRES_URL, "--table", table, "--steps", "--apply"]
+        printed = CliRunner().invoke(schema, ["--url", url, "--table", table, "--steps"])
+        assert printed.exit_code == 0, printed.output
+        assert f"CREATE TABLE IF NOT EXISTS {table}_steps" in printed.output
+        assert table not in inspect(engine).get_table_names()  # printed, not applied
+        args = ["--url", url, "--table", table, "--steps", "--apply"]
         done = CliRunner().invoke(schema, args)
         assert done.exit_code == 0, done.output
-        assert f"{table}_steps" in inspect(engine).get_table_names()
-        guard = Guard(open_store(POSTGRES_URL, table=table))
+        assert {table, f"{table}_steps"} <= set(inspect(engine).get_table_names())
+        guard = Guard(open_store(url, table=table))
         try:
 
             @guard.operation("pay", key=lambda order: order)

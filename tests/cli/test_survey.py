@@ -1,5 +1,6 @@
 """stats, scan, purge --older-than, inspect, unresolved and release, with --json parsed and
-exit codes checked, on SQLite, PostgreSQL, Redis and a 3-master Redis Cluster."""
+exit codes checked, on SQLite, PostgreSQL, MariaDB, Redis (standalone, behind a Sentinel) and
+a 3-master Redis Cluster."""
 
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ from mideng import Guard, open_store
 from mideng.cli import main
 from mideng.core.record import ClaimRequest
 from tests.backends_redis import delete_prefix
-from tests.redis_cluster import cluster
-from tests.services import POSTGRES_URL, REDIS_URL, need
+from tests.redis_cluster import Server, cluster, need_binary
+from tests.services import MYSQL_URL, POSTGRES_URL, REDIS_URL, need
 
-KINDS = ["sqlite", "postgresql", "redis", "redis-cluster"]
+KINDS = ["sqlite", "postgresql", "mysql", "redis", "redis-sentinel", "redis-cluster"]
 
 
 @pytest.fixture(autouse=True)
@@ -40,19 +41,35 @@ def _logging_as_in_a_fresh_process() -> Iterator[None]:
         root.addHandler(handler)
 
 
+@pytest.fixture(scope="module")
+def sentinel() -> Iterator[tuple[Server, Server]]:
+    """A master of the tests' own and a Sentinel watching it, on spare ports."""
+    need_binary()
+    master = Server().start()
+    watcher = Server(
+        f"sentinel monitor mideng-cli 127.0.0.1 {master.port} 1",
+        "sentinel down-after-milliseconds mideng-cli 60000",
+        sentinel=True,
+    ).start()
+    yield master, watcher
+    watcher.cleanup()
+    master.cleanup()
+
+
 @pytest.fixture(params=KINDS)
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     kind: str = request.param
     suffix = uuid.uuid4().hex[:10]
     if kind == "sqlite":
         yield f"sqlite:///{tmp_path / 'cli.db'}"
-    elif kind == "postgresql":
-        need("postgresql")
+    elif kind in ("postgresql", "mysql"):
+        need(kind)
+        base = POSTGRES_URL if kind == "postgresql" else MYSQL_URL
         table = f"cli_survey_{suffix}"
-        yield f"{POSTGRES_URL}?table={table}"
+        yield f"{base}?table={table}"
         import sqlalchemy
 
-        engine = sqlalchemy.create_engine(POSTGRES_URL)
+        engine = sqlalchemy.create_engine(base)
         with engine.begin() as conn:
             conn.execute(sqlalchemy.text(f"DROP TABLE IF EXISTS {table}"))
         engine.dispose()
@@ -63,6 +80,9 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         import redis
 
         delete_prefix(redis.Redis.from_url(REDIS_URL), prefix)
+    elif kind == "redis-sentinel":
+        _, watcher = request.getfixturevalue("sentinel")
+        yield f"redis+sentinel://127.0.0.1:{watcher.port}/mideng-cli/0?prefix=mideng-cli-{suffix}"
     else:
         prefix = f"mideng-cli-{suffix}"
         yield f"{cluster().url}?prefix={prefix}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,9 +27,20 @@ def order(n: int) -> dict[str, int]:
     return {"order": n}
 
 
+@pytest.fixture(params=[True, False], ids=["durations", "counts"])
+def either(request: pytest.FixtureRequest) -> Iterator[CollectorRegistry]:
+    """Metrics on with durations, or counting only: the counters read the same."""
+    reg = CollectorRegistry()
+    metrics.enable(reg, durations=request.param)
+    yield reg
+    metrics.disable()
+
+
 def test_a_scripted_run_scrapes_as_exactly_those_counts(
-    tmp_path: Path, registry: CollectorRegistry
+    tmp_path: Path, either: CollectorRegistry
 ) -> None:
+    registry = either
+    timed = metrics.enabled().durations  # type: ignore[union-attr]
     guard = Guard(open_store(f"sqlite:///{tmp_path / 'm.db'}"))
     for n in range(5):  # 5 first calls
         assert guard.run("orders", f"o{n}", order, n, payload={"n": n}) == {"order": n}
@@ -90,6 +102,11 @@ def test_a_scripted_run_scrapes_as_exactly_those_counts(
         (("operation", "complete"), ("scope", "payments")): 1
     }
     assert series(registry, "mideng_store_errors_total") == {}
+    if not timed:
+        assert series(registry, "mideng_body_seconds_count") == {}
+        assert series(registry, "mideng_store_call_seconds_count") == {}
+        guard.close()
+        return
     # Bodies: 5 orders and 2 payments ran; store calls: one claim per claim answered.
     bodies = series(registry, "mideng_body_seconds_count")
     assert bodies == {(("scope", "orders"),): 5, (("scope", "payments"),): 2}

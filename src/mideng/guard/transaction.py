@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Generator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from typing import Any, TypeVar
 
 from mideng.core.flow import Call, Raise, Return, Run
@@ -35,11 +35,13 @@ from mideng.db.dialect import retryable
 from mideng.db.site import AsyncSite, Site
 from mideng.errors import ConfigurationError
 from mideng.guard.driver import Driver
-from mideng.observability import logs
+from mideng.observability import blocks, logs
+from mideng.observability.blocks import Block
 from mideng.stores.sql.table import RecordTable
 
 T = TypeVar("T")
 _UNSET: Any = object()
+_UNOBSERVED = nullcontext()
 # A claim that loses a deadlock in a transaction the block began itself is simply run again.
 CLAIM_RETRIES = 3
 
@@ -149,8 +151,22 @@ def _rollback(whole: bool) -> Steps[None]:
         logs.rollback_failed(exc)
 
 
+def _run(seen: Block | None, kind: str, operation: str, op: Any) -> Steps[Any]:
+    """One statement of the block: observed (timed, its failure counted, a child span) while
+    metrics or tracing are on."""
+    if seen is None:
+        return (yield ("run", op))
+    with seen.statement(kind, operation):
+        return (yield ("run", op))
+
+
 def _enter(
-    guard: Driver, call: Call, records: RecordTable, owned: bool, savepoint: bool
+    guard: Driver,
+    call: Call,
+    records: RecordTable,
+    owned: bool,
+    savepoint: bool,
+    seen: Block | None,
 ) -> Steps[tuple[str, Tx]]:
     """Open the block and claim its key: the statement kind and the block's Tx."""
     try:
@@ -158,7 +174,9 @@ def _enter(
         attempt = 0
         while True:
             try:
-                claim = yield ("run", records.claim(kind, call.request()))
+                claim = yield from _run(seen, kind, "claim", records.claim(kind, call.request()))
+                if seen is not None:
+                    seen.claimed(call, claim)
                 outcome = _decided(guard, call, claim)
             except Exception as exc:
                 if not (owned and _deadlocked(exc) and attempt < CLAIM_RETRIES):
@@ -174,7 +192,9 @@ def _enter(
         raise
 
 
-def _leave(records: RecordTable, kind: str, call: Call, tx: Tx, failed: bool) -> Steps[None]:
+def _leave(
+    records: RecordTable, kind: str, call: Call, tx: Tx, failed: bool, seen: Block | None
+) -> Steps[None]:
     """After the block: store its result and commit, or roll back what it did."""
     if failed:
         yield from _rollback(whole=not tx.replayed)
@@ -185,7 +205,8 @@ def _leave(records: RecordTable, kind: str, call: Call, tx: Tx, failed: bool) ->
         try:  # an unencodable result rolls back too: nothing of the block may commit unrecorded
             data = policy.codec.encode(tx.value)
             ttl, codec = policy.ttl, policy.codec.name
-            yield ("run", records.complete(kind, tx.ticket, data, codec, ttl, tx.record))
+            done = records.complete(kind, tx.ticket, data, codec, ttl, tx.record)
+            yield from _run(seen, kind, "complete", done)
         except BaseException:
             yield from _rollback(whole=True)
             raise
@@ -257,13 +278,15 @@ def transaction(
     records = _record_table(guard, table)
     site = Site(conn)
     call = _call(guard, scope, key, payload, result_type, options)
-    kind, tx = _carry_out(site, _enter(guard, call, records, site.owned, savepoint))
-    try:
-        yield tx
-    except BaseException:
-        _carry_out(site, _leave(records, kind, call, tx, failed=True))
-        raise
-    _carry_out(site, _leave(records, kind, call, tx, failed=False))
+    seen = blocks.observe(call)  # None unless metrics or tracing are on
+    with seen or _UNOBSERVED:
+        kind, tx = _carry_out(site, _enter(guard, call, records, site.owned, savepoint, seen))
+        try:
+            yield tx
+        except BaseException:
+            _carry_out(site, _leave(records, kind, call, tx, True, seen))
+            raise
+        _carry_out(site, _leave(records, kind, call, tx, False, seen))
 
 
 @asynccontextmanager
@@ -283,10 +306,13 @@ async def atransaction(
     records = _record_table(guard, table)
     site = AsyncSite(conn)
     call = _call(guard, scope, key, payload, result_type, options)
-    kind, tx = await _acarry_out(site, _enter(guard, call, records, site.owned, savepoint))
-    try:
-        yield tx
-    except BaseException:
-        await _acarry_out(site, _leave(records, kind, call, tx, failed=True))
-        raise
-    await _acarry_out(site, _leave(records, kind, call, tx, failed=False))
+    seen = blocks.observe(call)
+    with seen or _UNOBSERVED:
+        steps = _enter(guard, call, records, site.owned, savepoint, seen)
+        kind, tx = await _acarry_out(site, steps)
+        try:
+            yield tx
+        except BaseException:
+            await _acarry_out(site, _leave(records, kind, call, tx, True, seen))
+            raise
+        await _acarry_out(site, _leave(records, kind, call, tx, False, seen))

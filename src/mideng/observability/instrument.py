@@ -16,10 +16,11 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from time import perf_counter
+from time import monotonic
 from typing import Any
 
 from mideng.errors import LeaseLostError, StoreUnavailableError
+from mideng.observability.recorder import Recorder, takes_over
 from mideng.observability.watch import store_label
 
 _BASE = "__mideng_unobserved__"  # on an instrumented class: the store's own class
@@ -66,37 +67,40 @@ def _restore(store: Any) -> None:
         store.__class__ = base
 
 
-def _takeover(req: Any, record: Any) -> bool:
-    # An acquired claim over an attempt that never finished: its lease ran out (or an operator
-    # settled it as failed). A record reclaimed because its retention ran out counts no
-    # attempt as unfinished: it is at least ``ttl`` older than its first claim.
-    return record.attempts > 1 and (
-        req.ttl is None or record.updated_at - record.created_at < req.ttl
-    )
-
-
 class _Calls:
-    """What the wrappers of one store share: the recorder, its label, its open claims.
+    """What the wrappers of one store share: the recorder, its label, its open claims, and
+    the pending lists they append to, looked up by label values in one subscript.
 
-    Every wrapper reads the clock twice, before and after the store call, and nothing else
-    per call: under callgrind a clock read costs about as much as the rest of a wrapper."""
+    Under callgrind every bytecode of a wrapper counts and a clock read costs about as much as
+    ten of them, so a claim reads the clock once, after the store answered: a Guard's call
+    read it just before (``Call.started``, which its first claim is timed from). A settling
+    call reads it twice, before (which also ends the body) and after."""
 
-    def __init__(self, rec: Any, label: str) -> None:
+    def __init__(self, rec: Recorder, label: str) -> None:
         self.rec = rec
         self.label = label
         self.opened: dict[str, float] = {}  # owner -> when its claim was acquired
+        self.claims: dict[tuple[str, str], list[Any]] = {}  # (scope, outcome) -> pending
+        # operation -> scope -> (the operation's pending durations, the body's)
+        self.stores: dict[str, dict[str, tuple[list[Any], list[Any]]]] = {
+            op: {} for op in OPERATIONS
+        }
 
-    def acquired(self, req: Any, claim: Any, ended: float) -> bool:
-        opened = self.opened
-        if len(opened) >= _OPEN_LIMIT:
-            opened.clear()
-        opened[req.owner] = ended
-        return _takeover(req, claim.record)
+    def claim_pending(self, scope: str, outcome: str) -> list[Any]:
+        found = self.rec.get("mideng_claims", (scope, outcome), timed=True).pending
+        return self.claims.setdefault((scope, outcome), found)
+
+    def settle_pending(self, operation: str, scope: str) -> tuple[list[Any], list[Any]]:
+        pair = (
+            self.rec.get("mideng_store_call_seconds", (scope, operation), timed=True).pending,
+            self.rec.get("mideng_body_seconds", (scope,), timed=True).pending,
+        )
+        return self.stores[operation].setdefault(scope, pair)
 
     def failed(self, operation: str, scope: str, owner: str, exc: BaseException) -> None:
         begun = self.opened.pop(owner, None) if operation in _SETTLING else None
-        if begun is not None:  # the body ran, though what it settled was refused
-            self.rec.body(scope, perf_counter() - begun)
+        if begun is not None and self.rec.durations:  # the body ran, though its settling failed
+            self.settle_pending(operation, scope)[1].append(monotonic() - begun)
         if isinstance(exc, StoreUnavailableError):
             self.rec.store_error(self.label, operation)
         elif isinstance(exc, LeaseLostError):
@@ -104,38 +108,66 @@ class _Calls:
 
 
 def _claim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
-    claimed = calls.rec.claimed
+    claims, fold, opened = calls.claims, calls.rec.fold, calls.opened
 
     def claim(store: Any, req: Any) -> Any:
-        started = perf_counter()
+        try:  # a Guard's first claim is timed from the call's start, read just before it
+            started = req.started if not req.polls else monotonic()
+        except AttributeError:  # a plain ClaimRequest, not a Guard's call
+            started = monotonic()
         try:
             answer = inner(store, req)
         except BaseException as exc:
             calls.failed("claim", req.scope, req.owner, exc)
             raise
-        ended = perf_counter()
+        ended = monotonic()
         outcome: str = answer.outcome._value_  # the member's value slot: no enum descriptor
-        takeover = outcome == "acquired" and calls.acquired(req, answer, ended)
-        claimed(req.scope, outcome, ended - started, takeover)
+        if outcome == "acquired":  # Calls.acquired, inline: a first call pays no extra frame
+            if len(opened) >= _OPEN_LIMIT:
+                opened.clear()
+            opened[req.owner] = ended
+            if answer.record.attempts > 1 and takes_over(req, answer.record):
+                calls.rec.takeover(req.scope)
+        try:
+            pending = claims[req.scope, outcome]
+        except KeyError:
+            pending = calls.claim_pending(req.scope, outcome)
+        pending.append(ended - started)
+        if len(pending) >= 4096:  # recorder.FOLD_AT, a constant here: no global to load
+            fold()
         return answer
 
     return claim
 
 
 def _aclaim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
-    claimed = calls.rec.claimed
+    claims, fold, opened = calls.claims, calls.rec.fold, calls.opened
 
     async def aclaim(store: Any, req: Any) -> Any:
-        started = perf_counter()
+        try:
+            started = req.started if not req.polls else monotonic()
+        except AttributeError:
+            started = monotonic()
         try:
             answer = await inner(store, req)
         except BaseException as exc:
             calls.failed("claim", req.scope, req.owner, exc)
             raise
-        ended = perf_counter()
+        ended = monotonic()
         outcome: str = answer.outcome._value_
-        takeover = outcome == "acquired" and calls.acquired(req, answer, ended)
-        claimed(req.scope, outcome, ended - started, takeover)
+        if outcome == "acquired":
+            if len(opened) >= _OPEN_LIMIT:
+                opened.clear()
+            opened[req.owner] = ended
+            if answer.record.attempts > 1 and takes_over(req, answer.record):
+                calls.rec.takeover(req.scope)
+        try:
+            pending = claims[req.scope, outcome]
+        except KeyError:
+            pending = calls.claim_pending(req.scope, outcome)
+        pending.append(ended - started)
+        if len(pending) >= 4096:
+            fold()
         return answer
 
     return aclaim
@@ -143,7 +175,7 @@ def _aclaim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
 
 def _counted_claim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
     """The claim without durations (``metrics.enable(durations=False)``): no clock read."""
-    counted = calls.rec.counted
+    claims, fold = calls.claims, calls.rec.fold
 
     def claim(store: Any, req: Any) -> Any:
         try:
@@ -152,14 +184,24 @@ def _counted_claim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., An
             calls.failed("claim", req.scope, req.owner, exc)
             raise
         outcome: str = answer.outcome._value_
-        counted(req.scope, outcome, outcome == "acquired" and _takeover(req, answer.record))
+        # No body is timed without durations, so an acquired claim is not noted as opened.
+        record = answer.record
+        if outcome == "acquired" and record.attempts > 1 and takes_over(req, record):
+            calls.rec.takeover(req.scope)
+        try:
+            pending = claims[req.scope, outcome]
+        except KeyError:
+            pending = calls.claim_pending(req.scope, outcome)
+        pending.append(None)
+        if len(pending) >= 4096:
+            fold()
         return answer
 
     return claim
 
 
 def _counted_aclaim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., Any]:
-    counted = calls.rec.counted
+    claims, fold = calls.claims, calls.rec.fold
 
     async def aclaim(store: Any, req: Any) -> Any:
         try:
@@ -168,14 +210,25 @@ def _counted_aclaim(calls: _Calls, inner: Callable[..., Any]) -> Callable[..., A
             calls.failed("claim", req.scope, req.owner, exc)
             raise
         outcome: str = answer.outcome._value_
-        counted(req.scope, outcome, outcome == "acquired" and _takeover(req, answer.record))
+        # No body is timed without durations, so an acquired claim is not noted as opened.
+        record = answer.record
+        if outcome == "acquired" and record.attempts > 1 and takes_over(req, record):
+            calls.rec.takeover(req.scope)
+        try:
+            pending = claims[req.scope, outcome]
+        except KeyError:
+            pending = calls.claim_pending(req.scope, outcome)
+        pending.append(None)
+        if len(pending) >= 4096:
+            fold()
         return answer
 
     return aclaim
 
 
 def _refused(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
-    """A settling or renewing call without durations: only its failures are counted."""
+    """A settling or renewing call without durations: only its failures are counted (its
+    claim is in ``opened`` only when it took over, to count that)."""
 
     def call(store: Any, ticket: Any, *args: Any) -> Any:
         try:
@@ -199,36 +252,56 @@ def _arefused(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[.
 
 
 def _settle(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
-    stored, opened = calls.rec.stored, calls.opened
+    by_scope, opened, fold = calls.stores[name], calls.opened, calls.rec.fold
     settles = name in _SETTLING
 
     def call(store: Any, ticket: Any, *args: Any) -> Any:
-        started = perf_counter()
+        started = monotonic()
         try:
             answer = inner(store, ticket, *args)
         except BaseException as exc:
             calls.failed(name, ticket.scope, ticket.owner, exc)
             raise
-        begun = opened.pop(ticket.owner, None) if settles else None
-        stored(ticket.scope, name, perf_counter() - started, begun, started)
+        ended = monotonic()
+        try:
+            pending, body = by_scope[ticket.scope]
+        except KeyError:
+            pending, body = calls.settle_pending(name, ticket.scope)
+        pending.append(ended - started)
+        if settles:
+            begun = opened.pop(ticket.owner, None)
+            if begun is not None:
+                body.append(started - begun)
+        if len(pending) >= 4096:
+            fold()
         return answer
 
     return call
 
 
 def _asettle(calls: _Calls, name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
-    stored, opened = calls.rec.stored, calls.opened
+    by_scope, opened, fold = calls.stores[name], calls.opened, calls.rec.fold
     settles = name in _SETTLING
 
     async def call(store: Any, ticket: Any, *args: Any) -> Any:
-        started = perf_counter()
+        started = monotonic()
         try:
             answer = await inner(store, ticket, *args)
         except BaseException as exc:
             calls.failed(name, ticket.scope, ticket.owner, exc)
             raise
-        begun = opened.pop(ticket.owner, None) if settles else None
-        stored(ticket.scope, name, perf_counter() - started, begun, started)
+        ended = monotonic()
+        try:
+            pending, body = by_scope[ticket.scope]
+        except KeyError:
+            pending, body = calls.settle_pending(name, ticket.scope)
+        pending.append(ended - started)
+        if settles:
+            begun = opened.pop(ticket.owner, None)
+            if begun is not None:
+                body.append(started - begun)
+        if len(pending) >= 4096:
+            fold()
         return answer
 
     return call

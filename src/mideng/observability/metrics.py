@@ -2,25 +2,23 @@
 
 ``enable(registry=None)`` registers one collector on ``registry`` (prometheus-client's default
 registry when None) and turns the Guard's observation on; ``disable()`` takes it away again.
-Calls record into plain counters and bucket arrays under one lock per store call (the store's
-operations are wrapped while metrics are on, see ``instrument``), and the collector turns them
-into metric families at scrape time, so an observed call never goes through
-prometheus-client's per-sample machinery. The series and their labels are listed in
+Calls append their events to plain lists without a lock (``recorder``; the store's operations
+are wrapped while metrics are on, see ``instrument``), and the collector folds them into metric
+families at scrape time, so an observed call never goes through prometheus-client's
+per-sample machinery. The series and their labels are listed in
 docs/observability.md; their names and label names are stable.
 """
 
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Any
 
 from mideng.errors import ConfigurationError
 from mideng.observability import instrument, watch
-
-#: Upper bounds (seconds) of the duration histograms' buckets.
-BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+from mideng.observability.record_gauges import RecordGauges
+from mideng.observability.recorder import BUCKETS, Recorder, Series
 
 # name -> (help, label names); every counter mideng exports.
 COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -68,140 +66,6 @@ HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-class _Histogram:
-    __slots__ = ("counts", "sum")
-
-    def __init__(self) -> None:
-        self.counts = [0] * (len(BUCKETS) + 1)  # the last one is +Inf
-        self.sum = 0.0
-
-
-class _Shard:
-    """One thread's counts: written by that thread only, so no lock is taken per call (the
-    collector copies each dict in one step, which the GIL makes atomic)."""
-
-    def __init__(self) -> None:
-        self.counters: dict[str, dict[tuple[str, ...], int]] = {name: {} for name in COUNTERS}
-        self.histograms: dict[str, dict[tuple[str, ...], _Histogram]] = {
-            name: {} for name in HISTOGRAMS
-        }
-        self.claims = self.counters["mideng_claims"]
-        self.takeovers = self.counters["mideng_takeovers"]
-        self.store_seconds = self.histograms["mideng_store_call_seconds"]
-        self.body_seconds = self.histograms["mideng_body_seconds"]
-
-
-def _observe(series: dict[tuple[str, ...], _Histogram], labels: tuple[str, ...], v: float) -> None:
-    h = series.get(labels)
-    if h is None:
-        h = series[labels] = _Histogram()
-    h.counts[bisect_left(BUCKETS, v)] += 1
-    h.sum += v
-
-
-class Recorder:
-    """What observed calls record into, a shard per thread; summed by the collector at
-    scrape time. A coroutine records between two awaits, so tasks sharing a thread never
-    interleave inside one record."""
-
-    def __init__(self, durations: bool = True) -> None:
-        #: Whether store calls and bodies are timed (the histograms), or only counted.
-        self.durations = durations
-        self._lock = threading.Lock()
-        self._local = threading.local()
-        self._shards: list[_Shard] = []
-
-    def _shard(self) -> _Shard:
-        try:
-            shard: _Shard = self._local.shard
-        except AttributeError:
-            shard = self._local.shard = _Shard()
-            with self._lock:
-                self._shards.append(shard)
-        return shard
-
-    def _count(self, name: str, labels: tuple[str, ...]) -> None:
-        series = self._shard().counters[name]
-        series[labels] = series.get(labels, 0) + 1
-
-    # -- the events (watch.Metrics) ---------------------------------------------------------
-    def counted(self, scope: str, outcome: str, takeover: bool) -> None:
-        """A claim, without its duration (``durations=False``)."""
-        shard = self._shard()
-        claims = shard.claims
-        labels = (scope, outcome)
-        claims[labels] = claims.get(labels, 0) + 1
-        if takeover:
-            shard.takeovers[(scope,)] = shard.takeovers.get((scope,), 0) + 1
-
-    def claimed(self, scope: str, outcome: str, seconds: float, takeover: bool) -> None:
-        shard = self._shard()
-        claims = shard.claims
-        labels = (scope, outcome)
-        claims[labels] = claims.get(labels, 0) + 1
-        if takeover:
-            shard.takeovers[(scope,)] = shard.takeovers.get((scope,), 0) + 1
-        _observe(shard.store_seconds, (scope, "claim"), seconds)
-
-    def stored(
-        self, scope: str, operation: str, seconds: float, begun: float | None, started: float
-    ) -> None:
-        """A store call other than a claim; ``begun``: when the claim it settles was acquired
-        (the body ran from then until ``started``)."""
-        shard = self._shard()
-        _observe(shard.store_seconds, (scope, operation), seconds)
-        if begun is not None:
-            _observe(shard.body_seconds, (scope,), started - begun)
-
-    def body(self, scope: str, seconds: float) -> None:
-        _observe(self._shard().body_seconds, (scope,), seconds)
-
-    def store_error(self, store: str, operation: str) -> None:
-        self._count("mideng_store_errors", (store, operation))
-
-    def fenced(self, scope: str, operation: str) -> None:
-        self._count("mideng_fenced_writes", (scope, operation))
-
-    def fail_open(self, scope: str, step: str) -> None:
-        self._count("mideng_fail_open_runs", (scope, step))
-
-    def heartbeat_failed(self, scope: str) -> None:
-        self._count("mideng_heartbeat_failures", (scope,))
-
-    def consumed(self, scope: str, verdict: str) -> None:
-        self._count("mideng_consumer_messages", (scope, verdict))
-
-    def http_reply(self, status: int, replayed: bool) -> None:
-        self._count(
-            "mideng_http_responses", (f"{status // 100}xx", "true" if replayed else "false")
-        )
-
-    # -- reading ----------------------------------------------------------------------------
-    def snapshot(self) -> tuple[dict[str, dict[tuple[str, ...], int]], dict[str, Any]]:
-        """Every shard summed."""
-        with self._lock:
-            shards = list(self._shards)
-        counters: dict[str, dict[tuple[str, ...], int]] = {name: {} for name in COUNTERS}
-        histograms: dict[str, dict[tuple[str, ...], tuple[list[int], float]]] = {
-            name: {} for name in HISTOGRAMS
-        }
-        for shard in shards:
-            for name, series in shard.counters.items():
-                total = counters[name]
-                for labels, n in dict(series).items():
-                    total[labels] = total.get(labels, 0) + n
-            for name, hseries in shard.histograms.items():
-                hist = histograms[name]
-                for labels, h in dict(hseries).items():
-                    counts, added = list(h.counts), h.sum
-                    if labels in hist:
-                        before, sum_before = hist[labels]
-                        counts = [a + b for a, b in zip(before, counts, strict=True)]
-                        added += sum_before
-                    hist[labels] = (counts, added)
-        return counters, histograms
-
-
 def _prometheus() -> Any:
     try:
         import prometheus_client
@@ -221,30 +85,48 @@ class Collector:
         self._core = _prometheus()[1]
 
     def describe(self) -> Iterator[Any]:
-        yield from self._families({name: {} for name in COUNTERS}, {n: {} for n in HISTOGRAMS})
+        yield from self._families({name: {} for name in (*COUNTERS, *HISTOGRAMS)})
 
     def collect(self) -> Iterator[Any]:
-        yield from self._families(*self.recorder.snapshot())
+        yield from self._families(self.recorder.snapshot())
 
-    def _families(
-        self, counters: dict[str, dict[tuple[str, ...], int]], histograms: dict[str, Any]
-    ) -> Iterator[Any]:
+    def _families(self, series: dict[str, dict[tuple[str, ...], Series]]) -> Iterator[Any]:
         core = self._core
         for name, (doc, labels) in COUNTERS.items():
             family = core.CounterMetricFamily(name, doc, labels=list(labels))
-            for values, count in sorted(counters[name].items()):
-                family.add_metric(list(values), count)
+            for values, one in sorted(series[name].items()):
+                family.add_metric(list(values), one.count)
             yield family
+        # A claim's duration is kept with its outcome (its count is the claims counter);
+        # the histogram is by operation, so a scope's outcomes are summed into "claim".
+        timed = dict(series["mideng_store_call_seconds"])
+        for (scope, _outcome), one in series["mideng_claims"].items():
+            if one.timed:
+                timed[(scope, "claim")] = _merged(timed.get((scope, "claim")), one)
+        by_name = {"mideng_body_seconds": series["mideng_body_seconds"]}
+        by_name["mideng_store_call_seconds"] = timed
         bounds = [*(repr(b) for b in BUCKETS), "+Inf"]
         for name, (doc, labels) in HISTOGRAMS.items():
             family = core.HistogramMetricFamily(name, doc, labels=list(labels))
-            for values, (counts, total) in sorted(histograms[name].items()):
+            for values, one in sorted(by_name[name].items()):
+                if not one.timed:
+                    continue
                 cumulative, running = [], 0
-                for bound, n in zip(bounds, counts, strict=True):
+                for bound, n in zip(bounds, one.buckets, strict=True):
                     running += n
                     cumulative.append((bound, running))
-                family.add_metric(list(values), cumulative, total)
+                family.add_metric(list(values), cumulative, one.sum)
             yield family
+
+
+def _merged(into: Series | None, one: Series) -> Series:
+    total = Series(timed=True)
+    for part in (into, one):
+        if part is not None:
+            total.count += part.count
+            total.sum += part.sum
+            total.buckets = [a + b for a, b in zip(total.buckets, part.buckets, strict=True)]
+    return total
 
 
 _state: dict[str, Any] = {}
@@ -265,13 +147,38 @@ def enable(registry: Any = None, *, durations: bool = True) -> Recorder:
             recorder: Recorder = _state["recorder"]
             return recorder
         _unregister()
-        recorder = Recorder(durations)
+        recorder = Recorder((*COUNTERS, *HISTOGRAMS), durations)
         collector = Collector(recorder)
         target.register(collector)
         _state.update(registry=target, recorder=recorder, collector=collector)
         watch.install(metrics=recorder)
         instrument.instrument(recorder)
         return recorder
+
+
+def watch_store(
+    store: Any,
+    registry: Any = None,
+    *,
+    interval: float = 60.0,
+    grace: float = 60.0,
+    prefix: str | None = None,
+    name: str | None = None,
+) -> RecordGauges:
+    """Export gauges of what ``store`` holds (records by scope and status, stuck records, the
+    oldest processing age; mideng.observability.record_gauges) through ``registry``
+    (prometheus-client's default when None), from a survey taken at most once per
+    ``interval`` seconds however often it is scraped. ``grace``: how long past its lease a
+    processing record is stuck; ``prefix``: only scopes starting with it; ``name``: the
+    ``store`` label (the URL's scheme by default). Independent of ``enable()``. Watch a store
+    from one process (a replica, or a sidecar running ``mideng``'s Python): each process
+    watching it surveys it."""
+    prometheus_client, core = _prometheus()
+    gauges = RecordGauges(store, core, interval=interval, grace=grace, prefix=prefix, name=name)
+    target = prometheus_client.REGISTRY if registry is None else registry
+    target.register(gauges)
+    gauges.registry = target
+    return gauges
 
 
 def disable() -> None:

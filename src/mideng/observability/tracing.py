@@ -45,7 +45,7 @@ class Spans:
         self.tracer = tracer
         self.key = key
 
-    def call(self, call: Any, store: str) -> Any:
+    def call(self, call: Any, store: str, name: str = "mideng.call") -> Any:
         attributes: dict[str, Any] = {"mideng.scope": call.scope, "mideng.store": store}
         if call.request_id is not None:
             attributes["mideng.request_id"] = call.request_id
@@ -53,7 +53,7 @@ class Spans:
             attributes["mideng.key"] = call.key
         elif self.key == "hash":
             attributes["mideng.key_hash"] = key_hash(call.scope, call.key)
-        return self.tracer.start_as_current_span("mideng.call", attributes=attributes)
+        return self.tracer.start_as_current_span(name, attributes=attributes)
 
     def store_call(self, operation: str, scope: str, store: str) -> Any:
         return self.tracer.start_as_current_span(

@@ -37,6 +37,7 @@ from mideng.observability.logs.calls import (
     statement_rollback_failed,
     steps_kept,
     stuck_record,
+    survey_failed,
     unsettled,
 )
 from mideng.observability.logs.fields import (
@@ -125,6 +126,7 @@ __all__ = [
     "statement_rollback_failed",
     "steps_kept",
     "stuck_record",
+    "survey_failed",
     "to_stderr",
     "unsettled",
 ]

@@ -199,6 +199,17 @@ def stuck_record(scope: str, key: str, fence: int, lapsed: float, request_id: st
     )
 
 
+def survey_failed(store: str, exc: Exception) -> None:
+    """A survey for the record gauges failed; the scrape answers with the last good one."""
+    log.warning(
+        "mideng could not survey the %s store for its record gauges: %s: %s",
+        store,
+        type(exc).__name__,
+        exc,
+        extra=fields(outcome="survey_failed"),
+    )
+
+
 # -- recoverable operations (mideng.guard.operations, reconcile, the stale-task scan) ---------
 def steps_kept(scope: str, key: str, exc: BaseException) -> None:
     """The operation completed but its kept steps stayed behind: reconcile drops them."""
