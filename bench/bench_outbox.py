@@ -40,7 +40,20 @@ def messages(queue: str, rows: int, keys: int) -> list[Outgoing]:
     ]
 
 
-async def floor(batch: list[Outgoing], concurrency: int) -> float:
+class NullPublisher:
+    """Publishes nowhere: what is left of the relay is its database work and its Python."""
+
+    async def start(self) -> None:
+        return None
+
+    async def publish(self, message: Outgoing) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+async def floor(batch: list[Outgoing], concurrency: int) -> tuple[float, float]:
     publisher = open_publisher(AMQP)
     await publisher.start()
     groups: dict[str | None, list[Outgoing]] = {}
@@ -53,14 +66,16 @@ async def floor(batch: list[Outgoing], concurrency: int) -> float:
             for message in group:
                 await publisher.publish(message)
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one_key(group) for group in groups.values()))
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     await publisher.close()
-    return len(batch) / elapsed
+    return len(batch) / elapsed, cpu / len(batch)
 
 
-async def relay_rate(engine: Any, queue: str, rows: int, keys: int) -> float:
+async def relay_rate(
+    engine: Any, queue: str, rows: int, keys: int, broker: Any = AMQP
+) -> tuple[float, float]:
     outbox = Outbox(engine, table=f"bench_outbox_{uuid.uuid4().hex[:8]}")
     outbox.create_schema()
     try:
@@ -72,12 +87,12 @@ async def relay_rate(engine: Any, queue: str, rows: int, keys: int) -> float:
                     {"order": f"order:{n % keys}", "qty": 1},
                     key=f"order:{n % keys}",
                 )
-        async with Relay(engine, AMQP, table=outbox.table, listen=False) as relay:
-            start = time.perf_counter()
+        async with Relay(engine, broker, table=outbox.table, listen=False) as relay:
+            start, cpu = time.perf_counter(), time.process_time()
             total = await relay.run_once()
-            elapsed = time.perf_counter() - start
+            elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
         assert total.sent == rows, total
-        return rows / elapsed
+        return rows / elapsed, cpu / rows
     finally:
         drop(engine, outbox.table)
 
@@ -144,20 +159,31 @@ async def main() -> None:
     channel = await connection.channel()
     queue = await channel.declare_queue(queue_name, auto_delete=False)
     try:
-        floors, relays = [], []
+        floors, relays, nulls = [], [], []
         for _ in range(args.repeats):
             floors.append(await floor(messages(queue_name, args.rows, args.keys), 64))
             relays.append(await relay_rate(engine, queue_name, args.rows, args.keys))
             await queue.purge()
+            nulls.append(
+                await relay_rate(engine, queue_name, args.rows, args.keys, NullPublisher())
+            )
         waits = sorted(await latency(engine, f"{queue_name}-latency", args.samples))
     finally:
         await queue.delete(if_unused=False, if_empty=False)
         await connection.close()
         engine.dispose()
-    best_floor, best_relay = max(floors), max(relays)
+    best_floor, best_relay = max(rate for rate, _ in floors), max(rate for rate, _ in relays)
+    floor_cpu, relay_cpu = (min(cpu for _, cpu in runs) * 1e6 for runs in (floors, relays))
+    null_cpu = min(cpu for _, cpu in nulls) * 1e6
     print(f"python {platform.python_version()}, {args.rows} rows over {args.keys} keys")
-    print(f"raw confirm-publish floor : {best_floor:8.0f} msg/s")
-    print(f"relay (PostgreSQL)        : {best_relay:8.0f} msg/s  ({best_relay / best_floor:.2f}x)")
+    print(
+        f"raw confirm-publish floor : {best_floor:8.0f} msg/s  client CPU {floor_cpu:5.1f} us/msg"
+    )
+    print(
+        f"relay (PostgreSQL)        : {best_relay:8.0f} msg/s  ({best_relay / best_floor:.2f}x)"
+        f"  client CPU {relay_cpu:5.1f} us/msg"
+    )
+    print(f"relay, null publisher     : {' ' * 23}client CPU {null_cpu:5.1f} us/msg")
     p50 = statistics.median(waits) * 1000
     p99 = waits[min(len(waits) - 1, int(len(waits) * 0.99))] * 1000
     print(

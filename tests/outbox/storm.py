@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import text
 
+from mideng.messaging.publish import Publisher
 from mideng.outbox import Relay
 from tests.outbox.conftest import Db
 
@@ -78,7 +79,7 @@ class Storm:
                     connection.rollback()
                     self.rolled_back.append(tx)
 
-    async def run(self, broker: str, relays: int = 2, **relay_options: Any) -> None:
+    async def run(self, broker: str | Publisher, relays: int = 2, **relay_options: Any) -> None:
         """The storm with ``relays`` relays publishing while it runs, then drained."""
         stop = asyncio.Event()
         relay_options.setdefault("poll", 0.05)

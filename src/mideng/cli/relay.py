@@ -31,7 +31,13 @@ from mideng.errors import IdempotencyError
 @click.option("--exchange", default=None, help="AMQP exchange (default: the default exchange).")
 @click.option("--table", default="mideng_outbox", show_default=True, help="Outbox table.")
 @click.option("--lease", default=30.0, show_default=True, help="Seconds a relay holds a key.")
-@click.option("--batch", "batch_keys", default=100, show_default=True, help="Keys per batch.")
+@click.option(
+    "--batch",
+    "batch_keys",
+    default=50,
+    show_default=True,
+    help="Keys per batch (two batches in flight on PostgreSQL and MySQL).",
+)
 @click.option(
     "--max-attempts", default=10, show_default=True, help="Failed publishes before a row is dead."
 )
@@ -53,7 +59,7 @@ def relay(
     poll: float,
 ) -> None:
     """Publish committed outbox rows to a broker, in order per key. SIGTERM or Ctrl-C finishes
-    the batch in flight, then exits."""
+    the batches in flight (published and written back), then exits."""
     from mideng.outbox import Relay
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

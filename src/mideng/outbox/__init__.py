@@ -5,7 +5,8 @@ caller's transaction; ``Relay(db, broker)`` (or ``mideng relay``) publishes only
 committed, in commit order per key, with the row id as the message id end to end.
 """
 
-from mideng.outbox.relay import Backoff, Batch, Relay
+from mideng.outbox.pipeline import Batch
+from mideng.outbox.relay import Backoff, Relay
 from mideng.outbox.schema import DEFAULT_TABLE, script
 from mideng.outbox.writer import Outbox, encode_payload
 

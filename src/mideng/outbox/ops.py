@@ -97,7 +97,9 @@ def settle(
     key's mark moved past what finished, then the keys let go: a failed key only at its retry
     time, the rest at once. Key updates are fenced by ``token``: a relay whose lease lapsed
     changes no key another relay holds now."""
-    if sent:
+    if sent and q.kind == "postgresql":
+        yield Stmt(q.sent_array, {"now": now, "ids": list(sent)})
+    elif sent:
         yield Stmt(q.in_list("sent", len(sent)), {"now": now, **_ids(sent)})
     for failure in failures:
         yield Stmt(

@@ -8,6 +8,9 @@ published one after the other in sequence order (different keys and unkeyed rows
 key stopping at its first failure or when its lease runs short. ``settle`` (one transaction)
 marks what was published, counts failures, moves each key's mark and lets the keys go.
 
+Up to ``depth`` batches are in flight at once (mideng.outbox.pipeline): while one is written
+back, the next is claimed and published, on keys no batch in flight holds.
+
 A relay killed at any point leaves its keys leased until the lease runs out; another relay
 then publishes from the key's mark again, with the same message ids: at-least-once, in order.
 """
@@ -19,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from mideng.db.dialect import kind_of, retryable
 from mideng.db.site import AsyncSite
@@ -29,29 +32,12 @@ from mideng.messaging.publish import Outgoing, Publisher, open_publisher
 from mideng.observability import logs
 from mideng.outbox.engines import async_engine, listen_conninfo
 from mideng.outbox.ops import Failure, Row, claim, purge, settle
+from mideng.outbox.pipeline import NOTHING, Batch, drain
 from mideng.outbox.schema import DEFAULT_TABLE, channel
 from mideng.outbox.statements import Queries
 from mideng.outbox.wake import Listen, Poll
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Batch:
-    """What one batch did."""
-
-    claimed: int
-    sent: int
-    failed: int
-    dead: int
-
-    def plus(self, other: Batch) -> Batch:
-        return Batch(
-            self.claimed + other.claimed,
-            self.sent + other.sent,
-            self.failed + other.failed,
-            self.dead + other.dead,
-        )
 
 
 @dataclass(frozen=True)
@@ -65,6 +51,14 @@ class Backoff:
         return float(min(self.cap, self.first * 2 ** max(0, attempt - 1)))
 
 
+class _Claimed(NamedTuple):
+    """A claimed batch: its lease token and end, and its rows."""
+
+    token: str
+    until: float
+    rows: list[Row]
+
+
 class Relay:
     """Publishes ``db``'s outbox (a URL, an ``Engine`` or an ``AsyncEngine``) to ``broker`` (a
     URL or a ``Publisher``).
@@ -72,6 +66,9 @@ class Relay:
     ``lease``: how long a relay may hold a key before another takes it over (longer than a
     batch's publishes take). ``max_attempts``: failed publishes of a row before it is dead
     (kept with its last error, and passed over). ``retention``: seconds a sent row is kept.
+    ``depth``: batches in flight at once (one written back while the next publishes), so a
+    relay holds up to ``depth * batch_keys`` keys; 1 on SQLite, whose single writer would
+    only make the overlap wait on its file lock.
     """
 
     def __init__(
@@ -81,7 +78,7 @@ class Relay:
         *,
         table: str = DEFAULT_TABLE,
         exchange: str | None = None,
-        batch_keys: int = 100,
+        batch_keys: int = 50,
         batch_rows: int = 2000,
         concurrency: int = 64,
         lease: float = 30.0,
@@ -91,9 +88,12 @@ class Relay:
         purge_every: float = 60.0,
         poll: float = 1.0,
         listen: bool = True,
+        depth: int | None = None,
     ) -> None:
         if batch_keys < 1 or batch_rows < 1 or concurrency < 1 or max_attempts < 1:
             raise ConfigurationError("batch sizes, concurrency and max_attempts must be >= 1")
+        if depth is not None and depth < 1:
+            raise ConfigurationError("depth (batches in flight) must be >= 1")
         if lease <= 0 or poll <= 0 or retention < 0:
             raise ConfigurationError("lease and poll must be positive, retention >= 0")
         self.table = check_table(table)
@@ -113,6 +113,7 @@ class Relay:
         self.retention, self.purge_every, self.poll = retention, purge_every, poll
         conninfo = listen_conninfo(self.engine) if listen else None
         self.wake: Poll = Listen(conninfo, channel(table)) if conninfo else Poll()
+        self._depth = depth
         self._queries: Queries | None = None
         self._started = False
         self._purged_at = 0.0
@@ -145,49 +146,70 @@ class Relay:
     async def run_once(self) -> Batch:
         """Publish everything committed that no other relay holds, then purge; the totals."""
         await self.start()
-        total = Batch(0, 0, 0, 0)
-        while True:
-            batch = await self.batch()
-            total = total.plus(batch)
-            if batch.sent == 0:
-                break
+        total = await self._drain(None)
         await self.purge()
         return total
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Publish until ``stop`` is set; the batch in flight then finishes first."""
+        """Publish until ``stop`` is set; the batches in flight then finish first."""
         await self.start()
         while not stop.is_set():
             try:
-                batch = await self.batch()
+                await self._drain(stop)
             except Exception as exc:  # the database or broker is down: wait, then try again
                 logs.relay_batch_failed(exc)
-                batch = Batch(0, 0, 0, 0)
             if time.time() - self._purged_at >= self.purge_every:
                 try:
                     await self.purge()
                 except Exception as exc:
                     logs.purge_failed(exc)
-            if batch.claimed == 0 or batch.sent == 0:
-                await self.wake.wait(self.poll, stop)
+            # Drained: nothing was due, or what is due keeps failing. Wait for a commit's
+            # NOTIFY (one that came during the drain is still queued) or the poll.
+            await self.wake.wait(self.poll, stop)
 
     async def batch(self) -> Batch:
-        """One claim, publish and settle."""
+        """One claim, publish and settle, with no other batch in flight."""
         await self.start()
+        claimed = await self._claim()
+        if claimed is None:
+            return NOTHING
+        return await self._finish(claimed, asyncio.Semaphore(self.concurrency))
+
+    @property
+    def depth(self) -> int:
+        if self._depth is not None:
+            return self._depth
+        return 1 if self.q.kind == "sqlite" else 2
+
+    async def _drain(self, stop: asyncio.Event | None) -> Batch:
+        # One gate for every batch in flight: ``concurrency`` bounds the keys publishing at
+        # once across them, and a batch's keys queue behind the one before it, so the next
+        # batch's keys take the places the last one's keys leave.
+        gate = asyncio.Semaphore(self.concurrency)
+        return await drain(
+            self._claim, lambda claimed: self._finish(claimed, gate), self.depth, stop
+        )
+
+    async def _claim(self) -> _Claimed | None:
         token = str(uuid.uuid4())
         now = time.time()
         until = now + self.lease
         # Each claim statement stands alone on PostgreSQL and SQLite (a lease is committed the
         # moment it is taken; the read that follows sees a prefix of each key, whatever commits
         # meanwhile), so no BEGIN/COMMIT round trips on the wake-up path. MySQL's claim is a
-        # locking read and an update of what it returned: one transaction.
+        # locking read and an update of what it returned: one transaction. A deadlock victim
+        # (another batch's write-back, another relay) took nothing, and claims again.
         rows: list[Row] = await self._transact(
             lambda: claim(self.q, token, now, until, self.batch_keys, self.batch_rows),
+            retries=5,
             autocommit=not self.q.mysql,
         )
-        if not rows:
-            return Batch(0, 0, 0, 0)
-        sent, failures = await self._publish(rows, until)
+        return _Claimed(token, until, rows) if rows else None
+
+    async def _finish(self, claimed: _Claimed, gate: asyncio.Semaphore) -> Batch:
+        """Publish a claimed batch, then write it back."""
+        token, rows = claimed.token, claimed.rows
+        sent, failures = await self._publish(rows, claimed.until, gate)
         settle_now = time.time()
         await self._transact(lambda: settle(self.q, token, settle_now, sent, failures), retries=5)
         dead = sum(1 for failure in failures if failure.dead)
@@ -239,11 +261,12 @@ class Relay:
                     raise
                 attempt += 1
 
-    async def _publish(self, rows: Sequence[Row], until: float) -> tuple[list[str], list[Failure]]:
+    async def _publish(
+        self, rows: Sequence[Row], until: float, gate: asyncio.Semaphore
+    ) -> tuple[list[str], list[Failure]]:
         groups: dict[str, list[Row]] = {}
         for row in rows:
             groups.setdefault(row.key if row.key is not None else "\0" + row.id, []).append(row)
-        gate = asyncio.Semaphore(self.concurrency)
         # Stop starting publishes for a key well before its lease ends, so a relay that takes
         # the key over never publishes beside this one.
         last_start = until - self.lease * 0.2

@@ -85,6 +85,14 @@ class Queries:
         )
 
         # -- relay: settle -----------------------------------------------------------------
+        # PostgreSQL takes a batch's ids as one array: one text for any count, where a list of
+        # binds is a new text per count, which SQLAlchemy and psycopg each parse and cache
+        # (tens of milliseconds of the relay's own Python for 2,000 ids, on the thread that
+        # publishes).
+        self.sent_array = Sql(
+            f"UPDATE {t} SET state = {SENT}, sent_at = :now, claimed_by = NULL, "
+            "claimed_until = NULL WHERE id = ANY(:ids)"
+        )
         self.failed = Sql(
             f"UPDATE {t} SET attempts = :attempts, last_error = :error, state = :state, "
             "claimed_by = NULL, claimed_until = :retry_at WHERE id = :id"
