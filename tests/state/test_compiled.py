@@ -8,6 +8,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from sqlalchemy import Column, Integer, MetaData, Numeric, String, Table, event
 from sqlalchemy import Enum as SQLEnum
 from sqlalchemy.dialects.mysql import pymysql
@@ -16,10 +17,13 @@ from sqlalchemy.dialects.sqlite import pysqlite
 from sqlalchemy.engine.interfaces import BindTyping
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from mideng.db.drive import drive
 from mideng.state import (
     AlreadyThere,
     Applied,
     Conflict,
+    Existing,
+    Inserted,
     Insufficient,
     StateMachine,
     adecrement,
@@ -27,9 +31,12 @@ from mideng.state import (
     decrement,
 )
 from mideng.state.compiled import TableSql, speech
+from mideng.state.ops import insert_once as insert_once_op
 from mideng.state.primitives import _decrement_shape
+from mideng.state.run import _execute
 from mideng.state.statements import insert_shape
 from tests.services import POSTGRES_URL, need
+from tests.state.conftest import new_key
 from tests.state.sides import Db
 
 metadata = MetaData()
@@ -198,3 +205,24 @@ def test_asyncpg_takes_the_dialects_own_sql() -> None:
         AlreadyThere(),
         ("s", 9, "PAID", 1),
     ]
+
+
+def test_mysql_8s_insert_goes_as_the_drivers_sql_and_hands_back_its_id(db: Db) -> None:
+    """MySQL 8 has no RETURNING: its insert (a statement without rows, so the driver's own
+    SQL) answers with the OK packet's last insert id, here on MariaDB with those statements."""
+    if db.name != "mysql":
+        pytest.skip("MySQL's statements")
+    orders, key = db.tables["orders"], new_key()
+    with db.engine.connect() as conn:
+        shape = insert_shape(orders, "mysql", conn.dialect, ("order_no", "amount"), ("order_no",))
+        assert shape.insert.driver is not None
+        assert shape.insert.stamp
+        values = {"order_no": key, "amount": 3}
+        conn.begin()
+        made = drive(insert_once_op(shape, values), _execute, conn)
+        again = drive(insert_once_op(shape, values), _execute, conn)
+        conn.commit()
+    [row] = db.rows(orders, order_no=key)
+    assert made == Inserted({**values, "id": row["id"]})
+    assert isinstance(again, Existing)
+    assert again.row["id"] == row["id"]
