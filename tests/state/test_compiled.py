@@ -8,8 +8,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-import pytest
-from sqlalchemy import Column, Integer, MetaData, Numeric, String, Table, event
+from sqlalchemy import Column, Integer, MetaData, Numeric, String, Table, create_engine, event
 from sqlalchemy import Enum as SQLEnum
 from sqlalchemy.dialects.mysql import pymysql
 from sqlalchemy.dialects.postgresql import asyncpg, psycopg
@@ -35,8 +34,8 @@ from mideng.state.ops import insert_once as insert_once_op
 from mideng.state.primitives import _decrement_shape
 from mideng.state.run import _execute
 from mideng.state.statements import insert_shape
-from tests.services import POSTGRES_URL, need
-from tests.state.conftest import new_key
+from tests.services import MYSQL_URL, POSTGRES_URL, need
+from tests.state.conftest import business_tables, new_key
 from tests.state.sides import Db
 
 metadata = MetaData()
@@ -207,22 +206,30 @@ def test_asyncpg_takes_the_dialects_own_sql() -> None:
     ]
 
 
-def test_mysql_8s_insert_goes_as_the_drivers_sql_and_hands_back_its_id(db: Db) -> None:
+def test_mysql_8s_insert_goes_as_the_drivers_sql_and_hands_back_its_id() -> None:
     """MySQL 8 has no RETURNING: its insert (a statement without rows, so the driver's own
     SQL) answers with the OK packet's last insert id, here on MariaDB with those statements."""
-    if db.name != "mysql":
-        pytest.skip("MySQL's statements")
-    orders, key = db.tables["orders"], new_key()
-    with db.engine.connect() as conn:
-        shape = insert_shape(orders, "mysql", conn.dialect, ("order_no", "amount"), ("order_no",))
-        assert shape.insert.driver is not None
-        assert shape.insert.stamp
-        values = {"order_no": key, "amount": 3}
-        conn.begin()
-        made = drive(insert_once_op(shape, values), _execute, conn)
-        again = drive(insert_once_op(shape, values), _execute, conn)
-        conn.commit()
-    [row] = db.rows(orders, order_no=key)
-    assert made == Inserted({**values, "id": row["id"]})
+    need("mysql")
+    local = MetaData()
+    orders = business_tables(local, uuid.uuid4().hex[:10])["orders"]
+    engine = create_engine(MYSQL_URL)
+    local.create_all(engine)
+    key = new_key()
+    try:
+        with engine.connect() as conn:
+            given = ("order_no", "amount")
+            shape = insert_shape(orders, "mysql", conn.dialect, given, ("order_no",))
+            assert shape.insert.driver is not None
+            assert shape.insert.stamp
+            values = {"order_no": key, "amount": 3}
+            conn.begin()
+            made = drive(insert_once_op(shape, values), _execute, conn)
+            again = drive(insert_once_op(shape, values), _execute, conn)
+            conn.commit()
+            [stored] = conn.execute(orders.select().where(orders.c.order_no == key)).all()
+    finally:
+        local.drop_all(engine)
+        engine.dispose()
+    assert made == Inserted({**values, "id": stored.id})
     assert isinstance(again, Existing)
-    assert again.row["id"] == row["id"]
+    assert again.row["id"] == stored.id
