@@ -21,11 +21,12 @@ from typing import Any
 
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
+from mideng.state.compiled import Speech
 from mideng.state.ops import APPLIED, conditional
 from mideng.state.primitives import checked_where
 from mideng.state.results import AlreadyThere, Applied, Conflict, Illegal, Missing
 from mideng.state.run import Make, arun, run
-from mideng.state.statements import cached, core_table, update_shape, values_of
+from mideng.state.statements import cached, core_table, keep, update_shape, values_of
 
 AdvanceAnswer = Applied | AlreadyThere | Illegal | Missing | Conflict
 
@@ -137,11 +138,12 @@ class StateMachine:
         given = values_of(table, values, "set") if values else ()
         versioned = version is not None
 
-        def make(kind: str, dialect: Any) -> Op[AdvanceAnswer]:
-            plan = cached(
+        def make(spoken: Speech, dialect: Any) -> Op[AdvanceAnswer]:
+            cache_key = ("advance", self, spoken.key, to, names, given, versioned)
+            plan = cached(table, cache_key) or keep(
                 table,
-                ("advance", self, kind, to, names, given, versioned),
-                lambda: self._plan(table, kind, dialect, to, names, given, versioned),
+                cache_key,
+                self._plan(table, spoken.kind, dialect, to, names, given, versioned),
             )
             shape, base, decode = plan
             params = dict(base)

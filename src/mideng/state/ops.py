@@ -15,6 +15,7 @@ from typing import Any
 from mideng.db.statements import Op, Res, Stmt
 from mideng.errors import IdempotencyError
 from mideng.observability import logs
+from mideng.state.compiled import TableSql
 from mideng.state.results import (
     Applied,
     Conflict,
@@ -23,7 +24,7 @@ from mideng.state.results import (
     Insufficient,
     Missing,
 )
-from mideng.state.statements import InsertShape, TableSql
+from mideng.state.statements import InsertShape
 
 # Rounds of statement + read-back before a row that keeps changing is reported as such.
 RACES = 5
@@ -46,7 +47,6 @@ def insert_once(shape: InsertShape, values: Mapping[str, Any]) -> Op[Any]:
     the duplicate (ON CONFLICT DO NOTHING); on MySQL/MariaDB the plain INSERT's duplicate
     error on this key is caught here (see statements.insert_shape)."""
     params = dict(zip(shape.names, values.values(), strict=True))
-    key = dict(zip(shape.key_names, (values[name] for name in shape.unique), strict=True))
     for _ in range(RACES):
         failure: BaseException | None = None
         try:
@@ -59,15 +59,16 @@ def insert_once(shape: InsertShape, values: Mapping[str, Any]) -> Op[Any]:
             made = _inserted(shape, values, res)
             if made is not None:
                 return made
-        found = yield Stmt(shape.read, key)
+        key = zip(shape.key_names, (values[name] for name in shape.unique), strict=True)
+        found = yield Stmt(shape.read, dict(key))
         if found.rows:
-            logs.duplicate_insert(shape.table.name, {n: values[n] for n in shape.unique})
+            logs.duplicate_insert(shape.table, {n: values[n] for n in shape.unique})
             return Existing(_mapping(found.rows[0]))
         if failure is not None:
             raise failure  # the duplicate was of another unique key: a real error
         # The conflicting row was deleted between the two statements: insert again.
     raise RowKeptChangingError(
-        f"{shape.table.name} {shape.unique}: the conflicting row kept being deleted concurrently"
+        f"{shape.table} {shape.unique}: the conflicting row kept being deleted concurrently"
     )
 
 

@@ -1,9 +1,10 @@
 """insert_once, decrement and update_versioned, with their async twins.
 
 Each builds the operation (mideng.state.ops) for the shape of its arguments — compiled once
-per table, statement kind and column names (mideng.state.statements) — and hands it to the
-runner of its loop (mideng.state.run). The sync and async functions differ only in which
-runner they call.
+per table, dialect and column names (mideng.state.statements) — and hands it to the runner of
+its loop (mideng.state.run). The sync and async functions differ only in which runner they
+call. The shapes are built by module-level functions, on a miss only: a call makes no
+function objects but the one it hands the runner.
 """
 
 from __future__ import annotations
@@ -14,11 +15,20 @@ from typing import Any
 
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
+from mideng.state.compiled import Speech
 from mideng.state.ops import APPLIED, conditional, moved_on, short_of
 from mideng.state.ops import insert_once as insert_once_op
 from mideng.state.results import Applied, Conflict, Existing, Inserted, Insufficient, Missing
 from mideng.state.run import Make, arun, run
-from mideng.state.statements import cached, core_table, insert_shape, update_shape, values_of
+from mideng.state.statements import (
+    UpdateShape,
+    cached,
+    core_table,
+    insert_shape,
+    keep,
+    update_shape,
+    values_of,
+)
 
 InsertAnswer = Inserted | Existing
 DecrementAnswer = Applied | Insufficient | Missing
@@ -47,11 +57,10 @@ def _insert(table: Any, values: Mapping[str, Any], unique: Any) -> Make[InsertAn
                 "never equals another, so it would never be a duplicate)"
             )
 
-    def make(kind: str, dialect: Any) -> Op[InsertAnswer]:
-        shape = cached(
-            table,
-            ("insert", kind, given, key),
-            lambda: insert_shape(table, kind, dialect, given, key),
+    def make(spoken: Speech, dialect: Any) -> Op[InsertAnswer]:
+        cache_key = ("insert", spoken.key, given, key)
+        shape = cached(table, cache_key) or keep(
+            table, cache_key, insert_shape(table, spoken.kind, dialect, given, key)
         )
         return insert_once_op(shape, values)
 
@@ -88,32 +97,38 @@ def _decrement(
         )
     names = checked_where(table, where)
 
-    def make(kind: str, dialect: Any) -> Op[DecrementAnswer]:
-        def build() -> Any:
-            from sqlalchemy import bindparam
-
-            if column not in table.c:
-                raise ConfigurationError(f"{table.name} has no column {column!r} to decrement")
-            col = table.c[column]
-            n = bindparam("n", type_=col.type)
-            return update_shape(
-                table,
-                kind,
-                dialect,
-                names,
-                (),
-                sets={col: col - n},
-                conds=[col >= n],
-                binds=[n],
-                picked=[col],
-            )
-
-        shape = cached(table, ("decrement", kind, names, column), build)
+    def make(spoken: Speech, dialect: Any) -> Op[DecrementAnswer]:
+        cache_key = ("decrement", spoken.key, names, column)
+        shape = cached(table, cache_key) or keep(
+            table, cache_key, _decrement_shape(table, spoken.kind, dialect, names, column)
+        )
         params = dict(zip(shape.where_names, where.values(), strict=True))
         params["n"] = amount
         return conditional(shape.update, shape.read, params, params, APPLIED, short_of(amount))
 
     return make
+
+
+def _decrement_shape(
+    table: Any, kind: str, dialect: Any, names: tuple[str, ...], column: str
+) -> UpdateShape:
+    from sqlalchemy import bindparam
+
+    if column not in table.c:
+        raise ConfigurationError(f"{table.name} has no column {column!r} to decrement")
+    col = table.c[column]
+    n = bindparam("n", type_=col.type)
+    return update_shape(
+        table,
+        kind,
+        dialect,
+        names,
+        (),
+        sets={col: col - n},
+        conds=[col >= n],
+        binds=[n],
+        picked=[col],
+    )
 
 
 def decrement(
@@ -145,27 +160,13 @@ def _versioned(
             f"{table.name}.{column} is the version column: update_versioned increments it"
         )
 
-    def make(kind: str, dialect: Any) -> Op[VersionedAnswer]:
-        def build() -> Any:
-            from sqlalchemy import bindparam, literal_column
-
-            if column not in table.c:
-                raise ConfigurationError(f"{table.name} has no version column {column!r}")
-            col = table.c[column]
-            read = bindparam("ver", type_=col.type)
-            return update_shape(
-                table,
-                kind,
-                dialect,
-                names,
-                given,
-                sets={col: col + literal_column("1")},
-                conds=[col == read],
-                binds=[read],
-                picked=[col],
-            )
-
-        shape = cached(table, ("versioned", kind, names, given, column), build)
+    def make(spoken: Speech, dialect: Any) -> Op[VersionedAnswer]:
+        cache_key = ("versioned", spoken.key, names, given, column)
+        shape = cached(table, cache_key) or keep(
+            table,
+            cache_key,
+            _versioned_shape(table, spoken.kind, dialect, names, given, column),
+        )
         params = dict(zip(shape.where_names, where.values(), strict=True))
         params.update(zip(shape.value_names, values.values(), strict=True))
         params["ver"] = version
@@ -174,6 +175,33 @@ def _versioned(
         )
 
     return make
+
+
+def _versioned_shape(
+    table: Any,
+    kind: str,
+    dialect: Any,
+    names: tuple[str, ...],
+    given: tuple[str, ...],
+    column: str,
+) -> UpdateShape:
+    from sqlalchemy import bindparam, literal_column
+
+    if column not in table.c:
+        raise ConfigurationError(f"{table.name} has no version column {column!r}")
+    col = table.c[column]
+    read = bindparam("ver", type_=col.type)
+    return update_shape(
+        table,
+        kind,
+        dialect,
+        names,
+        given,
+        sets={col: col + literal_column("1")},
+        conds=[col == read],
+        binds=[read],
+        picked=[col],
+    )
 
 
 def update_versioned(

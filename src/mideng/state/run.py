@@ -1,11 +1,17 @@
 """Running a primitive on the caller's connection: the only code written twice, sync and async.
 
-Through mideng.db.site, with no savepoint: inside the caller's open transaction the statement
-is one more of theirs (it commits or rolls back with their work, and a duplicate or a 0-row
-answer leaves that transaction as it was); with none open (autocommit use) the site begins
-one, commits it when the primitive answers and rolls it back when it raises. A Session
+With no savepoint, as mideng.db.site's rules say: inside the caller's open transaction the
+statement is one more of theirs (it commits or rolls back with their work, and a duplicate or
+a 0-row answer leaves that transaction as it was); with none open (autocommit use) a site
+begins one, commits it when the primitive answers and rolls it back when it raises. A Session
 (sync or async) with ``autoflush`` and pending ORM changes is flushed first, as its own
 ``execute`` would be, so the statement sees those rows; its transaction is then the caller's.
+
+A plain Connection inside the caller's transaction is the case where the site has nothing to
+decide (nothing to begin, commit or roll back; the connection is the caller's own), so the
+operation is driven on it directly, without building one. Statements are sent as
+mideng.state.compiled says (``TableSql.driver`` or its typed clause), by ``_execute`` and
+``_aexecute``.
 """
 
 from __future__ import annotations
@@ -13,27 +19,50 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mideng.db.site import AsyncSite, Site
-from mideng.db.statements import Op, T
-from mideng.observability import logs
+from sqlalchemy.engine import Connection
 
-#: What a primitive hands the runner: given the statement kind and the connection's dialect
-#: (to compile its statements the first time), the operation to drive.
-Make = Callable[[str, Any], Op[T]]
+from mideng.db.drive import adrive, drive
+from mideng.db.site import AsyncSite, Site
+from mideng.db.statements import Op, Res, Stmt, T
+from mideng.observability import logs
+from mideng.state.compiled import Speech, speech
+
+#: What a primitive hands the runner: given the connection's speech and its dialect (to
+#: compile its statements the first time), the operation to drive.
+Make = Callable[[Speech, Any], Op[T]]
 
 
 def _pending(session: Any) -> bool:
     return bool(session.new or session.dirty or session.deleted)
 
 
+def _execute(connection: Any, stmt: Stmt) -> Res:
+    sql: Any = stmt.sql  # a TableSql: every statement of mideng.state is one
+    if sql.driver is None:
+        return sql.answer(connection.execute(sql.clause, stmt.params))  # type: ignore[no-any-return]
+    return sql.answer(connection.exec_driver_sql(sql.driver, sql.arguments(stmt.params)))  # type: ignore[no-any-return]
+
+
+async def _aexecute(connection: Any, stmt: Stmt) -> Res:
+    sql: Any = stmt.sql
+    if sql.driver is None:
+        return sql.answer(await connection.execute(sql.clause, stmt.params))  # type: ignore[no-any-return]
+    return sql.answer(await connection.exec_driver_sql(sql.driver, sql.arguments(stmt.params)))  # type: ignore[no-any-return]
+
+
 def run(conn: Any, make: Make[T]) -> T:
+    if type(conn) is Connection and conn.in_transaction():
+        dialect = conn.dialect
+        return drive(make(speech(dialect), dialect), _execute, conn)
     site = Site(conn)
     if site.session and conn.autoflush and _pending(conn):
         conn.flush()  # as Session.execute does: the statement sees the ORM's pending rows
         site = Site(conn)  # the flush began the session's transaction: now the caller's
-    kind = site.open(savepoint=False)
+    site.open(savepoint=False)
+    connection = site.connection
     try:
-        answer = site.run(make(kind, site.connection.dialect))
+        dialect = connection.dialect
+        answer = drive(make(speech(dialect), dialect), _execute, connection)
     except BaseException:
         try:
             site.rollback(whole=False)  # the site's own transaction; never the caller's
@@ -44,14 +73,33 @@ def run(conn: Any, make: Make[T]) -> T:
     return answer
 
 
+# The async connection class, imported on first use: sqlalchemy.ext.asyncio is only for
+# callers of the async twins.
+_ASYNC_CONNECTION: Any = None
+
+
+def _async_connection() -> Any:
+    global _ASYNC_CONNECTION
+    if _ASYNC_CONNECTION is None:
+        from sqlalchemy.ext.asyncio import AsyncConnection
+
+        _ASYNC_CONNECTION = AsyncConnection
+    return _ASYNC_CONNECTION
+
+
 async def arun(conn: Any, make: Make[T]) -> T:
+    if type(conn) is (_ASYNC_CONNECTION or _async_connection()) and conn.in_transaction():
+        dialect = conn.dialect
+        return await adrive(make(speech(dialect), dialect), _aexecute, conn)
     site = AsyncSite(conn)
     if site.session and conn.sync_session.autoflush and _pending(conn):
         await conn.flush()
         site = AsyncSite(conn)
-    kind = await site.open(savepoint=False)
+    await site.open(savepoint=False)
+    connection = site.connection
     try:
-        answer = await site.run(make(kind, site.connection.dialect))
+        dialect = connection.dialect
+        answer = await adrive(make(speech(dialect), dialect), _aexecute, connection)
     except BaseException:
         try:
             await site.rollback(whole=False)

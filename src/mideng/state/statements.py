@@ -1,23 +1,23 @@
 """The business tables' statements: built from the caller's SQLAlchemy ``Table``, compiled once
-per statement kind, kept.
+per dialect, kept.
 
-A primitive's statement depends on the table, the statement kind (mideng.db.dialect) and the
-*names* it is given (which columns pick the row, which are set), never on the values. So each
-shape is compiled once, against the connection's own dialect told to write ``:name`` binds,
-and kept as a ``TableSql``: the text mideng.db runs, with a clause that carries the columns'
-types (bind and result processing stay the table's) and that SQLAlchemy only has to look up,
-not compile. A call then builds its parameters and sends that one statement.
+A primitive's statement depends on the table, the dialect and the *names* it is given (which
+columns pick the row, which are set), never on the values. So each shape is built once per
+connected dialect's speech (mideng.state.compiled: dialects that compile alike share it) and
+kept as ``TableSql``s: the dialect's own text where SQLAlchemy has nothing to do per
+execution, and a ``text()`` typed by the columns otherwise (bind and result processing stay
+the table's; SQLAlchemy only has to look it up, not compile it). A call then builds its
+parameters and sends that one statement.
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from mideng.db.dialect import is_mysql
-from mideng.db.statements import Sql
 from mideng.errors import ConfigurationError
+from mideng.state.compiled import TableSql
 
 try:
     from sqlalchemy import Table
@@ -33,44 +33,6 @@ def core_table(table: Any) -> Any:
         hint = " (a mapped class's Table is its __table__)" if hasattr(table, "__table__") else ""
         raise ConfigurationError(f"expected a SQLAlchemy Table, got {table!r}{hint}")
     return table
-
-
-class TableSql(Sql):
-    """A statement compiled from a Core construct: its text, and a typed clause to execute."""
-
-    __slots__ = ("_typed",)
-
-    def __init__(self, construct: Any, dialect: Any, binds: Sequence[Any], columns: Any = ()):
-        from sqlalchemy import text
-
-        super().__init__(construct.compile(dialect=_named(dialect)).string)
-        clause: Any = text(self.text).bindparams(*binds)
-        self._typed = clause.columns(*columns) if columns else clause
-
-    @property
-    def clause(self) -> Any:
-        return self._typed
-
-
-_NAMED: dict[tuple[Any, ...], Any] = {}
-
-
-def _named(dialect: Any) -> Any:
-    """The connection's dialect (its server version, its RETURNING support) writing ``:name``
-    binds with no inline casts, so the text is one mideng.db and SQLAlchemy's text() read.
-    One per dialect class and server version, however many engines there are."""
-    key = (type(dialect), dialect.server_version_info, getattr(dialect, "is_mariadb", False))
-    found = _NAMED.get(key)
-    if found is None:
-        from sqlalchemy.engine.interfaces import BindTyping
-
-        found = copy.copy(dialect)
-        found.paramstyle = "named"
-        found.positional = False
-        found.bind_typing = BindTyping.NONE
-        found.__dict__["_bind_typing_render_casts"] = False  # memoized from the original
-        _NAMED[key] = found
-    return found
 
 
 def returns_rows(kind: str) -> bool:
@@ -154,18 +116,19 @@ def read(table: Any, kind: str, dialect: Any, where: Bound, picked: Sequence[Any
 _INFO = "mideng.state"
 
 
-def cached(table: Any, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+def cached(table: Any, key: tuple[Any, ...]) -> Any:
+    """The shape kept under ``key``, or None: the caller builds it and ``keep``s it."""
     shapes = table.info.get(_INFO)
-    if shapes is None:
-        shapes = table.info.setdefault(_INFO, {})
-    found = shapes.get(key)
-    if found is None:
-        found = shapes[key] = build()
-    return found
+    return None if shapes is None else shapes.get(key)
+
+
+def keep(table: Any, key: tuple[Any, ...], shape: Any) -> Any:
+    table.info.setdefault(_INFO, {})[key] = shape
+    return shape
 
 
 class InsertShape(NamedTuple):
-    table: Any
+    table: str  # its name, for the log line and errors
     insert: TableSql
     read: TableSql  # the existing row, by the unique key
     names: tuple[str, ...]  # the insert's binds, one per value given, in order
@@ -219,8 +182,8 @@ def insert_shape(
     key = equal(target, "w")
     column = table.autoincrement_column
     return InsertShape(
-        table,
-        TableSql(stmt, dialect, values.binds, picked if returns else ()),
+        table.name,
+        TableSql(stmt, dialect, values.binds, picked if returns else (), stamp=not returns),
         read(table, kind, dialect, key, picked),
         values.names,
         key.names,
