@@ -17,11 +17,16 @@ class Recording:
         self.delay = delay
         self.started = self.closed = 0
         self.published = asyncio.Event()
+        # While a test holds this (an unset event), every publish waits for it: a batch stays
+        # in flight until the test has seen what it needs to happen meanwhile.
+        self.held: asyncio.Event | None = None
 
     async def start(self) -> None:
         self.started += 1
 
     async def publish(self, message: Outgoing) -> None:
+        if self.held is not None:
+            await self.held.wait()
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.fail is not None and self.fail(message):

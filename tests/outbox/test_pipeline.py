@@ -139,13 +139,22 @@ def test_key_order_holds_with_two_batches_in_flight_under_a_storm(
     assert timeline.overlapped() > 0
 
 
-def _failing_at(name: str, step: int, call: int, seen: Timeline, hit: list[int]) -> Any:
+def _failing_at(
+    name: str, step: int, call: int, seen: Timeline, hit: list[int], publisher: Recording
+) -> Any:
     """A ``_transact`` that breaks the ``call``-th ``name`` operation before its ``step``-th
     statement runs (``step`` past its last: at commit, so the transaction rolls back), once
-    the other batch is in flight; notes how many batches were in flight when it broke."""
+    the other batch is in flight; notes how many batches were in flight when it broke. From
+    the moment that operation starts until it breaks, publishes wait, so the other batch is
+    still in flight however slowly the statements before the break run."""
     real = Relay._transact
     calls = Counter[str]()
     others = 2 if name == "settle" else 1  # a write-back's own batch counts, a claim has none
+
+    def broke() -> None:
+        hit.append(seen.in_flight)
+        assert publisher.held is not None
+        publisher.held.set()
 
     def broken(op: Any) -> Any:
         reply, index = None, 0
@@ -153,10 +162,10 @@ def _failing_at(name: str, step: int, call: int, seen: Timeline, hit: list[int])
             try:
                 stmt = op.send(reply)
             except StopIteration:
-                hit.append(seen.in_flight)
+                broke()
                 raise ConnectionError(f"database gone at {name}'s commit") from None
             if index == step:
-                hit.append(seen.in_flight)
+                broke()
                 raise ConnectionError(f"database gone at {name}'s statement {step}")
             reply = yield stmt
             index += 1
@@ -165,6 +174,7 @@ def _failing_at(name: str, step: int, call: int, seen: Timeline, hit: list[int])
         op_name = make().__name__
         calls[op_name] += 1
         if op_name == name and calls[op_name] == call:
+            publisher.held = asyncio.Event()
             await seen.until_in_flight(others, 20)  # a pipeline claims the next batch now
             return await real(self, lambda: broken(make()), *args, **options)
         return await real(self, make, *args, **options)
@@ -187,7 +197,7 @@ def test_a_database_error_mid_pipeline_loses_nothing_and_keeps_key_order(
     publisher = Recording(delay=0.002)
     hit: list[int] = []
     claimed: list[set[str]] = []
-    monkeypatch.setattr(Relay, "_transact", _failing_at(name, step, call, timeline, hit))
+    monkeypatch.setattr(Relay, "_transact", _failing_at(name, step, call, timeline, hit, publisher))
     claim = Relay._claim
 
     async def recorded_claim(self: Relay) -> Any:
