@@ -25,7 +25,7 @@ from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record
 from mideng.db.statements import Op, Sql, Stmt
 from mideng.errors import LeaseLostError
 from mideng.stores.batch import Completed, Completion
-from mideng.stores.sql.ops import _claim_params, claim, clipped, complete
+from mideng.stores.sql.ops import claim, claim_params, clipped, complete
 from mideng.stores.sql.statements import Statements
 
 _BIND = re.compile(r"(?<![:\w]):(\w+)")
@@ -101,7 +101,7 @@ def claim_many(s: Statements, reqs: Sequence[ClaimRequest]) -> Op[list[Claim]]:
     # orders would each hold a key the other waits for.
     ordered = sorted(range(len(reqs)), key=lambda i: (reqs[i].scope, reqs[i].key))
     for n, i in enumerate(ordered):
-        for name, value in _claim_params(s, reqs[i]).items():
+        for name, value in claim_params(s, reqs[i]).items():
             params[f"{name}_{n}"] = value
     res = yield Stmt(insert_many(s, len(reqs)), params)
     if s.kind == "postgresql":
