@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from mideng.core.canonical import to_jsonable
-from mideng.core.convert import converter
+from mideng.core.convert import BY_ID, converter
 from mideng.errors import CodecError, ConfigurationError
 
 
@@ -101,8 +101,10 @@ class JsonCodec:
             raise CodecError(f"stored result is not valid JSON: {exc}") from exc
         if type_hint is None or type_hint is Any:
             return plain
+        known = BY_ID.get(id(type_hint))  # converter()'s own first look, inline
+        convert = known[1] if known is not None and known[0] is type_hint else None
         try:
-            return converter(type_hint)(plain)
+            return (convert or converter(type_hint))(plain)
         except (TypeError, ValueError, KeyError, decimal.InvalidOperation) as exc:
             raise CodecError(f"stored result does not fit {type_hint!r}: {exc}") from exc
 

@@ -73,11 +73,13 @@ class Call(ClaimRequest):
     type_hint: Any = None
     polls: int = 0
     duplicate: Claim | None = field(default=None, repr=False)
-    ticket: Ticket | None = field(default=None, repr=False)  # RUN: the claim to settle
-    value: Any = field(default=None, repr=False)  # RETURN: the replayed result
-    record: Record | None = field(default=None, repr=False)  # RETURN: the record replayed
-    error: BaseException | None = field(default=None, repr=False)  # RAISE
-    delay: float = 0.0  # WAIT
+    # Set by ``next`` for the action it answers and read only after it (not set by __init__:
+    # a call is made per guarded call, and most need one of them).
+    ticket: Ticket = field(init=False, repr=False, compare=False)  # RUN: the claim to settle
+    value: Any = field(init=False, repr=False, compare=False)  # RETURN: the replayed result
+    record: Record = field(init=False, repr=False, compare=False)  # RETURN: the record replayed
+    error: BaseException = field(init=False, repr=False, compare=False)  # RAISE
+    delay: float = field(init=False, repr=False, compare=False)  # WAIT
 
     def request(self) -> ClaimRequest:
         return self

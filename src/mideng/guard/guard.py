@@ -274,7 +274,7 @@ class Guard(Operations):
             if action is RETURN:
                 return call.value  # type: ignore[no-any-return]
             if action is RAISE:
-                raise call.error  # type: ignore[misc]
+                raise call.error
             time.sleep(call.delay)
 
     async def adrive(
@@ -301,7 +301,7 @@ class Guard(Operations):
             if action is RETURN:
                 return call.value  # type: ignore[no-any-return]
             if action is RAISE:
-                raise call.error  # type: ignore[misc]
+                raise call.error
             await asyncio.sleep(call.delay)
 
     # -- running the body ---------------------------------------------------------------------
@@ -313,7 +313,6 @@ class Guard(Operations):
         kwargs: dict[str, Any],
     ) -> R:
         p, ticket = call.policy, call.ticket
-        assert ticket is not None
         stop = (
             self._heartbeats.start(
                 p.lease, lambda: self.store.heartbeat(ticket, p.lease, p.ttl), ticket
@@ -342,7 +341,6 @@ class Guard(Operations):
         kwargs: dict[str, Any],
     ) -> R:
         p, ticket = call.policy, call.ticket
-        assert ticket is not None
         stop = (
             start_async(p.lease, lambda: self.store.aheartbeat(ticket, p.lease, p.ttl), ticket)
             if p.heartbeat

@@ -124,7 +124,6 @@ def _decided(guard: Driver, call: Call, claim: Any) -> Tx | float:
     if action is RETURN:
         return Tx(call.scope, call.key, replayed=True, result=call.value, record=call.record)
     if action is RAISE:
-        assert call.error is not None
         raise call.error
     return call.delay
 
