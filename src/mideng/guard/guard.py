@@ -7,9 +7,7 @@ claim, let ``Call.next`` decide, then run the body, replay, raise, or wait and c
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
-import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
@@ -22,6 +20,7 @@ from mideng.core.record import Record, Ticket
 from mideng.core.settle import UNSET, Settle, raised, resolution, returned
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.guard.aheartbeat import start_async
+from mideng.guard.bodies import LIMIT, learn
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.operations import Operations
@@ -33,20 +32,10 @@ from mideng.stores.registry import open_store
 
 R = TypeVar("R")
 P = ParamSpec("P")
-_MAX_BODIES = 4096
 
 
 def _no_heartbeat() -> None:
     pass
-
-
-def return_hint(fn: Callable[..., Any]) -> Any:
-    """The declared return type, so a replay rebuilds it; None when absent or unresolvable."""
-    try:
-        hint = typing.get_type_hints(fn).get("return")
-    except Exception:
-        return None
-    return None if hint is type(None) else hint
 
 
 class Guard(Operations):
@@ -149,7 +138,7 @@ class Guard(Operations):
         ``functools.partial``.
         """
         known = self._bodies.get(fn)
-        hint, coroutine = known if known is not None else self._body(fn)
+        hint, coroutine = known if known is not None else learn(self._bodies, fn)
         if coroutine:
             raise ConfigurationError("run() got a coroutine function; use await guard.arun()")
         override = None if policy is None else self._override(scope, policy)
@@ -181,14 +170,6 @@ class Guard(Operations):
             )
         return self.policy(scope, **policy)
 
-    def _body(self, fn: Callable[..., Any]) -> tuple[Any, bool]:
-        known = self._bodies.get(fn)
-        if known is None:
-            if len(self._bodies) >= _MAX_BODIES:  # bodies made per call (lambdas) come and go
-                self._bodies.clear()
-            known = self._bodies[fn] = (return_hint(fn), inspect.iscoroutinefunction(fn))
-        return known
-
     def prepare(
         self,
         scope: str,
@@ -198,7 +179,7 @@ class Guard(Operations):
         policy: Policy | None = None,
     ) -> Call:
         known = self._bodies.get(fn)
-        hint = known[0] if known is not None else self._body(fn)[0]
+        hint = known[0] if known is not None else learn(self._bodies, fn)[0]
         return self._call(scope, key, hint, payload, policy)
 
     def _call(self, scope: str, key: str, hint: Any, payload: Any, policy: Policy | None) -> Call:
@@ -211,13 +192,10 @@ class Guard(Operations):
             or "\x00" in key
         ):
             key = check_key(key)  # before the payload: a bad key is the error a caller sees first
-        if payload is None:
-            fp = None
-        else:
-            try:
-                fp = make_fingerprint(payload)
-            except TypeError as exc:  # canonical_bytes turns every unspellable value into this
-                raise ConfigurationError(f"payload can't be fingerprinted: {exc}") from exc
+        try:
+            fp = None if payload is None else make_fingerprint(payload)
+        except TypeError as exc:  # canonical_bytes turns every unspellable value into this
+            raise ConfigurationError(f"payload can't be fingerprinted: {exc}") from exc
         # A scope is checked once, not on every call (exact str: a subclass could redefine ==).
         p = self._ready.get(scope) if type(scope) is str else None
         if p is None:
@@ -244,7 +222,7 @@ class Guard(Operations):
         check_scope(scope)
         p = self._scopes.get(scope, self._defaults)
         if type(scope) is str:
-            if len(self._ready) >= _MAX_BODIES:
+            if len(self._ready) >= LIMIT:
                 self._ready.clear()
             self._ready[scope] = p
         return p

@@ -28,8 +28,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mideng.core.decide import completed, decide, fresh
-from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record, Ticket
+from mideng.core.decide import decide, fresh
+from mideng.core.record import ACQUIRED, Claim, ClaimRequest
 from mideng.db.dialect import kind_of, retryable
 from mideng.db.drive import AsyncExecute, adrive, drive
 from mideng.db.statements import Op, Res, Stmt, T
@@ -41,13 +41,10 @@ from mideng.stores.sql.connections import (
     cursor_of,
     limits,
 )
-from mideng.stores.sql.known import complete_known
 from mideng.stores.sql.ops import (
     claim,
     claim_params,
     clipped,
-    complete,
-    complete_params,
     insert,
     inserted,
     seen,
@@ -137,8 +134,8 @@ class Executor:
         self.cache = ConnectionCache(*limits(config.engine_options))
         self._engine: Any = None
         self._statements: Statements | None = None
-        self._binary = config.family == "postgresql"  # psycopg: binary results
-        self.execute = execute_psycopg if self._binary else execute_dbapi
+        self.binary = config.family == "postgresql"  # psycopg: binary results
+        self.execute = execute_psycopg if self.binary else execute_dbapi
         self._pid = Process.pid
 
     @property
@@ -209,7 +206,7 @@ class Executor:
 
     def claim_read_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
         scope, key = req.scope, req.key
-        if self._binary:
+        if self.binary:
             cur.execute(stmts.select.positional, (scope, key), binary=True)
             row = cur.fetchone()
             found = None if row is None else psycopg_current(row, scope, key)
@@ -231,7 +228,7 @@ class Executor:
         params = claim_params(stmts, req)
         insert = stmts.insert
         assert insert is not None
-        if self._binary:  # execute_psycopg's work, inline: ON CONFLICT DO NOTHING RETURNING
+        if self.binary:  # execute_psycopg's work, inline: ON CONFLICT DO NOTHING RETURNING
             cur.execute(insert.pyformat, params, binary=True)
             stamp = float(cur.fetchone()[0]) if cur.rowcount == 1 else None
         else:
@@ -239,26 +236,6 @@ class Executor:
         if stamp is not None:
             return Claim(ACQUIRED, fresh(req, stamp, None))
         return drive(claim(stmts, req), self.execute, cur)
-
-    def complete_known(
-        self,
-        stmts: Statements,
-        cur: Any,
-        ticket: Ticket,
-        result: bytes,
-        codec: str,
-        ttl: float | None,
-        known: Record,
-    ) -> Record:
-        """Complete a claim whose row the store kept (``known.complete_known``; on psycopg
-        with the statement sent inline)."""
-        if not self._binary:
-            return complete_known(stmts, cur, self.execute, ticket, result, codec, ttl, known)
-        params = complete_params(stmts, ticket, result, codec, ttl)
-        cur.execute(stmts.complete.pyformat, params, binary=True)
-        if cur.rowcount == 1:  # RETURNING updated_at: the stamp the new row follows from
-            return completed(known, float(cur.fetchone()[0]), result=result, codec=codec, ttl=ttl)
-        return drive(complete(stmts, ticket, result, codec, ttl), self.execute, cur)
 
     def close(self) -> None:
         free = self.cache.clear()
@@ -311,8 +288,8 @@ class AsyncExecutor:
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        self._binary = config.family == "postgresql"
-        self.execute: AsyncExecute = aexecute_psycopg if self._binary else aexecute_asyncmy
+        self.binary = config.family == "postgresql"
+        self.execute: AsyncExecute = aexecute_psycopg if self.binary else aexecute_asyncmy
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopEngine] = (
             weakref.WeakKeyDictionary()
         )
@@ -372,11 +349,11 @@ class AsyncExecutor:
         return await adrive(op(stmts, *args), self.execute, cur)
 
     async def claim_read_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
-        if self._binary:
+        if self.binary:
             await cur.execute(stmts.select.positional, (req.scope, req.key), binary=True)
         else:
             await cur.execute(stmts.select.positional, (req.scope, req.key))
-        found = seen(stmts, await cur.fetchone(), req, self._binary)
+        found = seen(stmts, await cur.fetchone(), req, self.binary)
         if found is not None:
             answer, write = decide(found[0], req, found[1])
             if not write:

@@ -26,7 +26,7 @@ from mideng.stores.sql.batch import claim_many, complete_many
 from mideng.stores.sql.claims import ClaimOrder, HeldClaims
 from mideng.stores.sql.connect import EngineConfig
 from mideng.stores.sql.execute import AsyncExecutor, Executor
-from mideng.stores.sql.known import acomplete_known
+from mideng.stores.sql.known import acomplete_known, complete_known
 
 # The operations, each named as the method that runs it.
 from mideng.stores.sql.ops import (
@@ -168,7 +168,7 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
         known = self.held.pop(ticket)
         if known is not None:
             ex = self.executor
-            return ex.run(ex.complete_known, ticket, result, codec, ttl, known)
+            return ex.run(complete_known, ex.execute, ticket, result, codec, ttl, known, ex.binary)
         return self.executor.drive(complete, ticket, result, codec, ttl)
 
     def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
