@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from mideng.core.canonical import to_jsonable
-from mideng.core.convert import converter
+from mideng.core.convert import BY_ID, converter
 from mideng.errors import CodecError, ConfigurationError
 
 
@@ -32,15 +32,15 @@ _ENCODER = json.JSONEncoder(
 )
 
 
-def _make_dumps() -> Callable[[Any], str]:
+def _make_chunks() -> Callable[[Any, int], list[str]] | None:
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # no C accelerator (PyPy): the encoder object does it all
-        return _ENCODER.encode
+        return None
     # _ENCODER's settings as one C encoder, built once: JSONEncoder.encode builds a new one on
     # every call, which is half a small result's encoding time. It has no markers dict (one
     # shared by threads would see a value two threads encode at once as circular), so a
     # circular value ends in RecursionError instead of ValueError.
-    chunks = make(
+    return make(  # type: ignore[no-any-return]
         None,
         to_jsonable,
         json.encoder.c_encode_basestring,  # type: ignore[attr-defined]
@@ -51,10 +51,9 @@ def _make_dumps() -> Callable[[Any], str]:
         False,
         False,
     )
-    return lambda value: "".join(chunks(value, 0))
 
 
-_dumps = _make_dumps()
+_CHUNKS = _make_chunks()
 # The C scanner behind json.loads, called directly: loads wraps it in three Python-level calls
 # and two whitespace matches, which is most of a small replay's decoding time.
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
@@ -79,7 +78,7 @@ class JsonCodec:
                 # The C encoder walks plain data itself and hands only the other types
                 # (dataclasses, Decimals, ...) to to_jsonable; a dict keyed by such types makes
                 # it give up, and the whole value then takes the pure-Python walk.
-                text = _dumps(value)
+                text = "".join(_CHUNKS(value, 0)) if _CHUNKS is not None else _ENCODER.encode(value)
             except TypeError:
                 text = _ENCODER.encode(to_jsonable(value))
             return text.encode("utf-8")
@@ -91,13 +90,21 @@ class JsonCodec:
 
     def decode(self, data: bytes, type_hint: Any = None) -> Any:
         try:
-            plain = _loads(data.decode("utf-8"))
+            text = data.decode("utf-8")
+            try:  # _loads, inline: a replay's decoding is a few C calls
+                plain, end = _SCAN(text, 0)
+            except StopIteration:
+                end = -1
+            if end != len(text):
+                plain = _loads(text)
         except ValueError as exc:  # UnicodeDecodeError is a ValueError too
             raise CodecError(f"stored result is not valid JSON: {exc}") from exc
         if type_hint is None or type_hint is Any:
             return plain
+        known = BY_ID.get(id(type_hint))  # converter()'s own first look, inline
+        convert = known[1] if known is not None and known[0] is type_hint else None
         try:
-            return converter(type_hint)(plain)
+            return (convert or converter(type_hint))(plain)
         except (TypeError, ValueError, KeyError, decimal.InvalidOperation) as exc:
             raise CodecError(f"stored result does not fit {type_hint!r}: {exc}") from exc
 

@@ -24,20 +24,20 @@ Converter = Callable[[Any], Any]
 
 # The same hint object comes back on every replay of a body (the Guard learns it once), so an
 # identity lookup answers before the cache has to hash a generic alias like dict[str, str].
-_BY_ID: dict[int, tuple[Any, Converter]] = {}
+BY_ID: dict[int, tuple[Any, Converter]] = {}
 
 
 def converter(hint: Any) -> Converter:
-    known = _BY_ID.get(id(hint))
+    known = BY_ID.get(id(hint))
     if known is not None and known[0] is hint:
         return known[1]
     try:
         conv = _cached(hint)
     except TypeError:  # an unhashable hint (rare): compile it every time
         return _build(hint)
-    if len(_BY_ID) >= 1024:
-        _BY_ID.clear()
-    _BY_ID[id(hint)] = (hint, conv)  # the entry holds the hint, so its id can't be reused
+    if len(BY_ID) >= 1024:
+        BY_ID.clear()
+    BY_ID[id(hint)] = (hint, conv)  # the entry holds the hint, so its id can't be reused
     return conv
 
 

@@ -25,40 +25,47 @@ from mideng.core.record import (
 )
 
 
-def processing_expiry(req: ClaimRequest, now: float) -> float | None:
+def fresh(req: ClaimRequest, now: float, previous: Record | None) -> Record:
+    """The record written by an ACQUIRED claim (by position: this starts every first call)."""
+    lease, ttl = req.lease, req.ttl
     # A processing record must outlive its lease, or a crashed holder's key would vanish and a
     # retry would run again. Under the UNKNOWN policy it must never vanish by itself: only
     # resolve() may end it, or a double charge would slip through after the ttl.
-    if req.on_expiry is GOES_UNKNOWN or req.ttl is None:
-        return None
-    return now + req.lease + req.ttl
-
-
-def fresh(req: ClaimRequest, now: float, previous: Record | None) -> Record:
-    """The record written by an ACQUIRED claim."""
+    expires = None if req.on_expiry is GOES_UNKNOWN or ttl is None else now + lease + ttl
+    if previous is None:
+        fence = attempts = 1
+        created = now
+    else:
+        fence, attempts = previous.fence + 1, previous.attempts + 1
+        created = previous.created_at
     return Record(
-        scope=req.scope,
-        key=req.key,
-        status=Status.PROCESSING,
-        fence=(previous.fence + 1) if previous is not None else 1,
-        owner=req.owner,
-        fingerprint=req.fingerprint,
-        lease_until=now + req.lease,
-        attempts=(previous.attempts + 1) if previous is not None else 1,
-        request_id=req.request_id,
-        created_at=previous.created_at if previous is not None else now,
-        updated_at=now,
-        expires_at=processing_expiry(req, now),
+        req.scope,
+        req.key,
+        PROCESSING,
+        fence,
+        req.owner,
+        req.fingerprint,
+        now + lease,  # lease_until
+        None,
+        None,
+        None,
+        attempts,
+        req.request_id,
+        created,
+        now,  # updated_at
+        expires,
     )
 
 
 def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim, bool]:
     """Decide a claim. Returns the claim and whether ``claim.record`` must be written."""
-    if current is None or current.expired(now):
+    # Record.expired and lease_live spelt inline: this runs on every claim that finds a row.
+    if current is None or (current.expires_at is not None and current.expires_at <= now):
         # An expired record keeps counting fences so an old ticket can never match again.
         return Claim(ACQUIRED, fresh(req, now, current)), True
 
-    if current.status is PROCESSING and not current.lease_live(now):
+    status = current.status
+    if status is PROCESSING and not (current.lease_until is not None and current.lease_until > now):
         if req.on_expiry is GOES_UNKNOWN:
             unknown = current.with_(
                 status=Status.UNKNOWN, lease_until=None, updated_at=now, expires_at=None
@@ -66,7 +73,6 @@ def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim
             return Claim(_or_mismatch(UNRESOLVED, unknown, req), unknown), True
         return Claim(ACQUIRED, fresh(req, now, current)), True
 
-    status = current.status
     if status is FAILED and (current.error is None or current.attempts < req.max_attempts):
         return Claim(ACQUIRED, fresh(req, now, current)), True
 
@@ -78,7 +84,10 @@ def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim
         standing = IN_PROGRESS
     else:
         standing = UNRESOLVED
-    return Claim(_or_mismatch(standing, current, req), current), False
+    fp = req.fingerprint
+    if fp is not None and current.fingerprint is not None and fp != current.fingerprint:
+        standing = MISMATCH  # as _or_mismatch, inline
+    return Claim(standing, current), False
 
 
 def _or_mismatch(outcome: Outcome, record: Record, req: ClaimRequest) -> Outcome:
@@ -140,7 +149,24 @@ def finished(
 def completed(
     current: Record, now: float, *, result: bytes, codec: str, ttl: float | None
 ) -> Record:
-    return finished(current, now, status=Status.SUCCEEDED, result=result, codec=codec, ttl=ttl)
+    c = current  # finished(status=SUCCEEDED), spelt out: this ends every first call
+    return Record(
+        c.scope,
+        c.key,
+        SUCCEEDED,
+        c.fence,
+        c.owner,
+        c.fingerprint,
+        None,
+        result,
+        codec,
+        None,
+        c.attempts,
+        c.request_id,
+        c.created_at,
+        now,
+        None if ttl is None else now + ttl,
+    )
 
 
 def failed(current: Record, now: float, *, error: bytes, ttl: float | None) -> Record:

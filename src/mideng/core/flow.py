@@ -7,6 +7,7 @@ ask again. Everything that decides lives here, once, for both drivers.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,28 +37,19 @@ FIRST_POLL = 0.005
 MAX_POLL = 0.25
 
 
-@dataclass(slots=True)
-class Run:
-    ticket: Ticket
+class Action(enum.Enum):
+    """What a driver does next, as ``Call.next`` decides. The details ride on the call itself
+    (``ticket``, ``value``, ``error``, ``delay``), so deciding allocates nothing beyond what
+    the answer holds: an action object per claim was a Python-level constructor per call."""
+
+    RUN = "run"  # run the body under ``call.ticket``
+    RETURN = "return"  # return ``call.value``, the replayed result (of ``call.record``)
+    RAISE = "raise"  # raise ``call.error``
+    WAIT = "wait"  # sleep ``call.delay`` seconds, then claim again
 
 
-@dataclass(slots=True)
-class Return:
-    value: Any
-    record: Record
-
-
-@dataclass(slots=True)
-class Raise:
-    error: BaseException
-
-
-@dataclass(slots=True)
-class Wait:
-    delay: float
-
-
-Action = Run | Return | Raise | Wait
+# Module constants: an enum member read through its class costs a metaclass lookup.
+RUN, RETURN, RAISE, WAIT = Action.RUN, Action.RETURN, Action.RAISE, Action.WAIT
 
 
 def exhausted(scope: str, key: str, record: Record) -> AttemptsExhaustedError:
@@ -73,39 +65,52 @@ def exhausted(scope: str, key: str, record: Record) -> AttemptsExhaustedError:
 @dataclass(slots=True)
 class Call(ClaimRequest):
     """One guarded call. It is its own claim request (lease, ttl and expiry policy taken from
-    its policy when it is made), so claiming again after a wait copies nothing."""
+    its policy when it is made), so claiming again after a wait copies nothing; and it holds
+    what ``next`` decided (see ``Action``)."""
 
     policy: Policy = field(default_factory=Policy)
     started: float = 0.0  # the caller's monotonic clock when the call began
     type_hint: Any = None
     polls: int = 0
     duplicate: Claim | None = field(default=None, repr=False)
+    # Set by ``next`` for the action it answers and read only after it (not set by __init__:
+    # a call is made per guarded call, and most need one of them).
+    ticket: Ticket = field(init=False, repr=False, compare=False)  # RUN: the claim to settle
+    value: Any = field(init=False, repr=False, compare=False)  # RETURN: the replayed result
+    record: Record = field(init=False, repr=False, compare=False)  # RETURN: the record replayed
+    error: BaseException = field(init=False, repr=False, compare=False)  # RAISE
+    delay: float = field(init=False, repr=False, compare=False)  # WAIT
 
     def request(self) -> ClaimRequest:
         return self
 
     def next(self, claim: Claim, now: float) -> Action:
         """Decide what to do with a claim; ``now`` is the caller's monotonic clock."""
+        record = claim.record
         if claim.outcome is ACQUIRED:
-            return Run(Ticket.of(claim.record))
+            self.ticket = Ticket(record.scope, record.key, record.owner, record.fence)
+            return RUN
         if self.duplicate is None:
             self.duplicate = claim  # the driver logs the first sighting once
-        record = claim.record
         if claim.outcome is REPLAY:
             if record.status is FAILED and record.error is not None:
                 if self.policy.retry_limit:  # a kept failure replays only once attempts ran out
-                    return Raise(exhausted(self.scope, self.key, record))
-                return Raise(rebuild_failure(record.error))
+                    return self._raise(exhausted(self.scope, self.key, record))
+                return self._raise(rebuild_failure(record.error))
             if record.result is None or record.codec is None:
-                return Raise(IdempotencyError(f"{self.scope}:{self.key} has no stored result"))
+                return self._raise(
+                    IdempotencyError(f"{self.scope}:{self.key} has no stored result")
+                )
             codec = self.policy.codec
             if record.codec != codec.name:
                 from mideng.core.codec import get_codec
 
                 codec = get_codec(record.codec)
-            return Return(codec.decode(record.result, self.type_hint), record)
+            self.value = codec.decode(record.result, self.type_hint)
+            self.record = record
+            return RETURN
         if claim.outcome is MISMATCH:
-            return Raise(
+            return self._raise(
                 PayloadMismatchError(
                     f"{self.scope}:{self.key} was used before with a different payload; use a new "
                     "key for a new operation",
@@ -113,7 +118,7 @@ class Call(ClaimRequest):
                 )
             )
         if claim.outcome is UNRESOLVED:
-            return Raise(
+            return self._raise(
                 UnresolvedError(
                     f"{self.scope}:{self.key} is UNKNOWN: an earlier attempt died while doing "
                     "irreversible work. Check with the provider, then Guard.resolve() it",
@@ -122,14 +127,18 @@ class Call(ClaimRequest):
             )
         return self._in_progress(record, now)
 
+    def _raise(self, error: BaseException) -> Action:
+        self.error = error
+        return RAISE
+
     def _in_progress(self, record: Record, now: float) -> Action:
         remaining = self.policy.wait_timeout - (now - self.started)
         if self.policy.in_progress is OnInProgress.WAIT and remaining > 0:
-            delay = min(FIRST_POLL * (2 ** min(self.polls, 16)), MAX_POLL, remaining)
+            self.delay = min(FIRST_POLL * (2 ** min(self.polls, 16)), MAX_POLL, remaining)
             self.polls += 1
-            return Wait(delay)
+            return WAIT
         waited = " after waiting" if self.policy.in_progress is OnInProgress.WAIT else ""
-        return Raise(
+        return self._raise(
             InProgressError(
                 f"{self.scope}:{self.key} is still being processed by another caller{waited}",
                 record,

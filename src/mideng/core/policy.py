@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from mideng.core.codec import JSON_CODEC, Codec, get_codec
@@ -42,6 +42,9 @@ class Policy:
     fail_open: bool = False
     # on_error="retry": how many attempts a task gets before callers are refused.
     max_attempts: int = 3
+    #: The claim's max_attempts: 0 unless failures are kept and retried. Worked out once here
+    #: (every guarded call reads it), not an option.
+    retry_limit: int = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self) -> None:
         for name in ("lease", "wait_timeout"):
@@ -59,16 +62,13 @@ class Policy:
         object.__setattr__(self, "codec", get_codec(self.codec))
         if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise ConfigurationError(f"max_attempts must be an int >= 1: {self.max_attempts!r}")
-
-    @property
-    def retry_limit(self) -> int:
-        """The claim's max_attempts: 0 unless failures are kept and retried."""
-        return self.max_attempts if self.on_error is OnError.RETRY else 0
+        limit = self.max_attempts if self.on_error is OnError.RETRY else 0
+        object.__setattr__(self, "retry_limit", limit)
 
     def merged(self, **overrides: Any) -> Policy:
         if not overrides:
             return self
-        known = {f.name for f in fields(self)}
+        known = {f.name for f in fields(self) if f.init}
         unknown = set(overrides) - known
         if unknown:
             raise ConfigurationError(f"unknown option(s) {sorted(unknown)}; known: {sorted(known)}")

@@ -10,6 +10,8 @@ duplicates get the same clear error instead of running the body again.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from mideng.core.failure import encode_failure
@@ -46,6 +48,13 @@ class Settle(NamedTuple):
     error: BaseException | None
 
 
+# A NamedTuple's own constructor is a Python-level function; tuple.__new__ makes the same
+# instance in C. Used where every first call makes one.
+_settle: Callable[[tuple[tuple[str, str], tuple[Any, ...], BaseException | None]], Settle] = (
+    functools.partial(tuple.__new__, Settle)
+)
+
+
 def returned(policy: Policy, result: Any) -> Settle:
     """The body returned ``result``: complete with it encoded, or, when the codec can't store
     it, record that as the failure and raise it."""
@@ -54,7 +63,7 @@ def returned(policy: Policy, result: Any) -> Settle:
         data = codec.encode(result)
     except CodecError as exc:
         return Settle(FAIL, (encode_failure(exc), policy.ttl), exc)
-    return Settle(COMPLETE, (data, codec.name, policy.ttl), None)
+    return _settle((COMPLETE, (data, codec.name, policy.ttl), None))
 
 
 def raised(policy: Policy, exc: BaseException) -> Settle:

@@ -77,12 +77,15 @@ def _decorate(
         guard = resolve()
         arguments = binder(args, kwargs)
         rendered = key_of(arguments)  # Driver.prepare checks it
-        base = guard.policy(scope)
-        cached = cache.get(id(guard))
-        if cached is None or cached[0] is not base:
-            cached = cache[id(guard)] = (base, base.merged(**options))
+        policy = None  # no options of its own: the scope's policy, which prepare looks up
+        if options:
+            base = guard.policy(scope)
+            cached = cache.get(id(guard))
+            if cached is None or cached[0] is not base:
+                cached = cache[id(guard)] = (base, base.merged(**options))
+            policy = cached[1]
         body_payload = payload_of(arguments) if payload_of is not None else None
-        return guard, guard.prepare(scope, rendered, fn, body_payload, cached[1])
+        return guard, guard.prepare(scope, rendered, fn, body_payload, policy)
 
     if inspect.iscoroutinefunction(fn):
 

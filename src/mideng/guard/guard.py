@@ -7,25 +7,24 @@ claim, let ``Call.next`` decide, then run the body, replay, raise, or wait and c
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
-import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
 from mideng.context import get_request_id
 from mideng.core.canonical import fingerprint as make_fingerprint
-from mideng.core.flow import Call, Raise, Return, Run, Wait
-from mideng.core.keys import KeySpec, check_key, check_scope
+from mideng.core.flow import RAISE, RETURN, RUN, Call
+from mideng.core.keys import MAX_KEY_LENGTH, KeySpec, check_key, check_scope
 from mideng.core.policy import Policy
 from mideng.core.record import Record, Ticket
 from mideng.core.settle import UNSET, Settle, raised, resolution, returned
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.guard.aheartbeat import start_async
+from mideng.guard.bodies import LIMIT, learn
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.operations import Operations
-from mideng.guard.owners import new_owner
+from mideng.guard.owners import OWNERS
 from mideng.guard.store_errors import store_error
 from mideng.observability import instrument, logs, watch
 from mideng.stores.base import Store
@@ -33,20 +32,10 @@ from mideng.stores.registry import open_store
 
 R = TypeVar("R")
 P = ParamSpec("P")
-_MAX_BODIES = 4096
 
 
 def _no_heartbeat() -> None:
     pass
-
-
-def return_hint(fn: Callable[..., Any]) -> Any:
-    """The declared return type, so a replay rebuilds it; None when absent or unresolvable."""
-    try:
-        hint = typing.get_type_hints(fn).get("return")
-    except Exception:
-        return None
-    return None if hint is type(None) else hint
 
 
 class Guard(Operations):
@@ -65,22 +54,34 @@ class Guard(Operations):
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
         instrument.track(self.store)  # metrics time its operations while they are on
-        self.defaults = Policy(lease=lease, ttl=ttl).merged(**options)
         self._scopes: dict[str, Policy] = {}
+        # Per scope that passed check_scope: its policy, so a call finds both in one lookup.
+        self._ready: dict[str, Policy] = {}
+        self.defaults = Policy(lease=lease, ttl=ttl).merged(**options)
         self._heartbeats = Heartbeats()
         # Per body, learnt on first sight: its return type, and whether it is a coroutine.
         self._bodies: dict[Callable[..., Any], tuple[Any, bool]] = {}
-        self._checked: set[str] = set()  # scopes that passed check_scope
+
+    @property
+    def defaults(self) -> Policy:
+        """The policy of every scope not configured on its own."""
+        return self._defaults
+
+    @defaults.setter
+    def defaults(self, policy: Policy) -> None:
+        self._defaults = policy
+        self._ready.clear()
 
     # -- configuration ------------------------------------------------------------------------
     def configure_scope(self, scope: str, **options: Any) -> Policy:
         """Set a scope's policy (e.g. ``on_expiry="unknown"`` for a charge)."""
-        policy = self._scopes.get(check_scope(scope), self.defaults).merged(**options)
+        policy = self._scopes.get(check_scope(scope), self._defaults).merged(**options)
         self._scopes[scope] = policy
+        self._ready.pop(scope, None)
         return policy
 
     def policy(self, scope: str, **overrides: Any) -> Policy:
-        base = self._scopes.get(scope, self.defaults)
+        base = self._scopes.get(scope, self._defaults)
         return base.merged(**overrides) if overrides else base
 
     @overload
@@ -137,7 +138,7 @@ class Guard(Operations):
         ``functools.partial``.
         """
         known = self._bodies.get(fn)
-        hint, coroutine = known if known is not None else self._body(fn)
+        hint, coroutine = known if known is not None else learn(self._bodies, fn)
         if coroutine:
             raise ConfigurationError("run() got a coroutine function; use await guard.arun()")
         override = None if policy is None else self._override(scope, policy)
@@ -169,14 +170,6 @@ class Guard(Operations):
             )
         return self.policy(scope, **policy)
 
-    def _body(self, fn: Callable[..., Any]) -> tuple[Any, bool]:
-        known = self._bodies.get(fn)
-        if known is None:
-            if len(self._bodies) >= _MAX_BODIES:  # bodies made per call (lambdas) come and go
-                self._bodies.clear()
-            known = self._bodies[fn] = (return_hint(fn), inspect.iscoroutinefunction(fn))
-        return known
-
     def prepare(
         self,
         scope: str,
@@ -186,26 +179,34 @@ class Guard(Operations):
         policy: Policy | None = None,
     ) -> Call:
         known = self._bodies.get(fn)
-        hint = known[0] if known is not None else self._body(fn)[0]
+        hint = known[0] if known is not None else learn(self._bodies, fn)[0]
         return self._call(scope, key, hint, payload, policy)
 
     def _call(self, scope: str, key: str, hint: Any, payload: Any, policy: Policy | None) -> Call:
-        key = check_key(key)  # before the payload: a bad key is the error a caller sees first
+        # The usual key (a short ASCII str) passes check_key's rules in a few C calls; any
+        # other goes through check_key, which normalises or refuses it.
+        if (
+            type(key) is not str
+            or not 0 < len(key) <= MAX_KEY_LENGTH
+            or not key.isascii()
+            or "\x00" in key
+        ):
+            key = check_key(key)  # before the payload: a bad key is the error a caller sees first
         try:
             fp = None if payload is None else make_fingerprint(payload)
         except TypeError as exc:  # canonical_bytes turns every unspellable value into this
             raise ConfigurationError(f"payload can't be fingerprinted: {exc}") from exc
-        p = policy or self._scopes.get(scope, self.defaults)
         # A scope is checked once, not on every call (exact str: a subclass could redefine ==).
-        if type(scope) is not str or scope not in self._checked:
-            check_scope(scope)
-            if type(scope) is str and len(self._checked) < _MAX_BODIES:
-                self._checked.add(scope)
+        p = self._ready.get(scope) if type(scope) is str else None
+        if p is None:
+            p = self._ready_scope(scope)
+        if policy is not None:
+            p = policy
         # Positional: a dataclass matches keywords to fields on every call (twice the cost).
         return Call(
             scope,
             key,
-            new_owner(),
+            next(OWNERS.ids),
             p.lease,
             p.ttl,
             fp,
@@ -216,6 +217,15 @@ class Guard(Operations):
             time.monotonic(),  # started
             hint,
         )
+
+    def _ready_scope(self, scope: str) -> Policy:
+        check_scope(scope)
+        p = self._scopes.get(scope, self._defaults)
+        if type(scope) is str:
+            if len(self._ready) >= LIMIT:
+                self._ready.clear()
+            self._ready[scope] = p
+        return p
 
     # The loops below are the only code here that exists twice; what they do is decided in the
     # core (``Call.next`` after a claim, ``settle`` after the body). Where a call's outcome is
@@ -236,15 +246,14 @@ class Guard(Operations):
                     raise
                 return fn(*args, **kwargs)
             action = call.next(claim, time.monotonic())
-            if type(action) is Run:
-                return self._execute(call, action.ticket, fn, args, kwargs)
+            if action is RUN:
+                return self._execute(call, fn, args, kwargs)
             logs.duplicate(call)
-            if type(action) is Return:
-                return action.value  # type: ignore[no-any-return]
-            if isinstance(action, Raise):
-                raise action.error
-            assert isinstance(action, Wait)
-            time.sleep(action.delay)
+            if action is RETURN:
+                return call.value  # type: ignore[no-any-return]
+            if action is RAISE:
+                raise call.error
+            time.sleep(call.delay)
 
     async def adrive(
         self,
@@ -264,26 +273,24 @@ class Guard(Operations):
                     raise
                 return await fn(*args, **kwargs)
             action = call.next(claim, time.monotonic())
-            if type(action) is Run:
-                return await self._aexecute(call, action.ticket, fn, args, kwargs)
+            if action is RUN:
+                return await self._aexecute(call, fn, args, kwargs)
             logs.duplicate(call)
-            if type(action) is Return:
-                return action.value  # type: ignore[no-any-return]
-            if isinstance(action, Raise):
-                raise action.error
-            assert isinstance(action, Wait)
-            await asyncio.sleep(action.delay)
+            if action is RETURN:
+                return call.value  # type: ignore[no-any-return]
+            if action is RAISE:
+                raise call.error
+            await asyncio.sleep(call.delay)
 
     # -- running the body ---------------------------------------------------------------------
     def _execute(
         self,
         call: Call,
-        ticket: Ticket,
         fn: Callable[..., R],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> R:
-        p = call.policy
+        p, ticket = call.policy, call.ticket
         stop = (
             self._heartbeats.start(
                 p.lease, lambda: self.store.heartbeat(ticket, p.lease, p.ttl), ticket
@@ -307,12 +314,11 @@ class Guard(Operations):
     async def _aexecute(
         self,
         call: Call,
-        ticket: Ticket,
         fn: Callable[..., Awaitable[R]],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> R:
-        p = call.policy
+        p, ticket = call.policy, call.ticket
         stop = (
             start_async(p.lease, lambda: self.store.aheartbeat(ticket, p.lease, p.ttl), ticket)
             if p.heartbeat

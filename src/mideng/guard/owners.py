@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Iterator
 
 
 class _Owners:
@@ -18,11 +19,14 @@ class _Owners:
         os.register_at_fork(after_in_child=self._reseed)
 
     def _reseed(self) -> None:
-        self._prefix = os.urandom(9).hex()
-        self._counter = itertools.count(1)
+        prefix = os.urandom(9).hex() + "-"
+        # Built of C iterators, so ``next(OWNERS.ids)`` mints an id without a Python-level
+        # call (the Guard does it on every call); replaced, not reset, in a forked child.
+        self.ids: Iterator[str] = map(prefix.__add__, map(str, itertools.count(1)))
 
     def next(self) -> str:
-        return f"{self._prefix}-{next(self._counter)}"
+        return next(self.ids)
 
 
-new_owner = _Owners().next
+OWNERS = _Owners()
+new_owner = OWNERS.next

@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Generator, Iterator
 from contextlib import asynccontextmanager, contextmanager, nullcontext
 from typing import Any, TypeVar
 
-from mideng.core.flow import Call, Raise, Return, Run
+from mideng.core.flow import RAISE, RETURN, RUN, Call
 from mideng.core.record import Record, Ticket
 from mideng.db.dialect import retryable
 from mideng.db.site import AsyncSite, Site
@@ -120,14 +120,14 @@ def _call(
 def _decided(guard: Driver, call: Call, claim: Any) -> Tx | float:
     """The block's Tx, or seconds to wait before claiming again; raises for refusals."""
     action = call.next(claim, time.monotonic())
-    if isinstance(action, Run):
-        return Tx(call.scope, call.key, replayed=False, record=claim.record, ticket=action.ticket)
+    if action is RUN:
+        return Tx(call.scope, call.key, replayed=False, record=claim.record, ticket=call.ticket)
     guard.log_duplicate(call)
-    if isinstance(action, Return):
-        return Tx(call.scope, call.key, replayed=True, result=action.value, record=action.record)
-    if isinstance(action, Raise):
-        raise action.error
-    return action.delay
+    if action is RETURN:
+        return Tx(call.scope, call.key, replayed=True, result=call.value, record=call.record)
+    if action is RAISE:
+        raise call.error
+    return call.delay
 
 
 # What a transactional block asks of its site, written once as generators of commands that a

@@ -163,9 +163,15 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
     # -- the claim: its first statement sent without entering the operation's generator -------
     def claim(self, req: ClaimRequest) -> Claim:
         s, order = self.statements, self.claim_order
-        conn = self._conn()
+        local = self._local  # _conn's common case, inline
+        conn = getattr(local, "conn", None)
+        if conn is None or local.pid != _Pid.pid:
+            conn = self._conn()
+        first = order.fixed  # a pinned order asks nothing of the learned one
+        if first is None:
+            first = order.read_first(req.scope)
         try:
-            if order.read_first(req.scope):
+            if first:
                 row = conn.execute(s.select_q, (time.time(), req.scope, req.key)).fetchone()
                 found = None if row is None else psycopg_current(row, req.scope, req.key)
                 if found is not None:
@@ -190,7 +196,8 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         except BaseException as exc:
             self._failed(conn, exc)
             raise
-        order.saw(req.scope, claim)
+        if order.fixed is None:
+            order.saw(req.scope, claim)
         if claim.outcome is ACQUIRED:
             self.held.keep(claim)
         return claim

@@ -32,7 +32,7 @@ from mideng.db.statements import Op, Sql, Stmt
 from mideng.errors import LeaseLostError
 from mideng.stores.base import lease_lost
 from mideng.stores.batch import Completed, Completion
-from mideng.stores.sql.ops import _claim_params, claim, clipped, complete
+from mideng.stores.sql.ops import claim, claim_params, clipped, complete
 from mideng.stores.sql.statements import _MYSQL_STAMP, _MYSQL_STAMPED, Statements
 
 _BIND = re.compile(r"(?<![:\w]):(\w+)")
@@ -155,7 +155,7 @@ def claim_many(s: Statements, reqs: Sequence[ClaimRequest]) -> Op[list[Claim]]:
     # Rows in one order for every batch: two batches inserting overlapping keys in different
     # orders would each hold a key the other waits for.
     ordered = sorted(range(len(reqs)), key=lambda i: (reqs[i].scope, reqs[i].key))
-    rows = [_claim_params(s, reqs[i]) for i in ordered]
+    rows = [claim_params(s, reqs[i]) for i in ordered]
     res = yield Stmt(insert_many(s, len(reqs)), _bind(s, rows))
     if s.kind == "postgresql":
         for scope, key, stamp in res.rows:

@@ -30,18 +30,27 @@ class HeldClaims:
         """Keep an acquired claim's row; duplicates hold nothing to settle."""
         if claim.outcome is ACQUIRED:
             r = claim.record
-            with self._lock:
-                self._rows[(r.scope, r.key, r.owner, r.fence)] = r
-                if len(self._rows) > self.LIMIT:
-                    del self._rows[next(iter(self._rows))]
+            rows = self._rows
+            rows[(r.scope, r.key, r.owner, r.fence)] = r  # one dict store: atomic, no lock
+            if len(rows) > self.LIMIT:
+                self._trim()
         return claim
+
+    def _trim(self) -> None:
+        # Only trimming walks the dict, so only it takes the lock (two threads trimming at
+        # once would drop the same oldest entry twice).
+        with self._lock:
+            while len(self._rows) > self.LIMIT:
+                try:
+                    del self._rows[next(iter(self._rows))]
+                except (KeyError, RuntimeError, StopIteration):  # changed by a keep or pop
+                    continue
 
     def get(self, t: Ticket) -> Record | None:
         return self._rows.get((t.scope, t.key, t.owner, t.fence))
 
     def pop(self, t: Ticket) -> Record | None:
-        with self._lock:
-            return self._rows.pop((t.scope, t.key, t.owner, t.fence), None)
+        return self._rows.pop((t.scope, t.key, t.owner, t.fence), None)  # atomic: no lock
 
 
 class ClaimOrder:

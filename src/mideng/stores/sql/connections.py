@@ -78,6 +78,13 @@ class ConnectionCache(_Limits):
     def give(self, conn: Any, close: Callable[[Any], None]) -> None:
         """Keep ``conn`` after a clean operation (or hand it back to the pool)."""
         self.free.append(conn)
+        if self.waiters or len(self.free) > self.keep:
+            self.given(close)
+
+    def given(self, close: Callable[[Any], None]) -> None:
+        """After a connection came back to ``free``: wake a waiter, or hand one back to the
+        pool if more than ``keep`` are idle. A caller that appended itself need call this
+        only when ``waiters`` or that excess says so (``Executor.run`` does)."""
         if self.waiters:
             with self._cond:
                 self._cond.notify()

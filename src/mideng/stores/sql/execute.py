@@ -28,8 +28,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mideng.core.decide import decide
-from mideng.core.record import Claim, ClaimRequest
+from mideng.core.decide import decide, fresh
+from mideng.core.record import ACQUIRED, Claim, ClaimRequest
 from mideng.db.dialect import kind_of, retryable
 from mideng.db.drive import AsyncExecute, adrive, drive
 from mideng.db.statements import Op, Res, Stmt, T
@@ -41,7 +41,16 @@ from mideng.stores.sql.connections import (
     cursor_of,
     limits,
 )
-from mideng.stores.sql.ops import claim, clipped, insert, inserted, seen
+from mideng.stores.sql.ops import (
+    claim,
+    claim_params,
+    clipped,
+    insert,
+    inserted,
+    seen,
+)
+from mideng.stores.sql.rows import psycopg_current
+from mideng.stores.sql.schema import REQUEST_ID_MAX
 from mideng.stores.sql.statements import Statements
 
 DEADLOCK_RETRIES = 3
@@ -125,8 +134,8 @@ class Executor:
         self.cache = ConnectionCache(*limits(config.engine_options))
         self._engine: Any = None
         self._statements: Statements | None = None
-        self._binary = config.family == "postgresql"  # psycopg: binary results
-        self.execute = execute_psycopg if self._binary else execute_dbapi
+        self.binary = config.family == "postgresql"  # psycopg: binary results
+        self.execute = execute_psycopg if self.binary else execute_dbapi
         self._pid = Process.pid
 
     @property
@@ -155,9 +164,12 @@ class Executor:
         while True:
             cache = self.cache
             try:
-                held = cache.take(self.checkout)
-            except Exception as exc:  # refused, auth, pool exhausted: all "unavailable"
-                raise self.config.unavailable(exc) from exc
+                held = cache.free.pop()  # the cache's common case, inline (atomic)
+            except IndexError:
+                try:
+                    held = cache.take(self.checkout)
+                except Exception as exc:  # refused, auth, pool exhausted: all "unavailable"
+                    raise self.config.unavailable(exc) from exc
             stmts = self._statements
             if stmts is None:
                 kind = kind_of(self.engine.dialect, self.config.returning)
@@ -178,7 +190,10 @@ class Executor:
                     attempt += 1
                     continue
                 raise cfg.unavailable(exc) from exc
-            cache.give(held, _close)
+            free = cache.free  # cache.give, its common case inline
+            free.append(held)
+            if cache.waiters or len(free) > cache.keep:
+                cache.given(_close)
             return value
 
     def drive(self, op: Callable[..., Op[T]], *args: Any) -> T:
@@ -190,12 +205,15 @@ class Executor:
         return drive(op(stmts, *args), self.execute, cur)
 
     def claim_read_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
-        select = stmts.select  # binds: scope, key
-        if self._binary:
-            cur.execute(select.positional, (req.scope, req.key), binary=True)
+        scope, key = req.scope, req.key
+        if self.binary:
+            cur.execute(stmts.select.positional, (scope, key), binary=True)
+            row = cur.fetchone()
+            found = None if row is None else psycopg_current(row, scope, key)
         else:
-            cur.execute(select.positional, (req.scope, req.key))
-        found = seen(stmts, cur.fetchone(), req, self._binary)
+            cur.execute(stmts.select.positional, (scope, key))
+            row = cur.fetchone()
+            found = None if row is None else stmts.current(row, scope, key)
         if found is not None:
             answer, write = decide(found[0], req, found[1])
             if not write:  # a replay or a refusal, decided by the read alone
@@ -205,11 +223,18 @@ class Executor:
     def claim_insert_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
         # A key the insert finds taken goes on in ops.claim, reading first, as the generator
         # itself would.
-        req = clipped(req)
-        fresh = insert(stmts, req)
-        made = inserted(stmts, req, fresh, self.execute(cur, fresh))
-        if made is not None:
-            return made
+        if req.request_id is not None and len(req.request_id) > REQUEST_ID_MAX:
+            req = clipped(req)
+        params = claim_params(stmts, req)
+        insert = stmts.insert
+        assert insert is not None
+        if self.binary:  # execute_psycopg's work, inline: ON CONFLICT DO NOTHING RETURNING
+            cur.execute(insert.pyformat, params, binary=True)
+            stamp = float(cur.fetchone()[0]) if cur.rowcount == 1 else None
+        else:
+            stamp = stmts.stamped(self.execute(cur, Stmt(insert, params)), params)
+        if stamp is not None:
+            return Claim(ACQUIRED, fresh(req, stamp, None))
         return drive(claim(stmts, req), self.execute, cur)
 
     def close(self) -> None:
@@ -263,8 +288,8 @@ class AsyncExecutor:
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        self._binary = config.family == "postgresql"
-        self.execute: AsyncExecute = aexecute_psycopg if self._binary else aexecute_asyncmy
+        self.binary = config.family == "postgresql"
+        self.execute: AsyncExecute = aexecute_psycopg if self.binary else aexecute_asyncmy
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopEngine] = (
             weakref.WeakKeyDictionary()
         )
@@ -324,11 +349,11 @@ class AsyncExecutor:
         return await adrive(op(stmts, *args), self.execute, cur)
 
     async def claim_read_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
-        if self._binary:
+        if self.binary:
             await cur.execute(stmts.select.positional, (req.scope, req.key), binary=True)
         else:
             await cur.execute(stmts.select.positional, (req.scope, req.key))
-        found = seen(stmts, await cur.fetchone(), req, self._binary)
+        found = seen(stmts, await cur.fetchone(), req, self.binary)
         if found is not None:
             answer, write = decide(found[0], req, found[1])
             if not write:

@@ -27,13 +27,20 @@ def complete_known(
     codec: str,
     ttl: float | None,
     known: Record,
+    binary: bool = False,
 ) -> Record:
+    """``binary``: a psycopg cursor, sent the statement directly (binary results, RETURNING
+    updated_at: the stamp the new row follows from) without statement and result objects."""
     params = complete_params(stmts, ticket, result, codec, ttl)
-    res = execute(cur, Stmt(stmts.complete, params))
-    if res.rowcount == 1:
-        return completed(
-            known, fenced_stamp(stmts, res, params), result=result, codec=codec, ttl=ttl
-        )
+    if binary:
+        cur.execute(stmts.complete.pyformat, params, binary=True)
+        if cur.rowcount == 1:
+            return completed(known, float(cur.fetchone()[0]), result=result, codec=codec, ttl=ttl)
+    else:
+        res = execute(cur, Stmt(stmts.complete, params))
+        if res.rowcount == 1:
+            stamp = fenced_stamp(stmts, res, params)
+            return completed(known, stamp, result=result, codec=codec, ttl=ttl)
     return drive(complete(stmts, ticket, result, codec, ttl), execute, cur)
 
 

@@ -69,17 +69,20 @@ def _cas(s: Statements, old: Record, new: Record) -> Stmt:
     return Stmt(s.cas, params)
 
 
-def _claim_params(s: Statements, req: ClaimRequest) -> dict[str, Any]:
-    return _params(
-        s,
-        scope=req.scope,
-        key=req.key,
-        owner=req.owner,
-        fingerprint=req.fingerprint,
-        lease=float(req.lease),
-        expiry_ttl=None if req.on_expiry is GOES_UNKNOWN else req.ttl,
-        request_id=req.request_id,
-    )
+def claim_params(s: Statements, req: ClaimRequest) -> dict[str, Any]:
+    """The binds of a claim's insert (one dict literal: every first call builds it)."""
+    params = {
+        "scope": req.scope,
+        "key": req.key,
+        "owner": req.owner,
+        "fingerprint": req.fingerprint,
+        "lease": float(req.lease),
+        "expiry_ttl": None if req.on_expiry is GOES_UNKNOWN else req.ttl,
+        "request_id": req.request_id,
+    }
+    if s.python_clock:
+        params["now"] = time.time()
+    return params
 
 
 UNREAD: Any = object()
@@ -95,7 +98,7 @@ def clipped(req: ClaimRequest) -> ClaimRequest:
 def insert(s: Statements, req: ClaimRequest) -> Stmt:
     """The insert of a fresh claim row (``req`` clipped); ``inserted`` reads its answer."""
     assert s.insert is not None
-    return Stmt(s.insert, _claim_params(s, req))
+    return Stmt(s.insert, claim_params(s, req))
 
 
 def inserted(s: Statements, req: ClaimRequest, stmt: Stmt, res: Res) -> Claim | None:
@@ -143,7 +146,7 @@ def claim(
                     return decision
         if s.claim is not None:  # insert-or-lock, then the row as it stands
             res = Res(0, ())
-            params = _claim_params(s, req)
+            params = claim_params(s, req)
             for sql in s.claim:
                 res = yield Stmt(sql, params)
             current, now = s.current(res.rows[0], req.scope, req.key)
@@ -205,16 +208,18 @@ def fenced_stamp(s: Statements, res: Res, params: dict[str, Any]) -> float:
 def complete_params(
     s: Statements, ticket: Ticket, result: bytes, codec: str, ttl: float | None
 ) -> dict[str, Any]:
-    return _params(
-        s,
-        scope=ticket.scope,
-        key=ticket.key,
-        owner=ticket.owner,
-        fence=ticket.fence,
-        result=result,
-        codec=codec,
-        ttl=ttl,
-    )
+    params = {
+        "scope": ticket.scope,
+        "key": ticket.key,
+        "owner": ticket.owner,
+        "fence": ticket.fence,
+        "result": result,
+        "codec": codec,
+        "ttl": ttl,
+    }
+    if s.python_clock:
+        params["now"] = time.time()
+    return params
 
 
 def complete(

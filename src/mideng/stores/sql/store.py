@@ -151,11 +151,15 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
     # The claim's own row is kept, so settling it needs no read-back.
     def claim(self, req: ClaimRequest) -> Claim:
         order, executor = self.claim_order, self.executor
-        if order.read_first(req.scope):
+        first = order.fixed  # a pinned order asks nothing of the learned one
+        if first is None:
+            first = order.read_first(req.scope)
+        if first:
             claim = executor.run(executor.claim_read_first, req)
         else:
             claim = executor.run(executor.claim_insert_first, req)
-        order.saw(req.scope, claim)
+        if order.fixed is None:
+            order.saw(req.scope, claim)
         if claim.outcome is ACQUIRED:
             self.held.keep(claim)
         return claim
@@ -164,7 +168,7 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
         known = self.held.pop(ticket)
         if known is not None:
             ex = self.executor
-            return ex.run(complete_known, ex.execute, ticket, result, codec, ttl, known)
+            return ex.run(complete_known, ex.execute, ticket, result, codec, ttl, known, ex.binary)
         return self.executor.drive(complete, ticket, result, codec, ttl)
 
     def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
@@ -213,11 +217,15 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
     # -- the protocol, async: the same operations on the running loop's engine ---------------
     async def aclaim(self, req: ClaimRequest) -> Claim:
         order, executor = self.claim_order, self.aexecutor
-        if order.read_first(req.scope):
+        first = order.fixed  # a pinned order asks nothing of the learned one
+        if first is None:
+            first = order.read_first(req.scope)
+        if first:
             claim = await executor.run(executor.claim_read_first, req)
         else:
             claim = await executor.run(executor.claim_insert_first, req)
-        order.saw(req.scope, claim)
+        if order.fixed is None:
+            order.saw(req.scope, claim)
         if claim.outcome is ACQUIRED:
             self.held.keep(claim)
         return claim
