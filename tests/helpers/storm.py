@@ -154,7 +154,7 @@ class Workers:
 
     def logs(self) -> str:
         return "\n".join(
-            f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}"
+            f"--- {path.name}\n{path.read_text(errors='replace')[-8000:]}"
             for path in sorted(self.workdir.glob("worker-*.log"))
         )
 
@@ -188,6 +188,8 @@ class StormResult:
     exits: list[int | None]
     #: How many keys had their effect when each kill came: the kills hit work in progress.
     kills: list[int]
+    #: The workers' logs (their tails), for a failure's message.
+    logs: str
 
 
 def run_storm(
@@ -244,7 +246,7 @@ def run_storm(
             raise AssertionError(f"{exc}: {state}\n{pool.logs()}") from None
     finally:
         exits = pool.stop_all()
-    return StormResult(db.effects_by_key(), db.records_by_status(), exits, kill_points)
+    return StormResult(db.effects_by_key(), db.records_by_status(), exits, kill_points, pool.logs())
 
 
 @dataclass

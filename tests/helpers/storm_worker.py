@@ -7,11 +7,17 @@ With ``crash`` set, the process stops dead on one key so the parent can SIGKILL 
 ``before_commit`` inside the handler, after its insert and before the transaction commits;
 ``after_commit`` once the transaction committed, before the adapter settles (acks) the
 message. It writes ``crash["marker"]`` when it is there.
+
+A worker that has not exited ``config["hang_dump"]`` seconds (``HANG_DUMP`` unless given)
+after SIGTERM writes every thread's stack and every asyncio task's stack to its log (stderr),
+so a stop that hangs names its place. A slot's incarnations share one log: each begins with
+a ``--- pid N started`` line and one that stopped on SIGTERM ends with how long that took.
 """
 
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import json
 import os
 import random
@@ -32,6 +38,8 @@ from mideng.stores.sql import SQLStore
 
 #: How long a crash point waits to be killed before giving up (the parent kills in far less).
 PARKED = 120.0
+#: Seconds after SIGTERM before a worker still running dumps its stacks (the parent waits 30).
+HANG_DUMP = 20.0
 
 
 def mark(path: Path) -> None:
@@ -91,9 +99,50 @@ def build(config: dict[str, Any]) -> Any:
     return consumer
 
 
+def awaiting(task: asyncio.Task[Any]) -> list[str]:
+    """Where ``task`` waits, outermost first: the chain of coroutines each awaits (a task's own
+    stack shows only its outermost frame)."""
+    places: list[str] = []
+    step: Any = task.get_coro()
+    while step is not None:
+        frame = getattr(step, "cr_frame", None) or getattr(step, "gi_frame", None)
+        if frame is None:
+            places.append(f"  awaiting {step!r}"[:300])
+            break
+        places.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        step = getattr(step, "cr_await", None) or getattr(step, "gi_yieldfrom", None)
+    return places
+
+
+def dump_tasks(after: float) -> None:
+    """Every pending asyncio task's await chain, to stderr (the worker's log)."""
+    tasks = asyncio.all_tasks()
+    print(f"--- still running {after}s after SIGTERM: {len(tasks)} task(s)", file=sys.stderr)
+    for task in tasks:
+        print(f"task {task.get_name()}:", *awaiting(task), sep="\n", file=sys.stderr)
+    sys.stderr.flush()
+
+
+#: When SIGTERM came (time.monotonic()), for the log's last line.
+TERMINATED: list[float] = []
+
+
+def stopping(stop: asyncio.Event, after: float) -> None:
+    """SIGTERM: set the adapter's stop event and arm the hang dumps."""
+    if stop.is_set():
+        return
+    stop.set()
+    TERMINATED.append(time.monotonic())
+    # The thread dump fires even if the loop is blocked or the process hangs past asyncio.run
+    # (a thread that never finishes); the task dump shows where each coroutine is awaiting.
+    faulthandler.dump_traceback_later(after, exit=False)
+    asyncio.get_running_loop().call_later(after, dump_tasks, after)
+
+
 async def run(config: dict[str, Any]) -> None:
     stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    after = float(config.get("hang_dump", HANG_DUMP))
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping, stop, after)
     consumer = build(config)
     if config.get("ready"):
         mark(Path(config["ready"]))
@@ -112,7 +161,10 @@ async def run(config: dict[str, Any]) -> None:
 
 def main() -> int:
     config = json.loads(Path(sys.argv[1]).read_text())
+    print(f"--- pid {os.getpid()} started", file=sys.stderr, flush=True)
     asyncio.run(run(config))
+    if TERMINATED:
+        print(f"--- stopped {time.monotonic() - TERMINATED[0]:.1f}s after SIGTERM", file=sys.stderr)
     return 0
 
 

@@ -27,5 +27,5 @@ def test_storm_one_effect_per_key_with_kills(kafka_side: KafkaSide, tmp_path: Pa
     assert set(result.effects) == {f"order:{n}" for n in range(1500)}
     assert [key for key, runs in result.effects.items() if runs != 1] == []
     assert result.records == {"succeeded": 1500}
-    assert result.exits == [0, 0, 0]  # each stopped cleanly on SIGTERM
+    assert result.exits == [0, 0, 0], result.logs  # each stopped cleanly on SIGTERM
     assert kafka_side.lag() == dict.fromkeys(range(PARTITIONS), 0)  # every offset committed
