@@ -130,6 +130,16 @@ def kafka_offset_uncommitted(offset: int, partition: str) -> None:
     )
 
 
+def kafka_leave_abandoned(seconds: float) -> None:
+    """The broker did not answer the group leave (or the join it was in) while stopping: the
+    group drops the member after its session timeout; nothing uncommitted is lost."""
+    messaging_log.warning(
+        "left the consumer group without the broker's answer after %.1fs",
+        seconds,
+        extra=fields(outcome="leave_abandoned"),
+    )
+
+
 def nats_fetch_failed(durable: str, exc: BaseException) -> None:
     """Nothing was handed out (reconnecting, a JetStream API blip): the fetch is tried again."""
     messaging_log.warning(
