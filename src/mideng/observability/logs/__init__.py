@@ -68,6 +68,8 @@ from mideng.observability.logs.messaging import (
     nats_message_dead_lettered,
     nats_messages_unhandled,
     nats_settle_failed,
+    redis_stream_connection_lost,
+    redis_stream_reconnected,
 )
 from mideng.observability.logs.outbox import (
     listen_lost,
@@ -119,6 +121,8 @@ __all__ = [
     "reconcile_failed",
     "redis_copy_kept",
     "redis_down",
+    "redis_stream_connection_lost",
+    "redis_stream_reconnected",
     "relay_batch_failed",
     "response_unguarded",
     "response_unstored",

@@ -186,3 +186,30 @@ def nats_message_dead_lettered(message_id: str | None, reason: str) -> None:
     messaging_log.warning(
         "message %s dead-lettered: %s", message_id, reason, extra=fields(outcome="dead_letter")
     )
+
+
+def redis_stream_connection_lost(
+    stream: str, name: str, failures: int, delay: float, exc: BaseException
+) -> None:
+    """Unacked entries stay in this member's pending list: after the reconnect it reads them
+    again and the consumer's records answer the finished ones without running them."""
+    messaging_log.warning(
+        "Redis connection of member %r on stream %r lost (%r); reconnecting in %.2fs "
+        "(failure %d in a row)",
+        name,
+        stream,
+        exc,
+        delay,
+        failures,
+        extra=fields(outcome="connection_lost"),
+    )
+
+
+def redis_stream_reconnected(stream: str, name: str, failures: int) -> None:
+    messaging_log.warning(
+        "member %r on stream %r reconnected after %d failure(s); rereading its pending entries",
+        name,
+        stream,
+        failures,
+        extra=fields(outcome="reconnected"),
+    )
