@@ -68,6 +68,8 @@ from mideng.observability.logs.messaging import (
     nats_message_dead_lettered,
     nats_messages_unhandled,
     nats_settle_failed,
+    rabbitmq_connection_lost,
+    rabbitmq_reconnected,
     redis_stream_connection_lost,
     redis_stream_reconnected,
 )
@@ -118,6 +120,8 @@ __all__ = [
     "outbox_log",
     "publish_failed",
     "purge_failed",
+    "rabbitmq_connection_lost",
+    "rabbitmq_reconnected",
     "reconcile_failed",
     "redis_copy_kept",
     "redis_down",

@@ -213,3 +213,25 @@ def redis_stream_reconnected(stream: str, name: str, failures: int) -> None:
         failures,
         extra=fields(outcome="reconnected"),
     )
+
+
+def rabbitmq_connection_lost(queue: str, failures: int, delay: float, exc: BaseException) -> None:
+    """The broker requeues what the closed channel held unacked; the finished ones come back
+    as duplicates and are acked without running."""
+    messaging_log.warning(
+        "RabbitMQ connection consuming %r lost (%r); reconnecting in %.2fs (failure %d in a row)",
+        queue,
+        exc,
+        delay,
+        failures,
+        extra=fields(outcome="connection_lost"),
+    )
+
+
+def rabbitmq_reconnected(queue: str, failures: int) -> None:
+    messaging_log.warning(
+        "consuming %r again after %d failure(s)",
+        queue,
+        failures,
+        extra=fields(outcome="reconnected"),
+    )
