@@ -235,3 +235,25 @@ def rabbitmq_reconnected(queue: str, failures: int) -> None:
         failures,
         extra=fields(outcome="reconnected"),
     )
+
+
+def nats_connection_lost(durable: str, failures: int, delay: float, exc: BaseException) -> None:
+    """nats-py gave up reconnecting (or never got through): a new client after the delay; what
+    was fetched and not acked is redelivered after ack_wait."""
+    messaging_log.warning(
+        "NATS connection consuming %r lost (%r); connecting again in %.2fs (failure %d in a row)",
+        durable,
+        exc,
+        delay,
+        failures,
+        extra=fields(outcome="connection_lost"),
+    )
+
+
+def nats_reconnected(durable: str, failures: int) -> None:
+    messaging_log.warning(
+        "consuming %r again after %d failure(s)",
+        durable,
+        failures,
+        extra=fields(outcome="reconnected"),
+    )
