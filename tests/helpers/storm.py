@@ -1,8 +1,9 @@
-"""The parent side of the broker storms and crash tests (tests/helpers/storm_worker.py runs
+"""The parent side of every broker's storm and crash tests (tests/helpers/storm_worker.py runs
 the consumers): the tables, the worker processes, the kills, and the end state's checks.
 
 A broker test supplies a ``Side``: how to publish, the adapter's arguments, and whether the
-broker still holds anything unsettled (pending, unacked, uncommitted).
+broker still holds anything unsettled (pending, unacked, uncommitted). The sides live in each
+broker's conftest.py.
 """
 
 from __future__ import annotations
@@ -20,25 +21,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from mideng.messaging.headers import IDEMPOTENCY_KEY
 from mideng.stores.sql import SQLStore
 from tests.brokers import token
+from tests.services import MYSQL_URL, POSTGRES_URL
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
+#: A storm test's ``service`` and ``url``: once on PostgreSQL, once on MariaDB.
+on_each_database = pytest.mark.parametrize(
+    ("service", "url"),
+    [("postgresql", POSTGRES_URL), ("mysql", MYSQL_URL)],
+    ids=["postgresql", "mariadb"],
+)
+
 
 class Side(Protocol):
-    broker: str  # the storm worker's name for the adapter
+    broker: str  # the adapter's module in mideng.messaging
     url: str
+    lease: float  # the consumers' lease (a Redis Streams take-over waits that long)
 
     def publish(self, messages: list[tuple[str, bytes]]) -> None:
         """Each (business key, body) as a new broker message, the key in IDEMPOTENCY_KEY."""
 
-    def adapter(self) -> dict[str, Any]:
-        """The adapter's keyword arguments (stream, durable, topic, group ...)."""
+    def adapter(self, slot: int = 0) -> dict[str, Any]:
+        """The adapter's keyword arguments (stream, durable, topic, group ...) for a slot."""
 
     def settled(self) -> bool:
         """Nothing pending, unacked or uncommitted is left on the broker."""
@@ -49,7 +60,8 @@ class Side(Protocol):
 
 @dataclass
 class Tables:
-    """An effects table (one row per handler run that committed) and a record table."""
+    """An effects table (one row per handler run that committed) and a record table, on
+    PostgreSQL or MariaDB."""
 
     db_url: str
     effects: str = field(default_factory=lambda: f"mideng_effects_{token()}")
@@ -59,10 +71,12 @@ class Tables:
         self.engine = create_engine(self.db_url, poolclass=NullPool)
 
     def create(self) -> None:
+        serial = "SERIAL" if self.engine.dialect.name == "postgresql" else "INT AUTO_INCREMENT"
         with self.engine.begin() as conn:
             conn.execute(
                 text(
-                    f"CREATE TABLE {self.effects} (id SERIAL PRIMARY KEY, order_key TEXT, pid INT)"
+                    f"CREATE TABLE {self.effects} "
+                    f"(id {serial} PRIMARY KEY, order_key VARCHAR(200), pid INT)"
                 )
             )
         SQLStore.from_url(self.db_url, table=self.records).close()
@@ -73,12 +87,30 @@ class Tables:
             conn.execute(text(f"DROP TABLE IF EXISTS {self.records}"))
         self.engine.dispose()
 
+    def config(self) -> dict[str, Any]:
+        """The worker's transactional mode on these tables."""
+        return {
+            "mode": "transactional",
+            "db_url": self.db_url,
+            "record_table": self.records,
+            "effects_table": self.effects,
+        }
+
     def effects_by_key(self) -> dict[str, int]:
         with self.engine.connect() as conn:
             rows = conn.execute(
                 text(f"SELECT order_key, COUNT(*) FROM {self.effects} GROUP BY order_key")
             )
             return {str(key): int(count) for key, count in rows}
+
+    def effect_pids(self, key: str) -> list[int]:
+        """The pid of each committed effect row of ``key``, in order."""
+        with self.engine.connect() as conn:
+            pids = conn.execute(
+                text(f"SELECT pid FROM {self.effects} WHERE order_key = :key ORDER BY id"),
+                {"key": key},
+            )
+            return [int(pid) for (pid,) in pids]
 
     def records_by_status(self) -> dict[str, int]:
         with self.engine.connect() as conn:
@@ -99,11 +131,14 @@ def tables(db_url: str) -> Iterator[Tables]:
 
 
 class Workers:
-    """Storm worker processes by slot; a slot can be killed and started again."""
+    """Storm worker processes by slot; a slot can be killed and started again. ``config`` is
+    the worker's (tests/helpers/storm_worker.py) but for the adapter's arguments, which come
+    from ``side`` slot by slot."""
 
-    def __init__(self, workdir: Path, config: dict[str, Any]) -> None:
+    def __init__(self, workdir: Path, side: Side, config: dict[str, Any]) -> None:
         self.workdir = workdir
-        self.config = config
+        self.side = side
+        self.config = {"broker": side.broker, "url": side.url, "lease": side.lease, **config}
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
         self.ready: dict[int, Path] = {}
 
@@ -111,17 +146,16 @@ class Workers:
         name = f"worker-{slot}-{token()}"
         path = self.workdir / f"{name}.json"
         ready = self.workdir / f"{name}.ready"
-        path.write_text(json.dumps({**self.config, "ready": str(ready), **overrides}))
-        log = (self.workdir / f"worker-{slot}.log").open("ab")
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tests.helpers.storm_worker", str(path)],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
+        config = {**self.config, "adapter": self.side.adapter(slot), "ready": str(ready)}
+        path.write_text(json.dumps({**config, **overrides}))
+        with (self.workdir / f"worker-{slot}.log").open("ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "tests.helpers.storm_worker", str(path)],
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         self.processes[slot] = process
         self.ready[slot] = ready
         return process
@@ -154,7 +188,7 @@ class Workers:
 
     def logs(self) -> str:
         return "\n".join(
-            f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}"
+            f"--- {path.name}\n{path.read_text(errors='replace')[-8000:]}"
             for path in sorted(self.workdir.glob("worker-*.log"))
         )
 
@@ -181,6 +215,15 @@ def headers_of(key: str) -> dict[str, str]:
     return {IDEMPOTENCY_KEY: key}
 
 
+def runs_by_key(path: Path) -> dict[str, int]:
+    """The worker's ``runs`` file: one line per handler run, committed or not."""
+    counts: dict[str, int] = {}
+    if path.exists():
+        for line in path.read_text().split():
+            counts[line] = counts.get(line, 0) + 1
+    return counts
+
+
 @dataclass
 class StormResult:
     effects: dict[str, int]
@@ -188,6 +231,8 @@ class StormResult:
     exits: list[int | None]
     #: How many keys had their effect when each kill came: the kills hit work in progress.
     kills: list[int]
+    #: The workers' logs (their tails), for a failure's message.
+    logs: str
 
 
 def run_storm(
@@ -209,19 +254,7 @@ def run_storm(
     seed = random.randrange(1 << 30) if seed is None else seed
     rng = random.Random(seed)
     side.publish(storm_messages(messages, keys, seed))
-    pool = Workers(
-        workdir,
-        {
-            "broker": side.broker,
-            "url": side.url,
-            "adapter": side.adapter(),
-            "db_url": db.db_url,
-            "record_table": db.records,
-            "effects_table": db.effects,
-            "scope": "stock",
-            "jitter": 0.002,
-        },
-    )
+    pool = Workers(workdir, side, {**db.config(), "scope": "stock", "jitter": 0.002})
     for slot in range(workers):
         pool.start(slot)
     kill_points: list[int] = []
@@ -244,56 +277,101 @@ def run_storm(
             raise AssertionError(f"{exc}: {state}\n{pool.logs()}") from None
     finally:
         exits = pool.stop_all()
-    return StormResult(db.effects_by_key(), db.records_by_status(), exits, kill_points)
+    return StormResult(db.effects_by_key(), db.records_by_status(), exits, kill_points, pool.logs())
+
+
+def check_storm(result: StormResult, *, keys: int = 1500, kills: int = 5, workers: int = 3) -> None:
+    """Every key's effect exactly once, every record succeeded, the kills hit work in
+    progress, and every worker stopped cleanly on SIGTERM."""
+    assert len(result.kills) == kills
+    assert 0 < result.kills[0] < keys, "the first kill came before or after all the work"
+    assert len(result.effects) == keys
+    assert set(result.effects) == {f"order:{n}" for n in range(keys)}
+    assert [key for key, runs in result.effects.items() if runs != 1] == []
+    assert result.records == {"succeeded": keys}
+    assert result.exits == [0] * workers, result.logs  # each stopped cleanly on SIGTERM
 
 
 @dataclass
 class CrashResult:
+    at: str
     effects_at_kill: int  # committed effect rows of the key when the process was killed
     effects: list[int]  # the pid of each committed effect row of the key, at the end
+    runs: int  # handler runs of the key, committed or not
+    others: dict[str, int]  # effects of the other keys published with it, at the end
     killed_pid: int
+    exits: list[int | None]  # of the consumer started after the kill, on SIGTERM
     rerun_log: str  # what the consumer started after the kill logged
+
+
+CRASH_KEY = "order:crash"
+#: Published before the crash key: the kill and the redelivery also meet work around it.
+OTHERS = [f"order:{n}" for n in range(5)]
 
 
 def crash_case(
     side: Side, db: Tables, workdir: Path, at: str, timeout: float = 60.0
 ) -> CrashResult:
-    """One keyed message, a consumer SIGKILLed at ``at`` (before_commit / after_commit) while
-    on it, then a fresh consumer; returns what committed before and after."""
-    key = f"order:crash-{token()}"
-    side.publish([(key, json.dumps({"order": key}).encode())])
-    marker = workdir / "at-crash-point"
-    pool = Workers(
-        workdir,
-        {
-            "broker": side.broker,
-            "url": side.url,
-            "adapter": side.adapter(),
-            "db_url": db.db_url,
-            "record_table": db.records,
-            "effects_table": db.effects,
-            "scope": "stock",
-        },
-    )
+    """Five keyed messages and one more, a consumer SIGKILLed at ``at`` (before_commit /
+    after_commit) while on the last, then a fresh consumer; what committed before and after."""
+    side.publish([(key, json.dumps({"order": key}).encode()) for key in [*OTHERS, CRASH_KEY]])
+    marker, runs = workdir / "at-crash-point", workdir / "runs"
+    pool = Workers(workdir, side, {**db.config(), "scope": "stock", "runs": str(runs)})
     try:
-        victim = pool.start(0, crash={"at": at, "key": key, "marker": str(marker)})
+        victim = pool.start(0, crash={"at": at, "key": CRASH_KEY, "marker": str(marker)})
         try:
             wait_for(marker.exists, timeout, f"the consumer to reach {at}")
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{pool.logs()}") from None
-        at_kill = db.effects_by_key().get(key, 0)
+        at_kill = db.effects_by_key().get(CRASH_KEY, 0)
         pool.kill(0)
         (workdir / "worker-0.log").rename(workdir / "killed.log")
         pool.start(0)
+
+        def recovered() -> bool:
+            return len(db.effects_by_key()) == len(OTHERS) + 1 and side.settled()
+
         try:
-            wait_for(side.settled, timeout, "the redelivery to be settled")
+            wait_for(recovered, timeout, "every key's effect and a settled broker")
         except AssertionError as exc:
             raise AssertionError(f"{exc}: {side.state()}\n{pool.logs()}") from None
     finally:
-        pool.stop_all()
-    with db.engine.connect() as conn:
-        pids = conn.execute(
-            text(f"SELECT pid FROM {db.effects} WHERE order_key = :key ORDER BY id"), {"key": key}
-        )
-        effects = [int(pid) for (pid,) in pids]
-    return CrashResult(at_kill, effects, victim.pid, (workdir / "worker-0.log").read_text())
+        exits = pool.stop_all()
+    effects = db.effects_by_key()
+    del effects[CRASH_KEY]
+    return CrashResult(
+        at,
+        at_kill,
+        db.effect_pids(CRASH_KEY),
+        runs_by_key(runs)[CRASH_KEY],
+        effects,
+        victim.pid,
+        exits,
+        (workdir / "worker-0.log").read_text(),
+    )
+
+
+def replays(log: str, key: str) -> int:
+    """How many duplicates of ``key`` a worker's log reports (acked without running)."""
+    return sum(1 for line in log.splitlines() if f"key={key} " in line and "outcome=replay" in line)
+
+
+def check_crash(result: CrashResult) -> None:
+    """Before the commit: the insert and the dedup record rolled back with the dead
+    connection, so the redelivery runs it again, once. After the commit, before the ack: the
+    effect and the record are committed and the message unacked; its redelivery finds the
+    record and is acked without running. Either way one effect per key, and a clean stop."""
+    assert result.exits == [0], result.rerun_log
+    assert result.others == dict.fromkeys(OTHERS, 1)
+    if result.at == "before_commit":
+        assert result.effects_at_kill == 0  # the insert was made, not committed
+        assert len(result.effects) == 1
+        assert result.effects[0] != result.killed_pid  # the redelivery ran it
+        assert result.runs == 2  # the rolled-back run and the redelivery's
+        assert replays(result.rerun_log, CRASH_KEY) == 0
+    else:
+        assert result.at == "after_commit"
+        assert result.effects_at_kill == 1  # committed, not yet acked
+        assert result.effects == [result.killed_pid]  # nobody ran it again
+        assert result.runs == 1
+        assert replays(result.rerun_log, CRASH_KEY) >= 1  # the redelivery came, a duplicate

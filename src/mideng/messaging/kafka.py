@@ -17,15 +17,21 @@ A revoked partition is never committed by its old owner after the revocation: th
 waits (``on_partitions_revoked``) for the batch in hand to be committed, and a batch whose
 partition is no longer assigned when its turn comes is abandoned, uncommitted, for the new
 owner to read again.
+
+A stop is bounded: ``stop`` cuts short the join (which waits for the group's first
+assignment) and a fetch at once, and gives a commit in hand and the group leave
+``close_timeout`` seconds each. A broker that does not answer by then (a LeaveGroup, or the
+SyncGroup of a join whose leader left) is abandoned and the connections closed. That is safe
+because an offset is committed only after its records were settled: what was not committed is
+read again by the next owner and answered as duplicates. The user's handler is never cut short.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from mideng.errors import ConfigurationError
 from mideng.messaging.message import Message
@@ -37,6 +43,10 @@ from mideng.stores.registry import require
 DEAD_LETTER_REASON = "x-dead-letter-reason"
 #: How long a partition whose batch could not be decided at all (store down) waits.
 UNDECIDED_DELAY = 1.0
+#: After ``stop``, how long a commit in hand and the group leave may each wait for the broker.
+CLOSE_TIMEOUT = 10.0
+
+T = TypeVar("T")
 
 
 class Consumer(Protocol):
@@ -82,10 +92,13 @@ async def consume(
     batch: int = 100,
     poll_timeout: float = 1.0,
     dead_topic: str | None = None,
+    close_timeout: float = CLOSE_TIMEOUT,
     **options: Any,
 ) -> None:
     """Consume ``topic`` as a member of ``group`` until ``stop`` is set; the batch in hand is
-    finished and committed first, and the group is left.
+    finished and committed first, and the group is left. Once ``stop`` is set, the commit and
+    the leave wait at most ``close_timeout`` seconds each for the broker; a join or a fetch in
+    progress is cut short at once.
 
     Up to ``batch`` records are fetched at a time. A dead-lettered record is copied to
     ``dead_topic`` (with its headers and the reason) when one is given, else logged and
@@ -95,11 +108,13 @@ async def consume(
     """
     if batch < 1:
         raise ConfigurationError(f"batch must be at least 1: {batch!r}")
+    if close_timeout < 0:
+        raise ConfigurationError(f"close_timeout must not be negative: {close_timeout!r}")
     if options.get("enable_auto_commit"):
         raise ConfigurationError("enable_auto_commit would commit offsets before processing")
     aiokafka = require("aiokafka", "kafka")
     servers = bootstrap_servers(url)
-    member = _Member(consumer, dead_topic, servers)
+    member = _Member(consumer, dead_topic, servers, stop, close_timeout)
     client = aiokafka.AIOKafkaConsumer(
         bootstrap_servers=servers,
         group_id=group,
@@ -107,40 +122,104 @@ async def consume(
     )
     member.client = client
     client.subscribe([topic], listener=member.listener(aiokafka))
-    await client.start()
-    # A fetch can wait past its timeout while the group rebalances (members leaving one after
-    # another when a deployment stops): ``stop`` cuts it short. Records fetched but not yet
-    # handed out are simply read again by the next owner; nothing is committed for them.
-    stopping = asyncio.ensure_future(stop.wait())
     try:
+        # Starting waits for the group's first assignment, which a broker can hold for its
+        # request timeout (a SyncGroup left unanswered when the leader leaves: members stop
+        # one after another in a deployment). A fetch can likewise wait past its timeout while
+        # the group rebalances. ``stop`` cuts both short: records fetched but not yet handed
+        # out are simply read again by the next owner; nothing is committed for them.
+        started = await _until_stopped(client.start(), stop, 0.0)
+        if started is None:
+            return
+        started.result()  # a broker that cannot be reached raises here
         while not stop.is_set():
             member.resume_due()
-            fetch = asyncio.ensure_future(
-                client.getmany(timeout_ms=int(poll_timeout * 1000), max_records=batch)
+            fetch = await _until_stopped(
+                client.getmany(timeout_ms=int(poll_timeout * 1000), max_records=batch), stop, 0.0
             )
-            await asyncio.wait({fetch, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if not fetch.done():
-                fetch.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await fetch
+            if fetch is None:
                 break
             for partition, records in fetch.result().items():
+                if stop.is_set():
+                    break  # the partitions not started are read again by their next owner
                 await member.process(partition, records)
     finally:
-        stopping.cancel()
         try:
-            await client.stop()  # leaves the group: its partitions go to the others at once
+            await _leave(client, close_timeout)
         finally:
             await member.close()
+
+
+async def _bounded(step: Awaitable[T], seconds: float) -> asyncio.Future[T] | None:
+    """``step`` given ``seconds``: the finished step (its result or its error), or None when
+    it did not finish in time and was cancelled."""
+    task = asyncio.ensure_future(step)
+    try:
+        await asyncio.wait({task}, timeout=seconds)
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    return None if task.cancelled() else task
+
+
+async def _until_stopped(
+    step: Awaitable[T], stop: asyncio.Event, grace: float
+) -> asyncio.Future[T] | None:
+    """``step`` to its end, but once ``stop`` is set it has ``grace`` seconds more: the
+    finished step, or None when it was abandoned (cancelled)."""
+    task = asyncio.ensure_future(step)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        raise
+    finally:
+        stopping.cancel()
+    return await _bounded(task, grace)
+
+
+async def _leave(client: Any, seconds: float) -> None:
+    """``client.stop()``: leaves the group, so its partitions go to the others at once. A
+    broker that does not answer within ``seconds`` is left at that: the group drops the member
+    after its session timeout instead, and the partitions' uncommitted records are read again
+    by their next owners."""
+    stopped = await _bounded(client.stop(), seconds)
+    if stopped is not None:
+        stopped.result()
+        return
+    logs.kafka_leave_abandoned(seconds)
+    # ``stop()`` was cancelled where the broker held it (the coordination task's join, or the
+    # LeaveGroup); what it would have done after that, done here on the client's parts, which
+    # it has no call for, so that no task of the client outlives ``consume``.
+    coordinator = client._coordinator
+    if coordinator is not None:
+        coordinator._coordination_task.cancel()
+        await asyncio.gather(coordinator._coordination_task, return_exceptions=True)
+        await coordinator._stop_heartbeat_task()
+        await coordinator._stop_commit_offsets_refresh_task()
+    if client._fetcher is not None:
+        await client._fetcher.close()
+    await client._client.close()
 
 
 class _Member:
     """One group member's batches, pauses and the lock a revocation waits on."""
 
-    def __init__(self, consumer: Consumer, dead_topic: str | None, servers: str) -> None:
+    def __init__(
+        self,
+        consumer: Consumer,
+        dead_topic: str | None,
+        servers: str,
+        stop: asyncio.Event,
+        close_timeout: float,
+    ) -> None:
         self.consumer = consumer
         self.dead_topic = dead_topic
         self.servers = servers
+        self.stop = stop
+        self.close_timeout = close_timeout
         self.client: Any = None
         self.producer: Any = None
         self.busy = asyncio.Lock()
@@ -228,11 +307,16 @@ class _Member:
         return True
 
     async def _commit(self, partition: Any, offset: int) -> None:
-        try:
-            await self.client.commit({partition: offset})
-        except Exception:
-            # A rebalance took the partition first: its next owner reads these records again
-            # and the consumer's records answer them as duplicates.
+        # aiokafka retries a commit for as long as the broker gives retriable errors; once
+        # stopping, it is given ``close_timeout``, then left (the revocation and the leave wait
+        # on this batch).
+        committed = await _until_stopped(
+            self.client.commit({partition: offset}), self.stop, self.close_timeout
+        )
+        if committed is None or committed.exception() is not None:
+            # A rebalance took the partition first, or the broker did not answer while
+            # stopping: its next owner reads these records again and the consumer's records
+            # answer them as duplicates.
             logs.kafka_offset_uncommitted(offset, str(partition))
 
     async def close(self) -> None:

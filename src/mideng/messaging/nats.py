@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from mideng.errors import ConfigurationError
 from mideng.messaging.message import Message
+from mideng.messaging.reconnect import Backoff
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
 from mideng.stores.registry import require
@@ -54,6 +55,7 @@ async def consume(
     ack_wait: float = 30.0,
     max_ack_pending: int | None = None,
     dead_subject: str | None = None,
+    reconnect: Backoff | None = None,
     **options: Any,
 ) -> None:
     """Consume ``subject`` of ``stream`` through the durable pull consumer ``durable`` until
@@ -64,6 +66,11 @@ async def consume(
     ``subject``. The stream must exist. ``batch`` messages are fetched at a time (more than one
     go to ``handle_batch``: one store round trip for the lot). ``options`` go to
     ``nats.connect`` (``user``, ``password``, ``tls`` ...).
+
+    nats-py reconnects by itself (``max_reconnect_attempts``, 60 by default, 2 s apart); once
+    it gives up, or the server cannot be reached at all, the adapter connects a new client
+    after ``reconnect`` (a bounded exponential backoff, 0.1 s doubling to 5 s, unless given;
+    ``stop`` cuts it short).
     """
     if batch < 1:
         raise ConfigurationError(f"batch must be at least 1: {batch!r}")
@@ -71,28 +78,53 @@ async def consume(
         raise ConfigurationError(f"fetch_timeout must be positive seconds: {fetch_timeout!r}")
     nats = require("nats", "nats")
     errors = require("nats.errors", "nats")
-    client = await nats.connect(url, **options)
-    try:
-        jetstream = client.jetstream()
-        wait = await _bind(jetstream, stream, subject, durable, ack_wait, max_ack_pending)
-        subscription = await jetstream.pull_subscribe_bind(durable=durable, stream=stream)
-        while not stop.is_set():
-            try:
-                fetched = await subscription.fetch(batch, timeout=fetch_timeout)
-            # nats-py raises its own TimeoutError, or a bare asyncio one from inside fetch.
-            except (errors.TimeoutError, asyncio.TimeoutError):
-                continue
-            except errors.ConnectionClosedError:
-                raise  # closed for good (reconnects given up): the caller restarts us
-            except errors.Error as exc:
-                # Reconnecting, a JetStream API blip: nothing was handed out, so just wait.
-                logs.nats_fetch_failed(durable, exc)
-                await _pause(stop, fetch_timeout)
-                continue
-            await _process(consumer, jetstream, fetched, wait, dead_subject)
-        await client.flush()
-    finally:
-        await client.close()
+    backoff = reconnect if reconnect is not None else Backoff()
+    lost = (errors.ConnectionClosedError, errors.NoServersError, OSError)
+    while True:  # the first connection binds the durable even when stop is already set
+        try:
+            client = await nats.connect(url, **options)
+        except lost as exc:
+            await _lost(durable, backoff, stop, exc)
+            if stop.is_set():
+                return
+            continue
+        try:
+            jetstream = client.jetstream()
+            wait = await _bind(jetstream, stream, subject, durable, ack_wait, max_ack_pending)
+            subscription = await jetstream.pull_subscribe_bind(durable=durable, stream=stream)
+            failures = backoff.failures
+            if backoff.reset():
+                logs.nats_reconnected(durable, failures)
+            while not stop.is_set():
+                try:
+                    fetched = await subscription.fetch(batch, timeout=fetch_timeout)
+                # nats-py raises its own TimeoutError, or a bare asyncio one from inside fetch.
+                except (errors.TimeoutError, asyncio.TimeoutError):
+                    continue
+                except errors.ConnectionClosedError:
+                    raise  # nats-py gave up reconnecting: a new client, after the backoff
+                except errors.Error as exc:
+                    # Reconnecting, a JetStream API blip: nothing was handed out, so just wait.
+                    logs.nats_fetch_failed(durable, exc)
+                    await _pause(stop, fetch_timeout)
+                    continue
+                await _process(consumer, jetstream, fetched, wait, dead_subject)
+            await client.flush()
+            return
+        except lost as exc:
+            # What was fetched and not acked is redelivered after ack_wait; a finished one is
+            # acked without running again.
+            await _lost(durable, backoff, stop, exc)
+        finally:
+            await client.close()
+        if stop.is_set():
+            return
+
+
+async def _lost(durable: str, backoff: Backoff, stop: asyncio.Event, exc: BaseException) -> None:
+    delay = backoff.failed()
+    logs.nats_connection_lost(durable, backoff.failures, delay, exc)
+    await backoff.wait(delay, stop)
 
 
 async def _bind(

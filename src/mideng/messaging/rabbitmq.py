@@ -15,19 +15,27 @@ quorum queue's ``x-delivery-count``.
 When ``stop`` is set the consumer is cancelled (no new deliveries), the batch in hand is
 finished, messages delivered but not started and retries still waiting go back to the queue,
 and the call returns.
+
+A closed connection or channel (the broker restarted, an operator closed it, the network
+dropped) does not end the call: it is logged and, after a bounded exponential backoff that
+``stop`` cuts short, the adapter connects again. The broker has requeued every delivery the
+closed channel held unacked, so one whose handler finished before its ack was lost comes back
+and is acked without running again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from mideng.errors import ConfigurationError
 from mideng.messaging.consumer import IdempotentConsumer
 from mideng.messaging.message import Message
+from mideng.messaging.reconnect import Backoff
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
+from mideng.observability import logs
 
 DEAD_REASON = "x-dead-reason"
 
@@ -115,6 +123,12 @@ class _Settler:
         await self.channel.default_exchange.publish(dead, routing_key=self.dead_letter_queue)
         await incoming.ack()
 
+    def forget(self) -> None:
+        """Drop the retries waiting on a closed channel (the broker has requeued them)."""
+        for handle, _incoming in self.waiting.values():
+            handle.cancel()
+        self.waiting.clear()
+
     async def give_back(self) -> None:
         """Requeue every retry still waiting, now, and wait for requeues under way."""
         for handle, incoming in list(self.waiting.values()):
@@ -138,45 +152,115 @@ async def consume(
     stop: asyncio.Event,
     prefetch: int = 10,
     dead_letter_queue: str | None = None,
+    reconnect: Backoff | None = None,
     **options: Any,
 ) -> None:
-    """Consume ``queue`` until ``stop`` is set; ``options`` go to ``aio_pika.connect``."""
+    """Consume ``queue`` until ``stop`` is set; ``options`` go to ``aio_pika.connect``. A lost
+    connection is retried with ``reconnect`` (a bounded exponential backoff, 0.1 s doubling
+    to 5 s, unless given)."""
     if prefetch < 1:
         raise ConfigurationError(f"prefetch must be at least 1: {prefetch!r}")
-    connection = await _aio_pika().connect(url, **options)
-    try:
-        channel, source = await _queue(connection, queue)
-        await channel.set_qos(prefetch_count=prefetch)
-        if dead_letter_queue is not None:
-            await channel.declare_queue(dead_letter_queue, durable=True)
-        inbox: asyncio.Queue[Any] = asyncio.Queue()
-        settler = _Settler(channel, dead_letter_queue)
-        tag = await source.consume(inbox.put, no_ack=False)
+    backoff = reconnect if reconnect is not None else Backoff()
+    lost = _connection_errors()
+    while not stop.is_set():
+        session = _Session(queue, prefetch, dead_letter_queue)
         try:
-            await _loop(consumer, inbox, settler, stop)
+            await session.run(consumer, url, stop, options, lambda: _consuming(backoff, queue))
+        except lost as exc:
+            # The broker requeued every unacked delivery of the closed channel: a finished
+            # one comes back as a duplicate and is acked without running.
+            delay = backoff.failed()
+            logs.rabbitmq_connection_lost(queue, backoff.failures, delay, exc)
+            await backoff.wait(delay, stop)
+            continue
+
+
+def _consuming(backoff: Backoff, queue: str) -> None:
+    failures = backoff.failures
+    if backoff.reset():
+        logs.rabbitmq_reconnected(queue, failures)
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    """What a closed connection or channel, or an unreachable broker, raises."""
+    import aiormq.exceptions as amqp
+
+    return (
+        amqp.AMQPConnectionError,
+        amqp.ChannelInvalidStateError,
+        amqp.AMQPChannelError,
+        ConnectionLost,
+        OSError,
+    )
+
+
+class ConnectionLost(Exception):
+    """The broker closed the connection while the consumer waited for deliveries."""
+
+
+class _Session:
+    """One connection's consumer: set up, deliveries decided and settled, torn down."""
+
+    def __init__(self, queue: str, prefetch: int, dead_letter_queue: str | None) -> None:
+        self.queue, self.prefetch, self.dead_letter_queue = queue, prefetch, dead_letter_queue
+
+    async def run(
+        self,
+        consumer: IdempotentConsumer,
+        url: str,
+        stop: asyncio.Event,
+        options: Any,
+        consuming: Callable[[], None],
+    ) -> None:
+        connection = await _aio_pika().connect(url, **options)
+        gone = asyncio.Event()  # the broker or the network closed it
+        connection.close_callbacks.add(lambda *_: gone.set())
+        try:
+            channel, source = await _queue(connection, self.queue)
+            await channel.set_qos(prefetch_count=self.prefetch)
+            if self.dead_letter_queue is not None:
+                await channel.declare_queue(self.dead_letter_queue, durable=True)
+            inbox: asyncio.Queue[Any] = asyncio.Queue()
+            settler = _Settler(channel, self.dead_letter_queue)
+            tag = await source.consume(inbox.put, no_ack=False)
+            consuming()
+            try:
+                await _loop(consumer, inbox, settler, stop, gone.wait())
+            except BaseException:
+                settler.forget()  # the channel is gone or going: the broker requeues them
+                raise
+            finally:
+                if not gone.is_set():
+                    with contextlib.suppress(Exception):
+                        await source.cancel(tag)
+                    while not inbox.empty():  # delivered, never started: back to the queue
+                        await _requeue(inbox.get_nowait())
+                    await settler.give_back()
         finally:
-            with contextlib.suppress(Exception):
-                await source.cancel(tag)
-            while not inbox.empty():  # delivered, never started: straight back to the queue
-                await _requeue(inbox.get_nowait())
-            await settler.give_back()
-    finally:
-        await connection.close()
+            await connection.close()
 
 
 async def _loop(
-    consumer: IdempotentConsumer, inbox: asyncio.Queue[Any], settler: _Settler, stop: asyncio.Event
+    consumer: IdempotentConsumer,
+    inbox: asyncio.Queue[Any],
+    settler: _Settler,
+    stop: asyncio.Event,
+    closed: Awaitable[Any],
 ) -> None:
     stopping = asyncio.ensure_future(stop.wait())
+    closing = asyncio.ensure_future(closed)
     try:
         while not stop.is_set():
             getting = asyncio.ensure_future(inbox.get())
-            await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({getting, stopping, closing}, return_when=asyncio.FIRST_COMPLETED)
             if not getting.done():
                 getting.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await getting
                 if getting.cancelled():
+                    if closing.done():
+                        # Without this the consumer would wait on a dead channel for good.
+                        raise ConnectionLost("the broker closed the connection")
                     break
             batch = [getting.result()]
             while not inbox.empty():
@@ -189,3 +273,4 @@ async def _loop(
             await settler.settle(messages, verdicts)
     finally:
         stopping.cancel()
+        closing.cancel()

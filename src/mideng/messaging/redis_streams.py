@@ -15,6 +15,12 @@ left by an earlier run under the same name, are read first. A Retry keeps the en
 claims it again after the delay; a DeadLetter adds it to ``dead_stream`` (``<stream>:dead``),
 with its reason, and acks it in one MULTI. When ``stop`` is set the batch in hand is finished
 and the call returns; scheduled retries stay pending, for this name's next run or a takeover.
+
+A dropped connection (once redis-py's own retries are spent) does not end the call: it is
+logged, retried with a bounded exponential backoff that ``stop`` cuts short, and after the
+reconnect this name rereads its own pending entries from the start, so an entry read but not
+acked before the drop, or whose XACK was lost with it, is answered by the consumer's record (a
+finished one is acked without running again).
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ from typing import Any
 from mideng.errors import ConfigurationError
 from mideng.messaging.consumer import IdempotentConsumer
 from mideng.messaging.message import Message
+from mideng.messaging.reconnect import Backoff
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
+from mideng.observability import logs
 
 BODY = "body"
 
@@ -82,6 +90,29 @@ class _Member:
         self.next_takeover = 0.0
         self.autoclaim_from = "0-0"
         self.pending_from: str | None = "0"  # paging through this name's own pending entries
+        self.ready = False  # the group is known to exist on this connection
+
+    async def step(self, block: float) -> None:
+        """One look for work and its settling: the group first, after a start or a reconnect."""
+        if not self.ready:
+            await self.create_group()
+            self.ready = True
+        messages = await self.due_retries()
+        if not messages:
+            messages = await self.own_pending()
+        if not messages:
+            messages = await self.takeovers()
+        if not messages:
+            messages = await self.fresh(self.wait_for(block))
+        if messages:
+            await self.settle(messages, await _decide(self.consumer, messages))
+
+    def connection_lost(self) -> None:
+        """Whatever was read and not acked is still in this name's pending list: read it all
+        again (the finished entries are acked unrun), and check the group still exists (a
+        restarted server without persistence lost it)."""
+        self.pending_from = "0"
+        self.ready = False
 
     async def create_group(self) -> None:
         try:
@@ -198,10 +229,12 @@ async def consume(
     block: float = 0.5,
     claim_idle: float | None = None,
     dead_stream: str | None = None,
+    reconnect: Backoff | None = None,
     **options: Any,
 ) -> None:
     """Consume ``stream`` as member ``name`` of ``group`` until ``stop`` is set; ``options``
-    go to ``redis.asyncio.from_url``."""
+    go to ``redis.asyncio.from_url``. A lost connection is retried with ``reconnect`` (a
+    bounded exponential backoff, 0.1 s doubling to 5 s, unless given)."""
     if batch < 1:
         raise ConfigurationError(f"batch must be at least 1: {batch!r}")
     client = _redis().from_url(url, **options)
@@ -215,20 +248,32 @@ async def consume(
         claim_idle if claim_idle is not None else consumer.policy.lease,
         dead_stream if dead_stream is not None else f"{stream}:dead",
     )
+    backoff = reconnect if reconnect is not None else Backoff()
+    lost = _connection_errors()
     try:
-        await member.create_group()
         while not stop.is_set():
-            messages = await member.due_retries()
-            if not messages:
-                messages = await member.own_pending()
-            if not messages:
-                messages = await member.takeovers()
-            if not messages:
-                messages = await member.fresh(member.wait_for(block))
-            if messages:
-                await member.settle(messages, await _decide(consumer, messages))
+            try:
+                await member.step(block)
+            except lost as exc:
+                # The pool drops the broken connection and the next command opens a new one.
+                member.connection_lost()
+                delay = backoff.failed()
+                logs.redis_stream_connection_lost(stream, name, backoff.failures, delay, exc)
+                await backoff.wait(delay, stop)
+                continue
+            failures = backoff.failures
+            if backoff.reset():
+                logs.redis_stream_reconnected(stream, name, failures)
     finally:
         await client.aclose()
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    """What a dropped or unreachable server raises: redis-py's own errors once its client
+    retries are spent, and the socket's where they escape it."""
+    from redis import exceptions
+
+    return (exceptions.ConnectionError, exceptions.TimeoutError, ConnectionError, TimeoutError)
 
 
 async def _decide(consumer: IdempotentConsumer, messages: Sequence[Message]) -> list[Verdict]:

@@ -21,6 +21,7 @@ class KafkaSide:
     """A fresh topic of PARTITIONS partitions on the session's Tansu broker, and a group."""
 
     broker = "kafka"
+    lease = 10.0
 
     def __init__(self, names: KafkaNames, *, batch: int = 50) -> None:
         self.names = names
@@ -65,7 +66,7 @@ class KafkaSide:
         finally:
             await producer.stop()
 
-    def adapter(self) -> dict[str, Any]:
+    def adapter(self, slot: int = 0) -> dict[str, Any]:
         return {
             "topic": self.names.topic,
             "group": self.names.group,

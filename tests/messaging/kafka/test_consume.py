@@ -197,3 +197,9 @@ def test_addresses_and_options() -> None:
         asyncio.run(
             adapter.consume(consumer, "127.0.0.1:1", topic="t", group="g", stop=stop, batch=0)
         )
+    with pytest.raises(ConfigurationError, match="close_timeout"):
+        asyncio.run(
+            adapter.consume(
+                consumer, "127.0.0.1:1", topic="t", group="g", stop=stop, close_timeout=-1
+            )
+        )

@@ -14,6 +14,7 @@ class NatsSide:
 
     broker = "nats"
     url = NATS_URL
+    lease = 10.0
 
     def __init__(self, names: NatsNames, *, ack_wait: float = 2.0, batch: int = 10) -> None:
         self.names = names
@@ -46,7 +47,7 @@ class NatsSide:
         finally:
             await client.close()
 
-    def adapter(self) -> dict[str, Any]:
+    def adapter(self, slot: int = 0) -> dict[str, Any]:
         return {
             "stream": self.names.stream,
             "subject": self.names.subject,

@@ -16,6 +16,7 @@ from mideng import Guard
 from mideng.errors import ConfigurationError
 from mideng.messaging import IdempotentConsumer, Message, Verdict
 from mideng.messaging import nats as adapter
+from mideng.messaging.reconnect import Backoff
 from mideng.stores.memory import MemoryStore
 from tests.helpers.storm import headers_of
 from tests.messaging.nats.conftest import NatsSide
@@ -258,15 +259,28 @@ def test_a_fetch_that_times_out_or_fails_once_is_tried_again(
     assert runs[0].attempt == 1
 
 
-def test_a_connection_closed_for_good_ends_consume(
+def test_a_connection_closed_for_good_is_replaced_by_a_new_client(
     nats_side: NatsSide, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from nats.errors import ConnectionClosedError
 
-    _fetch_failing(monkeypatch, ConnectionClosedError(), 1)
-    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", lambda m: None)
-    with pytest.raises(ConnectionClosedError):
-        asyncio.run(asyncio.wait_for(consuming(consumer, nats_side, asyncio.Event()), 10))
+    raised = _fetch_failing(monkeypatch, ConnectionClosedError(), 1)
+    runs: list[Message] = []
+    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", runs.append)
+    nats_side.publish([("order:1", b"{}")])
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            consuming(consumer, nats_side, stop, reconnect=Backoff(0.01, 0.05))
+        )
+        await until(lambda: len(runs) == 1)
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+    asyncio.run(scenario())
+    assert len(raised) == 1
+    assert len(runs) == 1
 
 
 def test_the_message_id_is_the_publishers_or_the_stream_sequence(nats_side: NatsSide) -> None:

@@ -130,6 +130,16 @@ def kafka_offset_uncommitted(offset: int, partition: str) -> None:
     )
 
 
+def kafka_leave_abandoned(seconds: float) -> None:
+    """The broker did not answer the group leave (or the join it was in) while stopping: the
+    group drops the member after its session timeout; nothing uncommitted is lost."""
+    messaging_log.warning(
+        "left the consumer group without the broker's answer after %.1fs",
+        seconds,
+        extra=fields(outcome="leave_abandoned"),
+    )
+
+
 def nats_fetch_failed(durable: str, exc: BaseException) -> None:
     """Nothing was handed out (reconnecting, a JetStream API blip): the fetch is tried again."""
     messaging_log.warning(
@@ -175,4 +185,75 @@ def nats_dead_letter_copy_failed(subject: str, message_id: str | None, exc: Base
 def nats_message_dead_lettered(message_id: str | None, reason: str) -> None:
     messaging_log.warning(
         "message %s dead-lettered: %s", message_id, reason, extra=fields(outcome="dead_letter")
+    )
+
+
+def redis_stream_connection_lost(
+    stream: str, name: str, failures: int, delay: float, exc: BaseException
+) -> None:
+    """Unacked entries stay in this member's pending list: after the reconnect it reads them
+    again and the consumer's records answer the finished ones without running them."""
+    messaging_log.warning(
+        "Redis connection of member %r on stream %r lost (%r); reconnecting in %.2fs "
+        "(failure %d in a row)",
+        name,
+        stream,
+        exc,
+        delay,
+        failures,
+        extra=fields(outcome="connection_lost"),
+    )
+
+
+def redis_stream_reconnected(stream: str, name: str, failures: int) -> None:
+    messaging_log.warning(
+        "member %r on stream %r reconnected after %d failure(s); rereading its pending entries",
+        name,
+        stream,
+        failures,
+        extra=fields(outcome="reconnected"),
+    )
+
+
+def rabbitmq_connection_lost(queue: str, failures: int, delay: float, exc: BaseException) -> None:
+    """The broker requeues what the closed channel held unacked; the finished ones come back
+    as duplicates and are acked without running."""
+    messaging_log.warning(
+        "RabbitMQ connection consuming %r lost (%r); reconnecting in %.2fs (failure %d in a row)",
+        queue,
+        exc,
+        delay,
+        failures,
+        extra=fields(outcome="connection_lost"),
+    )
+
+
+def rabbitmq_reconnected(queue: str, failures: int) -> None:
+    messaging_log.warning(
+        "consuming %r again after %d failure(s)",
+        queue,
+        failures,
+        extra=fields(outcome="reconnected"),
+    )
+
+
+def nats_connection_lost(durable: str, failures: int, delay: float, exc: BaseException) -> None:
+    """nats-py gave up reconnecting (or never got through): a new client after the delay; what
+    was fetched and not acked is redelivered after ack_wait."""
+    messaging_log.warning(
+        "NATS connection consuming %r lost (%r); connecting again in %.2fs (failure %d in a row)",
+        durable,
+        exc,
+        delay,
+        failures,
+        extra=fields(outcome="connection_lost"),
+    )
+
+
+def nats_reconnected(durable: str, failures: int) -> None:
+    messaging_log.warning(
+        "consuming %r again after %d failure(s)",
+        durable,
+        failures,
+        extra=fields(outcome="reconnected"),
     )

@@ -1,0 +1,269 @@
+"""The Redis Streams adapter rides out a dropped connection: its own connection is killed for
+real (CLIENT KILL by its client name, no other client touched) while it blocks in XREADGROUP,
+after handlers ran and before the XACK, and in the middle of a dead letter; every message's
+effect happens once and nothing is left pending. A server that stays down is retried with a
+bounded backoff, and ``stop`` still ends the call while it waits.
+
+redis-py retries a failed command itself (ten times over some seconds by default); these
+consumers are given ``retry=Retry(NoBackoff(), 0)`` so that each kill outlasts the client's
+own retries, as a longer outage would, and reaches the adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from mideng import Guard
+from mideng.messaging import IdempotentConsumer, Message, redis_streams
+from mideng.messaging.reconnect import Backoff
+from mideng.stores.memory import MemoryStore
+from tests.brokers import BrokerNames, token
+from tests.messaging.running import consume_until
+from tests.services import REDIS_URL
+
+KEY = "idempotency-key"
+
+
+def kill_named(name: str, command: str | None = None) -> int:
+    """CLIENT KILL every connection called ``name`` (only when running ``command``, if
+    given); how many were killed."""
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        killed = 0
+        for entry in client.client_list():
+            if entry["name"] == name and (command is None or entry["cmd"] == command):
+                killed += int(client.client_kill_filter(_id=entry["id"]))
+        return killed
+    finally:
+        client.close()
+
+
+def outcomes(caplog: pytest.LogCaptureFixture, outcome: str) -> int:
+    return sum(1 for r in caplog.records if getattr(r, "mideng_outcome", None) == outcome)
+
+
+class Run:
+    """A consumer on a fresh stream whose connection is called ``client_name``."""
+
+    def __init__(self, names: BrokerNames, handler: Any, **consumer: Any) -> None:
+        self.names = names.redis_stream("reconnect")
+        self.client_name = f"mideng-test-{token()[:10]}"
+        self.consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", handler, **consumer)
+
+    def consume(self, stop: asyncio.Event, **options: Any) -> Any:
+        return redis_streams.consume(
+            self.consumer,
+            REDIS_URL,
+            stream=self.names.stream,
+            group=self.names.group,
+            name="w1",
+            stop=stop,
+            reconnect=Backoff(0.01, 0.05),
+            client_name=self.client_name,
+            retry=Retry(NoBackoff(), 0),
+            **options,
+        )
+
+    async def publish(self, keys: Sequence[str | None]) -> None:
+        client: Any = aredis.from_url(REDIS_URL)
+        for key in keys:
+            await client.xadd(self.names.stream, {"body": b"x", **({KEY: key} if key else {})})
+        await client.aclose()
+
+    async def drained(self) -> bool:
+        client: Any = aredis.from_url(REDIS_URL)
+        try:
+            groups = await client.xinfo_groups(self.names.stream)
+            pending = int((await client.xpending(self.names.stream, self.names.group))["pending"])
+        except redis.ResponseError:  # the group is not there yet
+            return False
+        finally:
+            await client.aclose()
+        return bool(groups) and groups[0]["lag"] == 0 and pending == 0
+
+    async def dead(self) -> list[Any]:
+        client: Any = aredis.from_url(REDIS_URL)
+        found: list[Any] = await client.xrange(self.names.dead)
+        await client.aclose()
+        return found
+
+
+KEYS = [f"order:{n}" for n in range(15)] + [f"order:{n}" for n in range(5)]  # 5 published twice
+
+
+def test_a_connection_killed_while_blocked_in_xreadgroup_is_reconnected(
+    broker_names: BrokerNames, caplog: pytest.LogCaptureFixture
+) -> None:
+    runs: Counter[str] = Counter()
+    run = Run(broker_names, lambda m: runs.update([m.headers[KEY]]))
+    kills = 0
+
+    async def scenario() -> None:
+        nonlocal kills
+
+        async def killed_three_times_then_published() -> bool:
+            nonlocal kills
+            if kills < 3:
+                kills += await asyncio.to_thread(kill_named, run.client_name, "xreadgroup")
+                if kills == 3:
+                    await run.publish(KEYS)
+                return False
+            return len(runs) == 15 and await run.drained()
+
+        await consume_until(
+            lambda stop: run.consume(stop, block=5.0), killed_three_times_then_published
+        )
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(scenario())
+    assert kills == 3
+    assert runs == Counter(f"order:{n}" for n in range(15))  # every key once, none twice
+    assert outcomes(caplog, "connection_lost") >= 3
+    assert outcomes(caplog, "reconnected") >= 1
+
+
+def test_a_connection_killed_after_the_handlers_and_before_the_xack_loses_and_reruns_nothing(
+    broker_names: BrokerNames, caplog: pytest.LogCaptureFixture
+) -> None:
+    runs: Counter[str] = Counter()
+    kills: list[int] = []
+
+    def handler(message: Message) -> None:
+        runs.update([message.headers[KEY]])
+        if sum(kills) < 3:  # cut the connection the XACK will need, in three batches
+            kills.append(kill_named(run.client_name))
+
+    run = Run(broker_names, handler)
+
+    async def scenario() -> None:
+        await run.publish(KEYS)
+
+        async def done() -> bool:
+            return len(runs) == 15 and await run.drained()
+
+        await consume_until(lambda stop: run.consume(stop, batch=4, block=0.2), done)
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(scenario())
+    assert sum(kills) == 3
+    assert runs == Counter(f"order:{n}" for n in range(15))
+    assert outcomes(caplog, "connection_lost") >= 3
+    assert outcomes(caplog, "reconnected") >= 1
+    # The entries whose XACK was lost were read again and acked without running (the five
+    # keys published twice add five more of these).
+    assert outcomes(caplog, "replay") >= 3 + 5
+
+
+def test_a_connection_killed_in_the_middle_of_a_dead_letter_copies_it_once(
+    broker_names: BrokerNames, caplog: pytest.LogCaptureFixture
+) -> None:
+    runs: Counter[str] = Counter()
+    kills: list[int] = []
+
+    def before_the_copy(message: Message, reason: str) -> None:
+        # Called after the verdict and before the adapter's MULTI (XADD to the dead stream,
+        # XACK): the MULTI meets a closed connection.
+        if not kills:
+            kills.append(kill_named(run.client_name))
+
+    run = Run(broker_names, lambda m: runs.update([m.headers[KEY]]), on_dead_letter=before_the_copy)
+
+    async def scenario() -> list[Any]:
+        await run.publish(["order:1", None, "order:2"])
+
+        async def done() -> bool:
+            return len(runs) == 2 and await run.drained()
+
+        await consume_until(lambda stop: run.consume(stop, batch=1, block=0.2), done)
+        return await run.dead()
+
+    with caplog.at_level(logging.WARNING):
+        dead = asyncio.run(scenario())
+    assert kills == [1]
+    assert len(dead) == 1  # copied once: the MULTI either ran whole or not at all
+    assert b"no business key" in dead[0][1][b"dead-reason"]
+    assert runs == Counter(["order:1", "order:2"])
+    assert outcomes(caplog, "connection_lost") == 1
+    assert outcomes(caplog, "reconnected") == 1
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_server_that_stays_down_is_retried_with_a_bounded_backoff(
+    broker_names: BrokerNames, caplog: pytest.LogCaptureFixture
+) -> None:
+    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", lambda m: None)
+    waits: list[float] = []  # a fake clock: each wait advances it, nothing sleeps
+
+    async def fake_wait(seconds: float, stop: asyncio.Event) -> None:
+        waits.append(seconds)
+        if len(waits) == 12:
+            stop.set()
+        await asyncio.sleep(0)
+
+    async def scenario() -> None:
+        await redis_streams.consume(
+            consumer,
+            f"redis://127.0.0.1:{closed_port()}",
+            stream="s",
+            group="g",
+            name="w1",
+            stop=asyncio.Event(),
+            reconnect=Backoff(0.1, 5.0, wait=fake_wait),
+            retry=Retry(NoBackoff(), 0),
+        )
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(scenario())
+    assert waits == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 3.2] + [5.0] * 6)
+    # One connection attempt before each wait, at 0, 0.1, 0.3, 0.7, 1.5, 3.1, 6.3 s of the
+    # fake clock and then every 5 s: 11 in its first 30 s, not a busy loop.
+    clock = [sum(waits[:n]) for n in range(len(waits))]
+    assert sum(1 for t in clock if t < 30) == 11
+    assert outcomes(caplog, "connection_lost") == 12
+    assert outcomes(caplog, "reconnected") == 0
+
+
+def test_stop_ends_a_consumer_that_is_backing_off(
+    broker_names: BrokerNames, caplog: pytest.LogCaptureFixture
+) -> None:
+    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", lambda m: None)
+
+    async def scenario() -> None:
+        async def backing_off() -> bool:
+            return outcomes(caplog, "connection_lost") >= 1
+
+        # The first wait is 300 s: consume_until gives the stopped call 15 s, so it returns
+        # only if stop cut the wait short.
+        await consume_until(
+            lambda stop: redis_streams.consume(
+                consumer,
+                f"redis://127.0.0.1:{closed_port()}",
+                stream="s",
+                group="g",
+                name="w1",
+                stop=stop,
+                reconnect=Backoff(300.0, 300.0),
+                retry=Retry(NoBackoff(), 0),
+            ),
+            backing_off,
+        )
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(scenario())
+    assert outcomes(caplog, "connection_lost") == 1
