@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Collection, MutableMapping, Seq
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from mideng.context import request_id_scope
+from mideng.context import enter_request_id, leave_request_id, request_id_scope
 from mideng.guard import Guard
 from mideng.http.core import (
     DEFAULT_METHODS,
@@ -52,32 +52,32 @@ def path_bytes(scope: Scope) -> bytes:
     decoded, it is the bytes ``path`` was read from."""
     raw = scope.get("raw_path")
     if isinstance(raw, bytes):
-        return unquote_to_bytes(raw)
+        return unquote_to_bytes(raw) if b"%" in raw else raw
     return text_bytes(scope.get("path", ""))
 
 
 def incoming(scope: Scope) -> Incoming:
-    headers = Headers(
-        (k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", ())
-    )
     return Incoming(
         scope["method"],
         scope.get("path", ""),
         scope.get("query_string", b"").decode("latin-1"),
-        headers,
+        Headers.lowered(
+            [
+                (k.decode("latin-1").lower(), v.decode("latin-1"))
+                for k, v in scope.get("headers", ())
+            ]
+        ),
         scope,
         path_bytes(scope),
     )
 
 
-async def send_response(send: Send, response: StoredResponse) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": response.status,
-            "headers": [(n.encode("latin-1"), v.encode("latin-1")) for n, v in response.headers],
-        }
-    )
+async def send_response(send: Send, response: StoredResponse, tag: bytes | None = None) -> None:
+    """Send ``response``; ``tag``: the request id, set unless the response carries one."""
+    headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in response.headers]
+    if tag is not None and not any(n == REQUEST_ID_HEADER for n, _ in response.headers):
+        headers.append((_REQUEST_ID_BYTES, tag))
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
     await send({"type": "http.response.body", "body": response.body, "more_body": False})
 
 
@@ -86,21 +86,18 @@ def bind_request_id(scope: Scope) -> str | None:
     """The id this layer binds, or None when an outer layer already did."""
     if SCOPE_REQUEST_ID in scope:
         return None
-    header = next(
-        (
-            v.decode("latin-1")
-            for k, v in scope.get("headers", ())
-            if k.lower() == _REQUEST_ID_BYTES
-        ),
-        None,
-    )
+    header = None
+    for k, v in scope.get("headers", ()):
+        if k.lower() == _REQUEST_ID_BYTES:
+            header = v.decode("latin-1")
+            break
     request_id = accept_request_id(header)
     scope[SCOPE_REQUEST_ID] = request_id
     return request_id
 
 
-def with_request_id(send: Send, request_id: str) -> Send:
-    value = request_id.encode("latin-1")
+def with_request_id(send: Send, request_id: str | bytes) -> Send:
+    value = request_id if isinstance(request_id, bytes) else request_id.encode("latin-1")
 
     async def send_with_id(message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -266,30 +263,39 @@ def capturable(scope: Scope) -> None:
 
 # -- the idempotency middleware --------------------------------------------------------------
 async def guard_asgi(
-    opts: HttpOptions, app: ASGIApp, scope: Scope, receive: Receive, send: Send
+    opts: HttpOptions,
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    tag: bytes | None = None,
 ) -> None:
-    """Run one HTTP request through the idempotency rules; shared with the FastAPI route."""
+    """Run one HTTP request through the idempotency rules; shared with the FastAPI route.
+
+    ``tag``: the request id bound for this request, set on every response that has none (on
+    the responses sent from here directly, on the application's own through ``send``)."""
     request = incoming(scope)
     plan = opts.plan(request)
     if plan is None:
-        await app(scope, receive, send)
+        await app(scope, receive, send if tag is None else with_request_id(send, tag))
         return
     if isinstance(plan, StoredResponse):
-        await send_response(send, plan)
+        await send_response(send, plan, tag)
         return
     try:
         body = await read_body(receive, opts.max_body)
     except Disconnected:
         return
     if body is None:
-        await send_response(send, opts.too_large())
+        await send_response(send, opts.too_large(), tag)
         return
     capturable(scope)
     again = replaying(body, receive)
-    capture = Capture(functools.partial(app, scope, again), send, opts.max_response)
-    reply = await arun(opts, plan, opts.payload(request, body), capture)
+    upstream = send if tag is None else with_request_id(send, tag)  # for a passed-through one
+    capture = Capture(functools.partial(app, scope, again), upstream, opts.max_response)
+    reply = await arun(opts, plan, opts.fingerprint(request, body), capture)
     if reply.response is not None:
-        await send_response(send, reply.response)
+        await send_response(send, reply.response, tag)
     if capture.late_error is not None:
         raise capture.late_error
 
@@ -347,10 +353,14 @@ class IdempotencyMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
-        elif self.options.request_id:
-            await with_bound_id(self._guarded, scope, receive, send)
-        else:
-            await self._guarded(scope, receive, send)
-
-    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await guard_asgi(self.options, self.app, scope, receive, send)
+            return
+        request_id = bind_request_id(scope) if self.options.request_id else None
+        if request_id is None:  # not asked for, or an outer layer bound it
+            await guard_asgi(self.options, self.app, scope, receive, send)
+            return
+        token = enter_request_id(request_id)
+        try:
+            tag = request_id.encode("latin-1")
+            await guard_asgi(self.options, self.app, scope, receive, send, tag)
+        finally:
+            leave_request_id(token)

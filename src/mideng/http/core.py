@@ -11,8 +11,6 @@ query + body (+ chosen headers).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +18,6 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from mideng.context import get_request_id
-from mideng.core.canonical import plain_canonical_bytes
 from mideng.core.keys import MAX_KEY_LENGTH, MAX_SCOPE_LENGTH, check_scope
 from mideng.core.policy import Policy
 from mideng.errors import (
@@ -34,7 +31,14 @@ from mideng.errors import (
 )
 from mideng.guard import Guard
 from mideng.http import problem as p
-from mideng.http.identity import Form, exact, path_form, principal_scope
+from mideng.http.identity import (
+    Form,
+    body_digest,
+    exact,
+    fingerprint,
+    path_form,
+    principal_scope,
+)
 from mideng.http.sfv import SFVError, Token, parse_item
 
 KEY_HEADER = "idempotency-key"
@@ -80,12 +84,24 @@ class Headers:
     __slots__ = ("_joined", "_pairs")
 
     def __init__(self, pairs: Iterable[tuple[str, str]]) -> None:
-        self._pairs = [(name.lower(), value) for name, value in pairs]
+        self._set([(name.lower(), value) for name, value in pairs])
+
+    @classmethod
+    def lowered(cls, pairs: list[tuple[str, str]]) -> Headers:
+        """Headers from pairs whose names are lower-case already (the list is kept)."""
+        headers = cls.__new__(cls)
+        headers._set(pairs)
+        return headers
+
+    def _set(self, pairs: list[tuple[str, str]]) -> None:
+        self._pairs = pairs
         # Each request reads a few of them (the key, the type, the length): one pass here, a
         # lookup each, rather than a scan of every field per read.
-        joined: dict[str, str] = {}
-        for name, value in self._pairs:
-            joined[name] = f"{joined[name]}, {value}" if name in joined else value
+        joined = dict(pairs)
+        if len(joined) < len(pairs):  # a repeated field: join its values in order
+            joined = {}
+            for name, value in pairs:
+                joined[name] = f"{joined[name]}, {value}" if name in joined else value
         self._joined = joined
 
     def get(self, name: str, default: str | None = None) -> str | None:
@@ -188,30 +204,8 @@ def parse_key(value: str, *, lenient: bool = True) -> str | None:
     return key if 0 < len(key) <= MAX_KEY_LENGTH else None
 
 
-def _is_json(content_type: str | None) -> bool:
-    if not content_type:
-        return False
-    media = content_type.split(";", 1)[0].strip().lower()
-    return media == "application/json" or media.endswith("+json")
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _header(value: str | None) -> Form | None:
     return None if value is None else exact(value)
-
-
-def body_digest(content_type: str | None, body: bytes) -> str:
-    """A JSON body hashes by its canonical form (key order and whitespace don't matter)."""
-    if body and _is_json(content_type):
-        try:
-            doc = json.loads(body, parse_constant=_reject_constant)
-            return "json:" + hashlib.sha256(plain_canonical_bytes(doc)).hexdigest()
-        except (ValueError, TypeError, RecursionError):
-            pass  # not valid JSON after all: the raw bytes are the payload
-    return "raw:" + hashlib.sha256(body).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -234,6 +228,7 @@ class HttpOptions:
     problem_base: str = p.PROBLEM_BASE
     request_id: bool = True
     _methods: frozenset[str] = field(init=False, repr=False)
+    _anonymous: str = field(init=False, repr=False)  # the scope of requests without a principal
     # (the Guard's policy for scope_prefix, the HTTP policy made from it): rebuilt only when
     # the Guard's policy object changes, i.e. after configure_scope().
     _policy: list[Policy] = field(init=False, repr=False, compare=False)
@@ -261,6 +256,7 @@ class HttpOptions:
         except InvalidKeyError as exc:
             raise ConfigurationError(f"scope_prefix {self.scope_prefix!r}: {exc}") from None
         object.__setattr__(self, "_methods", frozenset(m.upper() for m in self.methods))
+        object.__setattr__(self, "_anonymous", principal_scope(self.scope_prefix, None))
         object.__setattr__(self, "_policy", [])
         object.__setattr__(
             self, "fingerprint_headers", tuple(h.lower() for h in self.fingerprint_headers)
@@ -293,7 +289,9 @@ class HttpOptions:
     # -- deciding --------------------------------------------------------------------------
     def plan(self, request: Incoming) -> RecordKey | StoredResponse | None:
         """None: not guarded (pass through). A response: refuse now. A target: guard it."""
-        route = next((r for r in self.routes if r.matches(request.path)), None)
+        route = (
+            next((r for r in self.routes if r.matches(request.path)), None) if self.routes else None
+        )
         if route is not None and not route.guarded:
             return None
         methods = (
@@ -301,7 +299,8 @@ class HttpOptions:
             if route is None or route.methods is None
             else {m.upper() for m in route.methods}
         )
-        if request.method.upper() not in methods:
+        method = request.method
+        if method not in methods and method.upper() not in methods:
             return None
         required = self.required if route is None or route.required is None else route.required
         value = request.headers.get(KEY_HEADER)
@@ -325,8 +324,9 @@ class HttpOptions:
         return RecordKey(self.scope_for(request), key)
 
     def scope_for(self, request: Incoming) -> str:
-        who = self.principal(request) if self.principal is not None else None
-        return principal_scope(self.scope_prefix, who)
+        if self.principal is None:
+            return self._anonymous
+        return principal_scope(self.scope_prefix, self.principal(request))
 
     def declared_too_large(self, headers: Headers) -> bool:
         declared = headers.get("content-length")
@@ -344,6 +344,7 @@ class HttpOptions:
         )
 
     def payload(self, request: Incoming, body: bytes) -> dict[str, Any]:
+        """What a request is fingerprinted by: method, path, query, body, chosen headers."""
         return {
             "method": exact(request.method.upper()),
             "path": path_form(request.path, request.path_bytes),
@@ -351,6 +352,10 @@ class HttpOptions:
             "body": body_digest(request.headers.get("content-type"), body),
             "headers": {h: _header(request.headers.get(h)) for h in self.fingerprint_headers},
         }
+
+    def fingerprint(self, request: Incoming, body: bytes) -> str:
+        """The Guard's fingerprint of ``payload(request, body)``, made here (the same digest)."""
+        return fingerprint(self.payload(request, body))
 
     # -- answering -------------------------------------------------------------------------
     def problem(
