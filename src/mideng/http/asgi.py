@@ -11,7 +11,6 @@ larger than ``max_response`` is passed through as it comes, and its key released
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable, Callable, Collection, MutableMapping, Sequence
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -61,12 +60,7 @@ def incoming(scope: Scope) -> Incoming:
         scope["method"],
         scope.get("path", ""),
         scope.get("query_string", b"").decode("latin-1"),
-        Headers.lowered(
-            [
-                (k.decode("latin-1").lower(), v.decode("latin-1"))
-                for k, v in scope.get("headers", ())
-            ]
-        ),
+        Headers.of_bytes(scope.get("headers", ())),
         scope,
         path_bytes(scope),
     )
@@ -96,15 +90,21 @@ def bind_request_id(scope: Scope) -> str | None:
     return request_id
 
 
+def tagged(start: Message, value: bytes) -> Message:
+    """A response start with the request id set, unless the application set one."""
+    headers = list(start.get("headers", ()))
+    if any(k.lower() == _REQUEST_ID_BYTES for k, _ in headers):
+        return start
+    headers.append((_REQUEST_ID_BYTES, value))
+    return {**start, "headers": headers}
+
+
 def with_request_id(send: Send, request_id: str | bytes) -> Send:
     value = request_id if isinstance(request_id, bytes) else request_id.encode("latin-1")
 
     async def send_with_id(message: Message) -> None:
         if message["type"] == "http.response.start":
-            headers = list(message.get("headers", ()))
-            if not any(k.lower() == _REQUEST_ID_BYTES for k, _ in headers):
-                headers.append((_REQUEST_ID_BYTES, value))
-                message = {**message, "headers": headers}
+            message = tagged(message, value)
         await send(message)
 
     return send_with_id
@@ -154,43 +154,49 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
-def replaying(body: bytes, receive: Receive) -> Receive:
-    """A receive that hands the already-read body over once, then defers to the client."""
-    pending = True
-
-    async def receive_again() -> Message:
-        nonlocal pending
-        if pending:
-            pending = False
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return receive_again
-
-
 class Capture:
     """Runs the application and holds its response back until it is complete.
 
-    An event stream, or a body past ``limit`` bytes, switches to passing the response through
-    as it comes; the call then returns None so the key is released rather than half-stored.
+    The application reads the body already read (then the client's own messages). An event
+    stream, or a body past ``limit`` bytes, switches to passing the response through as it
+    comes; the call then returns None so the key is released rather than half-stored. Made
+    for every guarded request, so it is one object: what the application needs is made only
+    when it runs (a replay never does).
     """
 
     __slots__ = (
         "app",
+        "body",
         "chunks",
         "complete",
+        "downstream",
         "late_error",
         "limit",
         "passing",
+        "scope",
         "size",
         "start",
+        "tag",
         "upstream",
     )
 
-    def __init__(self, app: Callable[[Send], Awaitable[None]], upstream: Send, limit: int):
+    def __init__(
+        self,
+        app: ASGIApp,
+        scope: Scope,
+        body: bytes | None,
+        downstream: Receive,
+        upstream: Send,
+        limit: int,
+        tag: bytes | None = None,
+    ) -> None:
         self.app = app
+        self.scope = scope
+        self.body = body  # None once handed over
+        self.downstream = downstream
         self.upstream = upstream
         self.limit = limit
+        self.tag = tag  # the request id, for a response passed through
         self.start: Message | None = None
         self.chunks: list[bytes] = []
         self.size = 0
@@ -200,7 +206,7 @@ class Capture:
 
     async def __call__(self) -> Captured:
         try:
-            await self.app(self.send)
+            await self.app(self.scope, self.receive, self.send)
         except Exception as exc:
             if not self.complete or self.passing:
                 raise
@@ -212,10 +218,21 @@ class Capture:
         if self.start is None or not self.complete:
             raise RuntimeError("the application returned without a complete response")
         headers = tuple(
-            (k.decode("latin-1").lower(), v.decode("latin-1"))
-            for k, v in self.start.get("headers", ())
+            [
+                (k.decode("latin-1").lower(), v.decode("latin-1"))
+                for k, v in self.start.get("headers", ())
+            ]
         )
-        return StoredResponse(int(self.start["status"]), headers, b"".join(self.chunks))
+        chunks = self.chunks
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return StoredResponse(int(self.start["status"]), headers, body)
+
+    async def receive(self) -> Message:
+        body = self.body
+        if body is not None:
+            self.body = None
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await self.downstream()
 
     async def send(self, message: Message) -> None:
         if self.passing:
@@ -237,7 +254,7 @@ class Capture:
     async def _pass_through(self, more: bool | None) -> None:
         assert self.start is not None
         self.passing = True
-        await self.upstream(self.start)
+        await self.upstream(self.start if self.tag is None else tagged(self.start, self.tag))
         if more is not None:
             await self.upstream(
                 {"type": "http.response.body", "body": b"".join(self.chunks), "more_body": more}
@@ -269,12 +286,14 @@ async def guard_asgi(
     receive: Receive,
     send: Send,
     tag: bytes | None = None,
+    request: Incoming | None = None,
 ) -> None:
     """Run one HTTP request through the idempotency rules; shared with the FastAPI route.
 
-    ``tag``: the request id bound for this request, set on every response that has none (on
-    the responses sent from here directly, on the application's own through ``send``)."""
-    request = incoming(scope)
+    ``tag``: the request id bound for this request, set on every response that has none.
+    ``request``: ``incoming(scope)``, when the caller made it already."""
+    if request is None:
+        request = incoming(scope)
     plan = opts.plan(request)
     if plan is None:
         await app(scope, receive, send if tag is None else with_request_id(send, tag))
@@ -290,9 +309,7 @@ async def guard_asgi(
         await send_response(send, opts.too_large(), tag)
         return
     capturable(scope)
-    again = replaying(body, receive)
-    upstream = send if tag is None else with_request_id(send, tag)  # for a passed-through one
-    capture = Capture(functools.partial(app, scope, again), upstream, opts.max_response)
+    capture = Capture(app, scope, body, receive, send, opts.max_response, tag)
     reply = await arun(opts, plan, opts.fingerprint(request, body), capture)
     if reply.response is not None:
         await send_response(send, reply.response, tag)
@@ -354,13 +371,16 @@ class IdempotencyMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = bind_request_id(scope) if self.options.request_id else None
-        if request_id is None:  # not asked for, or an outer layer bound it
-            await guard_asgi(self.options, self.app, scope, receive, send)
+        request = incoming(scope)
+        if not self.options.request_id or SCOPE_REQUEST_ID in scope:  # an outer layer bound it
+            await guard_asgi(self.options, self.app, scope, receive, send, None, request)
             return
+        request_id = scope[SCOPE_REQUEST_ID] = accept_request_id(
+            request.headers.first(REQUEST_ID_HEADER)
+        )
         token = enter_request_id(request_id)
         try:
             tag = request_id.encode("latin-1")
-            await guard_asgi(self.options, self.app, scope, receive, send, tag)
+            await guard_asgi(self.options, self.app, scope, receive, send, tag, request)
         finally:
             leave_request_id(token)

@@ -84,17 +84,7 @@ class Headers:
     __slots__ = ("_joined", "_pairs")
 
     def __init__(self, pairs: Iterable[tuple[str, str]]) -> None:
-        self._set([(name.lower(), value) for name, value in pairs])
-
-    @classmethod
-    def lowered(cls, pairs: list[tuple[str, str]]) -> Headers:
-        """Headers from pairs whose names are lower-case already (the list is kept)."""
-        headers = cls.__new__(cls)
-        headers._set(pairs)
-        return headers
-
-    def _set(self, pairs: list[tuple[str, str]]) -> None:
-        self._pairs = pairs
+        self._pairs = pairs = [(name.lower(), value) for name, value in pairs]
         # Each request reads a few of them (the key, the type, the length): one pass here, a
         # lookup each, rather than a scan of every field per read.
         joined = dict(pairs)
@@ -104,14 +94,58 @@ class Headers:
                 joined[name] = f"{joined[name]}, {value}" if name in joined else value
         self._joined = joined
 
+    @classmethod
+    def of_bytes(cls, raw: Iterable[tuple[bytes, bytes]]) -> Headers:
+        """Headers from a server's (name, value) bytes, as ASGI has them; each is decoded as
+        latin-1 when it is read."""
+        pairs = raw if isinstance(raw, list) else list(raw)
+        joined = dict(pairs)
+        # One lower-case name per field, as ASGI servers send them: values are looked up as
+        # bytes and decoded when read. Anything else (a repeated field, a name with upper-case
+        # letters) takes the general path.
+        if len(joined) == len(pairs) and b"".join(joined).islower():
+            return _BytesHeaders(pairs, joined)
+        return cls([(k.decode("latin-1"), v.decode("latin-1")) for k, v in pairs])
+
     def get(self, name: str, default: str | None = None) -> str | None:
         return self._joined.get(name.lower(), default)
+
+    def first(self, name: str) -> str | None:
+        """The first field's value alone, where ``get`` joins a repeated field's values."""
+        name = name.lower()
+        return next((v for n, v in self._pairs if n == name), None)
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         return iter(self._pairs)
 
 
-@dataclass(frozen=True, slots=True)
+class _BytesHeaders(Headers):
+    """Headers.of_bytes's: the server's own list and a dict of it, each value decoded on read."""
+
+    __slots__ = ("_bytes", "_raw")
+
+    def __init__(self, raw: list[tuple[bytes, bytes]], joined: dict[bytes, bytes]) -> None:
+        self._raw = raw
+        self._bytes = joined
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        try:
+            value = self._bytes.get(name.lower().encode("latin-1"))
+        except UnicodeEncodeError:  # no field has such a name
+            return default
+        return default if value is None else value.decode("latin-1")
+
+    def first(self, name: str) -> str | None:
+        return self.get(name)  # one field per name
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter([(k.decode("latin-1"), v.decode("latin-1")) for k, v in self._raw])
+
+
+# The per-request value types here and in mideng.http.exchange are slotted, not frozen: a frozen
+# dataclass sets each field through object.__setattr__, four times the cost of a plain one, and
+# a request makes several. Treat them as read-only; they hash by value as the frozen ones did.
+@dataclass(slots=True, unsafe_hash=True)
 class Incoming:
     """A request as the core sees it; ``raw`` is the framework's own object for callables.
 
@@ -130,7 +164,7 @@ class Incoming:
 Principal = Callable[[Incoming], "str | None"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class StoredResponse:
     """What a replay sends back: status, headers and body exactly as first produced."""
 
@@ -143,11 +177,11 @@ class StoredResponse:
 
     def with_headers(self, extra: Sequence[tuple[str, str]]) -> StoredResponse:
         names = {n for n, _ in extra}
-        kept = tuple((n, v) for n, v in self.headers if n not in names)
+        kept = tuple([h for h in self.headers if h[0] not in names])
         return StoredResponse(self.status, kept + tuple(extra), self.body)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class RecordKey:
     """The record one request maps to: the principal's scope and the Idempotency-Key."""
 
@@ -231,7 +265,10 @@ class HttpOptions:
     _anonymous: str = field(init=False, repr=False)  # the scope of requests without a principal
     # (the Guard's policy for scope_prefix, the HTTP policy made from it): rebuilt only when
     # the Guard's policy object changes, i.e. after configure_scope().
-    _policy: list[Policy] = field(init=False, repr=False, compare=False)
+    # The retention header made from that policy's ttl rides along.
+    _policy: list[tuple[Policy, Policy, tuple[tuple[str, str], ...]]] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.guard, Guard):
@@ -275,15 +312,17 @@ class HttpOptions:
         failures always release, results are JSON, in-progress is this layer's choice."""
         base = self.guard.policy(self.scope_prefix)
         cached = self._policy
-        if cached and cached[0] is base:
-            return cached[1]
+        if cached and cached[0][0] is base:
+            return cached[0][1]
         extra: dict[str, Any] = {}
         if self.wait_timeout is not None:
             extra["wait_timeout"] = self.wait_timeout
         policy = base.merged(
             on_error="release", codec="json", in_progress=self.in_progress, **extra
         )
-        self._policy[:] = [base, policy]
+        ttl = policy.ttl
+        retention = () if ttl is None else ((RETENTION_HEADER, str(int(ttl))),)
+        self._policy[:] = [(base, policy, retention)]
         return policy
 
     # -- deciding --------------------------------------------------------------------------
@@ -393,5 +432,6 @@ class HttpOptions:
         return self.problem(p.REPLAY_UNAVAILABLE, "send the request again with a new key")
 
     def retention(self) -> tuple[tuple[str, str], ...]:
-        ttl = self.policy().ttl
-        return () if ttl is None else ((RETENTION_HEADER, str(int(ttl))),)
+        """The Idempotency-Retention header of a stored response (none without a ttl)."""
+        self.policy()  # made (or remade, after configure_scope) with the policy it advertises
+        return self._policy[0][2]

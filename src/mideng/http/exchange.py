@@ -30,7 +30,7 @@ from mideng.http.core import (
 from mideng.observability import logs, watch
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made on every request (see mideng.http.core.Incoming)
 class Reply:
     """What to send. ``own``: the application's own response (an integration holding the
     native response object sends that, plus ``added``); ``response`` None: it went out already."""
