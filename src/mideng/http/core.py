@@ -32,12 +32,14 @@ from mideng.errors import (
 from mideng.guard import Guard
 from mideng.http import problem as p
 from mideng.http.identity import (
+    NO_HEADERS,
     Form,
     body_digest,
+    canonical,
     exact,
-    fingerprint,
     path_form,
     principal_scope,
+    request_fingerprint,
 )
 from mideng.http.sfv import SFVError, Token, parse_item
 
@@ -394,7 +396,15 @@ class HttpOptions:
 
     def fingerprint(self, request: Incoming, body: bytes) -> str:
         """The Guard's fingerprint of ``payload(request, body)``, made here (the same digest)."""
-        return fingerprint(self.payload(request, body))
+        headers = request.headers
+        chosen = self.fingerprint_headers
+        return request_fingerprint(
+            exact(request.method.upper()),
+            path_form(request.path, request.path_bytes),
+            exact(request.query),
+            body_digest(headers.get("content-type"), body),
+            canonical({h: _header(headers.get(h)) for h in chosen}) if chosen else NO_HEADERS,
+        )
 
     # -- answering -------------------------------------------------------------------------
     def problem(

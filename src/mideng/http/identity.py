@@ -128,7 +128,7 @@ def _make_canonical() -> Callable[[Any], str]:
     return lambda value: "".join(chunks(value, 0))
 
 
-_canonical = _make_canonical()
+canonical = _make_canonical()
 
 
 def _reject_constant(name: str) -> Any:
@@ -170,7 +170,7 @@ def body_digest(content_type: str | None, body: bytes) -> str:
     if body and _is_json(content_type):
         try:
             doc = _parse_json(body)
-            return "json:" + hashlib.sha256(_canonical(doc).encode("utf-8")).hexdigest()
+            return "json:" + hashlib.sha256(canonical(doc).encode("utf-8")).hexdigest()
         except (ValueError, TypeError, RecursionError):
             # Not valid JSON after all (or text UTF-8 can't carry, a UnicodeEncodeError): the
             # raw bytes are the payload.
@@ -178,8 +178,26 @@ def body_digest(content_type: str | None, body: bytes) -> str:
     return "raw:" + hashlib.sha256(body).hexdigest()
 
 
-def fingerprint(payload: dict[str, Any]) -> str:
-    """The Guard's fingerprint of a request's payload (``mideng.core.canonical.fingerprint``:
-    sha256 of its canonical JSON), for a payload of text and forms, which is plain JSON already:
-    the same digest without the walk that makes any value plain first."""
-    return hashlib.sha256(_canonical(payload).encode("utf-8")).hexdigest()
+# A JSON string as the canonical spelling writes it (ensure_ascii off): the C function itself.
+_string: Callable[[str], str] = json.encoder.encode_basestring
+
+
+def _form(value: Form) -> str:
+    return _string(value) if type(value) is str else canonical(value)
+
+
+def request_fingerprint(method: Form, path: Form, query: Form, body: str, headers: str) -> str:
+    """The Guard's fingerprint (``mideng.core.canonical.fingerprint``: sha256 of the canonical
+    JSON) of the payload {"method", "path", "query", "body", "headers"}, spelled here key by key
+    in the canonical order (sorted keys, no spaces) rather than by a walk over a dict: ``body``
+    is a body digest (plain ASCII), ``headers`` the canonical spelling of the chosen headers'
+    forms."""
+    text = (
+        f'{{"body":"{body}","headers":{headers},"method":{_form(method)},'
+        f'"path":{_form(path)},"query":{_form(query)}}}'
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+#: The ``headers`` of ``request_fingerprint`` when no header is fingerprinted.
+NO_HEADERS = canonical({})
