@@ -66,10 +66,21 @@ def incoming(scope: Scope) -> Incoming:
     )
 
 
-async def send_response(send: Send, response: StoredResponse, tag: bytes | None = None) -> None:
-    """Send ``response``; ``tag``: the request id, set unless the response carries one."""
-    headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in response.headers]
-    if tag is not None and not any(n == REQUEST_ID_HEADER for n, _ in response.headers):
+async def send_response(
+    send: Send,
+    response: StoredResponse,
+    tag: bytes | None = None,
+    added: tuple[tuple[str, str], ...] = (),
+) -> None:
+    """Send ``response`` with the headers ``added`` set; ``tag``: the request id, set unless
+    the response carries one."""
+    pairs: Sequence[tuple[str, str]] = response.headers
+    if added:
+        names = {n for n, _ in added}
+        pairs = [h for h in pairs if h[0] not in names]
+        pairs += added
+    headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in pairs]
+    if tag is not None and not any(n == REQUEST_ID_HEADER for n, _ in pairs):
         headers.append((_REQUEST_ID_BYTES, tag))
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
     await send({"type": "http.response.body", "body": response.body, "more_body": False})
@@ -312,7 +323,7 @@ async def guard_asgi(
     capture = Capture(app, scope, body, receive, send, opts.max_response, tag)
     reply = await arun(opts, plan, opts.fingerprint(request, body), capture)
     if reply.response is not None:
-        await send_response(send, reply.response, tag)
+        await send_response(send, reply.response, tag, reply.added)
     if capture.late_error is not None:
         raise capture.late_error
 

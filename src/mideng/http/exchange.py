@@ -23,6 +23,7 @@ from mideng.errors import CodecError, IdempotencyError
 from mideng.http.core import (
     NOT_REPLAYED,
     REPLAYED_HEADER,
+    RETENTION_HEADER,
     HttpOptions,
     RecordKey,
     StoredResponse,
@@ -32,8 +33,9 @@ from mideng.observability import logs, watch
 
 @dataclass(slots=True)  # not frozen: made on every request (see mideng.http.core.Incoming)
 class Reply:
-    """What to send. ``own``: the application's own response (an integration holding the
-    native response object sends that, plus ``added``); ``response`` None: it went out already."""
+    """What to send. ``own``: the application's own response, to be sent with the headers
+    ``added`` set (an integration holding the native response object sends that);
+    ``response`` None: it went out already."""
 
     response: StoredResponse | None
     own: bool = False
@@ -90,9 +92,54 @@ def from_stored(plain: Any) -> StoredResponse:
 
 def replayed(stored: StoredResponse, opts: HttpOptions) -> StoredResponse:
     extra = [(REPLAYED_HEADER, "true"), *opts.retention()]
-    if stored.status not in (204, 304) and stored.status >= 200:
+    if _has_length(stored.status):
         extra.append(("content-length", str(len(stored.body))))
     return stored.with_headers(extra)
+
+
+def _has_length(status: int) -> bool:
+    return status not in (204, 304) and status >= 200
+
+
+_REPLAYED = (REPLAYED_HEADER, "true")
+# The names ``replayed`` sets, by (a retention header?, a content-length?): a stored field of
+# the same name gives way to them.
+_SET_ON_REPLAY = {
+    (retention, length): frozenset(
+        {REPLAYED_HEADER}
+        | ({RETENTION_HEADER} if retention else set())
+        | ({"content-length"} if length else set())
+    )
+    for retention in (False, True)
+    for length in (False, True)
+}
+
+
+def replay_of(plain: Any, opts: HttpOptions) -> StoredResponse:
+    """``replayed(from_stored(plain), opts)``, in one pass over the stored headers."""
+    if type(plain) is not dict:
+        return replayed(from_stored(plain), opts)
+    retention = opts.retention()
+    try:
+        status, listed, body = plain["status"], plain["headers"], plain["body"]
+        if type(status) is not int or type(listed) is not list or type(body) is not str:
+            raise TypeError("status, headers or body of the wrong type")
+        length = _has_length(status)
+        dropped = _SET_ON_REPLAY[bool(retention), length]
+        headers = [(n, v) for n, v in listed]  # two items each, else a ValueError
+        for n, v in headers:
+            if type(n) is not str or type(v) is not str:
+                raise TypeError("a header that is not two strings")
+        raw = binascii.a2b_base64(body)
+    except (TypeError, ValueError, KeyError) as exc:  # binascii.Error is a ValueError
+        raise CodecError(f"stored result is not a stored response: {exc}") from exc
+    if not dropped.isdisjoint([n for n, _ in headers]):
+        headers = [h for h in headers if h[0] not in dropped]
+    headers.append(_REPLAYED)
+    headers += retention
+    if length:
+        headers.append(("content-length", str(len(raw))))
+    return StoredResponse(status, tuple(headers), raw)
 
 
 Captured = StoredResponse | None  # None: too big or a stream; the app's own response went out
@@ -122,13 +169,11 @@ class Exchange:
         """What to send after the Guard returned ``stored`` (a stored form, or the plain data
         a replay decoded)."""
         if self.ran and self.original is not None:
-            added = self.opts.retention()
-            return Reply(self.original.with_headers(added), own=True, added=added)
+            return Reply(self.original, own=True, added=self.opts.retention())
         try:
-            response = from_stored(stored)
+            return Reply(replay_of(stored, self.opts))
         except CodecError as exc:
             return Reply(self.opts.problem_for(exc))
-        return Reply(replayed(response, self.opts))
 
     def recover_or_raise(self, exc: Exception) -> Reply:
         """``recover``, re-raising ``exc`` where that says to (called in its ``except``)."""

@@ -250,4 +250,7 @@ class IdempotencyMiddleware:
             assert capture.passed is not None
             start_response(capture.status, capture.headers)
             return capture.passed
-        return respond(start_response, reply.response)
+        response = reply.response
+        return respond(
+            start_response, response.with_headers(reply.added) if reply.added else response
+        )
