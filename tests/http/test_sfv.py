@@ -6,7 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from mideng.http.core import body_digest, parse_key
+from mideng.http.core import parse_key
+from mideng.http.identity import body_digest
 from mideng.http.sfv import SFVError, Token, parse_item
 
 

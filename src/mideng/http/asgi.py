@@ -11,12 +11,11 @@ larger than ``max_response`` is passed through as it comes, and its key released
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable, Callable, Collection, MutableMapping, Sequence
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from mideng.context import request_id_scope
+from mideng.context import enter_request_id, leave_request_id, request_id_scope
 from mideng.guard import Guard
 from mideng.http.core import (
     DEFAULT_METHODS,
@@ -52,32 +51,38 @@ def path_bytes(scope: Scope) -> bytes:
     decoded, it is the bytes ``path`` was read from."""
     raw = scope.get("raw_path")
     if isinstance(raw, bytes):
-        return unquote_to_bytes(raw)
+        return unquote_to_bytes(raw) if b"%" in raw else raw
     return text_bytes(scope.get("path", ""))
 
 
 def incoming(scope: Scope) -> Incoming:
-    headers = Headers(
-        (k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", ())
-    )
     return Incoming(
         scope["method"],
         scope.get("path", ""),
         scope.get("query_string", b"").decode("latin-1"),
-        headers,
+        Headers.of_bytes(scope.get("headers", ())),
         scope,
         path_bytes(scope),
     )
 
 
-async def send_response(send: Send, response: StoredResponse) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": response.status,
-            "headers": [(n.encode("latin-1"), v.encode("latin-1")) for n, v in response.headers],
-        }
-    )
+async def send_response(
+    send: Send,
+    response: StoredResponse,
+    tag: bytes | None = None,
+    added: tuple[tuple[str, str], ...] = (),
+) -> None:
+    """Send ``response`` with the headers ``added`` set; ``tag``: the request id, set unless
+    the response carries one."""
+    pairs: Sequence[tuple[str, str]] = response.headers
+    if added:
+        names = {n for n, _ in added}
+        pairs = [h for h in pairs if h[0] not in names]
+        pairs += added
+    headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in pairs]
+    if tag is not None and not any(n == REQUEST_ID_HEADER for n, _ in pairs):
+        headers.append((_REQUEST_ID_BYTES, tag))
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
     await send({"type": "http.response.body", "body": response.body, "more_body": False})
 
 
@@ -86,28 +91,31 @@ def bind_request_id(scope: Scope) -> str | None:
     """The id this layer binds, or None when an outer layer already did."""
     if SCOPE_REQUEST_ID in scope:
         return None
-    header = next(
-        (
-            v.decode("latin-1")
-            for k, v in scope.get("headers", ())
-            if k.lower() == _REQUEST_ID_BYTES
-        ),
-        None,
-    )
+    header = None
+    for k, v in scope.get("headers", ()):
+        if k.lower() == _REQUEST_ID_BYTES:
+            header = v.decode("latin-1")
+            break
     request_id = accept_request_id(header)
     scope[SCOPE_REQUEST_ID] = request_id
     return request_id
 
 
-def with_request_id(send: Send, request_id: str) -> Send:
-    value = request_id.encode("latin-1")
+def tagged(start: Message, value: bytes) -> Message:
+    """A response start with the request id set, unless the application set one."""
+    headers = list(start.get("headers", ()))
+    if any(k.lower() == _REQUEST_ID_BYTES for k, _ in headers):
+        return start
+    headers.append((_REQUEST_ID_BYTES, value))
+    return {**start, "headers": headers}
+
+
+def with_request_id(send: Send, request_id: str | bytes) -> Send:
+    value = request_id if isinstance(request_id, bytes) else request_id.encode("latin-1")
 
     async def send_with_id(message: Message) -> None:
         if message["type"] == "http.response.start":
-            headers = list(message.get("headers", ()))
-            if not any(k.lower() == _REQUEST_ID_BYTES for k, _ in headers):
-                headers.append((_REQUEST_ID_BYTES, value))
-                message = {**message, "headers": headers}
+            message = tagged(message, value)
         await send(message)
 
     return send_with_id
@@ -157,43 +165,49 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
-def replaying(body: bytes, receive: Receive) -> Receive:
-    """A receive that hands the already-read body over once, then defers to the client."""
-    pending = True
-
-    async def receive_again() -> Message:
-        nonlocal pending
-        if pending:
-            pending = False
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return receive_again
-
-
 class Capture:
     """Runs the application and holds its response back until it is complete.
 
-    An event stream, or a body past ``limit`` bytes, switches to passing the response through
-    as it comes; the call then returns None so the key is released rather than half-stored.
+    The application reads the body already read (then the client's own messages). An event
+    stream, or a body past ``limit`` bytes, switches to passing the response through as it
+    comes; the call then returns None so the key is released rather than half-stored. Made
+    for every guarded request, so it is one object: what the application needs is made only
+    when it runs (a replay never does).
     """
 
     __slots__ = (
         "app",
+        "body",
         "chunks",
         "complete",
+        "downstream",
         "late_error",
         "limit",
         "passing",
+        "scope",
         "size",
         "start",
+        "tag",
         "upstream",
     )
 
-    def __init__(self, app: Callable[[Send], Awaitable[None]], upstream: Send, limit: int):
+    def __init__(
+        self,
+        app: ASGIApp,
+        scope: Scope,
+        body: bytes | None,
+        downstream: Receive,
+        upstream: Send,
+        limit: int,
+        tag: bytes | None = None,
+    ) -> None:
         self.app = app
+        self.scope = scope
+        self.body = body  # None once handed over
+        self.downstream = downstream
         self.upstream = upstream
         self.limit = limit
+        self.tag = tag  # the request id, for a response passed through
         self.start: Message | None = None
         self.chunks: list[bytes] = []
         self.size = 0
@@ -203,7 +217,7 @@ class Capture:
 
     async def __call__(self) -> Captured:
         try:
-            await self.app(self.send)
+            await self.app(self.scope, self.receive, self.send)
         except Exception as exc:
             if not self.complete or self.passing:
                 raise
@@ -215,10 +229,21 @@ class Capture:
         if self.start is None or not self.complete:
             raise RuntimeError("the application returned without a complete response")
         headers = tuple(
-            (k.decode("latin-1").lower(), v.decode("latin-1"))
-            for k, v in self.start.get("headers", ())
+            [
+                (k.decode("latin-1").lower(), v.decode("latin-1"))
+                for k, v in self.start.get("headers", ())
+            ]
         )
-        return StoredResponse(int(self.start["status"]), headers, b"".join(self.chunks))
+        chunks = self.chunks
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return StoredResponse(int(self.start["status"]), headers, body)
+
+    async def receive(self) -> Message:
+        body = self.body
+        if body is not None:
+            self.body = None
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await self.downstream()
 
     async def send(self, message: Message) -> None:
         if self.passing:
@@ -240,7 +265,7 @@ class Capture:
     async def _pass_through(self, more: bool | None) -> None:
         assert self.start is not None
         self.passing = True
-        await self.upstream(self.start)
+        await self.upstream(self.start if self.tag is None else tagged(self.start, self.tag))
         if more is not None:
             await self.upstream(
                 {"type": "http.response.body", "body": b"".join(self.chunks), "more_body": more}
@@ -266,30 +291,39 @@ def capturable(scope: Scope) -> None:
 
 # -- the idempotency middleware --------------------------------------------------------------
 async def guard_asgi(
-    opts: HttpOptions, app: ASGIApp, scope: Scope, receive: Receive, send: Send
+    opts: HttpOptions,
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    tag: bytes | None = None,
+    request: Incoming | None = None,
 ) -> None:
-    """Run one HTTP request through the idempotency rules; shared with the FastAPI route."""
-    request = incoming(scope)
+    """Run one HTTP request through the idempotency rules; shared with the FastAPI route.
+
+    ``tag``: the request id bound for this request, set on every response that has none.
+    ``request``: ``incoming(scope)``, when the caller made it already."""
+    if request is None:
+        request = incoming(scope)
     plan = opts.plan(request)
     if plan is None:
-        await app(scope, receive, send)
+        await app(scope, receive, send if tag is None else with_request_id(send, tag))
         return
     if isinstance(plan, StoredResponse):
-        await send_response(send, plan)
+        await send_response(send, plan, tag)
         return
     try:
         body = await read_body(receive, opts.max_body)
     except Disconnected:
         return
     if body is None:
-        await send_response(send, opts.too_large())
+        await send_response(send, opts.too_large(), tag)
         return
     capturable(scope)
-    again = replaying(body, receive)
-    capture = Capture(functools.partial(app, scope, again), send, opts.max_response)
-    reply = await arun(opts, plan, opts.payload(request, body), capture)
+    capture = Capture(app, scope, body, receive, send, opts.max_response, tag)
+    reply = await arun(opts, plan, opts.fingerprint(request, body), capture)
     if reply.response is not None:
-        await send_response(send, reply.response)
+        await send_response(send, reply.response, tag, reply.added)
     if capture.late_error is not None:
         raise capture.late_error
 
@@ -347,10 +381,17 @@ class IdempotencyMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
-        elif self.options.request_id:
-            await with_bound_id(self._guarded, scope, receive, send)
-        else:
-            await self._guarded(scope, receive, send)
-
-    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await guard_asgi(self.options, self.app, scope, receive, send)
+            return
+        request = incoming(scope)
+        if not self.options.request_id or SCOPE_REQUEST_ID in scope:  # an outer layer bound it
+            await guard_asgi(self.options, self.app, scope, receive, send, None, request)
+            return
+        request_id = scope[SCOPE_REQUEST_ID] = accept_request_id(
+            request.headers.first(REQUEST_ID_HEADER)
+        )
+        token = enter_request_id(request_id)
+        try:
+            tag = request_id.encode("latin-1")
+            await guard_asgi(self.options, self.app, scope, receive, send, tag, request)
+        finally:
+            leave_request_id(token)

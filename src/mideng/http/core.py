@@ -11,8 +11,6 @@ query + body (+ chosen headers).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +18,6 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from mideng.context import get_request_id
-from mideng.core.canonical import plain_canonical_bytes
 from mideng.core.keys import MAX_KEY_LENGTH, MAX_SCOPE_LENGTH, check_scope
 from mideng.core.policy import Policy
 from mideng.errors import (
@@ -34,7 +31,16 @@ from mideng.errors import (
 )
 from mideng.guard import Guard
 from mideng.http import problem as p
-from mideng.http.identity import Form, exact, path_form, principal_scope
+from mideng.http.identity import (
+    NO_HEADERS,
+    Form,
+    body_digest,
+    canonical,
+    exact,
+    path_form,
+    principal_scope,
+    request_fingerprint,
+)
 from mideng.http.sfv import SFVError, Token, parse_item
 
 KEY_HEADER = "idempotency-key"
@@ -80,22 +86,68 @@ class Headers:
     __slots__ = ("_joined", "_pairs")
 
     def __init__(self, pairs: Iterable[tuple[str, str]]) -> None:
-        self._pairs = [(name.lower(), value) for name, value in pairs]
+        self._pairs = pairs = [(name.lower(), value) for name, value in pairs]
         # Each request reads a few of them (the key, the type, the length): one pass here, a
         # lookup each, rather than a scan of every field per read.
-        joined: dict[str, str] = {}
-        for name, value in self._pairs:
-            joined[name] = f"{joined[name]}, {value}" if name in joined else value
+        joined = dict(pairs)
+        if len(joined) < len(pairs):  # a repeated field: join its values in order
+            joined = {}
+            for name, value in pairs:
+                joined[name] = f"{joined[name]}, {value}" if name in joined else value
         self._joined = joined
+
+    @classmethod
+    def of_bytes(cls, raw: Iterable[tuple[bytes, bytes]]) -> Headers:
+        """Headers from a server's (name, value) bytes, as ASGI has them; each is decoded as
+        latin-1 when it is read."""
+        pairs = raw if isinstance(raw, list) else list(raw)
+        joined = dict(pairs)
+        # One lower-case name per field, as ASGI servers send them: values are looked up as
+        # bytes and decoded when read. Anything else (a repeated field, a name with upper-case
+        # letters) takes the general path.
+        if len(joined) == len(pairs) and b"".join(joined).islower():
+            return _BytesHeaders(pairs, joined)
+        return cls([(k.decode("latin-1"), v.decode("latin-1")) for k, v in pairs])
 
     def get(self, name: str, default: str | None = None) -> str | None:
         return self._joined.get(name.lower(), default)
+
+    def first(self, name: str) -> str | None:
+        """The first field's value alone, where ``get`` joins a repeated field's values."""
+        name = name.lower()
+        return next((v for n, v in self._pairs if n == name), None)
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         return iter(self._pairs)
 
 
-@dataclass(frozen=True, slots=True)
+class _BytesHeaders(Headers):
+    """Headers.of_bytes's: the server's own list and a dict of it, each value decoded on read."""
+
+    __slots__ = ("_bytes", "_raw")
+
+    def __init__(self, raw: list[tuple[bytes, bytes]], joined: dict[bytes, bytes]) -> None:
+        self._raw = raw
+        self._bytes = joined
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        try:
+            value = self._bytes.get(name.lower().encode("latin-1"))
+        except UnicodeEncodeError:  # no field has such a name
+            return default
+        return default if value is None else value.decode("latin-1")
+
+    def first(self, name: str) -> str | None:
+        return self.get(name)  # one field per name
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter([(k.decode("latin-1"), v.decode("latin-1")) for k, v in self._raw])
+
+
+# The per-request value types here and in mideng.http.exchange are slotted, not frozen: a frozen
+# dataclass sets each field through object.__setattr__, four times the cost of a plain one, and
+# a request makes several. Treat them as read-only; they hash by value as the frozen ones did.
+@dataclass(slots=True, unsafe_hash=True)
 class Incoming:
     """A request as the core sees it; ``raw`` is the framework's own object for callables.
 
@@ -114,7 +166,7 @@ class Incoming:
 Principal = Callable[[Incoming], "str | None"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class StoredResponse:
     """What a replay sends back: status, headers and body exactly as first produced."""
 
@@ -127,11 +179,11 @@ class StoredResponse:
 
     def with_headers(self, extra: Sequence[tuple[str, str]]) -> StoredResponse:
         names = {n for n, _ in extra}
-        kept = tuple((n, v) for n, v in self.headers if n not in names)
+        kept = tuple([h for h in self.headers if h[0] not in names])
         return StoredResponse(self.status, kept + tuple(extra), self.body)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class RecordKey:
     """The record one request maps to: the principal's scope and the Idempotency-Key."""
 
@@ -188,30 +240,8 @@ def parse_key(value: str, *, lenient: bool = True) -> str | None:
     return key if 0 < len(key) <= MAX_KEY_LENGTH else None
 
 
-def _is_json(content_type: str | None) -> bool:
-    if not content_type:
-        return False
-    media = content_type.split(";", 1)[0].strip().lower()
-    return media == "application/json" or media.endswith("+json")
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _header(value: str | None) -> Form | None:
     return None if value is None else exact(value)
-
-
-def body_digest(content_type: str | None, body: bytes) -> str:
-    """A JSON body hashes by its canonical form (key order and whitespace don't matter)."""
-    if body and _is_json(content_type):
-        try:
-            doc = json.loads(body, parse_constant=_reject_constant)
-            return "json:" + hashlib.sha256(plain_canonical_bytes(doc)).hexdigest()
-        except (ValueError, TypeError, RecursionError):
-            pass  # not valid JSON after all: the raw bytes are the payload
-    return "raw:" + hashlib.sha256(body).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -234,9 +264,13 @@ class HttpOptions:
     problem_base: str = p.PROBLEM_BASE
     request_id: bool = True
     _methods: frozenset[str] = field(init=False, repr=False)
+    _anonymous: str = field(init=False, repr=False)  # the scope of requests without a principal
     # (the Guard's policy for scope_prefix, the HTTP policy made from it): rebuilt only when
     # the Guard's policy object changes, i.e. after configure_scope().
-    _policy: list[Policy] = field(init=False, repr=False, compare=False)
+    # The retention header made from that policy's ttl rides along.
+    _policy: list[tuple[Policy, Policy, tuple[tuple[str, str], ...]]] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.guard, Guard):
@@ -261,6 +295,7 @@ class HttpOptions:
         except InvalidKeyError as exc:
             raise ConfigurationError(f"scope_prefix {self.scope_prefix!r}: {exc}") from None
         object.__setattr__(self, "_methods", frozenset(m.upper() for m in self.methods))
+        object.__setattr__(self, "_anonymous", principal_scope(self.scope_prefix, None))
         object.__setattr__(self, "_policy", [])
         object.__setattr__(
             self, "fingerprint_headers", tuple(h.lower() for h in self.fingerprint_headers)
@@ -279,21 +314,25 @@ class HttpOptions:
         failures always release, results are JSON, in-progress is this layer's choice."""
         base = self.guard.policy(self.scope_prefix)
         cached = self._policy
-        if cached and cached[0] is base:
-            return cached[1]
+        if cached and cached[0][0] is base:
+            return cached[0][1]
         extra: dict[str, Any] = {}
         if self.wait_timeout is not None:
             extra["wait_timeout"] = self.wait_timeout
         policy = base.merged(
             on_error="release", codec="json", in_progress=self.in_progress, **extra
         )
-        self._policy[:] = [base, policy]
+        ttl = policy.ttl
+        retention = () if ttl is None else ((RETENTION_HEADER, str(int(ttl))),)
+        self._policy[:] = [(base, policy, retention)]
         return policy
 
     # -- deciding --------------------------------------------------------------------------
     def plan(self, request: Incoming) -> RecordKey | StoredResponse | None:
         """None: not guarded (pass through). A response: refuse now. A target: guard it."""
-        route = next((r for r in self.routes if r.matches(request.path)), None)
+        route = (
+            next((r for r in self.routes if r.matches(request.path)), None) if self.routes else None
+        )
         if route is not None and not route.guarded:
             return None
         methods = (
@@ -301,7 +340,8 @@ class HttpOptions:
             if route is None or route.methods is None
             else {m.upper() for m in route.methods}
         )
-        if request.method.upper() not in methods:
+        method = request.method
+        if method not in methods and method.upper() not in methods:
             return None
         required = self.required if route is None or route.required is None else route.required
         value = request.headers.get(KEY_HEADER)
@@ -325,8 +365,9 @@ class HttpOptions:
         return RecordKey(self.scope_for(request), key)
 
     def scope_for(self, request: Incoming) -> str:
-        who = self.principal(request) if self.principal is not None else None
-        return principal_scope(self.scope_prefix, who)
+        if self.principal is None:
+            return self._anonymous
+        return principal_scope(self.scope_prefix, self.principal(request))
 
     def declared_too_large(self, headers: Headers) -> bool:
         declared = headers.get("content-length")
@@ -344,6 +385,7 @@ class HttpOptions:
         )
 
     def payload(self, request: Incoming, body: bytes) -> dict[str, Any]:
+        """What a request is fingerprinted by: method, path, query, body, chosen headers."""
         return {
             "method": exact(request.method.upper()),
             "path": path_form(request.path, request.path_bytes),
@@ -351,6 +393,18 @@ class HttpOptions:
             "body": body_digest(request.headers.get("content-type"), body),
             "headers": {h: _header(request.headers.get(h)) for h in self.fingerprint_headers},
         }
+
+    def fingerprint(self, request: Incoming, body: bytes) -> str:
+        """The Guard's fingerprint of ``payload(request, body)``, made here (the same digest)."""
+        headers = request.headers
+        chosen = self.fingerprint_headers
+        return request_fingerprint(
+            exact(request.method.upper()),
+            path_form(request.path, request.path_bytes),
+            exact(request.query),
+            body_digest(headers.get("content-type"), body),
+            canonical({h: _header(headers.get(h)) for h in chosen}) if chosen else NO_HEADERS,
+        )
 
     # -- answering -------------------------------------------------------------------------
     def problem(
@@ -388,5 +442,6 @@ class HttpOptions:
         return self.problem(p.REPLAY_UNAVAILABLE, "send the request again with a new key")
 
     def retention(self) -> tuple[tuple[str, str], ...]:
-        ttl = self.policy().ttl
-        return () if ttl is None else ((RETENTION_HEADER, str(int(ttl))),)
+        """The Idempotency-Retention header of a stored response (none without a ttl)."""
+        self.policy()  # made (or remade, after configure_scope) with the policy it advertises
+        return self._policy[0][2]

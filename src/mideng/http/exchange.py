@@ -5,18 +5,25 @@ which runs the application and returns its captured response. A response that ma
 is the body's result; any other makes the body raise ``NotStored``, so the Guard releases the
 claim, and carries what the client gets instead. The module-level bodies keep the Guard's
 per-function cache to two entries however many requests pass.
+
+The body's result is the response's stored form, plain JSON data (``stored_form``): the JSON
+codec writes it in one C call, and a replay gets it back as the C scanner reads it, checked and
+rebuilt here (``from_stored``) rather than by the codec's walk over a declared type. The bytes
+are those a ``StoredResponse`` is stored as, so records of either kind replay alike.
 """
 
 from __future__ import annotations
 
+import binascii
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mideng.errors import IdempotencyError
+from mideng.errors import CodecError, IdempotencyError
 from mideng.http.core import (
     NOT_REPLAYED,
     REPLAYED_HEADER,
+    RETENTION_HEADER,
     HttpOptions,
     RecordKey,
     StoredResponse,
@@ -24,10 +31,11 @@ from mideng.http.core import (
 from mideng.observability import logs, watch
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made on every request (see mideng.http.core.Incoming)
 class Reply:
-    """What to send. ``own``: the application's own response (an integration holding the
-    native response object sends that, plus ``added``); ``response`` None: it went out already."""
+    """What to send. ``own``: the application's own response, to be sent with the headers
+    ``added`` set (an integration holding the native response object sends that);
+    ``response`` None: it went out already."""
 
     response: StoredResponse | None
     own: bool = False
@@ -42,21 +50,96 @@ class NotStored(Exception):
         self.reply = reply
 
 
+def storable_headers(headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The headers a replay repeats: no hop-by-hop field (nor one ``connection`` names), no
+    field written fresh for every response."""
+    kept = tuple(h for h in headers if h[0] not in NOT_REPLAYED)
+    if len(kept) == len(headers) or not any(n == "connection" for n, _ in headers):
+        return kept
+    named = {t.strip().lower() for n, v in headers if n == "connection" for t in v.split(",")}
+    return tuple(h for h in kept if h[0] not in named)
+
+
 def storable(response: StoredResponse) -> StoredResponse:
-    connection = {
-        t.strip().lower() for n, v in response.headers if n == "connection" for t in v.split(",")
+    return StoredResponse(response.status, storable_headers(response.headers), response.body)
+
+
+def stored_form(response: StoredResponse) -> dict[str, Any]:
+    """What is stored for a response: the JSON codec's spelling of ``storable(response)``
+    (fields in order, the body in base64), as plain data the C encoder writes by itself."""
+    return {
+        "status": response.status,
+        "headers": storable_headers(response.headers),
+        "body": binascii.b2a_base64(response.body, newline=False).decode("ascii"),
     }
-    headers = tuple(
-        (n, v) for n, v in response.headers if n not in NOT_REPLAYED and n not in connection
-    )
-    return StoredResponse(response.status, headers, response.body)
+
+
+def from_stored(plain: Any) -> StoredResponse:
+    """The response a record holds, from its decoded JSON; CodecError when it isn't one."""
+    if type(plain) is StoredResponse:  # a codec that rebuilds objects (pickle) made it
+        return plain
+    try:
+        status, listed, body = plain["status"], plain["headers"], plain["body"]
+        if type(status) is not int or type(listed) is not list or type(body) is not str:
+            raise TypeError("status, headers or body of the wrong type")
+        headers = tuple((n, v) for n, v in listed)  # two items each, else a ValueError
+        if not all(type(n) is str and type(v) is str for n, v in headers):
+            raise TypeError("a header that is not two strings")
+        return StoredResponse(status, headers, binascii.a2b_base64(body))
+    except (TypeError, ValueError, KeyError) as exc:  # binascii.Error is a ValueError
+        raise CodecError(f"stored result is not a stored response: {exc}") from exc
 
 
 def replayed(stored: StoredResponse, opts: HttpOptions) -> StoredResponse:
     extra = [(REPLAYED_HEADER, "true"), *opts.retention()]
-    if stored.status not in (204, 304) and stored.status >= 200:
+    if _has_length(stored.status):
         extra.append(("content-length", str(len(stored.body))))
     return stored.with_headers(extra)
+
+
+def _has_length(status: int) -> bool:
+    return status not in (204, 304) and status >= 200
+
+
+_REPLAYED = (REPLAYED_HEADER, "true")
+# The names ``replayed`` sets, by (a retention header?, a content-length?): a stored field of
+# the same name gives way to them.
+_SET_ON_REPLAY = {
+    (retention, length): frozenset(
+        {REPLAYED_HEADER}
+        | ({RETENTION_HEADER} if retention else set())
+        | ({"content-length"} if length else set())
+    )
+    for retention in (False, True)
+    for length in (False, True)
+}
+
+
+def replay_of(plain: Any, opts: HttpOptions) -> StoredResponse:
+    """``replayed(from_stored(plain), opts)``, in one pass over the stored headers."""
+    if type(plain) is not dict:
+        return replayed(from_stored(plain), opts)
+    retention = opts.retention()
+    try:
+        status, listed, body = plain["status"], plain["headers"], plain["body"]
+        if type(status) is not int or type(listed) is not list or type(body) is not str:
+            raise TypeError("status, headers or body of the wrong type")
+        length = _has_length(status)
+        dropped = _SET_ON_REPLAY[bool(retention), length]
+        headers = [(n, v) for n, v in listed]  # two items each, else a ValueError
+        for n, v in headers:
+            if type(n) is not str or type(v) is not str:
+                raise TypeError("a header that is not two strings")
+        raw = binascii.a2b_base64(body)
+    except (TypeError, ValueError, KeyError) as exc:  # binascii.Error is a ValueError
+        raise CodecError(f"stored result is not a stored response: {exc}") from exc
+    if not dropped.isdisjoint([n for n, _ in headers]):
+        headers = [h for h in headers if h[0] not in dropped]
+    headers.append(_REPLAYED)
+    headers += retention
+    if length:
+        headers.append(("content-length", str(len(raw))))
+    return StoredResponse(status, tuple(headers), raw)
 
 
 Captured = StoredResponse | None  # None: too big or a stream; the app's own response went out
@@ -73,20 +156,24 @@ class Exchange:
         self.ran = False
         self.original: StoredResponse | None = None
 
-    def keep(self, captured: Captured) -> StoredResponse:
+    def keep(self, captured: Captured) -> dict[str, Any]:
         if captured is None:
             logs.response_unguarded(self.opts.max_response)
             raise NotStored(Reply(None, own=True))
         self.original = captured
         if not self.opts.store_status(captured.status):
             raise NotStored(Reply(captured, own=True))
-        return storable(captured)
+        return stored_form(captured)
 
-    def reply(self, stored: StoredResponse) -> Reply:
+    def reply(self, stored: Any) -> Reply:
+        """What to send after the Guard returned ``stored`` (a stored form, or the plain data
+        a replay decoded)."""
         if self.ran and self.original is not None:
-            added = self.opts.retention()
-            return Reply(self.original.with_headers(added), own=True, added=added)
-        return Reply(replayed(stored, self.opts))
+            return Reply(self.original, own=True, added=self.opts.retention())
+        try:
+            return Reply(replay_of(stored, self.opts))
+        except CodecError as exc:
+            return Reply(self.opts.problem_for(exc))
 
     def recover_or_raise(self, exc: Exception) -> Reply:
         """``recover``, re-raising ``exc`` where that says to (called in its ``except``)."""
@@ -119,12 +206,13 @@ def _sent(reply: Reply) -> Reply:
     return reply
 
 
-def _produce(exchange: Exchange) -> StoredResponse:
+# Declared Any, so a replay hands back the decoded JSON as it is (see from_stored).
+def _produce(exchange: Exchange) -> Any:
     exchange.ran = True
     return exchange.keep(exchange.downstream())
 
 
-async def _aproduce(exchange: Exchange) -> StoredResponse:
+async def _aproduce(exchange: Exchange) -> Any:
     exchange.ran = True
     return exchange.keep(await exchange.downstream())
 
@@ -132,13 +220,16 @@ async def _aproduce(exchange: Exchange) -> StoredResponse:
 # ``run`` and ``arun`` are the one loop that exists twice (a blocking and an awaited drive);
 # what they decide is the Exchange's: ``keep`` (what the app answered), ``reply`` (what to send
 # after the Guard), ``recover`` (what an exception out of the Guard means).
+# ``fingerprint`` is the Guard's fingerprint of the request's payload (HttpOptions.fingerprint):
+# the call is prepared without a payload and handed the digest, made in one pass over plain data.
 def run(
-    opts: HttpOptions, target: RecordKey, payload: Any, downstream: Callable[[], Captured]
+    opts: HttpOptions, target: RecordKey, fingerprint: str, downstream: Callable[[], Captured]
 ) -> Reply:
     exchange = Exchange(opts, downstream)
     guard = opts.guard
     try:
-        call = guard.prepare(target.scope, target.key, _produce, payload, opts.policy())
+        call = guard.prepare(target.scope, target.key, _produce, None, opts.policy())
+        call.fingerprint = fingerprint
         stored = guard.drive(call, _produce, (exchange,), {})
     except Exception as exc:
         return _sent(exchange.recover_or_raise(exc))
@@ -148,13 +239,14 @@ def run(
 async def arun(
     opts: HttpOptions,
     target: RecordKey,
-    payload: Any,
+    fingerprint: str,
     downstream: Callable[[], Awaitable[Captured]],
 ) -> Reply:
     exchange = Exchange(opts, downstream)
     guard = opts.guard
     try:
-        call = guard.prepare(target.scope, target.key, _aproduce, payload, opts.policy())
+        call = guard.prepare(target.scope, target.key, _aproduce, None, opts.policy())
+        call.fingerprint = fingerprint
         stored = await guard.adrive(call, _aproduce, (exchange,), {})
     except Exception as exc:
         return _sent(exchange.recover_or_raise(exc))

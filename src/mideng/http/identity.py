@@ -12,7 +12,10 @@ is can never carry.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from collections.abc import Callable
+from typing import Any
 
 from mideng.core.keys import MAX_SCOPE_LENGTH
 
@@ -90,3 +93,111 @@ def path_form(path: str, raw: bytes | None) -> Form:
         except UnicodeDecodeError:
             return _as_bytes(raw)
     return exact(path)
+
+
+# -- the fingerprint -------------------------------------------------------------------------
+# What ``mideng.core.canonical`` spells (sorted keys, no spaces, UTF-8, no NaN) for values that
+# are plain JSON already, as one C encoder built once: ``json.dumps`` with those options builds
+# an encoder object and a C encoder on every call, which is most of a small body's digest.
+
+
+def _unspellable(value: object) -> Any:
+    raise TypeError(f"cannot canonicalise a {type(value).__qualname__}")
+
+
+def _make_canonical() -> Callable[[Any], str]:
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator (PyPy): the encoder object does it all
+        encoder = json.JSONEncoder(
+            sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+        return encoder.encode
+    # No markers dict: one shared by threads would see a value two threads encode at once as
+    # circular. Plain data decoded from JSON or made here can't contain itself.
+    chunks = make(
+        None,
+        _unspellable,
+        json.encoder.c_encode_basestring,  # type: ignore[attr-defined]
+        None,
+        ":",
+        ",",
+        True,
+        False,
+        False,
+    )
+    return lambda value: "".join(chunks(value, 0))
+
+
+canonical = _make_canonical()
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# The C scanner behind json.loads, called directly: loads wraps it in an encoding sniff, a
+# decoder object per call (parse_constant) and two whitespace matches.
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(  # type: ignore[attr-defined]
+    parse_constant=_reject_constant
+).scan_once
+
+
+def _parse_json(body: bytes) -> Any:
+    """``json.loads(body, parse_constant=...)``, the common case without its wrapping."""
+    # json.loads reads bytes as UTF-8 unless they start with a BOM or a NUL in the first two
+    # bytes (UTF-16/32); an object or array that starts the body at once is UTF-8.
+    if len(body) >= 4 and body[0] in b"{[" and body[1]:
+        text = body.decode("utf-8", "surrogatepass")  # what json.loads decodes bytes with
+        try:
+            value, end = _SCAN(text, 0)
+        except StopIteration:
+            end = -1
+        if end == len(text):
+            return value
+    # Whitespace around the value, another encoding, or not JSON: loads decides, or says why.
+    return json.loads(body, parse_constant=_reject_constant)
+
+
+def _is_json(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+def body_digest(content_type: str | None, body: bytes) -> str:
+    """A JSON body hashes by its canonical form (key order and whitespace don't matter)."""
+    if body and _is_json(content_type):
+        try:
+            doc = _parse_json(body)
+            return "json:" + hashlib.sha256(canonical(doc).encode("utf-8")).hexdigest()
+        except (ValueError, TypeError, RecursionError):
+            # Not valid JSON after all (or text UTF-8 can't carry, a UnicodeEncodeError): the
+            # raw bytes are the payload.
+            pass
+    return "raw:" + hashlib.sha256(body).hexdigest()
+
+
+# A JSON string as the canonical spelling writes it (ensure_ascii off): the C function itself.
+_string: Callable[[str], str] = json.encoder.encode_basestring
+
+
+def _form(value: Form) -> str:
+    return _string(value) if type(value) is str else canonical(value)
+
+
+def request_fingerprint(method: Form, path: Form, query: Form, body: str, headers: str) -> str:
+    """The Guard's fingerprint (``mideng.core.canonical.fingerprint``: sha256 of the canonical
+    JSON) of the payload {"method", "path", "query", "body", "headers"}, spelled here key by key
+    in the canonical order (sorted keys, no spaces) rather than by a walk over a dict: ``body``
+    is a body digest (plain ASCII), ``headers`` the canonical spelling of the chosen headers'
+    forms."""
+    text = (
+        f'{{"body":"{body}","headers":{headers},"method":{_form(method)},'
+        f'"path":{_form(path)},"query":{_form(query)}}}'
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+#: The ``headers`` of ``request_fingerprint`` when no header is fingerprinted.
+NO_HEADERS = canonical({})

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
-import uuid
 from collections.abc import Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +52,12 @@ def valid_request_id(value: object) -> bool:
 
 
 def new_request_id() -> str:
-    return uuid.uuid4().hex
+    """A random UUID (version 4) in hex: what ``uuid.uuid4().hex`` gives, without building the
+    UUID object and its 128-bit integer (a third of the time, on every request without an id)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    return raw.hex()
 
 
 def accept_request_id(value: str | None) -> str:

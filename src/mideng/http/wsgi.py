@@ -244,10 +244,13 @@ class IdempotencyMiddleware:
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
         capture = Capture(self.app, environ, opts.max_response)
-        reply = run(opts, plan, opts.payload(request, body), capture)
+        reply = run(opts, plan, opts.fingerprint(request, body), capture)
         if reply.response is None:
             assert capture.status is not None
             assert capture.passed is not None
             start_response(capture.status, capture.headers)
             return capture.passed
-        return respond(start_response, reply.response)
+        response = reply.response
+        return respond(
+            start_response, response.with_headers(reply.added) if reply.added else response
+        )
