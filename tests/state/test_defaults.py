@@ -181,3 +181,26 @@ def test_a_value_given_to_an_update_wins_over_onupdate(db: Db, ledger: Table, si
     assert CALLS["stamp"] == before
     [row] = db.rows(ledger, order_no=key)
     assert (row["updated_at"], row["revisions"]) == (mine, 41)
+
+
+def test_shapes_with_and_without_the_column_given_are_kept_apart(
+    db: Db, ledger: Table, side: Side
+) -> None:
+    """The kept statement is per set of column names: setting ``updated_at`` one call and
+    leaving it to its onupdate the next must not reuse the other call's statement."""
+    key = _seeded(db, ledger)
+    where = {"order_no": key}
+    mine = datetime(1999, 1, 1, 0, 0, 0)
+    stamped = []
+    with using(side, "caller") as conn:
+        for version, values in enumerate(
+            [{"label": "a"}, {"label": "b", "updated_at": mine}, {"label": "c"}]
+        ):
+            before = CALLS["stamp"]
+            got = side.update_versioned(conn, ledger, where, values, version=version)
+            assert got == Applied(version + 1)
+            stamped.append(CALLS["stamp"] - before)
+    assert stamped == [1, 0, 1]
+    [row] = db.rows(ledger, order_no=key)
+    assert row["updated_at"] == EPOCH + timedelta(seconds=CALLS["stamp"])
+    assert (row["label"], row["version"], row["revisions"]) == ("c", 3, 3)
