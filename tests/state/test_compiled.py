@@ -47,7 +47,7 @@ STOCK = Table(
     Column("weight", Numeric(10, 2)),
     Column("grade", SQLEnum("A", "B", name="grade", native_enum=False)),
 )
-# A Python-side onupdate: SQLAlchemy computes its value on every execution.
+# A Python-side onupdate: computed by the primitive on every call, bound as ``u0``.
 TOUCHED = Table(
     "touched_compiled",
     metadata,
@@ -92,7 +92,12 @@ def test_statements_sqlalchemy_must_process_go_through_it() -> None:
     flow = StateMachine({"A": ["B"]}, column="grade")
     plan = flow._plan(STOCK, "sqlite", sqlite, "B", ("sku",), (), False)
     assert plan[0].update.driver is None
-    assert _shape(sqlite, table=TOUCHED).driver is None
+    # A Python-side onupdate is a bind of its own, given by the call (mideng.state.defaults):
+    # nothing is left for SQLAlchemy to compute, so the UPDATE still goes as the driver's SQL.
+    touched = _shape(sqlite, table=TOUCHED)
+    assert touched.driver is not None
+    assert touched.driver.count("?") == 4
+    assert touched.arguments({**WHERE, "u0": 1}) == (3, 1, "sku-1", 3)
     # A driver told each bind's type per execution (setinputsizes), which exec_driver_sql
     # would skip.
     told: Any = pysqlite.dialect(paramstyle="named")
@@ -223,8 +228,8 @@ def test_mysql_8s_insert_goes_as_the_drivers_sql_and_hands_back_its_id() -> None
             assert shape.insert.stamp
             values = {"order_no": key, "amount": 3}
             conn.begin()
-            made = drive(insert_once_op(shape, values), _execute, conn)
-            again = drive(insert_once_op(shape, values), _execute, conn)
+            made = drive(insert_once_op(shape, values, conn.dialect), _execute, conn)
+            again = drive(insert_once_op(shape, values, conn.dialect), _execute, conn)
             conn.commit()
             [stored] = conn.execute(orders.select().where(orders.c.order_no == key)).all()
     finally:

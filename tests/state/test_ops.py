@@ -84,7 +84,7 @@ def test_a_read_back_decides_duplicate_and_illegal() -> None:
 
 def _insert(kind: str, dialect: Any) -> Op[Any]:
     shape = insert_shape(ORDERS, kind, dialect, ("order_no", "status"), ("order_no",))
-    return ops.insert_once(shape, {"order_no": "o-1", "status": "NEW"})
+    return ops.insert_once(shape, {"order_no": "o-1", "status": "NEW"}, dialect)
 
 
 MARIADB: Any = mysql.dialect()

@@ -22,6 +22,7 @@ from typing import Any
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.state.compiled import Speech
+from mideng.state.defaults import fill
 from mideng.state.ops import APPLIED, conditional
 from mideng.state.primitives import checked_where
 from mideng.state.results import AlreadyThere, Applied, Conflict, Illegal, Missing
@@ -152,6 +153,8 @@ class StateMachine:
                 params.update(zip(shape.value_names, values.values(), strict=True))
             if versioned:
                 params["ver"] = version
+            if shape.filled:
+                fill(shape.filled, params, {self.column: base["to"], **(values or {})}, dialect)
             applied = Applied(version + 1) if version is not None else APPLIED
 
             def judge(row: Any) -> Any:

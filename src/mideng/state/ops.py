@@ -16,6 +16,7 @@ from mideng.db.statements import Op, Res, Stmt
 from mideng.errors import IdempotencyError
 from mideng.observability import logs
 from mideng.state.compiled import TableSql
+from mideng.state.defaults import fill
 from mideng.state.results import (
     Applied,
     Conflict,
@@ -42,11 +43,13 @@ def _duplicate_entry(exc: BaseException) -> bool:
     return bool(args) and args[0] == _DUP_ENTRY
 
 
-def insert_once(shape: InsertShape, values: Mapping[str, Any]) -> Op[Any]:
+def insert_once(shape: InsertShape, values: Mapping[str, Any], dialect: Any) -> Op[Any]:
     """Inserted(row) or Existing(row), never a duplicate-key error: PostgreSQL and SQLite skip
     the duplicate (ON CONFLICT DO NOTHING); on MySQL/MariaDB the plain INSERT's duplicate
-    error on this key is caught here (see statements.insert_shape)."""
+    error on this key is caught here (see statements.insert_shape). The table's Python-side
+    defaults are computed once, before the first statement: a retry sends the same row."""
     params = dict(zip(shape.names, values.values(), strict=True))
+    row = fill(shape.filled, params, values, dialect) if shape.filled else values
     for _ in range(RACES):
         failure: BaseException | None = None
         try:
@@ -56,7 +59,7 @@ def insert_once(shape: InsertShape, values: Mapping[str, Any]) -> Op[Any]:
                 raise
             failure = exc
         else:
-            made = _inserted(shape, values, res)
+            made = _inserted(shape, row, res)
             if made is not None:
                 return made
         key = zip(shape.key_names, (values[name] for name in shape.unique), strict=True)

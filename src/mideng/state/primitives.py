@@ -16,6 +16,7 @@ from typing import Any
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.state.compiled import Speech
+from mideng.state.defaults import fill
 from mideng.state.ops import APPLIED, conditional, moved_on, short_of
 from mideng.state.ops import insert_once as insert_once_op
 from mideng.state.results import Applied, Conflict, Existing, Inserted, Insufficient, Missing
@@ -62,7 +63,7 @@ def _insert(table: Any, values: Mapping[str, Any], unique: Any) -> Make[InsertAn
         shape = cached(table, cache_key) or keep(
             table, cache_key, insert_shape(table, spoken.kind, dialect, given, key)
         )
-        return insert_once_op(shape, values)
+        return insert_once_op(shape, values, dialect)
 
     return make
 
@@ -104,6 +105,8 @@ def _decrement(
         )
         params = dict(zip(shape.where_names, where.values(), strict=True))
         params["n"] = amount
+        if shape.filled:
+            fill(shape.filled, params, {}, dialect)
         return conditional(shape.update, shape.read, params, params, APPLIED, short_of(amount))
 
     return make
@@ -170,6 +173,8 @@ def _versioned(
         params = dict(zip(shape.where_names, where.values(), strict=True))
         params.update(zip(shape.value_names, values.values(), strict=True))
         params["ver"] = version
+        if shape.filled:
+            fill(shape.filled, params, values, dialect)
         return conditional(
             shape.update, shape.read, params, params, Applied(version + 1), moved_on(version)
         )

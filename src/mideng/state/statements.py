@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from mideng.db.dialect import is_mysql
 from mideng.errors import ConfigurationError
 from mideng.state.compiled import TableSql
+from mideng.state.defaults import Filled, insert_defaults, update_defaults
 
 try:
     from sqlalchemy import Table
@@ -136,6 +137,7 @@ class InsertShape(NamedTuple):
     unique: tuple[str, ...]
     returns: bool
     autoincrement: str | None
+    filled: tuple[Filled, ...]  # Python-side defaults of the columns not given, bound per call
 
 
 def insert_shape(
@@ -174,7 +176,8 @@ def insert_shape(
         # failed statement on InnoDB rolls back only itself: the caller's transaction and
         # everything it wrote before go on, so no savepoint is needed either.
         stmt = insert(table)
-    stmt = stmt.values(dict(zip(cols, values.binds, strict=True)))
+    defaults = insert_defaults(table, given, dialect)
+    stmt = stmt.values({**dict(zip(cols, values.binds, strict=True)), **defaults.values})
     returns = returns_rows(kind)
     picked = list(table.c)
     if returns:
@@ -183,13 +186,20 @@ def insert_shape(
     column = table.autoincrement_column
     return InsertShape(
         table.name,
-        TableSql(stmt, dialect, values.binds, picked if returns else (), stamp=not returns),
+        TableSql(
+            stmt,
+            dialect,
+            [*values.binds, *defaults.binds],
+            picked if returns else (),
+            stamp=not returns,
+        ),
         read(table, kind, dialect, key, picked),
         values.names,
         key.names,
         unique,
         returns,
         None if column is None else column.key,
+        defaults.filled,
     )
 
 
@@ -198,6 +208,7 @@ class UpdateShape(NamedTuple):
     read: TableSql  # the picked columns of the row, by ``where``
     where_names: tuple[str, ...]
     value_names: tuple[str, ...]
+    filled: tuple[Filled, ...]  # Python-side onupdate values of the columns not set, per call
 
 
 def update_shape(
@@ -222,12 +233,14 @@ def update_shape(
     clash = [c.key for c in sets if c in assigned]
     if clash:
         raise ConfigurationError(f"{table.name}: {clash} are set by the primitive itself")
-    stmt = update(table).where(*key.parts, *conds).values({**assigned, **sets})
+    defaults = update_defaults(table, [*assigned, *sets], dialect)
+    stmt = update(table).where(*key.parts, *conds).values({**assigned, **sets, **defaults.values})
     return UpdateShape(
-        TableSql(stmt, dialect, [*key.binds, *values.binds, *binds]),
+        TableSql(stmt, dialect, [*key.binds, *values.binds, *binds, *defaults.binds]),
         read(table, kind, dialect, key, picked),
         key.names,
         values.names,
+        defaults.filled,
     )
 
 
