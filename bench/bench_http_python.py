@@ -202,6 +202,19 @@ def child(case: str, calls: int) -> None:
         asgi_child(case, calls)
 
 
+def _shown(argv: list[str]) -> list[str]:
+    """The command's arguments without ``--out`` and its value, in either spelling."""
+    shown, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            shown.append(arg)
+    return shown
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=2000)
@@ -246,7 +259,7 @@ def main() -> None:
             "# HTTP middleware (instructions per request)",
             "",
             "Command: `.venv/bin/python bench/bench_http_python.py "
-            + " ".join(a for a in sys.argv[1:] if not a.startswith("--out"))
+            + " ".join(_shown(sys.argv[1:]))
             + "`",
             "",
             f"Python {platform.python_version()}, {platform.machine()}, valgrind callgrind; "
