@@ -15,8 +15,9 @@ from mideng import Guard
 from mideng.core.record import Record, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.http import asgi
-from mideng.http.core import Headers, HttpOptions, Incoming, Route, StoredResponse
+from mideng.http.core import HttpOptions, Incoming, Route, StoredResponse
 from mideng.http.exchange import replayed, storable
+from mideng.http.headers import Headers
 from mideng.stores.memory import MemoryStore
 
 

@@ -23,8 +23,9 @@ from mideng import Guard
 from mideng.core.canonical import fingerprint, plain_canonical_bytes
 from mideng.core.codec import JSON_CODEC
 from mideng.errors import CodecError
-from mideng.http.core import Headers, HttpOptions, Incoming, StoredResponse
+from mideng.http.core import HttpOptions, Incoming, StoredResponse
 from mideng.http.exchange import from_stored, replay_of, replayed, storable, stored_form
+from mideng.http.headers import Headers
 from mideng.http.identity import body_digest
 from mideng.stores.memory import MemoryStore
 

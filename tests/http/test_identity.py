@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from mideng import Guard
 from mideng.core.keys import MAX_SCOPE_LENGTH, check_scope
 from mideng.http import asgi, wsgi
-from mideng.http.core import Headers, HttpOptions, Incoming
+from mideng.http.core import HttpOptions, Incoming
 from mideng.http.flask import idempotent
+from mideng.http.headers import Headers
 from mideng.http.identity import principal_scope
 from mideng.stores.memory import MemoryStore
 from tests.http.http_serve import FRAMEWORKS, Served, serve

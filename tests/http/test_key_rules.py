@@ -7,8 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from mideng.http.core import Headers, Incoming
+from mideng.http.core import Incoming
 from mideng.http.debounce import DebounceGate, Debouncer
+from mideng.http.headers import Headers
 from mideng.stores.base import Store
 from tests.backends import Ctx, by_name
 from tests.services import need

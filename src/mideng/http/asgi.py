@@ -20,7 +20,6 @@ from mideng.guard import Guard
 from mideng.http.core import (
     DEFAULT_METHODS,
     REQUEST_ID_HEADER,
-    Headers,
     HttpOptions,
     Incoming,
     MiB,
@@ -30,6 +29,7 @@ from mideng.http.core import (
     storable_status,
 )
 from mideng.http.exchange import Captured, arun
+from mideng.http.headers import Headers
 from mideng.http.identity import text_bytes
 from mideng.http.problem import PROBLEM_BASE
 from mideng.http.request_id import accept_request_id

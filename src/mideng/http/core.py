@@ -12,7 +12,7 @@ query + body (+ chosen headers).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
@@ -31,6 +31,7 @@ from mideng.errors import (
 )
 from mideng.guard import Guard
 from mideng.http import problem as p
+from mideng.http.headers import Headers
 from mideng.http.identity import (
     NO_HEADERS,
     Form,
@@ -78,70 +79,6 @@ _PLAIN_STRING = re.compile(r'[ \t]*"([ !#-\[\]-~]*)"[ \t]*')
 # A bare key, accepted leniently: token characters plus what UUIDs, base64 and URL-ish keys
 # use; never a quote, comma, semicolon or space (those would start another item or field).
 _LENIENT_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z:/=@]+")
-
-
-class Headers:
-    """Request headers as (lower-case name, value); repeated fields join with ", "."""
-
-    __slots__ = ("_joined", "_pairs")
-
-    def __init__(self, pairs: Iterable[tuple[str, str]]) -> None:
-        self._pairs = pairs = [(name.lower(), value) for name, value in pairs]
-        # Each request reads a few of them (the key, the type, the length): one pass here, a
-        # lookup each, rather than a scan of every field per read.
-        joined = dict(pairs)
-        if len(joined) < len(pairs):  # a repeated field: join its values in order
-            joined = {}
-            for name, value in pairs:
-                joined[name] = f"{joined[name]}, {value}" if name in joined else value
-        self._joined = joined
-
-    @classmethod
-    def of_bytes(cls, raw: Iterable[tuple[bytes, bytes]]) -> Headers:
-        """Headers from a server's (name, value) bytes, as ASGI has them; each is decoded as
-        latin-1 when it is read."""
-        pairs = raw if isinstance(raw, list) else list(raw)
-        joined = dict(pairs)
-        # One lower-case name per field, as ASGI servers send them: values are looked up as
-        # bytes and decoded when read. Anything else (a repeated field, a name with upper-case
-        # letters) takes the general path.
-        if len(joined) == len(pairs) and b"".join(joined).islower():
-            return _BytesHeaders(pairs, joined)
-        return cls([(k.decode("latin-1"), v.decode("latin-1")) for k, v in pairs])
-
-    def get(self, name: str, default: str | None = None) -> str | None:
-        return self._joined.get(name.lower(), default)
-
-    def first(self, name: str) -> str | None:
-        """The first field's value alone, where ``get`` joins a repeated field's values."""
-        name = name.lower()
-        return next((v for n, v in self._pairs if n == name), None)
-
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        return iter(self._pairs)
-
-
-class _BytesHeaders(Headers):
-    """Headers.of_bytes's: the server's own list and a dict of it, each value decoded on read."""
-
-    __slots__ = ("_bytes", "_raw")
-
-    def __init__(self, raw: list[tuple[bytes, bytes]], joined: dict[bytes, bytes]) -> None:
-        self._raw = raw
-        self._bytes = joined
-
-    def get(self, name: str, default: str | None = None) -> str | None:
-        try:
-            value = self._bytes.get(name.lower().encode("latin-1"))
-        except UnicodeEncodeError:  # no field has such a name
-            return default
-        return default if value is None else value.decode("latin-1")
-
-    def first(self, name: str) -> str | None:
-        return self.get(name)  # one field per name
-
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        return iter([(k.decode("latin-1"), v.decode("latin-1")) for k, v in self._raw])
 
 
 # The per-request value types here and in mideng.http.exchange are slotted, not frozen: a frozen

@@ -31,9 +31,10 @@ from django.utils.module_loading import import_string
 from mideng.context import request_id_scope
 from mideng.guard import Guard
 from mideng.http import asgi, wsgi
-from mideng.http.core import REQUEST_ID_HEADER, Headers, HttpOptions, Incoming, StoredResponse
+from mideng.http.core import REQUEST_ID_HEADER, HttpOptions, Incoming, StoredResponse
 from mideng.http.debounce import DebounceGate, Debouncer
 from mideng.http.exchange import Captured, run
+from mideng.http.headers import Headers
 from mideng.http.resubmit import TOKEN_FIELD, TOKEN_HEADER, BizKey, TokenGate
 from mideng.http.wsgi import bind_request_id
 from mideng.tokens import TokenService

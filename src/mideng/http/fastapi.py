@@ -28,8 +28,9 @@ from fastapi.routing import APIRoute
 
 from mideng.guard import Guard
 from mideng.http.asgi import Receive, Scope, Send, guard_asgi, with_bound_id
-from mideng.http.core import Headers, HttpOptions, Incoming, StoredResponse
+from mideng.http.core import HttpOptions, Incoming, StoredResponse
 from mideng.http.debounce import DebounceGate, Debouncer
+from mideng.http.headers import Headers
 from mideng.http.resubmit import TOKEN_FIELD, TOKEN_HEADER, BizKey, TokenGate
 from mideng.tokens import TokenService
 

@@ -24,16 +24,10 @@ from flask import Response, current_app, request
 
 from mideng.context import request_id_scope
 from mideng.guard import Guard
-from mideng.http.core import (
-    REQUEST_ID_HEADER,
-    Headers,
-    HttpOptions,
-    Incoming,
-    RecordKey,
-    StoredResponse,
-)
+from mideng.http.core import REQUEST_ID_HEADER, HttpOptions, Incoming, RecordKey, StoredResponse
 from mideng.http.debounce import DebounceGate, Debouncer
 from mideng.http.exchange import Captured, run
+from mideng.http.headers import Headers
 from mideng.http.resubmit import TOKEN_FIELD, TOKEN_HEADER, BizKey, TokenGate
 from mideng.http.wsgi import bind_request_id, wsgi_bytes
 from mideng.tokens import TokenService

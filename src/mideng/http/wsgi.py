@@ -17,14 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from mideng.context import request_id_scope
 from mideng.guard import Guard
-from mideng.http.core import (
-    REQUEST_ID_HEADER,
-    Headers,
-    HttpOptions,
-    Incoming,
-    StoredResponse,
-)
+from mideng.http.core import REQUEST_ID_HEADER, HttpOptions, Incoming, StoredResponse
 from mideng.http.exchange import Captured, run
+from mideng.http.headers import Headers
 from mideng.http.identity import text_bytes
 from mideng.http.request_id import accept_request_id
 
