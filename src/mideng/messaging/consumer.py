@@ -212,7 +212,7 @@ class IdempotentConsumer:
             )
         except LeaseLostError as exc:
             _lapsed(call, exc)
-        except StoreUnavailableError as exc:
+        except Exception as exc:  # whatever failed, the run happened: it must not run again
             return kept(self, key, completion, exc)
         return verdict
 
@@ -238,7 +238,7 @@ class IdempotentConsumer:
                 ran.append((i, call, completion))
         try:
             answers = await complete_all(store, [c for _, _, c in ran])
-        except StoreUnavailableError as exc:
+        except Exception as exc:  # as in _handle: what ran is kept, never run again
             for i, call, completion in ran:
                 out[i] = kept(self, call.key, completion, exc)
             return

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from mideng.core.flow import Call
 from mideng.core.record import Ticket
-from mideng.errors import LeaseLostError, StoreUnavailableError
+from mideng.errors import LeaseLostError
 from mideng.guard.driver import Driver
 from mideng.messaging.batch import complete_all
 from mideng.messaging.outcome import RetryRules
@@ -73,7 +73,7 @@ async def write_kept(consumer: Consumer, keys: Sequence[str]) -> list[Verdict]:
     items = [(key, consumer.unwritten.take(key)) for key in keys]
     try:
         answers = await complete_all(consumer.guard.store, [c for _, c in items])
-    except StoreUnavailableError as exc:
+    except Exception as exc:  # down still, or failing otherwise: kept for the next copy
         return [kept(consumer, key, c, exc) for key, c in items]
     out: list[Verdict] = []
     for (key, completion), answer in zip(items, answers, strict=True):
@@ -93,16 +93,19 @@ async def _record_anew(
     store: Any = consumer.guard.store
     try:
         claim = await store.aclaim(consumer._prepare(key).request())
-        if not claim.acquired:
-            # Finished by another run, or held by one that took the lapsed lease over.
-            logs.consumer_claim_lost(consumer.scope, key, lost)
-            return Ack(ran=False)
-        ticket = Ticket.of(claim.record)
-        await store.acomplete(ticket, completion.result, completion.codec, completion.ttl)
-    except StoreUnavailableError as exc:
+    except Exception as exc:  # down again: kept for the next copy
         return kept(consumer, key, completion, exc)
+    if not claim.acquired:
+        # Finished by another run, or held by one that took the lapsed lease over.
+        logs.consumer_claim_lost(consumer.scope, key, lost)
+        return Ack(ran=False)
+    fresh = Completion(Ticket.of(claim.record), completion.result, completion.codec, completion.ttl)
+    try:
+        await store.acomplete(fresh.ticket, fresh.result, fresh.codec, fresh.ttl)
     except LeaseLostError as exc:
         logs.consumer_claim_lost(consumer.scope, key, exc)
         return Ack(ran=False)
+    except Exception as exc:  # down again: the fresh claim's completion is the one kept
+        return kept(consumer, key, fresh, exc)
     logs.consumer_completion_written(consumer.scope, key)
     return Ack(ran=False)
