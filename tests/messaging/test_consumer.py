@@ -285,9 +285,40 @@ def test_a_store_fault_sends_the_message_back(step: str) -> None:
     c = IdempotentConsumer(Guard(FlakyStore(step)), "stock", runs, retry_delay=0.05)
     verdict = run(c.handle(msg("order:1")))
     assert isinstance(verdict, Retry)
-    expected = "unavailable at claim" if step == "claim" else "record was not completed"
+    expected = "unavailable at claim" if step == "claim" else "the completion is kept"
     assert expected in verdict.reason
     assert runs.keys == ([] if step == "claim" else ["order:1"])
+    # Still down: the copy goes back again, and nothing runs a second time.
+    again = run(c.handle(msg("order:1")))
+    assert isinstance(again, Retry)
+    assert runs.keys == ([] if step == "claim" else ["order:1"])
+    # Back: a claim refused runs now; a run whose completion was refused is completed from
+    # what the consumer kept and acked without running again (before, the copy waited out
+    # the lease and then ran a second time).
+    c.guard.store.failing = ""  # type: ignore[attr-defined]
+    assert run(c.handle(msg("order:1"))) == Ack(ran=step == "claim")
+    assert runs.keys == ["order:1"]
+    assert run(c.handle(msg("order:1"))) == Ack(ran=False)
+    assert runs.keys == ["order:1"]
+    assert len(c.unwritten) == 0
+
+
+class BrokenDriverStore(MemoryStore):
+    """A store whose driver fails with an error it does not map to StoreUnavailableError."""
+
+    def claim(self, req: ClaimRequest) -> Any:
+        raise RuntimeError("driver state corrupted")
+
+
+def test_an_unmapped_store_error_sends_messages_back_instead_of_raising() -> None:
+    runs = Runs()
+    c = IdempotentConsumer(Guard(BrokenDriverStore()), "stock", runs, retry_delay=0.05)
+    one = run(c.handle(msg("order:1")))
+    batch = run(c.handle_batch([msg("order:2"), msg("order:3"), msg("order:2")]))
+    for verdict in [one, *batch]:
+        assert isinstance(verdict, Retry)
+        assert "RuntimeError: driver state corrupted" in verdict.reason
+    assert runs.keys == []
 
 
 def test_cancellation_releases_the_claim_so_the_redelivery_runs_at_once() -> None:

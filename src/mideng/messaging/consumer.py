@@ -8,7 +8,10 @@ the request id, claim the key, run the handler, complete the claim, and only the
 adapter to ack. A copy whose first run finished is acked without running; one whose key is held
 elsewhere goes back to the broker with a delay; a handler error keeps the claim with its
 attempt count and goes back with backoff, and is dead-lettered after ``max_attempts`` runs; a
-message without a usable key is dead-lettered with the reason, never run unguarded.
+message without a usable key is dead-lettered with the reason, never run unguarded. A store
+that is down never ends the adapter's loop: what it leaves undecided goes back with a delay,
+and a run whose completion it refused is kept and written when the message comes back
+(mideng.messaging.unwritten).
 
 With ``engine=`` (a SQLAlchemy Engine or AsyncEngine) the handler gets ``(message, conn)`` and
 its writes commit in the same transaction as the dedup record (mideng.messaging.transactional).
@@ -42,6 +45,7 @@ from mideng.messaging.message import Message
 from mideng.messaging.outcome import RetryRules, after_failure, standing
 from mideng.messaging.transactional import check as check_transactional
 from mideng.messaging.transactional import handle as handle_in_transaction
+from mideng.messaging.unwritten import Unwritten, kept, write_kept
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs, watch
 from mideng.stores.batch import Completion
@@ -102,6 +106,8 @@ class IdempotentConsumer:
         self.async_engine = engine is not None and hasattr(engine, "sync_engine")
         # What a completion stores (the codec's None), encoded once per codec.
         self._nothing: tuple[Any, bytes] = (None, b"")
+        # Runs whose completion the store refused, written when their message comes back.
+        self.unwritten = Unwritten()
         if engine is not None:
             check_transactional(self)
 
@@ -114,10 +120,13 @@ class IdempotentConsumer:
             except InvalidKeyError as exc:
                 verdict: Verdict = DeadLetter(str(exc))
             else:
-                if self.engine is not None:
-                    verdict = await handle_in_transaction(self, message, key)
-                else:
-                    verdict = await self._handle(message, key)
+                try:
+                    if self.engine is not None:
+                        verdict = await handle_in_transaction(self, message, key)
+                    else:
+                        verdict = await self._handle(message, key)
+                except Exception as exc:
+                    verdict = self._undecided(1, exc)
             return await self._settled(message, verdict)
 
     async def handle_batch(self, messages: Sequence[Message]) -> list[Verdict]:
@@ -126,11 +135,33 @@ class IdempotentConsumer:
         without running when it ran)."""
         if self.engine is not None:
             return [await self.handle(m) for m in messages]
+        try:
+            verdicts = await self._decide_batch(messages)
+        except Exception as exc:
+            verdicts = [self._undecided(len(messages), exc)] * len(messages)
+        done: list[Verdict] = []
+        for message, verdict in zip(messages, verdicts, strict=True):
+            final = verdict
+            if isinstance(verdict, DeadLetter):
+                with _scope(request_id_of(message)):
+                    final = await self._dead_lettered(message, verdict)
+            self._count(final)
+            done.append(final)
+        return done
+
+    def _undecided(self, count: int, exc: Exception) -> Verdict:
+        # Not a handler error (those have their rules) but a store or driver failure no rule
+        # named: the message comes back later, and consume goes on.
+        logs.consumer_undecided(self.scope, count, exc)
+        return Retry(self.rules.retry_delay, f"undecided: {type(exc).__name__}: {exc}")
+
+    async def _decide_batch(self, messages: Sequence[Message]) -> list[Verdict]:
         verdicts: list[Verdict | None] = [None] * len(messages)
         rids = [request_id_of(m) for m in messages]  # read once, entered where needed
         first: dict[str, int] = {}
         copies: dict[int, int] = {}
         calls: list[tuple[int, Call]] = []
+        held: list[tuple[int, str]] = []
         for i, message in enumerate(messages):
             with _scope(rids[i]):
                 try:
@@ -142,27 +173,31 @@ class IdempotentConsumer:
                     copies[i] = first[key]
                     continue
                 first[key] = i
-                calls.append((i, self._prepare(key)))
+                if key in self.unwritten:
+                    held.append((i, key))
+                else:
+                    calls.append((i, self._prepare(key)))
+        if held:
+            answers = await write_kept(self, [key for _, key in held])
+            for (i, _), answer in zip(held, answers, strict=True):
+                verdicts[i] = answer
         await self._run_batch(messages, rids, calls, verdicts)
         for i, of in copies.items():
             v = verdicts[of]
             verdicts[i] = Ack(ran=False) if isinstance(v, Ack) else v
-        done: list[Verdict] = []
-        for i, verdict in enumerate(verdicts):
+        decided: list[Verdict] = []
+        for verdict in verdicts:
             assert verdict is not None
-            final = verdict
-            if isinstance(verdict, DeadLetter):
-                with _scope(rids[i]):
-                    final = await self._dead_lettered(messages[i], verdict)
-            self._count(final)
-            done.append(final)
-        return done
+            decided.append(verdict)
+        return decided
 
     # -- one message, one batch ---------------------------------------------------------------
     def _prepare(self, key: str) -> Call:
         return self.guard.prepare(self.scope, key, self.handler, None, self.policy)
 
     async def _handle(self, message: Message, key: str) -> Verdict:
+        if key in self.unwritten:
+            return (await write_kept(self, [key]))[0]
         call = self._prepare(key)
         try:
             claim = await self.guard.store.aclaim(call.request())
@@ -177,8 +212,8 @@ class IdempotentConsumer:
             )
         except LeaseLostError as exc:
             _lapsed(call, exc)
-        except StoreUnavailableError as exc:
-            return self._uncompleted(call, exc)
+        except Exception as exc:  # whatever failed, the run happened: it must not run again
+            return kept(self, key, completion, exc)
         return verdict
 
     async def _run_batch(
@@ -203,9 +238,9 @@ class IdempotentConsumer:
                 ran.append((i, call, completion))
         try:
             answers = await complete_all(store, [c for _, _, c in ran])
-        except StoreUnavailableError as exc:
-            for i, call, _ in ran:
-                out[i] = self._uncompleted(call, exc)
+        except Exception as exc:  # as in _handle: what ran is kept, never run again
+            for i, call, completion in ran:
+                out[i] = kept(self, call.key, completion, exc)
             return
         for (_, call, _), answer in zip(ran, answers, strict=True):
             if isinstance(answer, LeaseLostError):
@@ -261,13 +296,6 @@ class IdempotentConsumer:
         except IdempotencyError as store_exc:
             logs.unsettled(call, exc, store_exc)
         return verdict
-
-    def _uncompleted(self, call: Call, exc: StoreUnavailableError) -> Verdict:
-        # The handler ran but its record still says processing: the copy redelivered waits
-        # out the lease and then runs again. Said loudly: this is the one double-run window
-        # of the non-transactional mode (the transactional one has none).
-        logs.consumer_uncompleted(call.scope, call.key, exc)
-        return Retry(self.rules.retry_delay, f"ran, but the record was not completed: {exc}")
 
     async def _settled(self, message: Message, verdict: Verdict) -> Verdict:
         """The verdict the adapter gets for one message (a batch settles each as this does)."""

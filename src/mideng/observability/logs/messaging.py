@@ -17,14 +17,36 @@ def consumer_attempt_failed(scope: str, key: str, attempt: int, exc: BaseExcepti
 
 
 def consumer_uncompleted(scope: str, key: str, exc: BaseException) -> None:
-    """The handler ran but its record still says processing: the redelivered copy waits out
-    the lease and runs again, the one double-run window of the non-transactional mode."""
+    """The handler ran but the store refused its completion: the consumer keeps it and writes
+    it when the message comes back (mideng.messaging.unwritten)."""
     log.error(
-        "mideng consumer ran %s:%s but could not complete it: %s",
+        "mideng consumer ran %s:%s but could not complete it; the completion is kept: %s",
         scope,
         key,
         exc,
         extra=fields(scope, key, "uncompleted"),
+    )
+
+
+def consumer_completion_written(scope: str, key: str) -> None:
+    """A kept completion is written: the redelivered copy is acked without running."""
+    log.info(
+        "mideng consumer completed %s:%s from its kept run",
+        scope,
+        key,
+        extra=fields(scope, key, "completion_written"),
+    )
+
+
+def consumer_undecided(scope: str, count: int, exc: BaseException) -> None:
+    """A store or driver failure left messages without a verdict: they come back later."""
+    log.error(
+        "mideng consumer %s could not decide %d message(s), they come back: %r",
+        scope,
+        count,
+        exc,
+        exc_info=exc,
+        extra=fields(scope, None, "undecided"),
     )
 
 
