@@ -107,7 +107,7 @@ class IdempotentConsumer:
         # What a completion stores (the codec's None), encoded once per codec.
         self._nothing: tuple[Any, bytes] = (None, b"")
         # Runs whose completion the store refused, written when their message comes back.
-        self.unwritten = Unwritten()
+        self.unwritten = Unwritten(scope)
         if engine is not None:
             check_transactional(self)
 

@@ -39,11 +39,21 @@ class Consumer(Protocol):
     def _prepare(self, key: str) -> Call: ...
 
 
-class Unwritten:
-    """The kept completions of one consumer, by business key."""
+# Kept completions per consumer. A key is held until its message comes back, which a broker
+# does unless the message is dead-lettered or removed meanwhile; the bound keeps such leftovers
+# from growing without end through a long outage. Past it the oldest is dropped, and that key
+# is back to what a lease alone gives: its copy runs again once the lease lapses.
+HELD_LIMIT = 65536
 
-    def __init__(self) -> None:
+
+class Unwritten:
+    """The kept completions of one consumer, by business key, oldest first."""
+
+    def __init__(self, scope: str, limit: int = HELD_LIMIT) -> None:
         self._held: dict[str, Completion] = {}
+        self.scope = scope
+        self.limit = limit
+        self.dropped = 0
 
     def __contains__(self, key: str) -> bool:
         return key in self._held
@@ -52,7 +62,13 @@ class Unwritten:
         return len(self._held)
 
     def hold(self, key: str, completion: Completion) -> None:
+        self._held.pop(key, None)  # held again: now the newest
         self._held[key] = completion
+        while len(self._held) > self.limit:
+            oldest = next(iter(self._held))
+            del self._held[oldest]
+            self.dropped += 1
+            logs.consumer_completion_dropped(self.scope, oldest, self.limit)
 
     def take(self, key: str) -> Completion:
         return self._held.pop(key)

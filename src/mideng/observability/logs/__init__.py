@@ -53,6 +53,7 @@ from mideng.observability.logs.fields import (
 from mideng.observability.logs.messaging import (
     consumer_attempt_failed,
     consumer_claim_lost,
+    consumer_completion_dropped,
     consumer_completion_written,
     consumer_dead_letters,
     consumer_failure_uncounted,
@@ -97,6 +98,7 @@ __all__ = [
     "consumer_release_failed",
     "consumer_transaction_failed",
     "consumer_completion_written",
+    "consumer_completion_dropped",
     "consumer_uncompleted",
     "consumer_undecided",
     "dead_letter_hook_failed",

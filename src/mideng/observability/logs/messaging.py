@@ -28,6 +28,19 @@ def consumer_uncompleted(scope: str, key: str, exc: BaseException) -> None:
     )
 
 
+def consumer_completion_dropped(scope: str, key: str, limit: int) -> None:
+    """More completions kept than the bound: the oldest is dropped, and its message, when it
+    comes back, runs again once the record's lease lapses."""
+    log.error(
+        "mideng consumer dropped the kept completion of %s:%s (more than %d kept); its message "
+        "runs again once the lease lapses",
+        scope,
+        key,
+        limit,
+        extra=fields(scope, key, "completion_dropped"),
+    )
+
+
 def consumer_completion_written(scope: str, key: str) -> None:
     """A kept completion is written: the redelivered copy is acked without running."""
     log.info(
