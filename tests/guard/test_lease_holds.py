@@ -22,6 +22,7 @@ from mideng.core.record import Ticket
 from mideng.errors import InProgressError, LeaseLostError, StoreUnavailableError
 from mideng.guard import lease
 from tests.backends import Backend, Ctx, Opened, by_name
+from tests.helpers.own_sockets import local_ports, port_of
 from tests.helpers.renewals import patch_renewals
 from tests.runner import AsyncRunner, Runner
 from tests.services import MYSQL_URL, POSTGRES_URL, REDIS_URL, need
@@ -222,12 +223,16 @@ def _kill_mysql(opened: Opened) -> int:
     )
     try:
         with conn.cursor() as cur:
-            # Every other connection to the test database: only this test's stores are open.
+            # This process's connections to the test database (its stores'), not other
+            # clients of a shared server: matched by the client port the server sees.
+            ours = local_ports(url.port or 3306)
             cur.execute(
-                "SELECT ID FROM information_schema.PROCESSLIST "
+                "SELECT ID, HOST FROM information_schema.PROCESSLIST "
                 "WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND COMMAND <> 'Daemon'"
             )
-            for (ident,) in cur.fetchall():
+            for ident, host in cur.fetchall():
+                if ":" not in host or port_of(host) not in ours:
+                    continue
                 try:
                     cur.execute(f"KILL CONNECTION {int(ident)}")
                     killed += 1
@@ -243,7 +248,14 @@ def _kill_redis(opened: Opened) -> int:
 
     client = redis.Redis.from_url(REDIS_URL)
     try:
-        return int(client.client_kill_filter(_type="normal", skipme=True))
+        # This process's clients (the store's), not other clients of a shared server.
+        me = client.client_id()
+        ours = local_ports(client.connection_pool.connection_kwargs.get("port", 6379))
+        killed = 0
+        for entry in client.client_list(_type="normal"):
+            if int(entry["id"]) != me and port_of(entry["addr"]) in ours:
+                killed += int(client.client_kill_filter(_id=entry["id"]))
+        return killed
     finally:
         client.close()
 
