@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,3 +55,17 @@ def runner(request: pytest.FixtureRequest, opened: Opened) -> Iterator[Runner]:
     if isinstance(run, AsyncRunner):
         run.submit(opened.store.aclose())
     run.close()
+
+
+@pytest.fixture
+def registry() -> Iterator[Any]:
+    """Metrics on, on a prometheus-client registry of this test's own; off again afterwards."""
+    from prometheus_client import CollectorRegistry
+
+    from mideng.observability import metrics
+
+    reg = CollectorRegistry()
+    metrics.enable(reg)
+    yield reg
+    metrics.disable()
+    assert metrics.enabled() is None

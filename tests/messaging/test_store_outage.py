@@ -25,7 +25,6 @@ from sqlalchemy import create_engine, text
 
 from mideng import Guard, open_store
 from mideng.messaging import IdempotentConsumer, Message, rabbitmq, redis_streams
-from mideng.observability import metrics
 from mideng.stores.redis import RedisStore
 from tests.brokers import BrokerNames, token
 from tests.messaging.rabbitmq.conftest import RabbitSide
@@ -46,14 +45,6 @@ def names() -> Iterator[BrokerNames]:
     found = BrokerNames()
     yield found
     found.cleanup()
-
-
-@pytest.fixture
-def registry() -> Iterator[CollectorRegistry]:
-    reg = CollectorRegistry()
-    metrics.enable(reg)
-    yield reg
-    metrics.disable()
 
 
 def consume(side: Any, consumer: IdempotentConsumer, stop: asyncio.Event) -> Awaitable[None]:

@@ -3,19 +3,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from mideng.observability import metrics, tracing, watch
+from tests.observability.otel import MemoryTracerProvider
 
 
 @pytest.fixture
-def registry() -> Iterator[CollectorRegistry]:
-    """Metrics on, on a registry of this test's own; off again afterwards."""
-    reg = CollectorRegistry()
-    metrics.enable(reg)
-    yield reg
-    metrics.disable()
-    assert metrics.enabled() is None
+def spans() -> Iterator[MemoryTracerProvider]:
+    """Tracing on, into an in-memory provider; off again afterwards."""
+    provider = MemoryTracerProvider()
+    tracing.enable(provider)
+    yield provider
+    tracing.disable()
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,14 +13,6 @@ from mideng.errors import ConfigurationError, PayloadMismatchError
 from mideng.observability import tracing
 from mideng.observability.tracing import key_hash
 from tests.observability.otel import MemoryTracerProvider
-
-
-@pytest.fixture
-def spans() -> Iterator[MemoryTracerProvider]:
-    provider = MemoryTracerProvider()
-    tracing.enable(provider)
-    yield provider
-    tracing.disable()
 
 
 def test_one_span_per_call_with_its_attributes(tmp_path: Path, spans: MemoryTracerProvider) -> None:

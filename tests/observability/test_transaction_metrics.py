@@ -21,7 +21,6 @@ from mideng import Guard, open_store
 from mideng.core.record import ClaimRequest
 from mideng.db.dialect import kind_of
 from mideng.errors import InProgressError, PayloadMismatchError
-from mideng.observability import tracing
 from tests.observability.otel import MemoryTracerProvider
 from tests.observability.scrape import series
 from tests.services import MYSQL_URL, POSTGRES_URL, need
@@ -66,14 +65,6 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Db]:
         with engine.begin() as conn:
             conn.execute(text(f"DROP TABLE {table}"))
     engine.dispose()
-
-
-@pytest.fixture
-def spans() -> Iterator[MemoryTracerProvider]:
-    provider = MemoryTracerProvider()
-    tracing.enable(provider)
-    yield provider
-    tracing.disable()
 
 
 def hold(db: Db, key: str) -> None:

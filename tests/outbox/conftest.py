@@ -79,3 +79,16 @@ def server_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Db]:
     handle = open_db(request.param, tmp_path, pool_size=12)
     yield handle
     drop(handle)
+
+
+def fill(db: Db, keys: int, per_key: int, unkeyed: int = 0) -> list[str]:
+    """Rows committed in one transaction: ``per_key`` events for each of ``keys`` keys, round
+    by round, then ``unkeyed`` rows without a key; their message ids in that order."""
+    ids = []
+    with db.engine.begin() as connection:
+        for n in range(per_key):
+            for k in range(keys):
+                ids.append(db.outbox.add(connection, "orders", {"k": k, "n": n}, key=f"order:{k}"))
+        for n in range(unkeyed):
+            ids.append(db.outbox.add(connection, "orders", {"n": n}))
+    return ids

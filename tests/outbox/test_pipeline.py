@@ -18,7 +18,7 @@ import pytest
 from mideng.messaging.publish import Outgoing
 from mideng.outbox import Relay
 from mideng.outbox.pipeline import Batch, drain
-from tests.outbox.conftest import Db
+from tests.outbox.conftest import Db, fill
 from tests.outbox.recording import Recording
 from tests.outbox.storm import Storm, arrival
 
@@ -95,17 +95,6 @@ def timeline(monkeypatch: pytest.MonkeyPatch) -> Timeline:
     monkeypatch.setattr(Relay, "_finish", timed_finish)
     monkeypatch.setattr(Relay, "_transact", timed_settle)
     return seen
-
-
-def _fill(db: Db, keys: int, per_key: int, unkeyed: int = 0) -> list[str]:
-    ids = []
-    with db.engine.begin() as connection:
-        for n in range(per_key):
-            for k in range(keys):
-                ids.append(db.outbox.add(connection, "orders", {"k": k, "n": n}, key=f"order:{k}"))
-        for n in range(unkeyed):
-            ids.append(db.outbox.add(connection, "orders", {"n": n}))
-    return ids
 
 
 def _first_arrivals_in_order(sent: list[Outgoing]) -> bool:
@@ -193,7 +182,7 @@ def test_a_database_error_mid_pipeline_loses_nothing_and_keeps_key_order(
     batch's claim, fails while the other batch is in flight. ``run_once`` finishes the other
     batch, then raises; the broken batch's rows, published but not written back, are
     published again with the same ids once its lease lapses, and only they."""
-    ids = _fill(db, keys=12, per_key=4, unkeyed=3)
+    ids = fill(db, keys=12, per_key=4, unkeyed=3)
     publisher = Recording(delay=0.002)
     hit: list[int] = []
     claimed: list[set[str]] = []

@@ -13,19 +13,8 @@ import pytest
 
 from mideng.messaging.publish import Outgoing
 from mideng.outbox import Backoff, Relay
-from tests.outbox.conftest import Db
+from tests.outbox.conftest import Db, fill
 from tests.outbox.recording import Recording
-
-
-def _fill(db: Db, keys: int, per_key: int, unkeyed: int = 0) -> list[str]:
-    ids = []
-    with db.engine.begin() as connection:
-        for n in range(per_key):
-            for k in range(keys):
-                ids.append(db.outbox.add(connection, "orders", {"k": k, "n": n}, key=f"order:{k}"))
-        for n in range(unkeyed):
-            ids.append(db.outbox.add(connection, "orders", {"n": n}))
-    return ids
 
 
 def _relay(db: Db, publisher: Any, **options: Any) -> Relay:
@@ -47,7 +36,7 @@ def _in_order(sent: list[Outgoing]) -> bool:
 
 
 def test_everything_committed_is_published_once_in_key_order(db: Db) -> None:
-    ids = _fill(db, keys=7, per_key=6, unkeyed=5)
+    ids = fill(db, keys=7, per_key=6, unkeyed=5)
     publisher = Recording()
 
     async def main() -> Any:
@@ -66,7 +55,7 @@ def test_everything_committed_is_published_once_in_key_order(db: Db) -> None:
 
 
 def test_a_failed_publish_backs_off_and_holds_the_rest_of_its_key(db: Db) -> None:
-    _fill(db, keys=2, per_key=3)
+    fill(db, keys=2, per_key=3)
     failures = Counter[str]()
 
     def fail_once(message: Outgoing) -> bool:
@@ -96,7 +85,7 @@ def test_a_failed_publish_backs_off_and_holds_the_rest_of_its_key(db: Db) -> Non
 
 
 def test_a_row_is_dead_after_its_last_attempt_and_its_key_goes_on(db: Db) -> None:
-    _fill(db, keys=1, per_key=3)
+    fill(db, keys=1, per_key=3)
     publisher = Recording(fail=lambda message: json.loads(message.body)["n"] == 1)
 
     async def main() -> None:
@@ -115,7 +104,7 @@ def test_a_row_is_dead_after_its_last_attempt_and_its_key_goes_on(db: Db) -> Non
 
 @pytest.mark.parametrize("step", ["claim", "settle"])
 def test_a_database_failure_loses_nothing_and_repeats_the_same_ids(db: Db, step: str) -> None:
-    ids = _fill(db, keys=3, per_key=2, unkeyed=2)
+    ids = fill(db, keys=3, per_key=2, unkeyed=2)
     publisher = Recording()
 
     async def main() -> None:
@@ -155,7 +144,7 @@ def test_a_database_failure_loses_nothing_and_repeats_the_same_ids(db: Db, step:
 
 
 def test_two_relays_at_once_publish_each_row_once_in_key_order(db: Db) -> None:
-    ids = _fill(db, keys=30, per_key=4, unkeyed=10)
+    ids = fill(db, keys=30, per_key=4, unkeyed=10)
     publisher = Recording(delay=0.001)
 
     async def main() -> None:
@@ -170,7 +159,7 @@ def test_two_relays_at_once_publish_each_row_once_in_key_order(db: Db) -> None:
 
 
 def test_purge_deletes_sent_rows_and_their_keys_but_keeps_dead_ones(db: Db) -> None:
-    _fill(db, keys=2, per_key=2)
+    fill(db, keys=2, per_key=2)
     publisher = Recording(fail=lambda message: message.key == "order:1")
 
     async def main() -> None:
@@ -201,7 +190,7 @@ def test_notify_wakes_the_relay_long_before_its_poll(tmp_path: Any) -> None:
             task = asyncio.create_task(relay.run(stop))
             await asyncio.sleep(0.3)  # the relay is waiting now
             start = time.monotonic()
-            await asyncio.to_thread(_fill, db, 1, 1)
+            await asyncio.to_thread(fill, db, 1, 1)
             await asyncio.wait_for(publisher.published.wait(), 20)
             waited = time.monotonic() - start
             stop.set()
