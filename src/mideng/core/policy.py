@@ -12,6 +12,12 @@ from mideng.core.record import ExpiryPolicy
 from mideng.errors import ConfigurationError
 
 
+def doubled(first: float, cap: float, n: int) -> float:
+    """The n-th delay of a backoff that doubles from ``first`` (n = 1), at most ``cap``: every
+    retry schedule mideng keeps (failed messages, outbox publishes, broker reconnects)."""
+    return float(min(cap, first * 2.0 ** min(max(n - 1, 0), 60)))
+
+
 class OnError(str, enum.Enum):
     RELEASE = "release"  # drop the claim: a retry runs the body again
     RECORD = "record"  # keep the failure: duplicates get the same error back

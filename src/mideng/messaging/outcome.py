@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mideng.core.policy import doubled
 from mideng.core.record import FAILED, IN_PROGRESS, MISMATCH, REPLAY, Claim
 from mideng.errors import ConfigurationError
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
@@ -39,9 +40,7 @@ class RetryRules:
 
     def backoff(self, attempt: int) -> float:
         """The delay after the ``attempt``-th failed run (1 for the first)."""
-        exponent = min(max(attempt - 1, 0), 32)
-        delay = float(self.retry_delay) * 2.0**exponent
-        return max(min(delay, float(self.max_retry_delay)), MIN_DELAY)
+        return max(doubled(self.retry_delay, self.max_retry_delay, attempt), MIN_DELAY)
 
     def exhausted(self, attempt: int) -> bool:
         return attempt >= self.max_attempts

@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
+from mideng.core.policy import doubled
+
 
 async def wait_or_stop(seconds: float, stop: asyncio.Event) -> None:
     """Sleep ``seconds`` unless ``stop`` is set first."""
@@ -40,7 +42,7 @@ class Backoff:
     def failed(self) -> float:
         """Count a failure; the delay before the next attempt."""
         self.failures += 1
-        return float(min(self.cap, self.initial * 2 ** min(self.failures - 1, 60)))
+        return doubled(self.initial, self.cap, self.failures)
 
     def reset(self) -> bool:
         """Forget the failures; True when there were some (a reconnect to report)."""

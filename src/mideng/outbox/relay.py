@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
+from mideng.core.policy import doubled
 from mideng.db.dialect import kind_of, retryable
 from mideng.db.site import AsyncSite
 from mideng.db.statements import Op, check_table
@@ -48,7 +49,7 @@ class Backoff:
     cap: float = 300.0
 
     def delay(self, attempt: int) -> float:
-        return float(min(self.cap, self.first * 2 ** max(0, attempt - 1)))
+        return doubled(self.first, self.cap, attempt)
 
 
 class _Claimed(NamedTuple):
