@@ -92,8 +92,7 @@ async def consume(
             jetstream = client.jetstream()
             wait = await _bind(jetstream, stream, subject, durable, ack_wait, max_ack_pending)
             subscription = await jetstream.pull_subscribe_bind(durable=durable, stream=stream)
-            failures = backoff.failures
-            if backoff.reset():
+            if failures := backoff.reset():
                 logs.nats_reconnected(durable, failures)
             while not stop.is_set():
                 try:

@@ -176,8 +176,7 @@ async def consume(
 
 
 def _consuming(backoff: Backoff, queue: str) -> None:
-    failures = backoff.failures
-    if backoff.reset():
+    if failures := backoff.reset():
         logs.rabbitmq_reconnected(queue, failures)
 
 

@@ -44,7 +44,7 @@ class Backoff:
         self.failures += 1
         return doubled(self.initial, self.cap, self.failures)
 
-    def reset(self) -> bool:
-        """Forget the failures; True when there were some (a reconnect to report)."""
+    def reset(self) -> int:
+        """Forget the failures; how many there were in a row (not 0: a reconnect to report)."""
         had, self.failures = self.failures, 0
-        return had > 0
+        return had

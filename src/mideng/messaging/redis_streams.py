@@ -261,8 +261,7 @@ async def consume(
                 logs.redis_stream_connection_lost(stream, name, backoff.failures, delay, exc)
                 await backoff.wait(delay, stop)
                 continue
-            failures = backoff.failures
-            if backoff.reset():
+            if failures := backoff.reset():
                 logs.redis_stream_reconnected(stream, name, failures)
     finally:
         await client.aclose()
