@@ -11,13 +11,13 @@ of statements, and leaves connections to this package:
 - ``site``: ``Site`` / ``AsyncSite`` — running inside a caller's SQLAlchemy Connection, Session,
   AsyncConnection or AsyncSession, with the savepoint and ownership rules;
 - ``dialect``: ``kind_of`` (which statement set a connection needs), ``retryable`` (a deadlock
-  or serialization failure).
+  or serialization failure), ``lock_timed_out`` (a lock wait that gave up).
 
 It depends on mideng.errors and nothing above it: stores, guard and the features import it,
 never the other way round. SQLAlchemy is imported only when a site or clause is used.
 """
 
-from mideng.db.dialect import KINDS, kind_of, retryable
+from mideng.db.dialect import KINDS, kind_of, lock_timed_out, retryable
 from mideng.db.drive import AsyncExecute, Execute, adrive, drive
 from mideng.db.site import AsyncSite, Site
 from mideng.db.statements import Op, Res, Sql, Stmt, check_table
@@ -36,5 +36,6 @@ __all__ = [
     "check_table",
     "drive",
     "kind_of",
+    "lock_timed_out",
     "retryable",
 ]

@@ -44,3 +44,17 @@ def retryable(exc: BaseException) -> bool:
         return True
     args: tuple[Any, ...] = getattr(exc, "args", ())
     return bool(args) and args[0] == 1213
+
+
+def lock_timed_out(exc: BaseException) -> bool:
+    """A statement that gave up waiting for another transaction's lock (the driver's own
+    exception, not SQLAlchemy's wrapper): PostgreSQL's ``lock_timeout`` (55P03), InnoDB's
+    ``innodb_lock_wait_timeout`` (1205), SQLite's busy timeout. The holder is still at work
+    and nothing of this statement took effect, so the caller can come back later."""
+    if getattr(exc, "sqlstate", None) == "55P03":
+        return True
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF == 5  # SQLITE_BUSY and its extended codes
+    args: tuple[Any, ...] = getattr(exc, "args", ())
+    return bool(args) and args[0] == 1205
