@@ -15,17 +15,6 @@ from mideng.messaging.celery import idempotent_task
 from mideng.stores.memory import MemoryStore
 
 
-@pytest.fixture
-def app() -> Any:
-    from celery import Celery  # type: ignore[import-untyped]
-
-    made = Celery("mideng_task_test", broker="memory://", backend="cache+memory://")
-    made.conf.task_always_eager = True
-    made.conf.task_store_eager_result = False
-    yield made
-    made.close()
-
-
 def test_a_key_is_required_and_delays_are_checked(app: Any) -> None:
     guard = Guard(MemoryStore())
     with pytest.raises(ConfigurationError, match="needs key="):
