@@ -4,6 +4,18 @@ environment the test sets: broker, queue, result backend, tables, a work directo
 ``deduct_stock``'s first run writes ``started`` and sits until it is SIGKILLed; every later
 run (once the test wrote ``killed``) takes a second, then writes one effect row. Every run
 appends its pid to ``runs``.
+
+``deduct_stock_in_tx`` (``engine=``) inserts its effect row on the task's connection, in the
+dedup record's transaction, then does what ``MIDENG_CELERY_MODE`` says:
+
+- ``hold``: writes ``started`` and waits for ``release`` before returning (and committing);
+- ``kill_before_commit``: until ``killed`` exists, writes ``started`` and sits to be SIGKILLed;
+- ``kill_after_commit``: returns; when the pool process that ran it gets the committed
+  connection back (the pool's checkin, before the task's result is stored or its message
+  acked), it writes ``committed`` and sits to be SIGKILLed, once;
+- ``fail``: raises LookupError on its first two runs (autoretry_for retries it).
+
+Every run appends its pid to ``runs``, every finished delivery of it a line to ``finished``.
 """
 
 from __future__ import annotations
@@ -11,9 +23,11 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from celery import Celery  # type: ignore[import-untyped]
-from sqlalchemy import create_engine, text
+from celery.signals import task_postrun  # type: ignore[import-untyped]
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.pool import NullPool
 
 from mideng import Guard
@@ -75,3 +89,68 @@ def deduct_stock(order_id: str, quantity: int) -> dict[str, object]:
     finally:
         engine.dispose()
     return {"order": order_id, "deducted": quantity}
+
+
+_engines: dict[int, Engine] = {}
+
+
+def engine() -> Engine:
+    """One Engine (and pool) per process, made in the pool child that uses it."""
+    made = _engines.get(os.getpid())
+    if made is None:
+        made = _engines[os.getpid()] = create_engine(env["MIDENG_CELERY_DB"], pool_size=2)
+        event.listen(made, "checkin", _after_commit)
+    return made
+
+
+MODE = env.get("MIDENG_CELERY_MODE", "")
+#: Whether this process ran deduct_stock_in_tx's body (a replay does not).
+RAN: list[bool] = []
+
+
+def _park(marker: str) -> None:
+    (WORK / marker).write_text(str(os.getpid()))
+    time.sleep(120)  # killed long before this ends
+    raise SystemExit("never killed")
+
+
+@idempotent_task(
+    app,
+    guard,
+    "stock-tx",
+    key="order:{order_id}",
+    engine=engine,
+    in_flight_delay=0.5,
+    autoretry_for=(LookupError,),
+    max_retries=3,
+    default_retry_delay=0.2,
+)
+def deduct_stock_in_tx(conn: Connection, order_id: str, quantity: int) -> dict[str, object]:
+    with (WORK / "runs").open("a") as runs:
+        runs.write(f"{os.getpid()}\n")
+    RAN.append(True)
+    conn.execute(
+        text(f"INSERT INTO {env['MIDENG_CELERY_EFFECTS']} (order_key, pid) VALUES (:k, :p)"),
+        {"k": f"order:{order_id}", "p": os.getpid()},
+    )
+    if MODE == "hold":
+        (WORK / "started").write_text(str(os.getpid()))
+        while not (WORK / "release").exists():
+            time.sleep(0.05)
+    elif MODE == "kill_before_commit" and not (WORK / "killed").exists():
+        _park("started")
+    elif MODE == "fail" and len((WORK / "runs").read_text().split()) <= 2:
+        raise LookupError("no such product")
+    return {"order": order_id, "deducted": quantity}
+
+
+def _after_commit(*_: Any) -> None:
+    if MODE == "kill_after_commit" and RAN and not (WORK / "killed").exists():
+        _park("committed")
+
+
+@task_postrun.connect  # type: ignore[untyped-decorator]
+def _finished(task: Any = None, state: str | None = None, **_: Any) -> None:
+    if task is not None and task.name == deduct_stock_in_tx.name and state == "SUCCESS":
+        with (WORK / "finished").open("a") as finished:
+            finished.write(f"{os.getpid()}\n")
