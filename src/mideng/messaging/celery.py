@@ -121,8 +121,10 @@ def idempotent_task(
         run.__qualname__ = fn.__qualname__
         run.__module__ = fn.__module__
         run.__doc__ = fn.__doc__
+        # No name of its own: Celery names it as any task (module.function, a script run as
+        # __main__ named after the app's main), so a sender running the module as a script
+        # and a worker importing it agree on the name.
         settings = {
-            "name": f"{fn.__module__}.{fn.__qualname__}",
             "acks_late": True,
             "reject_on_worker_lost": True,
             **task_options,

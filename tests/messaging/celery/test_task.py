@@ -1,6 +1,7 @@
 """idempotent_task in process: the key it requires, a second send returning the first run's
 result without running, a key held elsewhere turned into a retry with a bounded countdown that
-never exhausts, and the Celery settings it defaults."""
+never exhausts, the Celery settings it defaults, the task's name, and a send checked against
+the function's arguments."""
 
 from __future__ import annotations
 
@@ -35,7 +36,30 @@ def test_settings_default_to_late_acks_and_reject_on_worker_lost(app: Any) -> No
         True,
         "10/s",
     )
-    assert deduct.name.endswith("deduct")
+    assert deduct.name == "tests.messaging.celery.test_task.deduct"  # as Celery names any task
+
+
+def test_a_script_and_the_worker_importing_it_agree_on_the_name(app: Any) -> None:
+    def deduct(order_id: str) -> None:
+        return None
+
+    deduct.__module__ = "__main__"  # ``python tasks.py`` sending: named after the app's main
+    task = idempotent_task(app, Guard(MemoryStore()), "stock", key="order:{order_id}")(deduct)
+    assert task.name == "mideng_task_test.deduct"
+
+
+def test_a_send_is_checked_against_the_arguments(app: Any) -> None:
+    runs: list[str] = []
+
+    @idempotent_task(app, Guard(MemoryStore()), "stock", key="order:{order_id}")
+    def deduct(order_id: str, quantity: int) -> None:
+        runs.append(order_id)
+
+    with pytest.raises(TypeError, match="quantity"):
+        deduct.delay("1001")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'qty'"):
+        deduct.delay("1001", qty=2)
+    assert runs == []
 
 
 def test_a_second_send_returns_the_first_result_without_running(app: Any) -> None:
