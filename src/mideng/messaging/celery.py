@@ -54,7 +54,9 @@ from mideng.stores.registry import require
 
 F = TypeVar("F", bound=Callable[..., Any])
 _FIRST = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-_TASK = inspect.Parameter("task", inspect.Parameter.POSITIONAL_ONLY)
+# The bound task, first in the signature Celery checks sends against; a name no function
+# of the user's takes ("task" may well be a business argument).
+_TASK = inspect.Parameter("_mideng_bound_task", inspect.Parameter.POSITIONAL_ONLY)
 
 
 def idempotent_task(
@@ -100,7 +102,7 @@ def idempotent_task(
                 resolve, connect, scope, key, payload, options, in_flight_delay, fn
             )
 
-        def run(task: Any, *args: Any, **kwargs: Any) -> Any:
+        def run(task: Any, /, *args: Any, **kwargs: Any) -> Any:
             try:
                 return guarded(*args, **kwargs)
             except InProgressError as exc:

@@ -61,6 +61,13 @@ def test_a_send_is_checked_against_the_arguments(app: Any) -> None:
         deduct.delay("1001", qty=2)
     assert runs == []
 
+    @idempotent_task(app, Guard(MemoryStore()), "tasks", key="task:{task}")
+    def handle(task: str, attempt: int = 0) -> str:  # a business argument named "task"
+        return f"{task}/{attempt}"
+
+    assert handle.delay("t1", attempt=2).get() == "t1/2"
+    assert handle.delay(task="t1").get() == "t1/2"
+
 
 def test_a_second_send_returns_the_first_result_without_running(app: Any) -> None:
     runs: list[tuple[str, int]] = []

@@ -22,7 +22,7 @@ from sqlalchemy.pool import QueuePool
 
 from mideng import Guard, open_store
 from mideng.core.record import Status
-from mideng.errors import ConfigurationError, KeyMissingError
+from mideng.errors import ConfigurationError, KeyMissingError, PayloadMismatchError
 from mideng.messaging.celery import idempotent_task
 from mideng.stores.memory import MemoryStore
 from tests.brokers import token
@@ -223,6 +223,28 @@ def test_a_body_error_rolls_back_the_write_and_the_record(app: Any, db: Db) -> N
     assert deduct_stock.delay("1001").get() == "deducted"
     assert runs == ["1001", "1001"]
     assert db.stock_moves() == ["order:1001"]
+
+
+def test_a_reused_key_with_other_data_is_refused_without_running(app: Any, sqlite: Db) -> None:
+    runs: list[int] = []
+
+    @idempotent_task(
+        app,
+        sqlite.guard,
+        "stock",
+        key="order:{order_id}",
+        payload=lambda quantity: {"quantity": quantity},
+        engine=sqlite.engine,
+    )
+    def deduct_stock(conn: Connection, order_id: str, quantity: int) -> int:
+        runs.append(quantity)
+        return quantity
+
+    assert deduct_stock.delay("1001", 2).get() == 2
+    assert deduct_stock.delay("1001", 2).get() == 2
+    with pytest.raises(PayloadMismatchError):
+        deduct_stock.delay("1001", 5).get()
+    assert runs == [2]
 
 
 class Retried(Exception):
