@@ -42,7 +42,14 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from mideng.core.keys import KeySpec, compile_template, fast_binder, selector, template_fields
+from mideng.core.keys import (
+    KeySpec,
+    check_scope,
+    compile_template,
+    fast_binder,
+    selector,
+    template_fields,
+)
 from mideng.db.dialect import lock_timed_out
 from mideng.errors import ConfigurationError, InProgressError, KeyMissingError
 from mideng.guard.bodies import return_hint
@@ -205,6 +212,7 @@ def _in_transaction(
             f"{fn.__qualname__}: with engine=, the body is a def run in the Engine's "
             "transaction; a Celery task body is sync"
         )
+    check_scope(scope)  # at import, as the decorator does, not on the first task
     signature = inspect.signature(fn)
     params = list(signature.parameters.values())
     if not params or params[0].kind not in _FIRST:

@@ -22,7 +22,12 @@ from sqlalchemy.pool import QueuePool
 
 from mideng import Guard, open_store
 from mideng.core.record import Status
-from mideng.errors import ConfigurationError, KeyMissingError, PayloadMismatchError
+from mideng.errors import (
+    ConfigurationError,
+    InvalidKeyError,
+    KeyMissingError,
+    PayloadMismatchError,
+)
 from mideng.messaging.celery import idempotent_task
 from mideng.stores.memory import MemoryStore
 from tests.brokers import token
@@ -114,6 +119,11 @@ def test_the_key_is_over_the_business_arguments_never_the_connection(app: Any, s
             app, sqlite.guard, "stock", key=lambda conn, order_id: order_id, engine=sqlite.engine
         )
         def by_callable(conn: Connection, order_id: str) -> None: ...
+
+    with pytest.raises(InvalidKeyError, match="scope"):
+
+        @idempotent_task(app, sqlite.guard, "", key="{order_id}", engine=sqlite.engine)
+        def no_scope(conn: Connection, order_id: str) -> None: ...
 
     with pytest.raises(ConfigurationError, match="takes the connection first"):
 
