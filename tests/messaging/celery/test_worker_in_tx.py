@@ -3,7 +3,8 @@ on RabbitMQ: the body's effect row and the dedup record commit in one transactio
 PostgreSQL and MariaDB. Three sends of one business task while the first transaction is open:
 one effect. A pool process SIGKILLed before the commit: the redelivery runs it again, one
 effect. SIGKILLed after the commit, before the ack: the redelivery returns without running.
-A body error: its write rolls back with the record and Celery's autoretry runs it again."""
+A body error (on PostgreSQL): its write rolls back with the record and Celery's autoretry runs
+it again."""
 
 from __future__ import annotations
 
@@ -109,10 +110,10 @@ def test_killed_before_the_commit_the_redelivery_runs_it_once(
     assert db.records_by_status() == {"succeeded": 1}
 
 
+@on_each_database
 def test_killed_after_the_commit_before_the_ack_the_redelivery_does_not_run(
-    broker_names: BrokerNames, postgres: Tables, tmp_path: Path
+    broker_names: BrokerNames, db: Tables, tmp_path: Path
 ) -> None:
-    db = postgres
     workers = Workers(broker_names, db, tmp_path, MIDENG_CELERY_MODE="kill_after_commit")
     sent = workers.send(TASK, "1001", 2)
     workers.start("a")
