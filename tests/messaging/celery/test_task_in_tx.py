@@ -1,9 +1,9 @@
 """``idempotent_task(..., engine=)`` in process: the body takes the connection first and the
 key is over the business arguments only; engines it cannot use are refused by name; the body's
-write and the dedup record commit together, or roll back together on a body error, on SQLite,
-PostgreSQL and MariaDB; a copy that meets an open transaction past the database's lock wait,
-or a key running elsewhere, becomes a retry; an Engine made before a fork gets a fresh pool
-in the child."""
+write (or an ORM Session's on its connection) and the dedup record commit together, or roll
+back together on a body error, on SQLite, PostgreSQL and MariaDB; a copy that meets an open
+transaction past the database's lock wait, or a key running elsewhere, becomes a retry; an
+Engine made before a fork gets a fresh pool in the child."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, Engine, create_engine, text
+from sqlalchemy import Column, Connection, Engine, String, Table, create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.orm import DeclarativeBase, Session
 from sqlalchemy.pool import QueuePool
 
 from mideng import Guard, open_store
@@ -232,6 +233,32 @@ def test_a_body_error_rolls_back_the_write_and_the_record(app: Any, db: Db) -> N
     assert deduct_stock.delay("1001").get() == "deducted"  # so the next delivery runs it
     assert deduct_stock.delay("1001").get() == "deducted"
     assert runs == ["1001", "1001"]
+    assert db.stock_moves() == ["order:1001"]
+
+
+def test_an_orm_session_on_the_connection_joins_its_transaction(app: Any, db: Db) -> None:
+    class Base(DeclarativeBase):
+        pass
+
+    class StockMove(Base):
+        __table__ = Table(
+            db.moves, Base.metadata, Column("order_key", String(64), primary_key=True)
+        )
+
+    @idempotent_task(app, db.guard, "stock", key="order:{order_id}", engine=db.engine)
+    def deduct_stock(conn: Connection, order_id: str, fail: bool = False) -> str:
+        with Session(bind=conn) as session:
+            session.add(StockMove(order_key=f"order:{order_id}"))
+            session.commit()  # the Session's part: the task's transaction commits after the body
+        if fail:
+            raise LookupError("no such product")
+        return "deducted"
+
+    with pytest.raises(LookupError):
+        deduct_stock.delay("1001", fail=True).get()
+    assert db.stock_moves() == []  # the Session's commit did not commit the task's transaction
+    assert db.guard.get("stock", "order:1001") is None
+    assert deduct_stock.delay("1001").get() == deduct_stock.delay("1001").get() == "deducted"
     assert db.stock_moves() == ["order:1001"]
 
 
