@@ -50,38 +50,6 @@ class Db:
         conn.execute(text(f"INSERT INTO {self.moves} (order_key) VALUES (:k)"), {"k": key})
 
 
-def _open(url: str, records: str, moves: str, **engine_options: Any) -> Db:
-    store = open_store(url, table=records)
-    engine = create_engine(url, **engine_options)
-    with engine.begin() as conn:
-        conn.execute(text(f"CREATE TABLE {moves} (order_key VARCHAR(64) NOT NULL)"))
-    return Db(url, Guard(store, lease=30), engine, moves)
-
-
-def _close(db: Db, records: str) -> None:
-    db.guard.store.close()
-    with db.engine.begin() as conn:
-        conn.execute(text(f"DROP TABLE {db.moves}"))
-        if not db.url.startswith("sqlite"):
-            conn.execute(text(f"DROP TABLE {records}"))
-    db.engine.dispose()
-
-
-def _url(name: str, tmp_path: Path) -> str:
-    if name == "sqlite":
-        return f"sqlite:///{tmp_path / 'shop.db'}"
-    need(name)
-    return POSTGRES_URL if name == "postgresql" else MYSQL_URL
-
-
-@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Db]:
-    records, moves = f"mideng_celery_{token()}", f"stock_moves_{token()}"
-    made = _open(_url(str(request.param), tmp_path), records, moves)
-    yield made
-    _close(made, records)
-
-
 #: A lock wait of about a second: a copy gives up on an open transaction that soon.
 LOCK_WAIT: dict[str, dict[str, Any]] = {
     "sqlite": {"connect_args": {"timeout": 1.0}},
@@ -90,21 +58,40 @@ LOCK_WAIT: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
-def waiting_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Db]:
-    name = str(request.param)
+@contextmanager
+def database(name: str, tmp_path: Path) -> Iterator[Db]:
+    """A record table and a stock_moves table, a Guard over the one, an Engine for both."""
+    if name == "sqlite":
+        url = f"sqlite:///{tmp_path / 'shop.db'}"
+    else:
+        need(name)
+        url = POSTGRES_URL if name == "postgresql" else MYSQL_URL
     records, moves = f"mideng_celery_{token()}", f"stock_moves_{token()}"
-    made = _open(_url(name, tmp_path), records, moves, **LOCK_WAIT[name])
-    yield made
-    _close(made, records)
+    store = open_store(url, table=records)
+    engine = create_engine(url, **LOCK_WAIT[name])
+    with engine.begin() as conn:
+        conn.execute(text(f"CREATE TABLE {moves} (order_key VARCHAR(64) NOT NULL)"))
+    try:
+        yield Db(url, Guard(store, lease=30), engine, moves)
+    finally:
+        store.close()
+        with engine.begin() as conn:
+            conn.execute(text(f"DROP TABLE {moves}"))
+            if name != "sqlite":
+                conn.execute(text(f"DROP TABLE {records}"))
+        engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Db]:
+    with database(str(request.param), tmp_path) as made:
+        yield made
 
 
 @pytest.fixture
 def sqlite(tmp_path: Path) -> Iterator[Db]:
-    records, moves = f"mideng_celery_{token()}", f"stock_moves_{token()}"
-    made = _open(_url("sqlite", tmp_path), records, moves)
-    yield made
-    _close(made, records)
+    with database("sqlite", tmp_path) as made:
+        yield made
 
 
 def test_the_key_is_over_the_business_arguments_never_the_connection(app: Any, sqlite: Db) -> None:
@@ -315,9 +302,8 @@ def _held(hold: Any) -> Iterator[threading.Event]:
 
 
 def test_a_copy_that_outwaits_the_lock_wait_of_an_open_transaction_is_retried(
-    app: Any, waiting_db: Db, monkeypatch: pytest.MonkeyPatch
+    app: Any, db: Db, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    db = waiting_db
     runs: list[str] = []
 
     @idempotent_task(
