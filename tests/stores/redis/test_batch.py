@@ -188,7 +188,7 @@ def test_a_completion_leaves_exactly_the_finished_record_single_or_batched(
     # expiry when the result is kept for ever) without reading the whole record first: the
     # hash must end as the finished record, field for field, its key expiring with it.
     asked = [req(f"f{i}", fingerprint=f"fp{i}", request_id=f"r{i}") for i in range(3)]
-    asked += [req("plain")]
+    asked += [req("plain"), req("empty", fingerprint="", request_id="")]  # '' is a value
     claims = store.claim_many(asked)
     for claim in claims:
         stored(own_server, store, claim.record)
@@ -206,7 +206,11 @@ def test_a_completion_leaves_exactly_the_finished_record_single_or_batched(
         assert fields["s"] == b"succeeded"
         assert fields["c"] == b"json"
     assert store.get("batch", "f0") == single
-    assert [store.claim(a).outcome for a in asked] == [Outcome.REPLAY] * 4
+    empty = batch[-1]
+    assert not isinstance(empty, LeaseLostError)
+    assert empty.fingerprint == ""
+    assert empty.request_id == ""
+    assert [store.claim(a).outcome for a in asked] == [Outcome.REPLAY] * 5
 
 
 def test_claims_with_other_terms_go_in_their_own_call_in_the_same_write(
