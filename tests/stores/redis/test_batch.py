@@ -4,20 +4,21 @@ would, each completion fenced on its own ticket."""
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
 from redis.crc import key_slot
 
-from mideng.core.record import ClaimRequest, ExpiryPolicy, Outcome, Status, Ticket
+from mideng.core.record import ClaimRequest, ExpiryPolicy, Outcome, Record, Status, Ticket
 from mideng.errors import LeaseLostError
 from mideng.stores.batch import Completion
-from mideng.stores.redis import RedisStore
-from tests.backends_redis import delete_prefix
+from mideng.stores.redis import RedisStore, rows
+from tests.backends_redis import delete_prefix, expiry_ms
 from tests.redis_cluster import Server, cluster
 from tests.stores.redis.test_store import Sends
 
@@ -162,6 +163,54 @@ def test_a_batch_completion_fences_each_ticket_on_its_own(
     # The zombie's completion changed nothing; the taker still holds the key and settles it.
     assert store.get("batch", "c2") == taker.record
     assert store.complete(Ticket.of(taker.record), b"t", "json", 60.0).result == b"t"
+
+
+def stored(server: Server, store: RedisStore, record: Record) -> dict[str, bytes]:
+    """The record's hash as the server holds it, after checking it holds nothing else and the
+    key expires exactly when the record does."""
+    client = redis.Redis(port=server.port)
+    name = store.key(record.scope, record.key)
+    raw = cast("dict[bytes, bytes]", client.hgetall(name))
+    fields = {k.decode(): v for k, v in raw.items()}
+    want = {f.name for f in rows.FIELDS if getattr(record, f.attribute) is not None}
+    assert set(fields) == want
+    ea = record.expires_at
+    assert expiry_ms(client, name) == (-1 if ea is None else math.ceil(ea * 1000))
+    client.close()
+    return fields
+
+
+@pytest.mark.parametrize("ttl", [60.0, 5.0, None])
+def test_a_completion_leaves_exactly_the_finished_record_single_or_batched(
+    store: RedisStore, own_server: Server, ttl: float | None
+) -> None:
+    # The completion writes what a held record gets and drops what it loses (lease, an
+    # expiry when the result is kept for ever) without reading the whole record first: the
+    # hash must end as the finished record, field for field, its key expiring with it.
+    asked = [req(f"f{i}", fingerprint=f"fp{i}", request_id=f"r{i}") for i in range(3)]
+    asked += [req("plain"), req("empty", fingerprint="", request_id="")]  # '' is a value
+    claims = store.claim_many(asked)
+    for claim in claims:
+        stored(own_server, store, claim.record)
+    single = store.complete(Ticket.of(claims[0].record), b"one", "json", ttl)
+    batch = store.complete_many(
+        [Completion(Ticket.of(c.record), b"%d" % i, "json", ttl) for i, c in enumerate(claims)][1:]
+    )
+    for finished in (single, *batch):
+        assert not isinstance(finished, LeaseLostError)
+        assert finished.status is Status.SUCCEEDED
+        assert finished.lease_until is None
+        assert (finished.expires_at is None) is (ttl is None)
+        assert finished == store.get("batch", finished.key)
+        fields = stored(own_server, store, finished)
+        assert fields["s"] == b"succeeded"
+        assert fields["c"] == b"json"
+    assert store.get("batch", "f0") == single
+    empty = batch[-1]
+    assert not isinstance(empty, LeaseLostError)
+    assert empty.fingerprint == ""
+    assert empty.request_id == ""
+    assert [store.claim(a).outcome for a in asked] == [Outcome.REPLAY] * 5
 
 
 def test_claims_with_other_terms_go_in_their_own_call_in_the_same_write(

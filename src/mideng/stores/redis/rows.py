@@ -259,8 +259,10 @@ def completions(items: Sequence[Completion], reply: bytes) -> list[tuple[bool, R
             out.append((False, decode(t.scope, t.key, answer)[2]))
             continue
         _, a, ca, lfp, lrid, tail = answer.split(b"|", 5)
-        fp, end = _cut(tail, 0, lfp)
-        rid, _ = _cut(tail, end, lrid)
+        fp = rid = None
+        if tail or lfp != b"-" or lrid != b"-":  # most consumers' records have neither
+            fp, end = _cut(tail, 0, lfp)
+            rid, _ = _cut(tail, end, lrid)
         out.append(
             (
                 True,
@@ -270,13 +272,13 @@ def completions(items: Sequence[Completion], reply: bytes) -> list[tuple[bool, R
                     SUCCEEDED,
                     t.fence,
                     t.owner,
-                    _str(fp),
+                    None if fp is None else fp.decode(),
                     None,
                     item.result,
                     item.codec,
                     None,
                     int(a),
-                    _str(rid),
+                    None if rid is None else rid.decode(),
                     float(ca),
                     now,
                     expires,

@@ -2,7 +2,9 @@
 -- codec, ttl ('' = never expires). Reply: code 1 and the record without its result (the caller
 -- has it; echoing it would double the bytes), or code 0 and the current record (lease lost).
 local now, at = clock()
-local code, rec = complete(KEYS[1], now, at, ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]))
+local ttl = tonumber(ARGV[5])
+local code, rec = complete(KEYS[1], now, at, ARGV[1], ARGV[2], ARGV[3], ARGV[4],
+                           ttl and stamp(now + ttl) or false)
 if code == 1 then
   rec[R] = false
 end

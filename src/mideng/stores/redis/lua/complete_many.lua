@@ -9,15 +9,16 @@
 -- for a ticket that no longer holds its key (lease lost).
 local now, at = clock()
 local codec, ttl = ARGV[1], tonumber(ARGV[2])
-local head, items = {at, ttl and stamp(now + ttl) or ''}, {}
+local ea = ttl and stamp(now + ttl) or false
+local head, items = {at, ea or ''}, {}
 for i = 1, #KEYS do
   local j = 3 * i
-  local code, rec = complete(KEYS[i], now, at, ARGV[j], ARGV[j + 1], ARGV[j + 2], codec, ttl)
+  local code, rec = complete(KEYS[i], now, at, ARGV[j], ARGV[j + 1], ARGV[j + 2], codec, ea)
   local item
   if code == 1 then
     local fp, rid = rec[FP], rec[RID]
-    item = table.concat({'1|', rec[A], '|', rec[CA], '|', fp and #fp or '-', '|',
-                         rid and #rid or '-', '|', fp or '', rid or ''})
+    item = '1|' .. rec[A] .. '|' .. rec[CA] .. '|' .. (fp and #fp or '-') .. '|'
+      .. (rid and #rid or '-') .. '|' .. (fp or '') .. (rid or '')
   else
     item = reply(0, rec)
   end
