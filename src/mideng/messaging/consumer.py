@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from mideng.context import get_request_id, request_id_scope
+from mideng.core.calls import is_async
 from mideng.core.failure import encode_failure
 from mideng.core.flow import Call
 from mideng.core.keys import check_scope
@@ -102,7 +103,7 @@ class IdempotentConsumer:
         self.options = options
         self.policy = guard.policy(self.scope, **options)
         self.on_dead_letter = on_dead_letter
-        self.coroutine = inspect.iscoroutinefunction(handler)
+        self.coroutine = is_async(handler)
         self.async_engine = engine is not None and hasattr(engine, "sync_engine")
         # What a completion stores (the codec's None), encoded once per codec.
         self._nothing: tuple[Any, bytes] = (None, b"")
@@ -264,8 +265,8 @@ class IdempotentConsumer:
         try:
             if self.coroutine:
                 await self.handler(message)
-            else:
-                await asyncio.to_thread(self.handler, message)
+            elif inspect.isawaitable(done := await asyncio.to_thread(self.handler, message)):
+                await done  # a def that hands back a coroutine (a lambda over an async def)
         except Exception as exc:
             stop()
             return await self._failed(call, ticket, claim.record.attempts, exc), None
