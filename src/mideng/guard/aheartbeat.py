@@ -17,13 +17,34 @@ _INF = float("inf")
 
 
 class AsyncBeat(Lease):
-    __slots__ = ("task",)
+    __slots__ = ("beats", "task")
 
     def __init__(
-        self, lease: float, renew: Callable[[], Awaitable[object]], what: object, now: float
+        self,
+        lease: float,
+        renew: Callable[[], Awaitable[object]],
+        what: object,
+        now: float,
+        beats: _LoopBeats,
     ) -> None:
         super().__init__(lease, renew, what, now)
+        self.beats = beats
         self.task: asyncio.Task[None] | None = None  # a renewal in flight
+
+    def stop(self) -> None:
+        self.cancelled = True
+        self.beats.beats.pop(self.ident, None)
+        task = self.task
+        if task is not None and not task.done():
+            task.cancel()
+
+    def holds_for(self, share: float) -> bool:
+        """Whether the lease is known to last at least ``share`` of its length from now: not
+        lost or stopped, and renewed recently enough (a lease whose renewals failed may be
+        taken over as soon as it ends, so no new work should start under it)."""
+        if self.cancelled:
+            return False
+        return self.deadline - self.beats.loop.time() >= self.lease * share
 
 
 class _LoopBeats:
@@ -43,20 +64,18 @@ class _LoopBeats:
         self.at = _INF
 
     def start(
-        self, lease: float, renew: Callable[[], Awaitable[object]], what: object
-    ) -> Callable[[], None]:
-        beat = AsyncBeat(lease, renew, what, self.loop.time())
+        self,
+        lease: float,
+        renew: Callable[[], Awaitable[object]],
+        what: object,
+        since: float | None = None,
+    ) -> AsyncBeat:
+        now = self.loop.time() if since is None else since
+        beat = AsyncBeat(lease, renew, what, now, self)
         beat.ident = ident = next(self.ids)
         self.beats[ident] = beat
         self._arm(beat.due)
-
-        def stop() -> None:
-            beat.cancelled = True
-            self.beats.pop(ident, None)
-            if beat.task is not None and not beat.task.done():
-                beat.task.cancel()
-
-        return stop
+        return beat
 
     def _arm(self, due: float) -> None:
         if due < self.at:
@@ -111,8 +130,19 @@ def start_async(
     lease: float, renew: Callable[[], Awaitable[object]], what: object = None
 ) -> Callable[[], None]:
     """Begin renewing every ``lease / 3`` on the running loop; returns the stop function."""
+    return hold_async(lease, renew, what).stop
+
+
+def hold_async(
+    lease: float,
+    renew: Callable[[], Awaitable[object]],
+    what: object = None,
+    since: float | None = None,
+) -> AsyncBeat:
+    """Begin renewing a lease the store granted no earlier than ``since`` (the loop's time when
+    the claim was sent; now when not given); the beat says whether it still holds."""
     loop = asyncio.get_running_loop()
     beats = _LOOPS.get(loop)
     if beats is None:
         beats = _LOOPS[loop] = _LoopBeats(loop)
-    return beats.start(lease, renew, what)
+    return beats.start(lease, renew, what, since)

@@ -40,6 +40,7 @@ from mideng.errors import (
 )
 from mideng.guard.aheartbeat import start_async
 from mideng.guard.driver import Driver
+from mideng.messaging import holds
 from mideng.messaging.batch import claim_all, complete_all
 from mideng.messaging.keys import KeyFn, default_key, key_of, request_id_of
 from mideng.messaging.message import Message
@@ -225,43 +226,84 @@ class IdempotentConsumer:
         out: list[Any],
     ) -> None:
         store = self.guard.store
+        sent = asyncio.get_running_loop().time()
         try:
             claims = await claim_all(store, [call.request() for _, call in calls])
         except StoreUnavailableError as exc:
             for i, _ in calls:
                 out[i] = Retry(self.rules.retry_delay, f"store unavailable at claim: {exc}")
             return
+        # Every lease of the batch was granted at once, but its handlers run one after another:
+        # each is renewed from now until its completion is written, so a key waiting behind a
+        # slow handler is not taken over (by a copy elsewhere, or a stream's pending-entry
+        # claim) and then run here too. A key whose lease is no longer known to hold when its
+        # turn comes is not started (see _run).
+        held: list[holds.Held | None] = [
+            holds.hold(store, call, claim, sent) if claim.acquired else None
+            for (_, call), claim in zip(calls, claims, strict=True)
+        ]
         ran: list[tuple[int, Call, Completion]] = []
-        for (i, call), claim in zip(calls, claims, strict=True):
-            with _scope(rids[i]):
-                out[i], completion = await self._run(messages[i], call, claim)
-            if completion is not None:
-                ran.append((i, call, completion))
         try:
-            answers = await complete_all(store, [c for _, _, c in ran])
-        except Exception as exc:  # as in _handle: what ran is kept, never run again
-            for i, call, completion in ran:
-                out[i] = kept(self, call.key, completion, exc)
-            return
-        for (_, call, _), answer in zip(ran, answers, strict=True):
-            if isinstance(answer, LeaseLostError):
-                _lapsed(call, answer)
+            for n, ((i, call), claim) in enumerate(zip(calls, claims, strict=True)):
+                with _scope(rids[i]):
+                    out[i], completion = await self._run(messages[i], call, claim, held[n])
+                held[n] = None if completion is None else held[n]  # _run stopped it
+                if completion is not None:
+                    ran.append((i, call, completion))
+            try:
+                answers = await complete_all(store, [c for _, _, c in ran])
+            except Exception as exc:  # as in _handle: what ran is kept, never run again
+                for i, call, completion in ran:
+                    out[i] = kept(self, call.key, completion, exc)
+                return
+            for (_, call, _), answer in zip(ran, answers, strict=True):
+                if isinstance(answer, LeaseLostError):
+                    _lapsed(call, answer)
+        except BaseException:
+            # Cancelled mid-batch: the keys not started yet are given back, so their
+            # redeliveries run at once instead of waiting out the lease.
+            started = {id(c) for _, c, _ in ran}
+            for (_, call), hold in zip(calls, held, strict=True):
+                if hold is not None and id(call) not in started:
+                    holds.stop(hold)
+                    await _quietly_release(store, hold[0])
+            raise
+        finally:
+            for hold in held:
+                if hold is not None:
+                    holds.stop(hold)
 
     async def _run(
-        self, message: Message, call: Call, claim: Claim
+        self,
+        message: Message,
+        call: Call,
+        claim: Claim,
+        held: holds.Held | None = None,
     ) -> tuple[Verdict, Completion | None]:
-        """Run the handler on an acquired claim; the completion is the caller's to write."""
+        """Run the handler on an acquired claim; the completion is the caller's to write. A
+        batch passes the claim's ticket and the beat renewing it since the claim: it goes on
+        until the caller has written the completion, and stops here otherwise."""
         if not claim.acquired:
             call.duplicate = claim
             self.guard.log_duplicate(call)
             return standing(claim, time.time(), self.rules), None
         store, p = self.guard.store, call.policy
-        ticket = Ticket.of(claim.record)
-        stop = (
-            start_async(p.lease, lambda: store.aheartbeat(ticket, p.lease, p.ttl), ticket)
-            if p.heartbeat
-            else _no_heartbeat
-        )
+        if held is None:
+            ticket = Ticket.of(claim.record)
+            stop = (
+                start_async(p.lease, lambda: store.aheartbeat(ticket, p.lease, p.ttl), ticket)
+                if p.heartbeat
+                else _no_heartbeat
+            )
+        else:
+            ticket, beat, _ = held
+            stop = _no_heartbeat if beat is None else beat.stop
+            if not holds.holds(held, p.lease):
+                # Its renewals failed while earlier handlers ran, or it was taken over: the
+                # lease may end, and the key be taken over, while this handler would run.
+                stop()
+                logs.consumer_turn_missed(call.scope, call.key)
+                return Retry(self.rules.retry_delay, "lease not held at the handler's turn"), None
         try:
             if self.coroutine:
                 await self.handler(message)
@@ -274,7 +316,8 @@ class IdempotentConsumer:
             stop()  # cancelled or interrupted: the next delivery may run it at once
             await _quietly_release(store, ticket)
             raise
-        stop()
+        if held is None:
+            stop()
         codec, nothing = self._nothing
         if codec is not p.codec:  # the handler's result is not kept: the codec's None is
             codec, nothing = self._nothing = p.codec, p.codec.encode(None)

@@ -292,3 +292,15 @@ def nats_reconnected(durable: str, failures: int) -> None:
         failures,
         extra=fields(outcome="reconnected"),
     )
+
+
+def consumer_turn_missed(scope: str, key: str) -> None:
+    """A batched message's lease was not renewed while earlier handlers of its batch ran (or
+    was taken over): it is not started, and goes back to the broker."""
+    log.warning(
+        "mideng consumer did not start %s:%s: its lease was not renewed while its batch ran; "
+        "the message goes back",
+        scope,
+        key,
+        extra=fields(scope, key, "lease_lost"),
+    )
