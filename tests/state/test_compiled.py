@@ -273,9 +273,9 @@ def test_an_insert_takes_the_calls_values_as_given_where_the_keys_are_plain_name
 
 
 def test_an_insert_with_either_binds_stores_and_reads_the_same_rows(db: Db) -> None:
-    """Plain keys, a key that is no bind name, and a column named like a default's bind:
-    each inserts its row, answers it, and answers it again as Existing; the caller's values
-    are left as they were."""
+    """A key that is no bind name, a column named like a default's bind, plain keys with a
+    default: each inserts its row, answers it, and answers it again as Existing; the caller's
+    values are left as they were."""
     local = MetaData()
     suffix = uuid.uuid4().hex[:10]
     odd = Table(
@@ -291,11 +291,19 @@ def test_an_insert_with_either_binds_stores_and_reads_the_same_rows(db: Db) -> N
         Column("d0", Integer, nullable=False),
         Column("stamp", Integer, default=lambda: 7),
     )
+    stamped = Table(  # plain keys and a Python-side default: the values are copied to add it
+        f"stamped_{suffix}",
+        local,
+        Column("sku", String(40), primary_key=True),
+        Column("qty", Integer, nullable=False),
+        Column("stamp", Integer, default=lambda: 7),
+    )
     local.create_all(db.engine)
     try:
         for table, values, key, retry in (
             (odd, {"the sku": "s", "qty": 2}, "the sku", {"qty": 9}),
             (taken, {"sku": "s", "d0": 3}, "sku", {"d0": 9}),
+            (stamped, {"sku": "s", "qty": 4}, "sku", {"qty": 9}),
         ):
             given = dict(values)
             with db.engine.connect() as conn:
@@ -308,6 +316,6 @@ def test_an_insert_with_either_binds_stores_and_reads_the_same_rows(db: Db) -> N
             assert isinstance(again, Existing)
             assert dict(again.row) == dict(made.row)
             assert {k: made.row[k] for k in values} == values
-        assert made.row["stamp"] == 7
+            assert made.row.get("stamp", 7) == 7
     finally:
         local.drop_all(db.engine)
