@@ -1,6 +1,6 @@
 """Instructions per call of each mideng.state primitive and of the same statement by hand.
 
-    .venv/bin/python bench/bench_state_python.py [--calls 2000]
+    .venv/bin/python bench/bench_state_python.py [--calls 2000] [PRIMITIVE ...]
 
 Wall-clock ratios on a shared VM move with its load (bench_state.py); instruction counts do
 not. Each case runs in a child process under ``valgrind --tool=callgrind`` twice, with 1000
@@ -31,11 +31,14 @@ BASE = 1000
 # Rows seeded for every run alike, so the setup cancels out of the difference.
 SEED = 6000
 PRIMITIVES = ("advance", "decrement", "update_versioned", "insert_once")
+CONSTRUCT = {"advance": "advance", "decrement": "decrement", "update_versioned": "versioned"}
+CONSTRUCT["insert_once"] = "insert"
 
 
 def child(case: str, calls: int) -> None:
     from sqlalchemy import create_engine, text
 
+    from bench_state import constructs
     from mideng.state import StateMachine, decrement, insert_once, update_versioned
     from tests.state.storm import tables
 
@@ -71,7 +74,9 @@ def child(case: str, calls: int) -> None:
     }
     conn = engine.connect()
     conn.begin()
-    sql = hand[primitive]
+    # "core": the Core construct a user would write (bench_state.py's), compiled by SQLAlchemy
+    # once and looked up in its compiled cache per call; its RETURNING row typed by the columns.
+    sql = constructs("sqlite", t)[CONSTRUCT[primitive]] if by == "core" else hand[primitive]
     for i in range(calls):
         key = f"o-{i}"
         if by == "driver":
@@ -115,28 +120,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=2000, choices=range(1, SEED - BASE + 1))
     parser.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
+    parser.add_argument("primitives", nargs="*", help=f"some of {PRIMITIVES} (all by default)")
     args = parser.parse_args()
+    unknown = set(args.primitives) - set(PRIMITIVES)
+    if unknown:
+        parser.error(f"not primitives: {sorted(unknown)}")
     if args.child:
         child(args.child[0], int(args.child[1]))
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("bench_state_python.py counts instructions with valgrind")
     rows = []
-    for primitive in PRIMITIVES:
-        hand, raw, ours = (
-            count(f"{primitive} hand", args.calls),
-            count(f"{primitive} driver", args.calls),
-            count(f"{primitive} mideng", args.calls),
+    for primitive in args.primitives or PRIMITIVES:
+        hand, core, raw, ours = (
+            count(f"{primitive} {by}", args.calls) for by in ("hand", "core", "driver", "mideng")
         )
         rows.append(
-            f"| {primitive} | {hand / 1000:.1f} | {raw / 1000:.1f} | {ours / 1000:.1f} | "
-            f"{ours / hand:.2f} | {(ours - raw) / 1000:.1f} |"
+            f"| {primitive} | {hand / 1000:.1f} | {core / 1000:.1f} | {raw / 1000:.1f} | "
+            f"{ours / 1000:.1f} | {ours / hand:.2f} | {ours / core:.2f} | "
+            f"{(ours - raw) / 1000:.1f} |"
         )
     text = "\n".join(
         [
-            "| primitive (happy path) | by hand, text() | by hand, driver SQL | mideng "
-            "| x text() | mideng adds to driver SQL |",
-            "|---|---:|---:|---:|---:|---:|",
+            "| primitive (happy path) | by hand, text() | by hand, Core | by hand, driver SQL "
+            "| mideng | x text() | x Core | mideng adds to driver SQL |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
             *rows,
         ]
     )

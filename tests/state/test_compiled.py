@@ -28,6 +28,7 @@ from mideng.state import (
     adecrement,
     aupdate_versioned,
     decrement,
+    insert_once,
 )
 from mideng.state.compiled import TableSql, speech
 from mideng.state.ops import insert_once as insert_once_op
@@ -238,3 +239,83 @@ def test_mysql_8s_insert_goes_as_the_drivers_sql_and_hands_back_its_id() -> None
     assert made == Inserted({**values, "id": stored.id})
     assert isinstance(again, Existing)
     assert again.row["id"] == stored.id
+
+
+def test_an_insert_takes_the_calls_values_as_given_where_the_keys_are_plain_names() -> None:
+    """Binds named by the columns' keys: a call's values go to SQLAlchemy as they are. A key
+    that is no plain bind name, or one a default's bind takes (``d0``), gets numbered binds."""
+    sqlite: Any = pysqlite.dialect()
+    plain = insert_shape(STOCK, "sqlite", sqlite, ("sku", "qty"), ("sku",))
+    assert (plain.names, plain.key_names) == (None, None)
+    assert ":sku" in plain.insert.text
+    assert ":qty" in plain.insert.text
+    assert ":sku" in plain.read.text
+    local = MetaData()
+    odd = Table(
+        "odd_compiled",
+        local,
+        Column("sku", String(40), primary_key=True, key="the sku"),
+        Column("qty", Integer, nullable=False),
+    )
+    numbered = insert_shape(odd, "sqlite", sqlite, ("the sku", "qty"), ("the sku",))
+    assert numbered.names == ("v0", "v1")
+    assert numbered.key_names == ("w0",)
+    taken = Table(
+        "taken_compiled",
+        local,
+        Column("sku", String(40), primary_key=True),
+        Column("d0", Integer, nullable=False),
+        Column("stamp", Integer, default=lambda: 1),  # its bind is d0
+    )
+    clash = insert_shape(taken, "sqlite", sqlite, ("sku", "d0"), ("sku",))
+    assert clash.names == ("v0", "v1")
+    assert [f.bind for f in clash.filled] == ["d0"]
+
+
+def test_an_insert_with_either_binds_stores_and_reads_the_same_rows(db: Db) -> None:
+    """A key that is no bind name, a column named like a default's bind, plain keys with a
+    default: each inserts its row, answers it, and answers it again as Existing; the caller's
+    values are left as they were."""
+    local = MetaData()
+    suffix = uuid.uuid4().hex[:10]
+    odd = Table(
+        f"odd_{suffix}",
+        local,
+        Column("sku", String(40), primary_key=True, key="the sku"),
+        Column("qty", Integer, nullable=False),
+    )
+    taken = Table(
+        f"taken_{suffix}",
+        local,
+        Column("sku", String(40), primary_key=True),
+        Column("d0", Integer, nullable=False),
+        Column("stamp", Integer, default=lambda: 7),
+    )
+    stamped = Table(  # plain keys and a Python-side default: the values are copied to add it
+        f"stamped_{suffix}",
+        local,
+        Column("sku", String(40), primary_key=True),
+        Column("qty", Integer, nullable=False),
+        Column("stamp", Integer, default=lambda: 7),
+    )
+    local.create_all(db.engine)
+    try:
+        for table, values, key, retry in (
+            (odd, {"the sku": "s", "qty": 2}, "the sku", {"qty": 9}),
+            (taken, {"sku": "s", "d0": 3}, "sku", {"d0": 9}),
+            (stamped, {"sku": "s", "qty": 4}, "sku", {"qty": 9}),
+        ):
+            given = dict(values)
+            with db.engine.connect() as conn:
+                conn.begin()
+                made = insert_once(conn, table, values, unique=key)
+                again = insert_once(conn, table, {**values, **retry}, unique=key)
+                conn.commit()
+            assert values == given
+            assert isinstance(made, Inserted)
+            assert isinstance(again, Existing)
+            assert dict(again.row) == dict(made.row)
+            assert {k: made.row[k] for k in values} == values
+            assert made.row.get("stamp", 7) == 7
+    finally:
+        local.drop_all(db.engine)

@@ -69,7 +69,7 @@ class TableSql(Sql):
     where it qualifies (see the module's text), the dialect's own text to send instead.
     ``stamp``: the statement's answer carries MySQL's last insert id."""
 
-    __slots__ = ("_typed", "arguments", "driver", "stamp")
+    __slots__ = ("arguments", "driver", "stamp", "typed")
 
     def __init__(
         self,
@@ -84,7 +84,7 @@ class TableSql(Sql):
 
         super().__init__(construct.compile(dialect=_named(dialect)).string)
         clause: Any = text(self.text).bindparams(*binds)
-        self._typed = clause.columns(*columns) if columns else clause
+        self.typed: Any = clause.columns(*columns) if columns else clause
         self.stamp = stamp
         self.driver: str | None = None
         self.arguments: Callable[[Mapping[str, Any]], Any] = _as_given
@@ -95,13 +95,16 @@ class TableSql(Sql):
 
     @property
     def clause(self) -> Any:
-        return self._typed
+        return self.typed
 
     def answer(self, result: Any) -> Res:
         """The ``Res`` of a SQLAlchemy result of this statement."""
-        count = result.rowcount  # before fetching: a drained result may no longer know it
         if self.rows:
-            return Res(count, result.fetchall())
+            # Counted as fetched: no primitive reads a row-returning statement's rowcount,
+            # which DB-API drivers define for DML only, and asking costs two property calls.
+            rows = result.fetchall()
+            return Res(len(rows), rows)
+        count = result.rowcount
         # psycopg has no lastrowid; only MySQL's means something (the id an INSERT made).
         return Res(count, (), (result.lastrowid or 0) if self.stamp else 0)
 

@@ -48,8 +48,12 @@ def insert_once(shape: InsertShape, values: Mapping[str, Any], dialect: Any) -> 
     the duplicate (ON CONFLICT DO NOTHING); on MySQL/MariaDB the plain INSERT's duplicate
     error on this key is caught here (see statements.insert_shape). The table's Python-side
     defaults are computed once, before the first statement: a retry sends the same row."""
-    params = dict(zip(shape.names, values.values(), strict=True))
-    row = fill(shape.filled, params, values, dialect) if shape.filled else values
+    names = shape.names
+    params = values if names is None else dict(zip(names, values.values(), strict=True))
+    row = values
+    if shape.filled:
+        params = dict(params)  # never the caller's own mapping
+        row = fill(shape.filled, params, values, dialect)
     for _ in range(RACES):
         failure: BaseException | None = None
         try:
@@ -59,11 +63,20 @@ def insert_once(shape: InsertShape, values: Mapping[str, Any], dialect: Any) -> 
                 raise
             failure = exc
         else:
-            made = _inserted(shape, row, res)
-            if made is not None:
-                return made
-        key = zip(shape.key_names, (values[name] for name in shape.unique), strict=True)
-        found = yield Stmt(shape.read, dict(key))
+            if shape.returns:  # the row as stored, typed by the columns: the common case
+                rows = res.rows
+                if rows:
+                    return Inserted(rows[0]._mapping)  # type: ignore[attr-defined]
+            else:
+                made = _stamped(shape, row, res)
+                if made is not None:
+                    return made
+        key_names = shape.key_names
+        if key_names is None:
+            found = yield Stmt(shape.read, params)  # the read takes the key's columns from it
+        else:
+            key = zip(key_names, (values[name] for name in shape.unique), strict=True)
+            found = yield Stmt(shape.read, dict(key))
         if found.rows:
             logs.duplicate_insert(shape.table, {n: values[n] for n in shape.unique})
             return Existing(_mapping(found.rows[0]))
@@ -79,9 +92,8 @@ def _mapping(row: Any) -> Mapping[str, Any]:
     return row._mapping  # type: ignore[no-any-return]  # a SQLAlchemy Row, by column name
 
 
-def _inserted(shape: InsertShape, values: Mapping[str, Any], res: Res) -> Inserted | None:
-    if shape.returns:
-        return Inserted(_mapping(res.rows[0])) if res.rows else None
+def _stamped(shape: InsertShape, values: Mapping[str, Any], res: Res) -> Inserted | None:
+    """An insert with no RETURNING (MySQL 8): the values sent, and the id the server made."""
     if res.rowcount != 1:
         return None
     row = dict(values)

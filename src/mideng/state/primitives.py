@@ -22,6 +22,7 @@ from mideng.state.ops import insert_once as insert_once_op
 from mideng.state.results import Applied, Conflict, Existing, Inserted, Insufficient, Missing
 from mideng.state.run import Make, arun, run
 from mideng.state.statements import (
+    SHAPES,
     UpdateShape,
     cached,
     core_table,
@@ -60,9 +61,10 @@ def _insert(table: Any, values: Mapping[str, Any], unique: Any) -> Make[InsertAn
 
     def make(spoken: Speech, dialect: Any) -> Op[InsertAnswer]:
         cache_key = ("insert", spoken.key, given, key)
-        shape = cached(table, cache_key) or keep(
-            table, cache_key, insert_shape(table, spoken.kind, dialect, given, key)
-        )
+        shapes = table.info.get(SHAPES)  # statements.cached, inline: this is every call's path
+        shape = None if shapes is None else shapes.get(cache_key)
+        if shape is None:
+            shape = keep(table, cache_key, insert_shape(table, spoken.kind, dialect, given, key))
         return insert_once_op(shape, values, dialect)
 
     return make

@@ -39,14 +39,14 @@ def _pending(session: Any) -> bool:
 def _execute(connection: Any, stmt: Stmt) -> Res:
     sql: Any = stmt.sql  # a TableSql: every statement of mideng.state is one
     if sql.driver is None:
-        return sql.answer(connection.execute(sql.clause, stmt.params))  # type: ignore[no-any-return]
+        return sql.answer(connection.execute(sql.typed, stmt.params))  # type: ignore[no-any-return]
     return sql.answer(connection.exec_driver_sql(sql.driver, sql.arguments(stmt.params)))  # type: ignore[no-any-return]
 
 
 async def _aexecute(connection: Any, stmt: Stmt) -> Res:
     sql: Any = stmt.sql
     if sql.driver is None:
-        return sql.answer(await connection.execute(sql.clause, stmt.params))  # type: ignore[no-any-return]
+        return sql.answer(await connection.execute(sql.typed, stmt.params))  # type: ignore[no-any-return]
     return sql.answer(await connection.exec_driver_sql(sql.driver, sql.arguments(stmt.params)))  # type: ignore[no-any-return]
 
 

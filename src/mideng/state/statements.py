@@ -12,6 +12,7 @@ parameters and sends that one statement.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -98,6 +99,20 @@ def equal(cols: Sequence[Any], prefix: str) -> Bound:
     return Bound([c == b for c, b in zip(cols, binds, strict=True)], binds, names)
 
 
+def keyed(cols: Sequence[Any]) -> Bound:
+    """Like ``equal``, each bind named by its column's key (see ``_PLAIN``)."""
+    from sqlalchemy import bindparam
+
+    binds = [bindparam(c.key, type_=c.type) for c in cols]
+    return Bound(
+        [c == b for c, b in zip(cols, binds, strict=True)], binds, tuple(b.key for b in binds)
+    )
+
+
+# A key that is a bind name as it stands, in SQLAlchemy's text() and in every driver's style.
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def read(table: Any, kind: str, dialect: Any, where: Bound, picked: Sequence[Any]) -> TableSql:
     """The read-back after a miss. On MySQL/MariaDB a locking read: a plain SELECT there reads
     the transaction's snapshot, which may predate the commit that made the statement miss
@@ -114,17 +129,17 @@ def read(table: Any, kind: str, dialect: Any, where: Bound, picked: Sequence[Any
 # -- the shapes: one compiled statement pair per (table, kind, names), built on first use ----
 # Kept in the Table's own ``info`` dict, so they live exactly as long as the Table does: an
 # application that builds Tables on the fly does not pile up statements for dropped ones.
-_INFO = "mideng.state"
+SHAPES = "mideng.state"
 
 
 def cached(table: Any, key: tuple[Any, ...]) -> Any:
     """The shape kept under ``key``, or None: the caller builds it and ``keep``s it."""
-    shapes = table.info.get(_INFO)
+    shapes = table.info.get(SHAPES)
     return None if shapes is None else shapes.get(key)
 
 
 def keep(table: Any, key: tuple[Any, ...], shape: Any) -> Any:
-    table.info.setdefault(_INFO, {})[key] = shape
+    table.info.setdefault(SHAPES, {})[key] = shape
     return shape
 
 
@@ -132,8 +147,11 @@ class InsertShape(NamedTuple):
     table: str  # its name, for the log line and errors
     insert: TableSql
     read: TableSql  # the existing row, by the unique key
-    names: tuple[str, ...]  # the insert's binds, one per value given, in order
-    key_names: tuple[str, ...]  # the read's binds, one per unique column
+    # The insert's binds, one per value given, in order, and the read's, one per unique
+    # column; None when they are the columns' own keys: the call's values are then the
+    # parameters of both statements as given, with nothing to copy or rename.
+    names: tuple[str, ...] | None
+    key_names: tuple[str, ...] | None
     unique: tuple[str, ...]
     returns: bool
     autoincrement: str | None
@@ -155,7 +173,12 @@ def insert_shape(
             f"{sorted(unique)} is not a unique key of {table.name}: declare it on the Table "
             "(UniqueConstraint, unique Index or primary key) as it is in the database"
         )
-    values = equal(cols, "v")
+    defaults = insert_defaults(table, given, dialect)
+    # Binds named by the columns' keys where those are plain names that no default's bind
+    # takes: a call then hands its values to SQLAlchemy as they are.
+    taken = {f.bind for f in defaults.filled}
+    own = all(_PLAIN.match(name) and name not in taken for name in given)
+    values = keyed(cols) if own else equal(cols, "v")
     target = [table.c[name] for name in unique]
     if kind == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -176,13 +199,12 @@ def insert_shape(
         # failed statement on InnoDB rolls back only itself: the caller's transaction and
         # everything it wrote before go on, so no savepoint is needed either.
         stmt = insert(table)
-    defaults = insert_defaults(table, given, dialect)
     stmt = stmt.values({**dict(zip(cols, values.binds, strict=True)), **defaults.values})
     returns = returns_rows(kind)
     picked = list(table.c)
     if returns:
         stmt = stmt.returning(*picked)
-    key = equal(target, "w")
+    key = keyed(target) if own else equal(target, "w")
     column = table.autoincrement_column
     return InsertShape(
         table.name,
@@ -194,8 +216,8 @@ def insert_shape(
             stamp=not returns,
         ),
         read(table, kind, dialect, key, picked),
-        values.names,
-        key.names,
+        None if own else values.names,
+        None if own else key.names,
         unique,
         returns,
         None if column is None else column.key,
