@@ -331,6 +331,8 @@ def _wrap(store: Any, rec: Any) -> None:
         for name in OPERATIONS[1:]:
             ns["a" + name] = asettle(calls, name, getattr(cls, "a" + name))
     # A subclass swapped in, not attributes set on the instance: the instance's own
-    # attributes (and the interpreter's lookups of them) stay exactly as they were.
+    # attributes stay as they were. CPython 3.11 still turns their values into a dict when
+    # the class is assigned, so the store's own ``self.…`` reads become dict lookups while
+    # metrics are on (about 0.5 thousand instructions a duplicate, docs/benchmarks.md).
     metaclass: Any = type(cls)  # ABCMeta for every store
     store.__class__ = metaclass(cls.__name__, (cls,), ns)
