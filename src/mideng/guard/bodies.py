@@ -3,10 +3,11 @@ it is a coroutine function; both bounded, since bodies made per call (lambdas) c
 
 from __future__ import annotations
 
-import inspect
 import typing
 from collections.abc import Callable
 from typing import Any
+
+from mideng.core.calls import is_async
 
 #: Entries a table keeps at most before it starts over.
 LIMIT = 4096
@@ -29,5 +30,5 @@ def learn(
     if known is None:
         if len(bodies) >= LIMIT:
             bodies.clear()
-        known = bodies[fn] = (return_hint(fn), inspect.iscoroutinefunction(fn))
+        known = bodies[fn] = (return_hint(fn), is_async(fn))
     return known

@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from mideng.core.calls import is_async
 from mideng.core.keys import (
     KeySpec,
     check_scope,
@@ -87,7 +88,7 @@ def _decorate(
         body_payload = payload_of(arguments) if payload_of is not None else None
         return guard, guard.prepare(scope, rendered, fn, body_payload, policy)
 
-    if inspect.iscoroutinefunction(fn):
+    if is_async(fn):
 
         @functools.wraps(fn)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:

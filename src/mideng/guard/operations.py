@@ -20,6 +20,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from mideng.core.calls import is_async
 from mideng.core.keys import (
     KeySpec,
     check_scope,
@@ -195,9 +196,7 @@ def _operation(
         running = Running(_steps_of(guard), call.scope, call.key, call.owner, policy.codec)
         return call, running, stored
 
-    wrapper = (_async_operation if inspect.iscoroutinefunction(fn) else _sync_operation)(
-        guard, fn, start
-    )
+    wrapper = (_async_operation if is_async(fn) else _sync_operation)(guard, fn, start)
     wrapper.__mideng_scope__ = scope  # type: ignore[attr-defined]
     return wrapper
 

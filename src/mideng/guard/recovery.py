@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mideng.core.calls import is_async
 from mideng.core.codec import get_codec
 from mideng.core.convert import converter
 from mideng.core.record import Record, Status
@@ -79,7 +80,7 @@ class Register:
             hints,
             steps,
             dict(options),
-            inspect.iscoroutinefunction(fn),
+            is_async(fn),
         )
 
 

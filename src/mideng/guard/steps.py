@@ -18,6 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from mideng.core.calls import is_async
 from mideng.core.codec import Codec, get_codec
 from mideng.core.keys import fast_binder
 from mideng.errors import ConfigurationError
@@ -126,7 +127,7 @@ def step_wrapper(
         assert conn is not None
         return binder(args, kwargs)[conn]
 
-    if inspect.iscoroutinefunction(fn):
+    if is_async(fn):
 
         @functools.wraps(fn)
         async def async_step(*args: Any, **kwargs: Any) -> Any:
