@@ -73,8 +73,19 @@ def status_line(status: int) -> str:
     return f"{status} Unknown" if line is None else line
 
 
-def respond(start_response: StartResponse, response: StoredResponse) -> list[bytes]:
-    start_response(status_line(response.status), list(response.headers))
+def respond(
+    start_response: StartResponse,
+    response: StoredResponse,
+    added: tuple[tuple[str, str], ...] = (),
+) -> list[bytes]:
+    """Start ``response`` with the headers ``added`` set (replacing its own of those names)."""
+    if added:
+        names = dict(added)
+        headers = [h for h in response.headers if h[0] not in names]
+        headers += added
+    else:
+        headers = list(response.headers)
+    start_response(status_line(response.status), headers)
     return [response.body]
 
 
@@ -90,7 +101,10 @@ def bind_request_id(environ: WSGIEnvironment) -> str | None:
 
 def with_request_id(start_response: StartResponse, request_id: str) -> StartResponse:
     def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-        if not any(name.lower() == REQUEST_ID_HEADER for name, _ in headers):
+        for name, _ in headers:  # a loop, not any() over a generator: once per response
+            if name.lower() == REQUEST_ID_HEADER:
+                break
+        else:
             headers = [*headers, (REQUEST_ID_HEADER, request_id)]
         return start_response(status, headers, exc_info)
 
@@ -254,7 +268,4 @@ class IdempotencyMiddleware:
             assert capture.passed is not None
             start_response(capture.status, capture.headers)
             return capture.passed
-        response = reply.response
-        return respond(
-            start_response, response.with_headers(reply.added) if reply.added else response
-        )
+        return respond(start_response, reply.response, reply.added)
