@@ -1,7 +1,9 @@
 """Idempotency middleware cost on a trivial FastAPI endpoint, against the bare endpoint, against
-idemkit's ASGI middleware, and against the store's own calls, in one run.
+idemkit's ASGI middleware, and against the store's own calls, in one run; the WSGI and Django
+middlewares against their own bare applications in the same run.
 
     .venv/bin/python bench/bench_http.py [--calls 300] [--rounds 9] [--redis URL] [--postgresql URL]
+        [--waits] [--no-sync] [--no-write]
 
 The app is driven in-process through its ASGI interface (no sockets, no HTTP client), so the
 numbers are the middleware's own cost: reading the key and the body, the fingerprint, the store
@@ -10,8 +12,14 @@ endpoint runs, its response is stored); "replay" is a POST with a key whose resp
 
 "store's own cost" is what the middleware can't avoid on that store, called directly with what a
 request sends: a first request's claim and completion (with a stored response of the same size),
-a replay's claim. The middleware's cost over its store is then, for a first request, its time
-minus the bare endpoint minus the store's own; for a replay, its time minus the store's own.
+a replay's claim. "the bare endpoint between its store's calls" is a first request's unavoidable
+part done in its order: the claim, the bare endpoint, the completion. The middleware's cost over
+its store is, for a first request, its time minus that row (and, reckoned as before, its time
+minus the bare endpoint minus the store's own cost timed apart); for a replay, its time minus
+the store's own cost. The two first-request figures differ because Python run after a network
+wait runs slower than the same Python run back to back (on this machine, tens of µs per
+request); ``--waits`` shows it without a server store: the memory rows with a Redis PING before
+each store call, against the PINGs alone.
 
 Contenders run interleaved, one batch each per round, so a change in the machine's load hits all
 of them alike; each figure is the median over the rounds of the batch means. The duplicate warning
@@ -143,7 +151,7 @@ def idemkit_app() -> Any:
     return app
 
 
-def store_cases(store: Store, label: str) -> tuple[tuple[str, Batch], tuple[str, Batch]]:
+def store_cases(store: Store, label: str) -> tuple[tuple[str, Batch], ...]:
     """The store calls a request makes, made directly: claim + complete, and a replay's claim."""
     scope, run = "http:bench-own", uuid.uuid4().hex[:8]
 
@@ -164,10 +172,61 @@ def store_cases(store: Store, label: str) -> tuple[tuple[str, Batch], tuple[str,
                 await store.acomplete(Ticket.of(claim.record), STORED, "json", 86400.0)
         assert claim.outcome.value == "replay", claim
 
+    bare = endpoint_app()
+
+    async def around(numbers: list[int]) -> None:
+        for n in numbers:
+            claim = await store.aclaim(request(f"{run}-a{n}", f"o-{run}-a{n}"))
+            status = await call(bare, None)
+            await store.acomplete(Ticket.of(claim.record), STORED, "json", 86400.0)
+        assert status == 201, status
+
     return (
         (f"{label}: store's own cost, first request", firsts),
+        (f"{label}: the bare endpoint between its store's calls", around),
         (f"{label}: store's own cost, replay", replays),
     )
+
+
+class PingingStore(MemoryStore):
+    """The memory store with a Redis PING before each claim and completion: the middleware's
+    own Python (the memory store's), with a network wait where a server store has one."""
+
+    def __init__(self, ping: Callable[[], Awaitable[object]]) -> None:
+        super().__init__()
+        self.ping = ping
+
+    async def aclaim(self, req: ClaimRequest) -> Any:
+        await self.ping()
+        return await super().aclaim(req)
+
+    async def acomplete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Any:
+        await self.ping()
+        return await super().acomplete(ticket, result, codec, ttl)
+
+
+def waits_cases(url: str) -> list[tuple[str, Batch]]:
+    """--waits: the memory rows with a Redis PING per store call, and the PINGs alone."""
+    import redis.asyncio
+
+    client = redis.asyncio.Redis.from_url(url)
+
+    async def ping() -> object:
+        return await client.execute_command("PING")  # type: ignore[no-untyped-call]
+
+    def pings(count: int) -> Batch:
+        async def batch(numbers: list[int]) -> None:
+            for _ in numbers:
+                for _ in range(count):
+                    await ping()
+
+        return batch
+
+    return [
+        *middleware_cases(mideng_app(PingingStore(ping)), "mideng + memory store, PINGs"),
+        ("PINGs: two", pings(2)),
+        ("PINGs: one", pings(1)),
+    ]
 
 
 def redis_store(url: str) -> tuple[Store, Callable[[], None]] | None:
@@ -223,6 +282,40 @@ async def measure(cases: list[tuple[str, Batch]], calls: int, rounds: int) -> di
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+def over_stores(m: dict[str, float], stores: list[str]) -> list[str]:
+    """What the middleware costs over its store, reckoned both ways (see the module's doc)."""
+    lines = [
+        "| store | first request, over the endpoint between its store's calls µs "
+        "| first, over the endpoint and the store's calls timed apart µs | replay µs |",
+        "|---|---:|---:|---:|",
+    ]
+    for label in stores:
+        mw = "mideng + memory store" if label == "memory" else f"mideng + {label} store"
+        first = m[f"{mw}, first request"]
+        around = first - m[f"{label}: the bare endpoint between its store's calls"]
+        apart = first - m["bare endpoint"] - m[f"{label}: store's own cost, first request"]
+        replay = m[f"{mw}, replay"] - m[f"{label}: store's own cost, replay"]
+        lines.append(f"| {label} | {around:.1f} | {apart:.1f} | {replay:.1f} |")
+    if "PINGs: two" in m:
+        mw = "mideng + memory store, PINGs"
+        first = m[f"{mw}, first request"] - m["bare endpoint"] - m["PINGs: two"]
+        replay = m[f"{mw}, replay"] - m["PINGs: one"]
+        lines.append(f"| memory, a Redis PING per store call | | {first:.1f} | {replay:.1f} |")
+    return lines
+
+
+def sync_ratios(m: dict[str, float]) -> list[str]:
+    lines = ["| middleware | first request x its bare application | replay x |", "|---|---:|---:|"]
+    for bare, mw in (
+        ("WSGI bare application", "WSGI mideng + memory store"),
+        ("Django bare view", "Django mideng + memory store"),
+    ):
+        if bare in m:
+            first, replay = m[f"{mw}, first request"], m[f"{mw}, replay"]
+            lines.append(f"| {mw} | {first / m[bare]:.2f} | {replay / m[bare]:.2f} |")
+    return lines
+
+
 async def main(args: argparse.Namespace) -> str:
     logging.getLogger("mideng").setLevel(logging.ERROR)
     logging.getLogger("idemkit").setLevel(logging.ERROR)
@@ -230,6 +323,10 @@ async def main(args: argparse.Namespace) -> str:
     cases += middleware_cases(mideng_app(MemoryStore()), "mideng + memory store")
     cases += middleware_cases(idemkit_app(), "idemkit + its memory backend")
     cases += store_cases(MemoryStore(), "memory")
+    if not args.no_sync:
+        from http_sync_cases import django_cases, wsgi_cases
+
+        cases += wsgi_cases() + django_cases()
     cleanups: list[Callable[[], None]] = []
     stores: list[str] = ["memory"]
     for label, opened in (
@@ -243,29 +340,17 @@ async def main(args: argparse.Namespace) -> str:
         stores.append(label)
         cases += middleware_cases(mideng_app(store), f"mideng + {label} store")
         cases += store_cases(store, label)
+    if args.waits:
+        cases += waits_cases(args.redis)
     try:
         m = await measure(cases, args.calls, args.rounds)
     finally:
         for cleanup in cleanups:
             cleanup()
     bare = m["bare endpoint"]
-    lines = ["| case | µs/call | x bare |", "|---|---:|---:|"]
+    lines = ["| case | µs/call | x bare endpoint |", "|---|---:|---:|"]
     lines += [f"| {name} | {us:.1f} | {us / bare:.2f} |" for name, us in m.items()]
-    lines += [
-        "",
-        "| store | middleware over its store, first request µs | replay µs |",
-        "|---|---:|---:|",
-    ]
-    for label in stores:
-        key = "memory store" if label == "memory" else f"{label} store"
-        own = label if label != "memory" else "memory"
-        first = (
-            m[f"mideng + {key}, first request"]
-            - bare
-            - m[f"{own}: store's own cost, first request"]
-        )
-        replay = m[f"mideng + {key}, replay"] - m[f"{own}: store's own cost, replay"]
-        lines.append(f"| {label} | {first:.1f} | {replay:.1f} |")
+    lines += ["", *over_stores(m, stores), "", *sync_ratios(m)]
     mem_first, mem_replay = (
         m["mideng + memory store, first request"],
         m["mideng + memory store, replay"],
@@ -290,6 +375,10 @@ if __name__ == "__main__":
     parser.add_argument("--redis", default=REDIS_URL)
     parser.add_argument("--postgresql", default=POSTGRES_URL)
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--no-sync", action="store_true", help="no WSGI and Django rows")
+    parser.add_argument(
+        "--waits", action="store_true", help="memory rows with a Redis PING per store call"
+    )
     arguments = parser.parse_args()
     table = asyncio.run(main(arguments))
     load = os.getloadavg()
@@ -305,6 +394,7 @@ if __name__ == "__main__":
         RESULTS.write_text(
             "# HTTP middleware\n\n"
             f"Command: `.venv/bin/python bench/bench_http.py --calls {arguments.calls} "
-            f"--rounds {arguments.rounds}`  \n{header}\n\n{table}\n",
+            f"--rounds {arguments.rounds}{' --waits' if arguments.waits else ''}"
+            f"{' --no-sync' if arguments.no_sync else ''}`  \n{header}\n\n{table}\n",
             encoding="utf-8",
         )

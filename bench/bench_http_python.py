@@ -76,7 +76,7 @@ def asgi_child(case: str, calls: int) -> None:
         first, replay = bench_http.middleware_cases(bench_http.mideng_app(store), case)
         batch = (first if kind == "asgi first" else replay)[1]
     elif kind in ("own first", "own replay"):
-        first, replay = bench_http.store_cases(store, case)
+        first, _, replay = bench_http.store_cases(store, case)
         batch = (first if kind == "own first" else replay)[1]
     else:  # the Guard alone, a body returning what the endpoint's response is stored as
         guard, run = Guard(store), uuid.uuid4().hex[:8]

@@ -235,3 +235,47 @@ def test_property_never_500_never_twice(
         assert middle - before == 1
         assert sum(views().runs.values()) == middle
         assert second.content == first.content
+
+
+# -- the request's headers and a replay's response, as Django itself would make them ----------
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {"HTTP_IDEMPOTENCY_KEY": '"k"', "CONTENT_TYPE": "application/json", "PATH_INFO": "/"},
+        {"CONTENT_TYPE": "", "CONTENT_LENGTH": "0", "SERVER_NAME": "x"},  # empty, still a field
+        {"CONTENT_TYPE": "text/plain", "HTTP_CONTENT_TYPE": "application/json"},  # later wins
+        {"HTTP_CONTENT_TYPE": "application/json", "CONTENT_TYPE": "text/plain"},
+        {"HTTP_": "nameless", "HTTP_X_A_B": "1", "HTTP_x_lower": "2", "wsgi.input": object()},
+        {"HTTP_X_LATIN": "caf\xe9", "HTTP_\xdf_NAME": "odd"},
+    ],
+)
+def test_header_fields_read_meta_as_request_headers_does(meta: dict[str, Any]) -> None:
+    from django.http.request import HttpHeaders
+
+    from mideng.http.django import header_fields
+
+    expected = {name.lower(): value for name, value in HttpHeaders(meta).items()}
+    got = header_fields(meta)
+    assert got == expected
+    assert list(got) == list(expected)  # the same order, so repeated reads join alike
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        (("content-type", "application/json"), ("x-a", "1")),
+        (("x-a", "1"),),  # no content type stored: none sent, not Django's default
+        (("x-a", "1"), ("x-a", "2"), ("content-type", "text/plain")),  # joined, in order
+    ],
+)
+def test_to_django_sends_only_what_was_stored(headers: tuple[tuple[str, str], ...]) -> None:
+    from mideng.http.core import StoredResponse
+    from mideng.http.django import to_django
+
+    native = to_django(StoredResponse(201, headers, b"body"))
+    joined: dict[str, str] = {}
+    for name, value in headers:
+        joined[name] = f"{joined[name]}, {value}" if name in joined else value
+    assert native.status_code == 201
+    assert native.content == b"body"
+    assert {name.lower(): value for name, value in native.items()} == joined

@@ -74,13 +74,21 @@ async def send_response(
 ) -> None:
     """Send ``response`` with the headers ``added`` set; ``tag``: the request id, set unless
     the response carries one."""
-    pairs: Sequence[tuple[str, str]] = response.headers
-    if added:
-        names = {n for n, _ in added}
-        pairs = [h for h in pairs if h[0] not in names]
-        pairs += added
-    headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in pairs]
-    if tag is not None and not any(n == REQUEST_ID_HEADER for n, _ in pairs):
+    # One pass, no comprehension frames: a reply has a handful of fields, and this runs for
+    # every guarded request.
+    headers = []
+    names = dict(added) if added else None
+    for n, v in response.headers:
+        if names is not None and n in names:
+            continue
+        if n == REQUEST_ID_HEADER:
+            tag = None
+        headers.append((n.encode("latin-1"), v.encode("latin-1")))
+    for n, v in added:
+        if n == REQUEST_ID_HEADER:
+            tag = None
+        headers.append((n.encode("latin-1"), v.encode("latin-1")))
+    if tag is not None:
         headers.append((_REQUEST_ID_BYTES, tag))
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
     await send({"type": "http.response.body", "body": response.body, "more_body": False})
@@ -181,6 +189,7 @@ class Capture:
         "chunks",
         "complete",
         "downstream",
+        "headers",
         "late_error",
         "limit",
         "passing",
@@ -209,6 +218,7 @@ class Capture:
         self.limit = limit
         self.tag = tag  # the request id, for a response passed through
         self.start: Message | None = None
+        self.headers: tuple[tuple[str, str], ...] = ()  # the start's, decoded
         self.chunks: list[bytes] = []
         self.size = 0
         self.complete = False
@@ -228,15 +238,9 @@ class Capture:
             return None
         if self.start is None or not self.complete:
             raise RuntimeError("the application returned without a complete response")
-        headers = tuple(
-            [
-                (k.decode("latin-1").lower(), v.decode("latin-1"))
-                for k, v in self.start.get("headers", ())
-            ]
-        )
         chunks = self.chunks
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        return StoredResponse(int(self.start["status"]), headers, body)
+        return StoredResponse(int(self.start["status"]), self.headers, body)
 
     async def receive(self) -> Message:
         body = self.body
@@ -250,7 +254,16 @@ class Capture:
             await self.upstream(message)
         elif message["type"] == "http.response.start":
             self.start = message
-            if _is_event_stream(message):
+            # Decoded as they will be stored, and looked at for an event stream, in one pass.
+            headers = []
+            stream = False
+            for k, v in message.get("headers", ()):
+                name, value = k.decode("latin-1").lower(), v.decode("latin-1")
+                if name == "content-type" and value.lower().startswith("text/event-stream"):
+                    stream = True
+                headers.append((name, value))
+            self.headers = tuple(headers)
+            if stream:
                 await self._pass_through(None)
         elif message["type"] == "http.response.body" and not self.complete:
             chunk = message.get("body", b"")
@@ -271,13 +284,6 @@ class Capture:
                 {"type": "http.response.body", "body": b"".join(self.chunks), "more_body": more}
             )
         self.chunks = []
-
-
-def _is_event_stream(start: Message) -> bool:
-    return any(
-        k.lower() == b"content-type" and v.lower().startswith(b"text/event-stream")
-        for k, v in start.get("headers", ())
-    )
 
 
 def capturable(scope: Scope) -> None:

@@ -299,7 +299,9 @@ class HttpOptions:
             )
         if self.declared_too_large(request.headers):
             return self.too_large()
-        return RecordKey(self.scope_for(request), key)
+        return RecordKey(
+            self._anonymous if self.principal is None else self.scope_for(request), key
+        )
 
     def scope_for(self, request: Incoming) -> str:
         if self.principal is None:
@@ -335,10 +337,22 @@ class HttpOptions:
         """The Guard's fingerprint of ``payload(request, body)``, made here (the same digest)."""
         headers = request.headers
         chosen = self.fingerprint_headers
+        method, path, query, raw = (
+            request.method.upper(),
+            request.path,
+            request.query,
+            request.path_bytes,
+        )
+        forms: tuple[Form, Form, Form] = (method, path, query)
+        if not (
+            method.isascii()
+            and path.isascii()
+            and query.isascii()
+            and (raw is None or raw.isascii())
+        ):  # ASCII text is its own form (exact, path_form): only other text is looked at
+            forms = (exact(method), path_form(path, raw), exact(query))
         return request_fingerprint(
-            exact(request.method.upper()),
-            path_form(request.path, request.path_bytes),
-            exact(request.query),
+            *forms,
             body_digest(headers.get("content-type"), body),
             canonical({h: _header(headers.get(h)) for h in chosen}) if chosen else NO_HEADERS,
         )

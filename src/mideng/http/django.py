@@ -28,7 +28,7 @@ from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase, StreamingHttpResponse
 from django.utils.module_loading import import_string
 
-from mideng.context import request_id_scope
+from mideng.context import enter_request_id, leave_request_id
 from mideng.guard import Guard
 from mideng.http import asgi, wsgi
 from mideng.http.core import REQUEST_ID_HEADER, HttpOptions, Incoming, StoredResponse
@@ -64,25 +64,46 @@ def _path_bytes(request: HttpRequest) -> bytes | None:
     return unquote_to_bytes(raw)
 
 
+_UNPREFIXED = frozenset({"CONTENT_TYPE", "CONTENT_LENGTH"})
+
+
+def header_fields(meta: dict[str, Any]) -> dict[str, str]:
+    """``request.headers`` as (lower-case name: value), read from META as Django reads it
+    (HTTP_* and the two unprefixed fields; of two spellings of one name the later wins),
+    without building Django's mapping and parsing each name through a method call."""
+    found: dict[str, str] = {}
+    for key, value in meta.items():
+        if key[:5] == "HTTP_":
+            name = key[5:]
+        elif key in _UNPREFIXED:
+            name = key
+        else:
+            continue
+        if name:
+            found[name.replace("_", "-").title().lower()] = value
+    return found
+
+
 def incoming(request: HttpRequest) -> Incoming:
     return Incoming(
         request.method or "GET",
         request.path,
         request.META.get("QUERY_STRING", ""),
-        Headers(request.headers.items()),
+        Headers.of_fields(header_fields(request.META)),
         request,
         _path_bytes(request),
     )
 
 
 def to_django(response: StoredResponse) -> HttpResponse:
-    native = HttpResponse(response.body, status=response.status)
-    del native["Content-Type"]  # only what was stored, not Django's default
-    merged: dict[str, list[str]] = {}
-    for name, value in response.headers:
-        merged.setdefault(name, []).append(value)
-    for name, values in merged.items():
-        native[name] = ", ".join(values)
+    merged: dict[str, str] = {}
+    for name, value in response.headers:  # a repeated field joins, in order
+        merged[name] = f"{merged[name]}, {value}" if name in merged else value
+    # Handed over whole: Django sets them as it builds the response, rather than a default
+    # content type set, deleted, and each field set again.
+    native = HttpResponse(response.body, status=response.status, headers=merged)
+    if "content-type" not in merged:
+        del native["Content-Type"]  # only what was stored, not Django's default
     return native
 
 
@@ -140,8 +161,11 @@ class IdempotencyMiddleware:
         request_id = bind_request_id(request.META) if self.options.request_id else None
         if request_id is None:
             return self._guarded(request)
-        with request_id_scope(request_id):
+        token = enter_request_id(request_id)  # request_id_scope without its generator
+        try:
             response = self._guarded(request)
+        finally:
+            leave_request_id(token)
         if REQUEST_ID_HEADER not in response:
             response[REQUEST_ID_HEADER] = request_id
         return response

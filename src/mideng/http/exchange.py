@@ -53,11 +53,17 @@ class NotStored(Exception):
 def storable_headers(headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     """The headers a replay repeats: no hop-by-hop field (nor one ``connection`` names), no
     field written fresh for every response."""
-    kept = tuple(h for h in headers if h[0] not in NOT_REPLAYED)
-    if len(kept) == len(headers) or not any(n == "connection" for n, _ in headers):
-        return kept
+    kept = []
+    connection = False
+    for h in headers:  # one pass, no comprehension frame: this runs for every stored response
+        if h[0] not in NOT_REPLAYED:
+            kept.append(h)
+        elif h[0] == "connection":
+            connection = True
+    if not connection:
+        return tuple(kept)
     named = {t.strip().lower() for n, v in headers if n == "connection" for t in v.split(",")}
-    return tuple(h for h in kept if h[0] not in named)
+    return tuple([h for h in kept if h[0] not in named])
 
 
 def storable(response: StoredResponse) -> StoredResponse:

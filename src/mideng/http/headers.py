@@ -37,6 +37,15 @@ class Headers:
             return _BytesHeaders(pairs, joined)
         return cls([(k.decode("latin-1"), v.decode("latin-1")) for k, v in pairs])
 
+    @classmethod
+    def of_fields(cls, fields: dict[str, str]) -> Headers:
+        """Headers from lower-case names, one value each (as Django's request.headers has
+        them): the dict is the lookup, nothing is joined."""
+        headers = cls.__new__(cls)
+        headers._pairs = list(fields.items())
+        headers._joined = fields
+        return headers
+
     def get(self, name: str, default: str | None = None) -> str | None:
         return self._joined.get(name.lower(), default)
 
@@ -59,14 +68,24 @@ class _BytesHeaders(Headers):
         self._bytes = joined
 
     def get(self, name: str, default: str | None = None) -> str | None:
-        try:
-            value = self._bytes.get(name.lower().encode("latin-1"))
-        except UnicodeEncodeError:  # no field has such a name
-            return default
+        key = _NAMES.get(name)
+        if key is None:
+            try:
+                key = name.lower().encode("latin-1")
+            except UnicodeEncodeError:  # no field has such a name
+                return default
+            if len(_NAMES) < _NAMES_KEPT:
+                _NAMES[name] = key
+        value = self._bytes.get(key)
         return default if value is None else value.decode("latin-1")
 
-    def first(self, name: str) -> str | None:
-        return self.get(name)  # one field per name
+    first = get  # one field per name
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         return iter([(k.decode("latin-1"), v.decode("latin-1")) for k, v in self._raw])
+
+
+# The byte spelling of each name read: a request reads the same few (the key, the type, the
+# length, the request id), so each is one lookup rather than a lower() and an encode().
+_NAMES: dict[str, bytes] = {}
+_NAMES_KEPT = 256

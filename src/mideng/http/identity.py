@@ -159,6 +159,8 @@ def _parse_json(body: bytes) -> Any:
 
 
 def _is_json(content_type: str | None) -> bool:
+    if content_type == "application/json":  # the usual spelling, without the parse below
+        return True
     if not content_type:
         return False
     media = content_type.split(";", 1)[0].strip().lower()
@@ -192,10 +194,16 @@ def request_fingerprint(method: Form, path: Form, query: Form, body: str, header
     in the canonical order (sorted keys, no spaces) rather than by a walk over a dict: ``body``
     is a body digest (plain ASCII), ``headers`` the canonical spelling of the chosen headers'
     forms."""
-    text = (
-        f'{{"body":"{body}","headers":{headers},"method":{_form(method)},'
-        f'"path":{_form(path)},"query":{_form(query)}}}'
-    )
+    if type(method) is str and type(path) is str and type(query) is str:  # _form, inlined
+        text = (
+            f'{{"body":"{body}","headers":{headers},"method":{_string(method)},'
+            f'"path":{_string(path)},"query":{_string(query)}}}'
+        )
+    else:
+        text = (
+            f'{{"body":"{body}","headers":{headers},"method":{_form(method)},'
+            f'"path":{_form(path)},"query":{_form(query)}}}'
+        )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from mideng.context import request_id_scope
+from mideng.context import enter_request_id, leave_request_id
 from mideng.guard import Guard
 from mideng.http.core import REQUEST_ID_HEADER, HttpOptions, Incoming, StoredResponse
 from mideng.http.exchange import Captured, run
@@ -64,15 +64,28 @@ def incoming(environ: WSGIEnvironment) -> Incoming:
     )
 
 
+# Looked up, not made: HTTPStatus(status) is an enum call per response.
+_STATUS_LINES = {int(s): f"{int(s)} {s.phrase}" for s in HTTPStatus}
+
+
 def status_line(status: int) -> str:
-    try:
-        return f"{status} {HTTPStatus(status).phrase}"
-    except ValueError:
-        return f"{status} Unknown"
+    line = _STATUS_LINES.get(status)
+    return f"{status} Unknown" if line is None else line
 
 
-def respond(start_response: StartResponse, response: StoredResponse) -> list[bytes]:
-    start_response(status_line(response.status), list(response.headers))
+def respond(
+    start_response: StartResponse,
+    response: StoredResponse,
+    added: tuple[tuple[str, str], ...] = (),
+) -> list[bytes]:
+    """Start ``response`` with the headers ``added`` set (replacing its own of those names)."""
+    if added:
+        names = dict(added)
+        headers = [h for h in response.headers if h[0] not in names]
+        headers += added
+    else:
+        headers = list(response.headers)
+    start_response(status_line(response.status), headers)
     return [response.body]
 
 
@@ -88,7 +101,10 @@ def bind_request_id(environ: WSGIEnvironment) -> str | None:
 
 def with_request_id(start_response: StartResponse, request_id: str) -> StartResponse:
     def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-        if not any(name.lower() == REQUEST_ID_HEADER for name, _ in headers):
+        for name, _ in headers:  # a loop, not any() over a generator: once per response
+            if name.lower() == REQUEST_ID_HEADER:
+                break
+        else:
             headers = [*headers, (REQUEST_ID_HEADER, request_id)]
         return start_response(status, headers, exc_info)
 
@@ -102,8 +118,11 @@ def _with_bound_id(
     request_id = bind_request_id(environ)
     if request_id is None:
         return app(environ, start_response)
-    with request_id_scope(request_id):
+    token = enter_request_id(request_id)  # request_id_scope without a generator per request
+    try:
         return app(environ, with_request_id(start_response, request_id))
+    finally:
+        leave_request_id(token)
 
 
 class RequestIdMiddleware:
@@ -166,12 +185,17 @@ class Capture:
         self.chunks: list[bytes] = []
         self.size = 0
         self.passed: Iterable[bytes] | None = None
+        self.stream = False  # an event stream, seen when start_response is called
 
     def start_response(
         self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
     ) -> Callable[[bytes], object]:
         # Nothing was sent yet, so a second call (an error page) simply replaces the first.
         self.status, self.headers = status, list(headers)
+        self.stream = False
+        for n, v in self.headers:
+            if n.lower() == "content-type" and v.lower().startswith("text/event-stream"):
+                self.stream = True
         return self.write
 
     def write(self, chunk: bytes) -> None:
@@ -179,10 +203,7 @@ class Capture:
         self.size += len(chunk)
 
     def _streaming(self) -> bool:
-        return self.size > self.limit or any(
-            n.lower() == "content-type" and v.lower().startswith("text/event-stream")
-            for n, v in self.headers
-        )
+        return self.stream or self.size > self.limit
 
     def __call__(self) -> Captured:
         result = self.app(self.environ, self.start_response)
@@ -202,8 +223,10 @@ class Capture:
         _close(result)
         if self.status is None:
             raise RuntimeError("the application returned without calling start_response")
-        headers = tuple((n.lower(), v) for n, v in self.headers)
-        return StoredResponse(int(self.status.split(" ", 1)[0]), headers, b"".join(self.chunks))
+        headers = tuple([(n.lower(), v) for n, v in self.headers])
+        chunks = self.chunks
+        body = chunks[0] if len(chunks) == 1 and type(chunks[0]) is bytes else b"".join(chunks)
+        return StoredResponse(int(self.status.split(" ", 1)[0]), headers, body)
 
 
 def _close(result: Iterable[bytes]) -> None:
@@ -245,7 +268,4 @@ class IdempotencyMiddleware:
             assert capture.passed is not None
             start_response(capture.status, capture.headers)
             return capture.passed
-        response = reply.response
-        return respond(
-            start_response, response.with_headers(reply.added) if reply.added else response
-        )
+        return respond(start_response, reply.response, reply.added)

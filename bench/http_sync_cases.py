@@ -1,0 +1,105 @@
+"""bench_http.py's WSGI and Django rows: each middleware against its own bare application.
+
+The WSGI application and the Django view are bench_http_python.py's (the counted rows), driven
+in-process as a WSGI server would: an environ per request, ``start_response``, the body joined.
+Django's handler is its WSGIHandler, built once with no middleware (the bare view) and once with
+mideng's; both serve the same URL patterns. The guarded rows run on the memory store.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bench_http_python import ANSWER, BODY, wsgi_app
+
+Batch = Callable[[list[int]], Awaitable[None]]
+KeyOf = Callable[[int], "str | None"]
+
+
+def environ_of(key: str | None) -> dict[str, Any]:
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": "POST",
+        "SCRIPT_NAME": "",
+        "PATH_INFO": "/orders",
+        "QUERY_STRING": "",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(BODY)),
+        "SERVER_NAME": "bench",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.input": io.BytesIO(BODY),
+        "wsgi.url_scheme": "http",
+        "wsgi.errors": io.StringIO(),
+        "wsgi.multithread": False,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+    }
+    if key is not None:
+        environ["HTTP_IDEMPOTENCY_KEY"] = key
+    return environ
+
+
+def wsgi_requests(app: Any, key_of: KeyOf) -> Batch:
+    """A batch of POSTs through ``app``; the WSGI rows are synchronous, run inside the loop."""
+    started: list[str] = []
+
+    def start_response(status: str, headers: Any, exc_info: Any = None) -> Any:
+        started.append(status)
+
+    async def batch(numbers: list[int]) -> None:
+        for n in numbers:
+            started.clear()
+            result = app(environ_of(key_of(n)), start_response)
+            body = b"".join(result)
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+        assert started[0].startswith("201"), started
+        assert body == ANSWER, body
+
+    return batch
+
+
+def keyed(label: str, app: Any) -> tuple[tuple[str, Batch], tuple[str, Batch]]:
+    run = uuid.uuid4().hex[:8]
+    replay = f'"replay-{run}"'
+    return (
+        (f"{label}, first request", wsgi_requests(app, lambda n: f'"{run}-{n}"')),
+        (f"{label}, replay", wsgi_requests(app, lambda n: replay)),
+    )
+
+
+def wsgi_cases() -> list[tuple[str, Batch]]:
+    from mideng import Guard
+    from mideng.http.wsgi import IdempotencyMiddleware
+    from mideng.stores.memory import MemoryStore
+
+    guarded = IdempotencyMiddleware(wsgi_app, guard=Guard(MemoryStore()))
+    bare = ("WSGI bare application", wsgi_requests(wsgi_app, lambda n: None))
+    return [bare, *keyed("WSGI mideng + memory store", guarded)]
+
+
+def django_cases() -> list[tuple[str, Batch]]:
+    """Django's two handlers; settings are the process's, configured here once."""
+    import django
+    from django.conf import settings
+    from django.core.handlers.wsgi import WSGIHandler
+
+    settings.configure(
+        DEBUG=False,
+        ALLOWED_HOSTS=["*"],
+        ROOT_URLCONF="bench_http_python",
+        MIDDLEWARE=[],
+        MIDENG_HTTP={"guard": "bench_http_python.django_guard"},
+    )
+    django.setup()
+    bare = WSGIHandler()  # loads its middleware now: none
+    settings.MIDDLEWARE = ["mideng.http.django.IdempotencyMiddleware"]
+    guarded = WSGIHandler()
+    return [
+        ("Django bare view", wsgi_requests(bare, lambda n: None)),
+        *keyed("Django mideng + memory store", guarded),
+    ]
