@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import inspect
 import math
 import uuid
 from decimal import Decimal
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from mideng.core.canonical import canonical_bytes, fingerprint
 from mideng.core.codec import JsonCodec, get_codec
 from mideng.core.decide import decide
-from mideng.core.keys import check_key, render
+from mideng.core.keys import check_key, compile_template, fast_binder, render
 from mideng.core.policy import Policy
 from mideng.core.record import ClaimRequest, ExpiryPolicy, Outcome, Record, Status
 from mideng.errors import CodecError, ConfigurationError, InvalidKeyError, KeyMissingError
@@ -193,6 +194,33 @@ def test_key_templates_read_bound_arguments() -> None:
         render("{notify.missing}", args)
     with pytest.raises(KeyMissingError):
         render(None, {"conn": object()})
+
+
+def test_a_one_argument_template_renders_as_the_general_walk_does() -> None:
+    plain, walked = compile_template("{n}"), compile_template("{n!s:}")
+    for value in ("T1", 5, 2.5, Decimal("1.10"), uuid.UUID(int=1)):
+        assert plain({"n": value}) == walked({"n": value}) == format(value, "")
+    with pytest.raises(KeyMissingError, match="could not be rendered"):
+        plain({"m": 1})
+
+
+def test_binding_all_arguments_by_position_matches_inspect() -> None:
+    def body(a: int, b: int = 2, *, c: int = 3) -> None: ...
+
+    def plain(a: int, b: int) -> None: ...
+
+    for fn, args, kwargs in [
+        (plain, (1, 2), {}),
+        (plain, (1,), {"b": 2}),
+        (body, (1,), {}),
+        (body, (1, 5), {"c": 4}),
+    ]:
+        signature = inspect.signature(fn)
+        expected = signature.bind(*args, **kwargs)
+        expected.apply_defaults()
+        assert fast_binder(signature)(args, kwargs) == expected.arguments
+    with pytest.raises(TypeError):
+        fast_binder(inspect.signature(plain))((1, 2, 3), {})
 
 
 @pytest.mark.parametrize("bad", ["", None, "x" * 256, 1.5, b"k", "a\x00b"])

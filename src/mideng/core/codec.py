@@ -102,9 +102,10 @@ class JsonCodec:
         if type_hint is None or type_hint is Any:
             return plain
         known = BY_ID.get(id(type_hint))  # converter()'s own first look, inline
-        convert = known[1] if known is not None and known[0] is type_hint else None
         try:
-            return (convert or converter(type_hint))(plain)
+            if known is not None and known[0] is type_hint:
+                return known[1](plain)
+            return converter(type_hint)(plain)
         except (TypeError, ValueError, KeyError, decimal.InvalidOperation) as exc:
             raise CodecError(f"stored result does not fit {type_hint!r}: {exc}") from exc
 

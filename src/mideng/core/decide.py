@@ -22,11 +22,13 @@ from mideng.core.record import (
     Record,
     Status,
     Ticket,
+    blank,
 )
 
 
 def fresh(req: ClaimRequest, now: float, previous: Record | None) -> Record:
-    """The record written by an ACQUIRED claim (by position: this starts every first call)."""
+    """The record written by an ACQUIRED claim (made with ``blank``: this starts every first
+    call)."""
     lease, ttl = req.lease, req.ttl
     # A processing record must outlive its lease, or a crashed holder's key would vanish and a
     # retry would run again. Under the UNKNOWN policy it must never vanish by itself: only
@@ -38,23 +40,15 @@ def fresh(req: ClaimRequest, now: float, previous: Record | None) -> Record:
     else:
         fence, attempts = previous.fence + 1, previous.attempts + 1
         created = previous.created_at
-    return Record(
-        req.scope,
-        req.key,
-        PROCESSING,
-        fence,
-        req.owner,
-        req.fingerprint,
-        now + lease,  # lease_until
-        None,
-        None,
-        None,
-        attempts,
-        req.request_id,
-        created,
-        now,  # updated_at
-        expires,
-    )
+    r = blank(Record)  # every field, as Record(...) by position would set them
+    r.scope, r.key, r.status, r.fence, r.owner = req.scope, req.key, PROCESSING, fence, req.owner
+    r.fingerprint = req.fingerprint
+    r.lease_until = now + lease
+    r.result = r.codec = r.error = None
+    r.attempts = attempts
+    r.request_id = req.request_id
+    r.created_at, r.updated_at, r.expires_at = created, now, expires
+    return r
 
 
 def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim, bool]:
@@ -65,29 +59,32 @@ def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim
         return Claim(ACQUIRED, fresh(req, now, current)), True
 
     status = current.status
-    if status is PROCESSING and not (current.lease_until is not None and current.lease_until > now):
-        if req.on_expiry is GOES_UNKNOWN:
-            unknown = current.with_(
-                status=Status.UNKNOWN, lease_until=None, updated_at=now, expires_at=None
-            )
-            return Claim(_or_mismatch(UNRESOLVED, unknown, req), unknown), True
-        return Claim(ACQUIRED, fresh(req, now, current)), True
-
-    if status is FAILED and (current.error is None or current.attempts < req.max_attempts):
-        return Claim(ACQUIRED, fresh(req, now, current)), True
-
-    # The record stands (no write). Compared by identity, not looked up in a dict: an enum
-    # member's hash is a Python-level call.
-    if status is SUCCEEDED or status is FAILED:
+    # The record stands unless a branch below returns a write. Compared by identity, not
+    # looked up in a dict (an enum member's hash is a Python-level call); a succeeded record,
+    # every duplicate's, is asked about first.
+    if status is SUCCEEDED:
         standing = REPLAY
     elif status is PROCESSING:
+        if not (current.lease_until is not None and current.lease_until > now):
+            if req.on_expiry is GOES_UNKNOWN:
+                unknown = current.with_(
+                    status=Status.UNKNOWN, lease_until=None, updated_at=now, expires_at=None
+                )
+                return Claim(_or_mismatch(UNRESOLVED, unknown, req), unknown), True
+            return Claim(ACQUIRED, fresh(req, now, current)), True
         standing = IN_PROGRESS
+    elif status is FAILED:
+        if current.error is None or current.attempts < req.max_attempts:
+            return Claim(ACQUIRED, fresh(req, now, current)), True
+        standing = REPLAY
     else:
         standing = UNRESOLVED
     fp = req.fingerprint
     if fp is not None and current.fingerprint is not None and fp != current.fingerprint:
         standing = MISMATCH  # as _or_mismatch, inline
-    return Claim(standing, current), False
+    claim = blank(Claim)  # Claim(standing, current), without the class call: every duplicate
+    claim.outcome, claim.record = standing, current
+    return claim, False
 
 
 def _or_mismatch(outcome: Outcome, record: Record, req: ClaimRequest) -> Outcome:
@@ -149,24 +146,15 @@ def finished(
 def completed(
     current: Record, now: float, *, result: bytes, codec: str, ttl: float | None
 ) -> Record:
-    c = current  # finished(status=SUCCEEDED), spelt out: this ends every first call
-    return Record(
-        c.scope,
-        c.key,
-        SUCCEEDED,
-        c.fence,
-        c.owner,
-        c.fingerprint,
-        None,
-        result,
-        codec,
-        None,
-        c.attempts,
-        c.request_id,
-        c.created_at,
-        now,
-        None if ttl is None else now + ttl,
-    )
+    # finished(status=SUCCEEDED), spelt out and made with ``blank``: this ends every first call.
+    c, r = current, blank(Record)
+    r.scope, r.key, r.status, r.fence, r.owner = c.scope, c.key, SUCCEEDED, c.fence, c.owner
+    r.fingerprint = c.fingerprint
+    r.lease_until = r.error = None
+    r.result, r.codec = result, codec
+    r.attempts, r.request_id, r.created_at = c.attempts, c.request_id, c.created_at
+    r.updated_at, r.expires_at = now, None if ttl is None else now + ttl
+    return r
 
 
 def failed(current: Record, now: float, *, error: bytes, ttl: float | None) -> Record:

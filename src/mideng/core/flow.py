@@ -8,6 +8,7 @@ ask again. Everything that decides lives here, once, for both drivers.
 from __future__ import annotations
 
 import enum
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from mideng.core.record import (
     ClaimRequest,
     Record,
     Ticket,
+    blank,
 )
 from mideng.errors import (
     AttemptsExhaustedError,
@@ -84,15 +86,17 @@ class Call(ClaimRequest):
     def request(self) -> ClaimRequest:
         return self
 
-    def next(self, claim: Claim, now: float) -> Action:
-        """Decide what to do with a claim; ``now`` is the caller's monotonic clock."""
-        record = claim.record
-        if claim.outcome is ACQUIRED:
-            self.ticket = Ticket(record.scope, record.key, record.owner, record.fence)
+    def next(self, claim: Claim, now: float | None = None) -> Action:
+        """Decide what to do with a claim; ``now`` is the caller's monotonic clock, read here
+        when not given (only an in-progress claim needs it: the wait it leaves)."""
+        record, outcome = claim.record, claim.outcome
+        if outcome is ACQUIRED:
+            t = self.ticket = blank(Ticket)  # Ticket.of(record), without the class call
+            t.scope, t.key, t.owner, t.fence = record.scope, record.key, record.owner, record.fence
             return RUN
         if self.duplicate is None:
             self.duplicate = claim  # the driver logs the first sighting once
-        if claim.outcome is REPLAY:
+        if outcome is REPLAY:
             if record.status is FAILED and record.error is not None:
                 if self.policy.retry_limit:  # a kept failure replays only once attempts ran out
                     return self._raise(exhausted(self.scope, self.key, record))
@@ -109,7 +113,7 @@ class Call(ClaimRequest):
             self.value = codec.decode(record.result, self.type_hint)
             self.record = record
             return RETURN
-        if claim.outcome is MISMATCH:
+        if outcome is MISMATCH:
             return self._raise(
                 PayloadMismatchError(
                     f"{self.scope}:{self.key} was used before with a different payload; use a new "
@@ -117,7 +121,7 @@ class Call(ClaimRequest):
                     record,
                 )
             )
-        if claim.outcome is UNRESOLVED:
+        if outcome is UNRESOLVED:
             return self._raise(
                 UnresolvedError(
                     f"{self.scope}:{self.key} is UNKNOWN: an earlier attempt died while doing "
@@ -125,7 +129,7 @@ class Call(ClaimRequest):
                     record,
                 )
             )
-        return self._in_progress(record, now)
+        return self._in_progress(record, time.monotonic() if now is None else now)
 
     def _raise(self, error: BaseException) -> Action:
         self.error = error

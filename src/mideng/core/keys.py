@@ -182,6 +182,21 @@ def compile_template(template: str) -> Callable[[Mapping[str, Any]], str]:
         first, rest = formatter_field_name_split(field)
         parts.append((str(first), list(rest), spec or "", conversion))
 
+    only = parts[0] if len(parts) == 1 else None
+    if isinstance(only, tuple) and only[1:] == ([], "", None):
+        name = only[0]  # "{trade_no}", the usual template: one argument as it is, no walk
+
+        def render_plain(arguments: Mapping[str, Any]) -> str:
+            try:
+                value = arguments[name]
+            except (KeyError, LookupError, TypeError) as exc:
+                raise KeyMissingError(
+                    f"key template {template!r} could not be rendered: {exc!r}"
+                ) from exc
+            return value if type(value) is str else format(value, "")
+
+        return render_plain
+
     def render_compiled(arguments: Mapping[str, Any]) -> str:
         out = []
         for part in parts:
@@ -221,8 +236,11 @@ def fast_binder(
     positional = [n for n, p in params.items() if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
     defaults = {n: p.default for n, p in params.items() if p.default is not p.empty}
     count = len(params)
+    exact = count == len(positional)  # every parameter may come by position
 
     def bind_fast(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        if exact and not kwargs and len(args) == count:  # the usual call: all by position
+            return dict(zip(positional, args, strict=True))
         if len(args) <= len(positional):
             arguments = dict(defaults)
             arguments.update(zip(positional, args, strict=False))

@@ -7,6 +7,7 @@ claim, let ``Call.next`` decide, then run the body, replay, raise, or wait and c
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
@@ -16,7 +17,7 @@ from mideng.core.canonical import fingerprint as make_fingerprint
 from mideng.core.flow import RAISE, RETURN, RUN, Call
 from mideng.core.keys import MAX_KEY_LENGTH, KeySpec, check_key, check_scope
 from mideng.core.policy import Policy
-from mideng.core.record import Record, Ticket
+from mideng.core.record import Record, Ticket, blank
 from mideng.core.settle import UNSET, Settle, raised, resolution, returned
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.guard.aheartbeat import start_async
@@ -115,7 +116,8 @@ class Guard(Operations):
         raises PayloadMismatchError. Other options override the scope's policy (lease, ttl,
         on_error, in_progress, wait_timeout, on_expiry, codec, heartbeat).
         """
-        return build(lambda: self, scope, key, payload, options)
+        # The decorator asks for its Guard on every call: a C callable answers without a frame.
+        return build(itertools.repeat(self).__next__, scope, key, payload, options)
 
     # -- the drivers --------------------------------------------------------------------------
     def run(
@@ -202,21 +204,19 @@ class Guard(Operations):
             p = self._ready_scope(scope)
         if policy is not None:
             p = policy
-        # Positional: a dataclass matches keywords to fields on every call (twice the cost).
-        return Call(
-            scope,
-            key,
-            next(OWNERS.ids),
-            p.lease,
-            p.ttl,
-            fp,
-            p.on_expiry,
-            get_request_id(),
-            p.retry_limit,  # max_attempts
-            p,
-            time.monotonic(),  # started
-            hint,
-        )
+        call = blank(Call)  # Call(...) without the class call (core.record.blank): every field
+        call.scope, call.key = scope, key
+        call.owner = next(OWNERS.ids)
+        call.lease, call.ttl = p.lease, p.ttl
+        call.fingerprint = fp
+        call.on_expiry = p.on_expiry
+        call.request_id = get_request_id()
+        call.max_attempts = p.retry_limit
+        call.policy = p
+        call.started = time.monotonic()
+        call.type_hint = hint
+        call.polls, call.duplicate = 0, None
+        return call
 
     def _ready_scope(self, scope: str) -> Policy:
         check_scope(scope)
@@ -245,7 +245,7 @@ class Guard(Operations):
                 if not store_error(call, None, exc):
                     raise
                 return fn(*args, **kwargs)
-            action = call.next(claim, time.monotonic())
+            action = call.next(claim)
             if action is RUN:
                 return self._execute(call, fn, args, kwargs)
             logs.duplicate(call)
@@ -272,7 +272,7 @@ class Guard(Operations):
                 if not store_error(call, None, exc):
                     raise
                 return await fn(*args, **kwargs)
-            action = call.next(claim, time.monotonic())
+            action = call.next(claim)
             if action is RUN:
                 return await self._aexecute(call, fn, args, kwargs)
             logs.duplicate(call)

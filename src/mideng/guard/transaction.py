@@ -119,7 +119,7 @@ def _call(
 
 def _decided(guard: Driver, call: Call, claim: Any) -> Tx | float:
     """The block's Tx, or seconds to wait before claiming again; raises for refusals."""
-    action = call.next(claim, time.monotonic())
+    action = call.next(claim)
     if action is RUN:
         return Tx(call.scope, call.key, replayed=False, record=claim.record, ticket=call.ticket)
     guard.log_duplicate(call)

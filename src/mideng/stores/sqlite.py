@@ -21,7 +21,15 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from mideng.core import decide as rules
-from mideng.core.record import ACQUIRED, GOES_UNKNOWN, Claim, ClaimRequest, Record, Ticket
+from mideng.core.record import (
+    ACQUIRED,
+    GOES_UNKNOWN,
+    Claim,
+    ClaimRequest,
+    Record,
+    Ticket,
+    blank,
+)
 from mideng.db.drive import drive
 from mideng.db.statements import Op, check_table
 from mideng.errors import ConfigurationError, StoreUnavailableError
@@ -167,13 +175,15 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         conn = getattr(local, "conn", None)
         if conn is None or local.pid != _Pid.pid:
             conn = self._conn()
+        scope = req.scope
         first = order.fixed  # a pinned order asks nothing of the learned one
         if first is None:
-            first = order.read_first(req.scope)
+            first = order.read_first(scope)
         try:
             if first:
-                row = conn.execute(s.select_q, (time.time(), req.scope, req.key)).fetchone()
-                found = None if row is None else psycopg_current(row, req.scope, req.key)
+                now = time.time()
+                row = conn.execute(s.select_q, (scope, req.key)).fetchone()
+                found = None if row is None else psycopg_current((*row, now), scope, req.key)
                 if found is not None:
                     claim, write = rules.decide(found[0], req, found[1])
                     if write:  # the read alone does not decide it: on in the operation
@@ -190,14 +200,15 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
                           req.request_id, now, now, now, lease, ttl)
                 # fmt: on
                 if conn.execute(s.insert_q, params).rowcount == 1:
-                    claim = Claim(ACQUIRED, rules.fresh(req, now, None))
+                    claim = blank(Claim)  # Claim(ACQUIRED, ...) without the class call
+                    claim.outcome, claim.record = ACQUIRED, rules.fresh(req, now, None)
                 else:  # the key is taken: on as the operation goes, reading first
                     claim = drive(ops.claim(s, req), execute_sqlite, conn)
         except BaseException as exc:
             self._failed(conn, exc)
             raise
         if order.fixed is None:
-            order.saw(req.scope, claim)
+            order.saw(scope, claim)
         if claim.outcome is ACQUIRED:
             self.held.keep(claim)
         return claim

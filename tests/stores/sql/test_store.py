@@ -500,6 +500,13 @@ def test_habit_learns_each_scope_and_forgets_past_its_bound() -> None:
         habit.saw("pay", _claim(1))  # fresh rows
     assert not habit.read_first("pay")
 
+    for _ in range(60):  # a long run of one kind settles exactly, and is then left as it is
+        habit.saw("pay", _claim(1, Outcome.REPLAY))
+    assert habit._taken["pay"] == 1.0
+    habit.saw("pay", _claim(1))
+    assert habit._taken["pay"] == 0.75
+    assert habit.read_first("pay")
+
     habit = ClaimOrder()
     for n in range(ClaimOrder.SCOPES):
         for _ in range(3):

@@ -86,8 +86,11 @@ class ClaimOrder:
         taken = 0.0 if claim.outcome is ACQUIRED and claim.record.fence == 1 else 1.0
         shares = self._taken
         share = shares.get(scope)
+        if share == taken:  # settled: a run of one kind ends exactly there (below); no write
+            return
         if share is None:
             if len(shares) >= self.SCOPES:
                 shares.clear()
             share = 0.0
-        shares[scope] = share + (taken - share) * self.WEIGHT
+        share += (taken - share) * self.WEIGHT
+        shares[scope] = taken if abs(taken - share) < 1e-6 else share

@@ -8,9 +8,9 @@ would cost more than the round trip it wraps. Each executor takes a cached conne
 other failure drops it, retries a deadlock, and raises StoreUnavailableError for a database
 error. ``drive`` runs an ``ops`` generator that way, through mideng.db.drive.
 
-The claim's first statement is sent without its generator (``claim_read_first``,
-``claim_insert_first``): most claims end there, and the generator costs more Python than that
-statement's own client side. Anything that must go on continues in ``ops.claim``.
+The claim's first statement is sent without its generator (``Executor.claim``, the async
+``claim_read_first`` and ``claim_insert_first``): most claims end there, and the generator costs
+more Python than that statement's own client side. Anything else goes on in ``ops.claim``.
 
 Async connections belong to the event loop that opened them, so each loop gets its own
 SQLAlchemy async engine, made on first use. A loop that ends (``asyncio.run`` returning, a test
@@ -21,28 +21,36 @@ uses that moment to dispose the engine's connections on the loop that owns them.
 from __future__ import annotations
 
 import asyncio
-import functools
-import os
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from mideng.core.decide import decide, fresh
-from mideng.core.record import ACQUIRED, Claim, ClaimRequest
+from mideng.core.record import ACQUIRED, Claim, ClaimRequest, blank
 from mideng.db.dialect import kind_of, retryable
 from mideng.db.drive import AsyncExecute, adrive, drive
-from mideng.db.statements import Op, Res, Stmt, T
+from mideng.db.statements import Op, Stmt, T
 from mideng.errors import IdempotencyError
 from mideng.stores.sql.connect import EngineConfig
 from mideng.stores.sql.connections import (
     AsyncConnectionCache,
     ConnectionCache,
+    Process,
     cursor_of,
     limits,
 )
+from mideng.stores.sql.drivers import (
+    aexecute_asyncmy,
+    aexecute_psycopg,
+    execute_dbapi,
+    execute_psycopg,
+    quiet_cursor,
+)
 from mideng.stores.sql.ops import (
-    claim,
+    claim as claim_op,
+)
+from mideng.stores.sql.ops import (
     claim_params,
     clipped,
     insert,
@@ -54,71 +62,6 @@ from mideng.stores.sql.schema import REQUEST_ID_MAX
 from mideng.stores.sql.statements import Statements
 
 DEADLOCK_RETRIES = 3
-
-
-class Process:
-    """This process's id, kept by a fork hook: ``os.getpid()`` is a system call on every use,
-    and an executor checks for a fork on every operation."""
-
-    pid = os.getpid()
-
-    @classmethod
-    def forked(cls) -> None:
-        cls.pid = os.getpid()
-
-
-os.register_at_fork(after_in_child=Process.forked)
-
-
-def execute_psycopg(cur: Any, stmt: Stmt) -> Res:
-    """Run one statement on a psycopg cursor (one statement per text; no lastrowid)."""
-    sql = stmt.sql
-    # Binary results: numbers and bytea arrive without text parsing (the values are the same).
-    cur.execute(sql.pyformat, stmt.params, binary=True)
-    return Res(cur.rowcount, cur.fetchall() if sql.rows else ())
-
-
-def execute_dbapi(cur: Any, stmt: Stmt) -> Res:
-    """Run one statement on a PyMySQL (or any DB-API) cursor."""
-    cur.execute(stmt.sql.pyformat, stmt.params)
-    count = cur.rowcount
-    lastrowid = getattr(cur, "lastrowid", None) or 0  # psycopg has none; MySQL stamps
-    for _ in range(stmt.sql.sets - 1):
-        cur.nextset()
-    return Res(count, cur.fetchall() if stmt.sql.rows else (), lastrowid)
-
-
-async def aexecute_psycopg(cur: Any, stmt: Stmt) -> Res:
-    await cur.execute(stmt.sql.pyformat, stmt.params, binary=True)  # as execute_psycopg
-    return Res(cur.rowcount, await cur.fetchall() if stmt.sql.rows else ())
-
-
-async def aexecute_asyncmy(cur: Any, stmt: Stmt) -> Res:
-    await cur.execute(stmt.sql.pyformat, stmt.params)
-    count, lastrowid = cur.rowcount, cur.lastrowid or 0
-    for _ in range(stmt.sql.sets - 1):
-        await cur.nextset()
-    return Res(count, await cur.fetchall() if stmt.sql.rows else (), lastrowid)
-
-
-@functools.cache
-def _quiet_cursor() -> type:
-    """asyncmy's cursor, minus the warnings it fetches.
-
-    When the server counts a warning, asyncmy's cursor sends SHOW WARNINGS and logs each one at
-    WARNING. The claim's INSERT IGNORE warns on every taken key (that is how it says so), so
-    every duplicate claim paid a second round trip and a log line; PyMySQL, on the sync side,
-    reads the warning count and goes on. ``_show_warnings`` is the hook asyncmy's own result
-    handling calls for that (the store's statements admit no other warning; see the insert
-    in ``statements``).
-    """
-    from asyncmy.cursors import Cursor
-
-    class QuietCursor(Cursor):
-        async def _show_warnings(self, conn: Any) -> None:
-            return None
-
-    return QuietCursor
 
 
 def _close(held: tuple[Any, Any]) -> None:
@@ -156,40 +99,58 @@ class Executor:
         pooled = self.engine.raw_connection()
         return pooled, cursor_of(pooled)
 
+    def _ready(self) -> Statements:
+        """The statements, with the engine made on first use and remade in a forked child."""
+        if self._pid != Process.pid or self._engine is None:
+            self.engine  # noqa: B018
+        stmts = self._statements
+        if stmts is None:
+            kind = kind_of(self.engine.dialect, self.config.returning)
+            stmts = self._statements = Statements(kind, self.config.table)
+        return stmts
+
+    def _take(self, cache: ConnectionCache) -> tuple[Any, Any]:
+        """A connection when none is idle (the common case is inline: ``cache.free.pop()``)."""
+        try:
+            return cache.take(self.checkout)  # type: ignore[no-any-return]
+        except Exception as exc:  # refused, auth, pool exhausted: all "unavailable"
+            raise self.config.unavailable(exc) from exc
+
+    def _failed(
+        self, cache: ConnectionCache, held: tuple[Any, Any], exc: BaseException, attempt: int
+    ) -> None:
+        """``exc`` was raised on ``held``: raise what the caller gets, or return to retry."""
+        if isinstance(exc, IdempotencyError):
+            cache.give(held, _close)  # the operation's own answer (a lost lease)
+            raise exc
+        # Whatever state the connection is in (mid-transaction, half-read), drop it.
+        cache.drop()
+        held[0].invalidate()
+        cfg = self.config
+        if not cfg.is_db_error(exc):
+            raise exc
+        if retryable(exc) and attempt < DEADLOCK_RETRIES:
+            return
+        raise cfg.unavailable(exc) from exc
+
     def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(statements, cursor, *args)`` on a cached connection, failures mapped."""
-        if self._pid != Process.pid or self._engine is None:
-            self.engine  # noqa: B018 (made on first use, remade in a forked child)
+        stmts = self._statements
+        if stmts is None or self._pid != Process.pid:
+            stmts = self._ready()
         attempt = 0
         while True:
             cache = self.cache
             try:
-                held = cache.free.pop()  # the cache's common case, inline (atomic)
+                held = cache.free.pop()
             except IndexError:
-                try:
-                    held = cache.take(self.checkout)
-                except Exception as exc:  # refused, auth, pool exhausted: all "unavailable"
-                    raise self.config.unavailable(exc) from exc
-            stmts = self._statements
-            if stmts is None:
-                kind = kind_of(self.engine.dialect, self.config.returning)
-                stmts = self._statements = Statements(kind, self.config.table)
+                held = self._take(cache)
             try:
                 value = fn(stmts, held[1], *args)
-            except IdempotencyError:
-                cache.give(held, _close)  # the operation's own answer (a lost lease)
-                raise
             except BaseException as exc:
-                # Whatever state the connection is in (mid-transaction, half-read), drop it.
-                cache.drop()
-                held[0].invalidate()
-                cfg = self.config
-                if not cfg.is_db_error(exc):
-                    raise
-                if retryable(exc) and attempt < DEADLOCK_RETRIES:
-                    attempt += 1
-                    continue
-                raise cfg.unavailable(exc) from exc
+                self._failed(cache, held, exc, attempt)  # raises, unless to retry a deadlock
+                attempt += 1
+                continue
             free = cache.free  # cache.give, its common case inline
             free.append(held)
             if cache.waiters or len(free) > cache.keep:
@@ -204,25 +165,50 @@ class Executor:
     def _driven(self, stmts: Statements, cur: Any, op: Callable[..., Op[T]], *args: Any) -> T:
         return drive(op(stmts, *args), self.execute, cur)
 
-    def claim_read_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
-        scope, key = req.scope, req.key
-        if self.binary:
-            cur.execute(stmts.select.positional, (scope, key), binary=True)
-            row = cur.fetchone()
-            found = None if row is None else psycopg_current(row, scope, key)
-        else:
-            cur.execute(stmts.select.positional, (scope, key))
-            row = cur.fetchone()
-            found = None if row is None else stmts.current(row, scope, key)
-        if found is not None:
-            answer, write = decide(found[0], req, found[1])
-            if not write:  # a replay or a refusal, decided by the read alone
-                return answer
-        return drive(claim(stmts, req, found), self.execute, cur)
+    def claim(self, req: ClaimRequest, read_first: bool) -> Claim:
+        """A claim in the given order, on a connection as ``run`` gives one. The read first is
+        spelt here: it is all a duplicate does, and a function of its own (or ``run``'s
+        argument packing) cost a duplicate more Python than the read's own."""
+        stmts = self._statements
+        if stmts is None or self._pid != Process.pid:
+            stmts = self._ready()
+        attempt = 0
+        while True:
+            cache = self.cache
+            try:
+                held = cache.free.pop()
+            except IndexError:
+                held = self._take(cache)
+            cur = held[1]
+            try:
+                if not read_first:
+                    claim = self.claim_insert_first(stmts, cur, req)
+                else:
+                    scope, key = req.scope, req.key
+                    if self.binary:
+                        cur.execute(stmts.select.positional, (scope, key), binary=True)
+                        row = cur.fetchone()
+                        found = None if row is None else psycopg_current(row, scope, key)
+                    else:
+                        cur.execute(stmts.select.positional, (scope, key))
+                        found = seen(stmts, cur.fetchone(), req, False)
+                    write = True
+                    if found is not None:  # a replay or a refusal is decided by the read alone
+                        claim, write = decide(found[0], req, found[1])
+                    if write:
+                        claim = drive(claim_op(stmts, req, found), self.execute, cur)
+            except BaseException as exc:
+                self._failed(cache, held, exc, attempt)  # raises, unless to retry a deadlock
+                attempt += 1
+                continue
+            free = cache.free
+            free.append(held)
+            if cache.waiters or len(free) > cache.keep:
+                cache.given(_close)
+            return claim
 
     def claim_insert_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
-        # A key the insert finds taken goes on in ops.claim, reading first, as the generator
-        # itself would.
+        # A key the insert finds taken goes on in ops.claim, reading first, as it would itself.
         if req.request_id is not None and len(req.request_id) > REQUEST_ID_MAX:
             req = clipped(req)
         params = claim_params(stmts, req)
@@ -234,8 +220,10 @@ class Executor:
         else:
             stamp = stmts.stamped(self.execute(cur, Stmt(insert, params)), params)
         if stamp is not None:
-            return Claim(ACQUIRED, fresh(req, stamp, None))
-        return drive(claim(stmts, req), self.execute, cur)
+            made = blank(Claim)  # Claim(ACQUIRED, ...) without the class call: every first call
+            made.outcome, made.record = ACQUIRED, fresh(req, stamp, None)
+            return made
+        return drive(claim_op(stmts, req), self.execute, cur)
 
     def close(self) -> None:
         free = self.cache.clear()
@@ -259,7 +247,7 @@ class _LoopEngine:
     async def checkout(self) -> tuple[Any, Any]:
         """A pooled connection and its cursor, kept together (as on the sync side)."""
         pooled = await self.engine.raw_connection()
-        quiet = _quiet_cursor() if self.engine.dialect.driver == "asyncmy" else None
+        quiet = quiet_cursor() if self.engine.dialect.driver == "asyncmy" else None
         return pooled, cursor_of(pooled, quiet)
 
     async def give(self, held: tuple[Any, Any]) -> None:
@@ -358,7 +346,7 @@ class AsyncExecutor:
             answer, write = decide(found[0], req, found[1])
             if not write:
                 return answer
-        return await adrive(claim(stmts, req, found), self.execute, cur)
+        return await adrive(claim_op(stmts, req, found), self.execute, cur)
 
     async def claim_insert_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
         req = clipped(req)
@@ -366,7 +354,7 @@ class AsyncExecutor:
         made = inserted(stmts, req, fresh, await self.execute(cur, fresh))
         if made is not None:
             return made
-        return await adrive(claim(stmts, req), self.execute, cur)
+        return await adrive(claim_op(stmts, req), self.execute, cur)
 
     def forget(self) -> None:
         """Drop every loop's engine unclosed (a forked child)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mideng.core.record import Record, Status
+from mideng.core.record import Record, Status, blank
 
 _STATUS = {s.value: s for s in Status}
 
@@ -83,41 +83,29 @@ def current(row: Sequence[Any], scope: str, key: str) -> tuple[Record, float]:
 def psycopg_current(row: Sequence[Any], scope: str, key: str) -> tuple[Record, float]:
     """``current`` for the store's own psycopg connection, whose binary results already carry
     each column's record type (bytea as bytes, the clock as a float): a duplicate then builds
-    its record without a conversion pass. Transactional mode reads through the caller's
-    driver, so it keeps ``current``."""
+    its record without a conversion pass, unpacked straight into its fields (``blank``).
+    Transactional mode reads through the caller's driver, so it keeps ``current``. SQLite's
+    rows arrive typed too."""
+    r = blank(Record)
+    r.scope, r.key = scope, key
     (
         status,
-        fence,
-        owner,
-        fingerprint,
-        lease_until,
-        result,
-        codec,
-        error,
-        attempts,
-        request_id,
-        created_at,
-        updated_at,
-        expires_at,
+        r.fence,
+        r.owner,
+        r.fingerprint,
+        r.lease_until,
+        r.result,
+        r.codec,
+        r.error,
+        r.attempts,
+        r.request_id,
+        r.created_at,
+        r.updated_at,
+        r.expires_at,
         now,
     ) = row
-    return Record(
-        scope,
-        key,
-        _STATUS[status],
-        fence,
-        owner,
-        fingerprint,
-        lease_until,
-        result,
-        codec,
-        error,
-        attempts,
-        request_id,
-        created_at,
-        updated_at,
-        expires_at,
-    ), now
+    r.status = _STATUS[status]
+    return r, now
 
 
 def mysql_packed(now: str) -> str:

@@ -150,15 +150,11 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
     # -- the protocol, sync -------------------------------------------------------------------
     # The claim's own row is kept, so settling it needs no read-back.
     def claim(self, req: ClaimRequest) -> Claim:
-        order, executor = self.claim_order, self.executor
-        first = order.fixed  # a pinned order asks nothing of the learned one
-        if first is None:
-            first = order.read_first(req.scope)
-        if first:
-            claim = executor.run(executor.claim_read_first, req)
+        order = self.claim_order
+        if order.fixed is not None:  # a pinned order asks nothing of the learned one
+            claim = self.executor.claim(req, order.fixed)
         else:
-            claim = executor.run(executor.claim_insert_first, req)
-        if order.fixed is None:
+            claim = self.executor.claim(req, order.read_first(req.scope))
             order.saw(req.scope, claim)
         if claim.outcome is ACQUIRED:
             self.held.keep(claim)
