@@ -40,8 +40,8 @@ from mideng.errors import (
 )
 from mideng.guard.aheartbeat import start_async
 from mideng.guard.driver import Driver
-from mideng.messaging import holds
 from mideng.messaging.batch import claim_all, complete_all
+from mideng.messaging.holds import Held, keep, still_held, stop_beat
 from mideng.messaging.keys import KeyFn, default_key, key_of, request_id_of
 from mideng.messaging.message import Message
 from mideng.messaging.outcome import RetryRules, after_failure, standing
@@ -238,8 +238,8 @@ class IdempotentConsumer:
         # slow handler is not taken over (by a copy elsewhere, or a stream's pending-entry
         # claim) and then run here too. A key whose lease is no longer known to hold when its
         # turn comes is not started (see _run).
-        held: list[holds.Held | None] = [
-            holds.hold(store, call, claim, sent) if claim.acquired else None
+        held: list[Held | None] = [
+            keep(store, call, claim, sent) if claim.acquired else None
             for (_, call), claim in zip(calls, claims, strict=True)
         ]
         ran: list[tuple[int, Call, Completion]] = []
@@ -265,20 +265,20 @@ class IdempotentConsumer:
             started = {id(c) for _, c, _ in ran}
             for (_, call), hold in zip(calls, held, strict=True):
                 if hold is not None and id(call) not in started:
-                    holds.stop(hold)
+                    stop_beat(hold)
                     await _quietly_release(store, hold[0])
             raise
         finally:
             for hold in held:
                 if hold is not None:
-                    holds.stop(hold)
+                    stop_beat(hold)
 
     async def _run(
         self,
         message: Message,
         call: Call,
         claim: Claim,
-        held: holds.Held | None = None,
+        held: Held | None = None,
     ) -> tuple[Verdict, Completion | None]:
         """Run the handler on an acquired claim; the completion is the caller's to write. A
         batch passes the claim's ticket and the beat renewing it since the claim: it goes on
@@ -298,7 +298,7 @@ class IdempotentConsumer:
         else:
             ticket, beat, _ = held
             stop = _no_heartbeat if beat is None else beat.stop
-            if not holds.holds(held, p.lease):
+            if not still_held(held, p.lease):
                 # Its renewals failed while earlier handlers ran, or it was taken over: the
                 # lease may end, and the key be taken over, while this handler would run.
                 stop()

@@ -24,7 +24,7 @@ START_SHARE = 1 / 3
 Held = tuple[Ticket, AsyncBeat | None, float]
 
 
-def hold(store: Any, call: Call, claim: Claim, sent: float) -> Held:
+def keep(store: Any, call: Call, claim: Claim, sent: float) -> Held:
     ticket, p = Ticket.of(claim.record), call.policy
     if not p.heartbeat:  # not renewed: the lease holds until its end from the claim's time
         return ticket, None, sent + p.lease
@@ -32,13 +32,13 @@ def hold(store: Any, call: Call, claim: Claim, sent: float) -> Held:
     return ticket, renew, sent + p.lease
 
 
-def holds(held: Held, lease: float) -> bool:
+def still_held(held: Held, lease: float) -> bool:
     _, beat, end = held
     if beat is not None:
         return beat.holds_for(START_SHARE)
     return end - asyncio.get_running_loop().time() >= lease * START_SHARE
 
 
-def stop(held: Held) -> None:
+def stop_beat(held: Held) -> None:
     if held[1] is not None:
         held[1].stop()
