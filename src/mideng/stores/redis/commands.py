@@ -12,7 +12,15 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from mideng.core.record import Claim, ClaimRequest, ExpiryPolicy, Outcome, Record, Ticket
+from mideng.core.record import (
+    Claim,
+    ClaimRequest,
+    ExpiryPolicy,
+    Outcome,
+    Record,
+    Ticket,
+    blank,
+)
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.stores.base import check_resolvable, is_unresolved, lease_lost
 from mideng.stores.batch import Completed, Completion
@@ -160,7 +168,12 @@ class Commands:
             args += (r.owner, opt(r.fingerprint), opt(r.request_id))
 
         def finish(reply: bytes) -> list[Claim]:
-            return [Claim(OUTCOMES[code], record) for code, record in claims(reqs, reply)]
+            out = []
+            for code, record in claims(reqs, reply):
+                claim = blank(Claim)  # Claim(outcome, record) without the class call, per key
+                claim.outcome, claim.record = OUTCOMES[code], record
+                out.append(claim)
+            return out
 
         return Command(tuple(args), finish, self.scripts.claim_many)
 
