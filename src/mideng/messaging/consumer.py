@@ -20,7 +20,6 @@ its writes commit in the same transaction as the dedup record (mideng.messaging.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import inspect
 import time
@@ -43,7 +42,7 @@ from mideng.guard.aheartbeat import start_async
 from mideng.guard.driver import Driver
 from mideng.messaging import holds
 from mideng.messaging.batch import claim_all, complete_all, like
-from mideng.messaging.keys import KeyFn, default_key, key_of, request_id_of
+from mideng.messaging.keys import KeyFn, default_key, key_as, key_of, request_id_of, scope_of
 from mideng.messaging.message import Message
 from mideng.messaging.outcome import RetryRules, after_failure, standing
 from mideng.messaging.transactional import check as check_transactional
@@ -60,13 +59,8 @@ def _no_heartbeat() -> None:
     pass
 
 
-_SAME = contextlib.nullcontext()
-
-
-def _scope(request_id: str | None) -> contextlib.AbstractContextManager[Any]:
-    # A batch enters each message's request id up to three times; when it is already the
-    # current one (most messages carry none, and none is current), entering costs nothing.
-    return _SAME if request_id == get_request_id() else request_id_scope(request_id)
+# Verdicts are frozen values: a batch hands out these two instead of making one per message.
+_RAN, _UNRUN = Ack(ran=True), Ack(ran=False)
 
 
 class IdempotentConsumer:
@@ -146,9 +140,10 @@ class IdempotentConsumer:
         for message, verdict in zip(messages, verdicts, strict=True):
             final = verdict
             if isinstance(verdict, DeadLetter):
-                with _scope(request_id_of(message)):
+                with scope_of(request_id_of(message)):
                     final = await self._dead_lettered(message, verdict)
-            self._count(final)
+            if watch.metrics is not None:
+                self._count(final)
             done.append(final)
         return done
 
@@ -166,21 +161,21 @@ class IdempotentConsumer:
         calls: list[tuple[int, Call]] = []
         held: list[tuple[int, str]] = []
         for i, message in enumerate(messages):
-            with _scope(rids[i]):
-                try:
-                    key = key_of(message, self.key)
-                except InvalidKeyError as exc:
-                    verdicts[i] = DeadLetter(str(exc))
-                    continue
-                if key in first:
-                    copies[i] = first[key]
-                    continue
-                first[key] = i
-                if key in self.unwritten:
-                    held.append((i, key))
-                elif calls:
-                    calls.append((i, like(calls[0][1], key, rids[i])))
-                else:
+            try:
+                key = key_as(message, self.key, rids[i])
+            except InvalidKeyError as exc:
+                verdicts[i] = DeadLetter(str(exc))
+                continue
+            if key in first:
+                copies[i] = first[key]
+                continue
+            first[key] = i
+            if key in self.unwritten:
+                held.append((i, key))
+            elif calls:
+                calls.append((i, like(calls[0][1], key, rids[i])))
+            else:
+                with scope_of(rids[i]):
                     calls.append((i, self._prepare(key)))
         if held:
             answers = await write_kept(self, [key for _, key in held])
@@ -189,7 +184,7 @@ class IdempotentConsumer:
         await self._run_batch(messages, rids, calls, verdicts)
         for i, of in copies.items():
             v = verdicts[of]
-            verdicts[i] = Ack(ran=False) if isinstance(v, Ack) else v
+            verdicts[i] = _UNRUN if isinstance(v, Ack) else v
         decided: list[Verdict] = []
         for verdict in verdicts:
             assert verdict is not None
@@ -258,8 +253,12 @@ class IdempotentConsumer:
         try:
             for n, ((i, call), claim) in enumerate(zip(calls, claims, strict=True)):
                 started.add(n)
-                with _scope(rids[i]):
+                rid = rids[i]
+                if rid == get_request_id():  # most messages carry none, and none is current
                     out[i], completion = await self._run(messages[i], call, claim, held, n)
+                else:
+                    with request_id_scope(rid):
+                        out[i], completion = await self._run(messages[i], call, claim, held, n)
                 if completion is not None:
                     ran.append((i, call, completion))
             try:
@@ -334,7 +333,7 @@ class IdempotentConsumer:
         completion = blank(Completion)  # Completion(...) without the class call, per message
         completion.ticket, completion.result = ticket, nothing
         completion.codec, completion.ttl = codec.name, p.ttl
-        return Ack(ran=True), completion
+        return _RAN, completion
 
     async def _failed(self, call: Call, ticket: Ticket, attempt: int, exc: Exception) -> Verdict:
         """Keep the claim with its attempt count: a lease as long as the backoff (so a copy

@@ -51,7 +51,18 @@ class BatchHold:
     claim was sent) until ``release(n)`` or ``stop()``; ``holds(n)`` says whether key ``n``
     may start."""
 
-    __slots__ = ("beat", "count", "ends", "held", "lease", "name", "store", "tickets", "ttl")
+    __slots__ = (
+        "beat",
+        "count",
+        "ends",
+        "held",
+        "lease",
+        "loop",
+        "name",
+        "store",
+        "tickets",
+        "ttl",
+    )
 
     def __init__(
         self,
@@ -63,6 +74,7 @@ class BatchHold:
         sent: float,
     ) -> None:
         self.store, self.lease, self.ttl = store, lease, ttl
+        self.loop = asyncio.get_running_loop()
         self.tickets = tickets  # None: not acquired, nothing to hold
         self.held = [t is not None for t in tickets]
         self.count = sum(self.held)  # keys still held
@@ -76,7 +88,7 @@ class BatchHold:
         live = [n for n, held in enumerate(self.held) if held]
         if not live:
             return
-        sent = asyncio.get_running_loop().time()
+        sent = self.loop.time()
         answers = await asyncio.gather(
             *(self._one(self.tickets[n]) for n in live), return_exceptions=True
         )
@@ -115,7 +127,7 @@ class BatchHold:
         as soon as it ends, so no new work should start under it)."""
         if not self.held[n] or (self.beat is not None and self.beat.cancelled):
             return False
-        left = self.ends[n] - asyncio.get_running_loop().time()
+        left = self.ends[n] - self.loop.time()
         return left >= self.lease * START_SHARE
 
     def release(self, n: int) -> None:
