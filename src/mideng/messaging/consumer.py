@@ -20,7 +20,7 @@ its writes commit in the same transaction as the dedup record (mideng.messaging.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,7 +31,7 @@ from mideng.core.calls import is_async
 from mideng.core.failure import encode_failure
 from mideng.core.flow import Call
 from mideng.core.keys import check_scope
-from mideng.core.record import Claim, Ticket
+from mideng.core.record import Claim, Ticket, blank
 from mideng.errors import (
     IdempotencyError,
     InvalidKeyError,
@@ -40,9 +40,9 @@ from mideng.errors import (
 )
 from mideng.guard.aheartbeat import start_async
 from mideng.guard.driver import Driver
-from mideng.messaging.batch import claim_all, complete_all
-from mideng.messaging.holds import Held, keep, still_held, stop_beat
-from mideng.messaging.keys import KeyFn, default_key, key_of, request_id_of
+from mideng.messaging.batch import claim_all, complete_all, like
+from mideng.messaging.holds import BatchHold
+from mideng.messaging.keys import KeyFn, default_key, key_as, key_of, request_id_of, scope_of
 from mideng.messaging.message import Message
 from mideng.messaging.outcome import RetryRules, after_failure, standing
 from mideng.messaging.transactional import check as check_transactional
@@ -59,13 +59,8 @@ def _no_heartbeat() -> None:
     pass
 
 
-_SAME = contextlib.nullcontext()
-
-
-def _scope(request_id: str | None) -> contextlib.AbstractContextManager[Any]:
-    # A batch enters each message's request id up to three times; when it is already the
-    # current one (most messages carry none, and none is current), entering costs nothing.
-    return _SAME if request_id == get_request_id() else request_id_scope(request_id)
+# Verdicts are frozen values: a batch hands out these two instead of making one per message.
+_RAN, _UNRUN = Ack(ran=True), Ack(ran=False)
 
 
 class IdempotentConsumer:
@@ -145,9 +140,10 @@ class IdempotentConsumer:
         for message, verdict in zip(messages, verdicts, strict=True):
             final = verdict
             if isinstance(verdict, DeadLetter):
-                with _scope(request_id_of(message)):
+                with scope_of(request_id_of(message)):
                     final = await self._dead_lettered(message, verdict)
-            self._count(final)
+            if watch.metrics is not None:
+                self._count(final)
             done.append(final)
         return done
 
@@ -165,19 +161,21 @@ class IdempotentConsumer:
         calls: list[tuple[int, Call]] = []
         held: list[tuple[int, str]] = []
         for i, message in enumerate(messages):
-            with _scope(rids[i]):
-                try:
-                    key = key_of(message, self.key)
-                except InvalidKeyError as exc:
-                    verdicts[i] = DeadLetter(str(exc))
-                    continue
-                if key in first:
-                    copies[i] = first[key]
-                    continue
-                first[key] = i
-                if key in self.unwritten:
-                    held.append((i, key))
-                else:
+            try:
+                key = key_as(message, self.key, rids[i])
+            except InvalidKeyError as exc:
+                verdicts[i] = DeadLetter(str(exc))
+                continue
+            if key in first:
+                copies[i] = first[key]
+                continue
+            first[key] = i
+            if key in self.unwritten:
+                held.append((i, key))
+            elif calls:
+                calls.append((i, like(calls[0][1], key, rids[i])))
+            else:
+                with scope_of(rids[i]):
                     calls.append((i, self._prepare(key)))
         if held:
             answers = await write_kept(self, [key for _, key in held])
@@ -186,7 +184,7 @@ class IdempotentConsumer:
         await self._run_batch(messages, rids, calls, verdicts)
         for i, of in copies.items():
             v = verdicts[of]
-            verdicts[i] = Ack(ran=False) if isinstance(v, Ack) else v
+            verdicts[i] = _UNRUN if isinstance(v, Ack) else v
         decided: list[Verdict] = []
         for verdict in verdicts:
             assert verdict is not None
@@ -233,21 +231,34 @@ class IdempotentConsumer:
             for i, _ in calls:
                 out[i] = Retry(self.rules.retry_delay, f"store unavailable at claim: {exc}")
             return
+        if not calls:
+            return
         # Every lease of the batch was granted at once, but its handlers run one after another:
         # each is renewed from now until its completion is written, so a key waiting behind a
         # slow handler is not taken over (by a copy elsewhere, or a stream's pending-entry
         # claim) and then run here too. A key whose lease is no longer known to hold when its
-        # turn comes is not started (see _run).
-        held: list[Held | None] = [
-            keep(store, call, claim, sent) if claim.acquired else None
-            for (_, call), claim in zip(calls, claims, strict=True)
-        ]
+        # turn comes is not started (see _run). One beat renews the batch (messaging.holds).
+        p = calls[0][1].policy
+        tickets: list[Ticket | None] = []
+        for claim in claims:
+            if claim.acquired:
+                r, t = claim.record, blank(Ticket)  # Ticket.of(record), without the class call
+                t.scope, t.key, t.owner, t.fence = r.scope, r.key, r.owner, r.fence
+                tickets.append(t)
+            else:
+                tickets.append(None)
+        held = BatchHold(store, tickets, p.lease, p.ttl, p.heartbeat, sent)
         ran: list[tuple[int, Call, Completion]] = []
+        started: set[int] = set()
         try:
             for n, ((i, call), claim) in enumerate(zip(calls, claims, strict=True)):
-                with _scope(rids[i]):
-                    out[i], completion = await self._run(messages[i], call, claim, held[n])
-                held[n] = None if completion is None else held[n]  # _run stopped it
+                started.add(n)
+                rid = rids[i]
+                if rid == get_request_id():  # most messages carry none, and none is current
+                    out[i], completion = await self._run(messages[i], call, claim, held, n)
+                else:
+                    with request_id_scope(rid):
+                        out[i], completion = await self._run(messages[i], call, claim, held, n)
                 if completion is not None:
                     ran.append((i, call, completion))
             try:
@@ -262,27 +273,25 @@ class IdempotentConsumer:
         except BaseException:
             # Cancelled mid-batch: the keys not started yet are given back, so their
             # redeliveries run at once instead of waiting out the lease.
-            started = {id(c) for _, c, _ in ran}
-            for (_, call), hold in zip(calls, held, strict=True):
-                if hold is not None and id(call) not in started:
-                    stop_beat(hold)
-                    await _quietly_release(store, hold[0])
+            given = held.unstarted(started)
+            held.stop()
+            for ticket in given:
+                await _quietly_release(store, ticket)
             raise
         finally:
-            for hold in held:
-                if hold is not None:
-                    stop_beat(hold)
+            held.stop()
 
     async def _run(
         self,
         message: Message,
         call: Call,
         claim: Claim,
-        held: Held | None = None,
+        held: BatchHold | None = None,
+        n: int = 0,
     ) -> tuple[Verdict, Completion | None]:
         """Run the handler on an acquired claim; the completion is the caller's to write. A
-        batch passes the claim's ticket and the beat renewing it since the claim: it goes on
-        until the caller has written the completion, and stops here otherwise."""
+        batch passes its hold and the claim's place in it: the key is renewed until the caller
+        has written the completion, and released here otherwise."""
         if not claim.acquired:
             call.duplicate = claim
             self.guard.log_duplicate(call)
@@ -296,9 +305,9 @@ class IdempotentConsumer:
                 else _no_heartbeat
             )
         else:
-            ticket, beat, _ = held
-            stop = _no_heartbeat if beat is None else beat.stop
-            if not still_held(held, p.lease):
+            ticket = held.ticket(n)
+            stop = functools.partial(held.release, n)
+            if not held.holds(n):
                 # Its renewals failed while earlier handlers ran, or it was taken over: the
                 # lease may end, and the key be taken over, while this handler would run.
                 stop()
@@ -321,7 +330,10 @@ class IdempotentConsumer:
         codec, nothing = self._nothing
         if codec is not p.codec:  # the handler's result is not kept: the codec's None is
             codec, nothing = self._nothing = p.codec, p.codec.encode(None)
-        return Ack(ran=True), Completion(ticket, nothing, codec.name, p.ttl)
+        completion = blank(Completion)  # Completion(...) without the class call, per message
+        completion.ticket, completion.result = ticket, nothing
+        completion.codec, completion.ttl = codec.name, p.ttl
+        return _RAN, completion
 
     async def _failed(self, call: Call, ticket: Ticket, attempt: int, exc: Exception) -> Verdict:
         """Keep the claim with its attempt count: a lease as long as the backoff (so a copy

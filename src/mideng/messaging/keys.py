@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
+from typing import Any
 
+from mideng.context import get_request_id, request_id_scope
 from mideng.core.keys import check_key
 from mideng.errors import InvalidKeyError
 from mideng.messaging.headers import IDEMPOTENCY_KEY, MESSAGE_ID, REQUEST_ID
@@ -58,3 +61,20 @@ def key_of(message: Message, key: KeyFn) -> str:
 
 def request_id_of(message: Message) -> str | None:
     return header(message.headers, REQUEST_ID)
+
+
+_SAME = contextlib.nullcontext()
+
+
+def scope_of(request_id: str | None) -> contextlib.AbstractContextManager[Any]:
+    # A batch enters each message's request id up to three times; when it is already the
+    # current one (most messages carry none, and none is current), entering costs nothing.
+    return _SAME if request_id == get_request_id() else request_id_scope(request_id)
+
+
+def key_as(message: Message, fn: KeyFn, request_id: str | None) -> str:
+    """The message's key, read (by a key function that may look) under its request id."""
+    if request_id == get_request_id():
+        return key_of(message, fn)
+    with request_id_scope(request_id):
+        return key_of(message, fn)

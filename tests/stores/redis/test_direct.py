@@ -18,7 +18,7 @@ from mideng import Guard
 from mideng.core.record import ClaimRequest, Outcome
 from mideng.errors import StoreUnavailableError
 from mideng.stores.redis import RedisStore
-from mideng.stores.redis.direct import AsyncDirectSender, DirectSender
+from mideng.stores.redis.direct import AsyncDirectSender, DirectSender, pack
 from tests.redis_cluster import Server
 
 
@@ -201,3 +201,41 @@ async def test_async_cancelled_read_never_answers_the_next_call(server: Server) 
     for _ in range(3):
         assert await store.aget("pay", "never-claimed") is None
     await store.aclose()
+
+
+def _redis_pys(*args: Any) -> bytes:
+    connection: Any = redis.connection.Connection  # untyped in redis-py
+    return b"".join(connection().pack_command(*args))
+
+
+class _Text(str):
+    pass
+
+
+class _Blob(bytes):
+    pass
+
+
+@pytest.mark.parametrize("size", [0, 1, 1023, 1024, 6000, 6001, 70000])
+def test_pack_sends_what_redis_py_packs(size: int) -> None:
+    # The same bytes redis-py's own packer makes, for every kind and length of argument the
+    # store sends (a large one as its own buffer), whatever the buffers' boundaries.
+    args = (
+        "FCALL",
+        "x" * size,
+        b"\x00" * size,
+        "é" * size,
+        _Text("sub"),
+        _Blob(b"sub"),
+        size,
+        -7,
+        "",
+    )
+    mine = b"".join(pack(args))
+    assert mine == _redis_pys(*args)
+    assert b"".join(pack(("FUNCTION LOAD", "x"))) == _redis_pys("FUNCTION", "LOAD", "x")
+
+
+def test_pack_refuses_what_it_cannot_send() -> None:
+    with pytest.raises(TypeError):
+        pack(("SET", "k", 1.5))

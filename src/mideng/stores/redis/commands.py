@@ -12,7 +12,15 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from mideng.core.record import Claim, ClaimRequest, ExpiryPolicy, Outcome, Record, Ticket
+from mideng.core.record import (
+    Claim,
+    ClaimRequest,
+    ExpiryPolicy,
+    Outcome,
+    Record,
+    Ticket,
+    blank,
+)
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.stores.base import check_resolvable, is_unresolved, lease_lost
 from mideng.stores.batch import Completed, Completion
@@ -88,6 +96,12 @@ class Commands:
     def key(self, scope: str, key: str) -> str:
         return f"{self.prefix}:{{{_escape(scope)}:{key}}}"
 
+    def _names(self, scope: str, pairs: list[tuple[str, str]]) -> list[str]:
+        """``key(s, k)`` for each pair, the usual scope's part made once: a batch's keys
+        mostly share one scope."""
+        head = f"{self.prefix}:{{{_escape(scope)}:"
+        return [head + k + "}" if s == scope else self.key(s, k) for s, k in pairs]
+
     def identity(self, name: bytes) -> tuple[str, str] | None:
         """(scope, key) back from a record's Redis key; None if it is not one of ours."""
         text = name.decode()
@@ -149,7 +163,7 @@ class Commands:
         cluster, one slot."""
         first = reqs[0]
         args: list[Any] = [len(reqs)]
-        args += [self.key(r.scope, r.key) for r in reqs]
+        args += self._names(first.scope, [(r.scope, r.key) for r in reqs])
         args += (
             seconds(first.lease),
             seconds(first.ttl),
@@ -160,7 +174,12 @@ class Commands:
             args += (r.owner, opt(r.fingerprint), opt(r.request_id))
 
         def finish(reply: bytes) -> list[Claim]:
-            return [Claim(OUTCOMES[code], record) for code, record in claims(reqs, reply)]
+            out = []
+            for code, record in claims(reqs, reply):
+                claim = blank(Claim)  # Claim(outcome, record) without the class call, per key
+                claim.outcome, claim.record = OUTCOMES[code], record
+                out.append(claim)
+            return out
 
         return Command(tuple(args), finish, self.scripts.claim_many)
 
@@ -170,7 +189,7 @@ class Commands:
         its key answers its LeaseLostError in place."""
         first = items[0]
         args: list[Any] = [len(items)]
-        args += [self.key(i.ticket.scope, i.ticket.key) for i in items]
+        args += self._names(first.ticket.scope, [(i.ticket.scope, i.ticket.key) for i in items])
         args += (first.codec, seconds(first.ttl))
         for i in items:
             args += (i.ticket.owner, i.ticket.fence, i.result)

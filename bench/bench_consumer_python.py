@@ -1,0 +1,155 @@
+"""Instructions per message of a batched consumer on the Redis store, and of its parts.
+
+    .venv/bin/python bench/bench_consumer_python.py [--messages 2000]
+    .venv/bin/python bench/bench_consumer_python.py --timed
+
+
+Timed consumer figures (bench_consumer.py) move with the machine's load; instruction counts do
+not. Each case runs in a child process under ``valgrind --tool=callgrind`` twice, with 500 and
+500 + ``--messages`` messages, in batches of 100 new business keys against the Redis server on
+localhost; the difference divided by ``--messages`` is what the client executes per message
+(redis-server's own work is another process, not counted). The cases build on each other:
+
+- ``keys``: read each message's key and request id;
+- ``claims``: and make the batch's calls and claim them (``aclaim_many``);
+- ``claims + completions``: and complete them (``acomplete_many``);
+- ``handle_batch``: ``IdempotentConsumer.handle_batch``, the whole consumer: the above, the
+  handler's run, the batch's lease renewal, request ids and verdicts.
+
+``--timed`` runs no valgrind: ``handle_batch`` over 3,000 new keys in batches of 100, best of
+five, as wall time and as this process's CPU time per message (the difference is mostly
+waiting for the server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import platform
+import shutil
+import sys
+import uuid
+from pathlib import Path
+
+from callgrind import instructions_per_call
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+BASE = 500
+BATCH = 100
+# Messages made in every run alike, whatever it consumes, so making them cancels out.
+MADE = 5000
+CASES = ("keys", "claims", "claims + completions", "handle_batch")
+
+
+async def nothing(message: object) -> None:
+    return None
+
+
+async def run(case: str, n: int) -> None:
+    from mideng import Guard
+    from mideng.core.record import Ticket
+    from mideng.messaging import IdempotentConsumer, Message
+    from mideng.messaging.batch import like
+    from mideng.messaging.keys import key_of, request_id_of
+    from mideng.stores.batch import Completion
+    from mideng.stores.redis import RedisStore
+
+    store = RedisStore.from_url("redis://127.0.0.1:6379/0", prefix=f"cgc:{uuid.uuid4().hex[:8]}")
+    consumer = IdempotentConsumer(Guard(store, ttl=600.0), "stock", nothing)
+    messages = [
+        Message(b'{"qty": 1}', {"idempotency-key": f"order:{uuid.uuid4().hex}"}, id=str(i))
+        for i in range(MADE)
+    ]
+    # Connect and load the scripts before counting: the same in both runs.
+    await consumer.handle_batch(
+        [Message(b"{}", {"idempotency-key": f"w:{uuid.uuid4().hex}"}) for _ in range(BATCH)]
+    )
+    p = consumer.policy
+    nothing_bytes = p.codec.encode(None)
+    for i in range(0, n, BATCH):
+        part = messages[i : i + BATCH]
+        if case == "handle_batch":
+            await consumer.handle_batch(part)
+            continue
+        keys = [key_of(m, consumer.key) for m in part]
+        rids = [request_id_of(m) for m in part]
+        if case == "keys":
+            continue
+        first = consumer._prepare(keys[0])
+        calls = [first] + [like(first, k, r) for k, r in zip(keys[1:], rids[1:], strict=True)]
+        claims = await store.aclaim_many([c.request() for c in calls])
+        if case == "claims":
+            continue
+        done = [Completion(Ticket.of(c.record), nothing_bytes, p.codec.name, p.ttl) for c in claims]
+        await store.acomplete_many(done)
+    await store.aclose()
+
+
+async def timed() -> None:
+    import time
+
+    from mideng import Guard
+    from mideng.messaging import IdempotentConsumer, Message
+    from mideng.stores.redis import RedisStore
+
+    store = RedisStore.from_url("redis://127.0.0.1:6379/0", prefix=f"cgt:{uuid.uuid4().hex[:8]}")
+    consumer = IdempotentConsumer(Guard(store, ttl=600.0), "stock", nothing)
+    wall = cpu = float("inf")
+    for _ in range(5):
+        messages = [
+            Message(b"{}", {"idempotency-key": f"order:{uuid.uuid4().hex}"}, id=str(i))
+            for i in range(3000)
+        ]
+        started, used = time.perf_counter(), time.process_time()
+        for i in range(0, len(messages), BATCH):
+            await consumer.handle_batch(messages[i : i + BATCH])
+        wall = min(wall, (time.perf_counter() - started) / len(messages))
+        cpu = min(cpu, (time.process_time() - used) / len(messages))
+    await store.aclose()
+    print(f"handle_batch: wall {wall * 1e6:.1f} µs a message, process CPU {cpu * 1e6:.1f} µs")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--messages", type=int, default=2000)
+    parser.add_argument("--timed", action="store_true", help="time handle_batch instead")
+    parser.add_argument("--child", nargs=2, metavar=("CASE", "MESSAGES"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        gc.disable()  # a collection lands in one run and not the other
+        asyncio.run(run(args.child[0], int(args.child[1])))
+        return
+    if args.timed:
+        asyncio.run(timed())
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench_consumer_python.py counts instructions with valgrind")
+    if args.messages % BATCH or not 0 < args.messages <= MADE - BASE:
+        parser.error(f"--messages must be a multiple of {BATCH}, at most {MADE - BASE}")
+    counts = {case: instructions_per_call(__file__, case, args.messages, BASE) for case in CASES}
+    rows, before = [], 0.0
+    for case, total in counts.items():
+        rows.append(f"| {case} | {total / 1000:.1f} | {(total - before) / 1000:.1f} |")
+        before = total
+    text = "\n".join(
+        [
+            "| case (batches of 100 new keys) | instructions per message, thousands "
+            "| added by this step |",
+            "|---|---:|---:|",
+            *rows,
+        ]
+    )
+    header = (
+        f"Python {platform.python_version()}, {platform.machine()}, valgrind callgrind; "
+        f"client instructions per message over {args.messages} messages, Redis on localhost."
+    )
+    print(header + "\n\n" + text)
+    (Path(__file__).parent / "results" / "consumer_python.md").write_text(
+        header + "\n\n" + text + "\n"
+    )
+
+
+if __name__ == "__main__":
+    main()
