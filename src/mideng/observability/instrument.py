@@ -1,14 +1,18 @@
 """Metrics without a hook on the call path: while metrics are on, every store a Guard uses
-has its class swapped for a subclass whose record operations are timed and counted.
+has its record operations replaced, on the instance, by ones that are timed and counted, and
+the Guard's sync loop is replaced, on its class, by one that counts its own store calls.
 
-A Guard calls ``self.store.claim(...)``; while metrics are off the store is of its own class
-and a call pays nothing at all, and while they are on it pays one wrapper per store call.
-``track`` is how a store becomes known (the Guard calls it once, when it is made);
-``instrument`` / ``restore`` swap the classes in and back.
+A Guard calls ``self.store.claim(...)``; while metrics are off the store is as it was made and
+a call pays nothing at all. While they are on, the Guard's sync loop (mideng.guard.metered,
+switched through ``loops``) calls the store's own operations and counts them itself, and every
+other caller (the async loop, consumers, heartbeats, a traced store) goes through the
+instance's wrappers, one per store call. ``track`` is how a store becomes known (the Guard
+calls it once, when it is made); ``instrument`` / ``restore`` put the wrappers on and take
+them off.
 
 The body's duration is the time between a claim acquired and the call settling it
-(complete, fail or release, keyed by the claim's owner, which is minted per call): the body
-and the encoding of its result.
+(complete, fail or release; through the wrappers keyed by the claim's owner, which is minted
+per call): the body and the encoding of its result.
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ import threading
 import weakref
 from collections.abc import Callable
 from time import monotonic
+from types import MethodType
 from typing import Any
 
 from mideng.errors import LeaseLostError, StoreUnavailableError
 from mideng.observability.recorder import Recorder, takes_over
 from mideng.observability.watch import store_label
 
-_BASE = "__mideng_unobserved__"  # on an instrumented class: the store's own class
+METER = "_mideng_meter"  # on an instrumented store: its _Calls, which the metered loop uses
 OPERATIONS = ("claim", "complete", "fail", "release", "heartbeat")
 _SETTLING = ("complete", "fail", "release")
 _OPEN_LIMIT = 65536  # claims remembered for the body's duration; a never-settled one is dropped
@@ -31,6 +36,18 @@ _OPEN_LIMIT = 65536  # claims remembered for the body's duration; a never-settle
 _stores: weakref.WeakSet[Any] = weakref.WeakSet()
 _lock = threading.Lock()
 _recorder: Any = None
+# (install, remove) pairs: loops that count their own store calls while metrics are on.
+_loops: list[tuple[Callable[[Recorder], None], Callable[[], None]]] = []
+
+
+def loops(install: Callable[[Recorder], None], remove: Callable[[], None]) -> None:
+    """Register a loop that counts its own store calls (the Guard's, which observability
+    can't import): ``install(recorder)`` runs whenever metrics turn on (now, if they are),
+    ``remove`` when they turn off."""
+    with _lock:
+        _loops.append((install, remove))
+        if _recorder is not None:
+            install(_recorder)
 
 
 def track(store: Any) -> None:
@@ -51,6 +68,8 @@ def instrument(recorder: Any) -> None:
         for store in list(_stores):
             _restore(store)
             _wrap(store, recorder)
+        for install, _remove in _loops:
+            install(recorder)
 
 
 def restore() -> None:
@@ -59,12 +78,15 @@ def restore() -> None:
         _recorder = None
         for store in list(_stores):
             _restore(store)
+        for _install, remove in _loops:
+            remove()
 
 
 def _restore(store: Any) -> None:
-    base = vars(type(store)).get(_BASE)
-    if base is not None:
-        store.__class__ = base
+    calls = getattr(store, METER, None)
+    if isinstance(calls, _Calls):
+        for name in (*calls.wrapped, METER):
+            delattr(store, name)  # the instance's own: the class's operations show again
 
 
 class _Calls:
@@ -76,11 +98,17 @@ class _Calls:
     read it just before (``Call.started``, which its first claim is timed from). A settling
     call reads it twice, before (which also ends the body) and after."""
 
-    def __init__(self, rec: Recorder, label: str) -> None:
+    def __init__(self, rec: Recorder, label: str, cls: Any) -> None:
         self.rec = rec
         self.label = label
+        # The store's own operations, for the metered loop (it counts them itself).
+        self.claim, self.complete, self.fail = cls.claim, cls.complete, cls.fail
+        self.release = cls.release
+        self.wrapped: tuple[str, ...] = ()  # the operations set on the instance
         self.opened: dict[str, float] = {}  # owner -> when its claim was acquired
         self.claims: dict[tuple[str, str], list[Any]] = {}  # (scope, outcome) -> pending
+        # The same lists by scope, then outcome: the metered loop's two lookups by str.
+        self.outcomes: dict[str, dict[str, list[Any]]] = {}
         # operation -> scope -> (the operation's pending durations, the body's)
         self.stores: dict[str, dict[str, tuple[list[Any], list[Any]]]] = {
             op: {} for op in OPERATIONS
@@ -88,6 +116,7 @@ class _Calls:
 
     def claim_pending(self, scope: str, outcome: str) -> list[Any]:
         found = self.rec.get("mideng_claims", (scope, outcome), timed=True).pending
+        self.outcomes.setdefault(scope, {}).setdefault(outcome, found)
         return self.claims.setdefault((scope, outcome), found)
 
     def settle_pending(self, operation: str, scope: str) -> tuple[list[Any], list[Any]]:
@@ -101,6 +130,10 @@ class _Calls:
         begun = self.opened.pop(owner, None) if operation in _SETTLING else None
         if begun is not None and self.rec.durations:  # the body ran, though its settling failed
             self.settle_pending(operation, scope)[1].append(monotonic() - begun)
+        self.refused(operation, scope, exc)
+
+    def refused(self, operation: str, scope: str, exc: BaseException) -> None:
+        """A store call that raised: counted as a store error or a fenced write, if it is one."""
         if isinstance(exc, StoreUnavailableError):
             self.rec.store_error(self.label, operation)
         elif isinstance(exc, LeaseLostError):
@@ -311,28 +344,29 @@ def _wrap(store: Any, rec: Any) -> None:
     cls: Any = type(store)
     if not all(hasattr(cls, name) for name in OPERATIONS):
         return
-    calls = _Calls(rec, store_label(store))
+    calls = _Calls(rec, store_label(store), cls)
     timed = rec.durations
     claim, aclaim = (_claim, _aclaim) if timed else (_counted_claim, _counted_aclaim)
     settle, asettle = (_settle, _asettle) if timed else (_refused, _arefused)
-    ns: dict[str, Any] = {
-        "__module__": cls.__module__,
-        "__qualname__": cls.__qualname__,
-        "__doc__": cls.__doc__,
-        _BASE: cls,
-        "claim": claim(calls, cls.claim),
-    }
+    ops: dict[str, Any] = {"claim": claim(calls, cls.claim)}
     for name in OPERATIONS[1:]:
-        ns[name] = settle(calls, name, getattr(cls, name))
+        ops[name] = settle(calls, name, getattr(cls, name))
     # An embedded store's async operations run its sync ones (``offload_reason`` says so),
     # which are wrapped already: wrapping both would count each call twice.
     if not getattr(cls, "offload_reason", ""):
-        ns["aclaim"] = aclaim(calls, cls.aclaim)
+        ops["aclaim"] = aclaim(calls, cls.aclaim)
         for name in OPERATIONS[1:]:
-            ns["a" + name] = asettle(calls, name, getattr(cls, "a" + name))
-    # A subclass swapped in, not attributes set on the instance: the instance's own
-    # attributes stay as they were. CPython 3.11 still turns their values into a dict when
-    # the class is assigned, so the store's own ``self.…`` reads become dict lookups while
-    # metrics are on (about 0.5 thousand instructions a duplicate, docs/benchmarks.md).
-    metaclass: Any = type(cls)  # ABCMeta for every store
-    store.__class__ = metaclass(cls.__name__, (cls,), ns)
+            ops["a" + name] = asettle(calls, name, getattr(cls, "a" + name))
+    # On the instance, not a subclass swapped in: assigning ``__class__`` makes CPython 3.11
+    # turn the instance's attribute values into a dict, and every ``self.…`` read of the
+    # store's own code a dict lookup while metrics are on (docs/benchmarks.md). New instance
+    # attributes join the class's shared keys and leave the values where they are.
+    # (``setattr``, not ``vars(store)[…]``: reading the instance's ``__dict__`` makes it too.)
+    # (Each bound to the store, which holds it: a cycle until ``_restore`` deletes them.)
+    try:
+        for name, wrapper in ops.items():
+            setattr(store, name, MethodType(wrapper, store))
+    except AttributeError:  # slots and no instance dict: the first one fails, left unobserved
+        return
+    calls.wrapped = tuple(ops)
+    setattr(store, METER, calls)

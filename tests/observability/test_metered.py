@@ -1,0 +1,180 @@
+"""The Guard's metered loop (mideng.guard.metered) against the plain loop it copies.
+
+While metrics are on, ``Guard.drive`` is a copy of the plain loop that counts its own store
+calls; the plain loop with the store's wrappers counts the same calls the other way. One
+script of every path a sync call can take (first call, replay, mismatch, each settling, a
+take-over, a fenced write, an unresolved record, store errors at each step, fail-open runs,
+a store raising something else) runs three ways: metrics off, metrics on with the plain loop
+and the wrappers, metrics on with the metered loop. What the caller sees must be the same all
+three ways, and what a scrape reads the same both metrics-on ways.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from mideng import Guard
+from mideng.core.record import Claim, ClaimRequest, Record, Ticket
+from mideng.errors import LeaseLostError, StoreUnavailableError
+from mideng.guard import metered
+from mideng.guard.guard import Guard as PlainGuard
+from mideng.observability import metrics
+from mideng.stores.memory import MemoryStore
+from tests.observability.scrape import samples
+
+
+class Clock:
+    """The store's clock, moved by hand, and by ``tick`` on every read while it is set."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+        self.tick = 0.0
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+class Flaky(MemoryStore):
+    """A memory store on a hand-moved clock whose operations raise what ``failing`` holds."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock)
+        self.failing: dict[str, BaseException] = {}
+
+    def _maybe(self, operation: str) -> None:
+        exc = self.failing.get(operation)
+        if exc is not None:
+            raise exc
+
+    def claim(self, req: ClaimRequest) -> Claim:
+        self._maybe("claim")
+        return super().claim(req)
+
+    def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
+        self._maybe("complete")
+        return super().complete(ticket, result, codec, ttl)
+
+    def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
+        self._maybe("fail")
+        return super().fail(ticket, error, ttl)
+
+    def release(self, ticket: Ticket) -> None:
+        self._maybe("release")
+        super().release(ticket)
+
+
+def boom() -> None:
+    raise ValueError("boom")
+
+
+def script() -> list[tuple[str, Any]]:
+    """Every path, in order; what each call returned or raised."""
+    clock = Clock()
+    store = Flaky(clock)
+    guard = Guard(store, heartbeat=False)
+    seen: list[tuple[str, Any]] = []
+
+    def call(scope: str, key: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> None:
+        try:
+            seen.append(("returned", guard.run(scope, key, fn, *args, **kw)))
+        except Exception as exc:
+            seen.append(("raised", f"{type(exc).__name__}: {exc}"))
+
+    call("orders", "o1", dict, n=1, payload={"n": 1})  # acquired, completed
+    call("orders", "o1", dict, n=2, payload={"n": 1})  # replay
+    call("orders", "o1", dict, n=3, payload={"n": 2})  # mismatch
+    call("orders", "e1", boom)  # the body raises: released
+    call("orders", "e2", boom, policy={"on_error": "record"})  # failed, kept
+    call("orders", "e2", boom, policy={"on_error": "record"})  # the failure replayed
+
+    def outlived() -> str:  # runs past its lease: a second call takes over, this one is fenced
+        call("orders", "z1", dict)  # still in progress
+        clock.now += 120
+        call("orders", "z1", lambda: "taken over")
+        return "late"
+
+    call("orders", "z1", outlived)
+    call("orders", "z1", dict)  # the take-over's result
+
+    def waited_out() -> str:  # a second call polls until this one's lease runs out, takes over
+        clock.tick = 25.0
+        call("orders", "w1", lambda: "after polls", policy={"in_progress": "wait"})
+        clock.tick = 0.0
+        return "late"
+
+    call("orders", "w1", waited_out, policy={"wait_timeout": 30})
+
+    def died() -> int:  # the lease runs out on an operation whose expiry is unknown
+        clock.now += 120
+        call("charges", "c1", dict, policy={"on_expiry": "unknown"})
+        return 1
+
+    call("charges", "c1", died, policy={"on_expiry": "unknown"})
+
+    down = StoreUnavailableError("down")
+    for operation, body in (("claim", dict), ("complete", dict), ("release", boom)):
+        store.failing = {operation: down}
+        call("stock", f"{operation}-closed", body)
+        call("stock", f"{operation}-open", body, policy={"fail_open": True})
+    store.failing = {"fail": down}
+    call("stock", "fail-closed", boom, policy={"on_error": "record"})
+    call("stock", "fail-open", boom, policy={"on_error": "record", "fail_open": True})
+    store.failing = {"complete": LeaseLostError("fenced")}
+    call("stock", "fenced", dict)
+    store.failing = {"claim": RuntimeError("not a store error")}
+    call("stock", "odd", dict)
+    store.failing = {}
+    call("stock", "fine", dict)
+    guard.close()
+    return seen
+
+
+@pytest.fixture(params=[True, False], ids=["durations", "counts"])
+def durations(request: pytest.FixtureRequest) -> Iterator[bool]:
+    yield request.param
+    metrics.disable()
+
+
+def counted(registry: CollectorRegistry) -> dict[Any, float]:
+    """Every counter and every histogram's count (its sum and buckets are timings)."""
+    return {
+        (name, labels): value
+        for (name, labels), value in samples(registry).items()
+        if name.endswith(("_total", "_count"))
+    }
+
+
+def test_the_metered_loop_counts_and_answers_as_the_plain_loop(durations: bool) -> None:
+    off = script()
+    wrapped_registry, metered_registry = CollectorRegistry(), CollectorRegistry()
+
+    metrics.enable(wrapped_registry, durations=durations)
+    metered.remove()  # the plain loop; every store call through the store's wrappers
+    assert PlainGuard.drive is not metered.drive
+    wrapped = script()
+    wrapped_counts = counted(wrapped_registry)  # before disable() unregisters the collector
+    metrics.disable()
+
+    metrics.enable(metered_registry, durations=durations)
+    assert PlainGuard.drive is metered.drive
+    counting = script()
+    got = counted(metered_registry)
+    metrics.disable()
+    assert PlainGuard.drive is not metered.drive
+
+    assert counting == wrapped == off
+    assert got == wrapped_counts
+    # The script's paths were all taken (a count of each kind the script makes).
+    claims = {dict(k[1])["outcome"] for k in got if k[0] == "mideng_claims_total"}
+    assert claims == {"acquired", "replay", "mismatch", "in_progress", "unresolved"}
+    assert any(k[0] == "mideng_takeovers_total" for k in got)
+    assert any(k[0] == "mideng_fenced_writes_total" for k in got)
+    errors = {dict(k[1])["operation"] for k in got if k[0] == "mideng_store_errors_total"}
+    assert errors == {"claim", "complete", "release", "fail"}
+    assert any(k[0] == "mideng_fail_open_runs_total" for k in got)
+    assert any(k[0] == "mideng_body_seconds_count" for k in got) is durations
