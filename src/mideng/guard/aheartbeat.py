@@ -38,14 +38,6 @@ class AsyncBeat(Lease):
         if task is not None and not task.done():
             task.cancel()
 
-    def holds_for(self, share: float) -> bool:
-        """Whether the lease is known to last at least ``share`` of its length from now: not
-        lost or stopped, and renewed recently enough (a lease whose renewals failed may be
-        taken over as soon as it ends, so no new work should start under it)."""
-        if self.cancelled:
-            return False
-        return self.deadline - self.beats.loop.time() >= self.lease * share
-
 
 class _LoopBeats:
     """One event loop's beats, served by one loop timer set for the earliest due.
