@@ -42,6 +42,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from mideng.core.calls import is_async
 from mideng.core.keys import (
     KeySpec,
     check_scope,
@@ -101,6 +102,14 @@ def idempotent_task(
     connect = None if engine is None else _engine_source(engine, guard, options)
 
     def decorate(fn: F) -> Any:
+        if is_async(fn):
+            # Celery calls a task body and keeps what it returns: an async body would hand back
+            # a coroutine nobody awaits, its work never done while the task counted as run.
+            where = "run in the Engine's transaction" if connect is not None else "run by Celery"
+            raise ConfigurationError(
+                f"{getattr(fn, '__qualname__', fn)!r}: the body is a def {where}; a Celery "
+                "task body is sync"
+            )
         if connect is None:
             guarded = build(resolve, scope, key, payload, options)(fn)
             arguments = inspect.signature(fn)
@@ -207,11 +216,6 @@ def _in_transaction(
 ) -> tuple[Callable[..., Any], inspect.Signature]:
     """The body run in the record's transaction, and the arguments a sender passes: fn's
     without the connection."""
-    if inspect.iscoroutinefunction(fn):
-        raise ConfigurationError(
-            f"{fn.__qualname__}: with engine=, the body is a def run in the Engine's "
-            "transaction; a Celery task body is sync"
-        )
     check_scope(scope)  # at import, as the decorator does, not on the first task
     signature = inspect.signature(fn)
     params = list(signature.parameters.values())

@@ -131,3 +131,20 @@ def test_a_key_held_elsewhere_becomes_a_retry(app: Any, monkeypatch: pytest.Monk
     monkeypatch.undo()
     assert deduct.delay("1001").get() == "1001"  # the holder's result, replayed
     assert runs == []
+
+
+class AsyncDeduct:
+    async def __call__(self, order_id: str) -> None: ...
+
+
+def test_an_async_body_is_refused_at_import_not_left_unawaited(app: Any) -> None:
+    # Celery keeps what a body returns: an async one would hand back a coroutine nobody awaits.
+    guard = Guard(MemoryStore())
+    task = idempotent_task(app, guard, "stock", key="order:{order_id}")
+    with pytest.raises(ConfigurationError, match="task body is sync"):
+
+        @task
+        async def deduct(order_id: str) -> None: ...
+
+    with pytest.raises(ConfigurationError, match="task body is sync"):
+        task(AsyncDeduct())
