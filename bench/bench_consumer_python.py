@@ -50,8 +50,8 @@ async def nothing(message: object) -> None:
 async def run(case: str, n: int) -> None:
     from mideng import Guard
     from mideng.core.record import Ticket
+    from mideng.guard.owners import OWNERS
     from mideng.messaging import IdempotentConsumer, Message
-    from mideng.messaging.batch import like
     from mideng.messaging.keys import key_of, request_id_of
     from mideng.stores.batch import Completion
     from mideng.stores.redis import RedisStore
@@ -78,7 +78,9 @@ async def run(case: str, n: int) -> None:
         if case == "keys":
             continue
         first = consumer._prepare(keys[0])
-        calls = [first] + [like(first, k, r) for k, r in zip(keys[1:], rids[1:], strict=True)]
+        calls = [first] + [
+            first.like(k, next(OWNERS.ids), r) for k, r in zip(keys[1:], rids[1:], strict=True)
+        ]
         claims = await store.aclaim_many([c.request() for c in calls])
         if case == "claims":
             continue

@@ -8,8 +8,8 @@ import dataclasses
 from mideng import Guard
 from mideng.context import request_id_scope
 from mideng.core.flow import Call
+from mideng.guard.owners import OWNERS
 from mideng.messaging import Message
-from mideng.messaging.batch import like
 from mideng.stores.memory import MemoryStore
 
 
@@ -28,7 +28,7 @@ def test_a_call_made_like_the_first_is_the_call_prepare_makes() -> None:
     policy = guard.policy("stock")
     first = guard.prepare("stock", "order:1", handler, None, policy)
     for rid in (None, "req-9"):
-        made = like(first, "order:2", rid)
+        made = first.like("order:2", next(OWNERS.ids), rid)
         with request_id_scope(rid):
             prepared = guard.prepare("stock", "order:2", handler, None, policy)
         assert type(made) is Call

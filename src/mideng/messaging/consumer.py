@@ -40,7 +40,8 @@ from mideng.errors import (
 )
 from mideng.guard.aheartbeat import start_async
 from mideng.guard.driver import Driver
-from mideng.messaging.batch import claim_all, complete_all, like
+from mideng.guard.owners import OWNERS
+from mideng.messaging.batch import claim_all, complete_all
 from mideng.messaging.holds import BatchHold
 from mideng.messaging.keys import KeyFn, default_key, key_as, key_of, request_id_of, scope_of
 from mideng.messaging.message import Message
@@ -173,7 +174,7 @@ class IdempotentConsumer:
             if key in self.unwritten:
                 held.append((i, key))
             elif calls:
-                calls.append((i, like(calls[0][1], key, rids[i])))
+                calls.append((i, calls[0][1].like(key, next(OWNERS.ids), rids[i])))
             else:
                 with scope_of(rids[i]):
                     calls.append((i, self._prepare(key)))
