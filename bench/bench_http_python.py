@@ -110,6 +110,23 @@ def wsgi_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Ite
     return [ANSWER]
 
 
+def wsgi_environ() -> dict[str, Any]:
+    """A POST of BODY to /orders, the keys a WSGI server always sets (no idempotency key)."""
+    return {
+        "REQUEST_METHOD": "POST",
+        "SCRIPT_NAME": "",
+        "PATH_INFO": "/orders",
+        "QUERY_STRING": "",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(BODY)),
+        "SERVER_NAME": "bench",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.input": io.BytesIO(BODY),
+        "wsgi.url_scheme": "http",
+    }
+
+
 def wsgi_child(case: str, calls: int) -> None:
     from mideng import Guard
     from mideng.http.wsgi import IdempotencyMiddleware
@@ -120,19 +137,7 @@ def wsgi_child(case: str, calls: int) -> None:
         app = IdempotencyMiddleware(wsgi_app, guard=Guard(MemoryStore()))
     run = uuid.uuid4().hex[:8]
     for n in range(calls):
-        environ: dict[str, Any] = {
-            "REQUEST_METHOD": "POST",
-            "SCRIPT_NAME": "",
-            "PATH_INFO": "/orders",
-            "QUERY_STRING": "",
-            "CONTENT_TYPE": "application/json",
-            "CONTENT_LENGTH": str(len(BODY)),
-            "SERVER_NAME": "bench",
-            "SERVER_PORT": "80",
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "wsgi.input": io.BytesIO(BODY),
-            "wsgi.url_scheme": "http",
-        }
+        environ = wsgi_environ()
         if case != "wsgi bare":
             environ["HTTP_IDEMPOTENCY_KEY"] = f'"{run}-{n}"' if case == "wsgi first" else '"r"'
         started: list[str] = []

@@ -13,30 +13,18 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bench_http_python import ANSWER, BODY, wsgi_app
+from bench_http_python import ANSWER, wsgi_app, wsgi_environ
 
 Batch = Callable[[list[int]], Awaitable[None]]
 KeyOf = Callable[[int], "str | None"]
 
 
 def environ_of(key: str | None) -> dict[str, Any]:
-    environ: dict[str, Any] = {
-        "REQUEST_METHOD": "POST",
-        "SCRIPT_NAME": "",
-        "PATH_INFO": "/orders",
-        "QUERY_STRING": "",
-        "CONTENT_TYPE": "application/json",
-        "CONTENT_LENGTH": str(len(BODY)),
-        "SERVER_NAME": "bench",
-        "SERVER_PORT": "80",
-        "SERVER_PROTOCOL": "HTTP/1.1",
-        "wsgi.input": io.BytesIO(BODY),
-        "wsgi.url_scheme": "http",
-        "wsgi.errors": io.StringIO(),
-        "wsgi.multithread": False,
-        "wsgi.multiprocess": False,
-        "wsgi.run_once": False,
-    }
+    environ = wsgi_environ()
+    environ["wsgi.errors"] = io.StringIO()
+    environ["wsgi.multithread"] = False
+    environ["wsgi.multiprocess"] = False
+    environ["wsgi.run_once"] = False
     if key is not None:
         environ["HTTP_IDEMPOTENCY_KEY"] = key
     return environ
