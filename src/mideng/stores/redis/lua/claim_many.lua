@@ -16,7 +16,7 @@ for i = 1, #KEYS do
   local item = ''
   if code ~= 0 then
     item = reply(code, rec)
-  elseif rec[F] ~= '1' then
+  elseif rec then  -- acquired over an old record (a new key's is false)
     item = '0|' .. rec[F] .. '|' .. rec[A] .. '|' .. rec[CA]
   end
   head[i + 3], items[i] = #item, item

@@ -115,8 +115,8 @@ local function save(key, old, rec)
   end
 end
 
--- A claim taking key over from prev (false: a new key) on the claim's terms (see claim).
-local function acquire(key, prev, at, terms)
+-- The record a claim makes of key, new (prev false) or over prev, on the claim's terms.
+local function claimed(prev, at, terms)
   local new = {unpack(NONE, 1, NFIELDS)}
   new[S], new[O], new[FP], new[LU], new[RID] = 'processing', terms.owner, terms.fp, terms.lu,
     terms.rid
@@ -129,8 +129,37 @@ local function acquire(key, prev, at, terms)
   else
     new[F], new[A], new[CA] = '1', '1', at
   end
+  return new
+end
+
+-- A claim taking key over from prev (a record) on the claim's terms (see claim).
+local function acquire(key, prev, at, terms)
+  local new = claimed(prev, at, terms)
   save(key, prev, new)
   return 0, new
+end
+
+-- A claim of a new key: the record claimed(false, ...) gives, written by one HSET of its
+-- fields as they are known here, without building the record's table or comparing it field by
+-- field against an absent one (save()): in a batch of new keys, that was a third of the
+-- script's time per key.
+local function create(key, at, terms)
+  local args = {FIELDS[S], 'processing', FIELDS[O], terms.owner, FIELDS[F], '1', FIELDS[A], '1',
+                FIELDS[LU], terms.lu, FIELDS[CA], at, FIELDS[UA], at}
+  local n = 14
+  if terms.fp then
+    args[n + 1], args[n + 2], n = FIELDS[FP], terms.fp, n + 2
+  end
+  if terms.rid then
+    args[n + 1], args[n + 2], n = FIELDS[RID], terms.rid, n + 2
+  end
+  if terms.ea then
+    args[n + 1], args[n + 2] = FIELDS[EA], terms.ea
+  end
+  redis.call('HSET', key, unpack(args))
+  if terms.ea then
+    redis.call('PEXPIREAT', key, pexpire_at(terms.ea))
+  end
 end
 
 local OUTCOMES = {processing = 2, succeeded = 1, failed = 1, unknown = 4}
@@ -141,13 +170,15 @@ local OUTCOMES = {processing = 2, succeeded = 1, failed = 1, unknown = 4}
 -- not to expire by itself), unknown (the 'u' policy: a lapsed lease turns the record UNKNOWN)
 -- and max (a recorded failure from fewer attempts runs again; 0 never). A batch makes the
 -- stamps once and reuses the table key after key. Returns the outcome (0 acquired, 1 replay,
--- 2 in progress, 3 mismatch, 4 unresolved) and the record as it now stands; an acquired
--- record has fence '1' exactly when the key was new.
+-- 2 in progress, 3 mismatch, 4 unresolved) and the record as it now stands, except that a new
+-- key acquired answers false for its record (claimed(false, at, terms) is it), so a batch
+-- builds no table for the keys its reply says nothing about.
 local function claim(key, now, at, terms)
   -- Most claims are of new keys: EXISTS answers those for much less than an HMGET of every
   -- field (each field read is a value the server converts for Lua).
   if redis.call('EXISTS', key) == 0 then
-    return acquire(key, false, at, terms)
+    create(key, at, terms)
+    return 0, false
   end
   local rec = read(key)
   if not rec or expired(rec, now) then
