@@ -15,9 +15,9 @@ for i = 1, #KEYS do
   local j = 3 * i
   local code, rec = complete(KEYS[i], now, at, ARGV[j], ARGV[j + 1], ARGV[j + 2], codec, ea)
   local item
-  if code == 1 then
-    local fp, rid = rec[FP], rec[RID]
-    item = '1|' .. rec[A] .. '|' .. rec[CA] .. '|' .. (fp and #fp or '-') .. '|'
+  if code == 1 then  -- rec: the ticket's fields as complete() read them
+    local fp, rid = rec[T_FP], rec[T_RID]
+    item = '1|' .. rec[T_A] .. '|' .. rec[T_CA] .. '|' .. (fp and #fp or '-') .. '|'
       .. (rid and #rid or '-') .. '|' .. (fp or '') .. (rid or '')
   else
     item = reply(0, rec)

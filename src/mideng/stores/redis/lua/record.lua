@@ -219,13 +219,26 @@ local function terms_of(now, lease, ttl, on_expiry, max_attempts)
 end
 
 -- Store a result while (owner, fence) holds the key, expiring at the stamp ea (false: never):
--- code 1 and the finished record, or code 0 and the record as it now is (lease lost).
+-- code 1 and the ticket's fields as read (TICKET's order; completed() makes the finished
+-- record of them), or code 0 and the record as it now is (lease lost).
 --
 -- The fields a held record loses or gets are known (finished(), save()), so it reads only what
 -- the fence check and the answer need, and writes the rest without comparing: the same record
--- and expiry as save(finished()) gives, with one HMGET of fewer fields and no table copies.
+-- and expiry as save(finished()) gives, with one HMGET of fewer fields and no table copies. A
+-- batch answers from the fields read (attempts, creation time, fingerprint, request id), so
+-- it builds no record table per key either.
 local TICKET = {FIELDS[S], FIELDS[O], FIELDS[F], FIELDS[EA], FIELDS[E], FIELDS[A], FIELDS[CA],
                 FIELDS[FP], FIELDS[RID]}
+local T_A, T_CA, T_FP, T_RID = 6, 7, 8, 9
+
+local function completed(got, result, codec, at, ea)
+  local new = {unpack(NONE, 1, NFIELDS)}
+  new[S], new[F], new[O], new[FP], new[R], new[C], new[A], new[RID], new[CA], new[UA], new[EA] =
+    'succeeded', got[3], got[2], got[T_FP], result, codec, got[T_A], got[T_RID], got[T_CA], at,
+    ea
+  return new
+end
+
 local function complete(key, now, at, owner, fence, result, codec, ea)
   local got = redis.call('HMGET', key, unpack(TICKET))
   local s, o, f, old_ea, e = got[1], got[2], got[3], got[4], got[5]
@@ -233,9 +246,6 @@ local function complete(key, now, at, owner, fence, result, codec, ea)
     or (old_ea and tonumber(old_ea) <= now) then
     return 0, read(key)
   end
-  local new = {unpack(NONE, 1, NFIELDS)}
-  new[S], new[F], new[O], new[FP], new[R], new[C], new[A], new[RID], new[CA], new[UA], new[EA] =
-    'succeeded', f, o, got[8], result, codec, got[6], got[9], got[7], at, ea
   if e then
     redis.call('HDEL', key, FIELDS[LU], FIELDS[E])
   else
@@ -253,7 +263,7 @@ local function complete(key, now, at, owner, fence, result, codec, ea)
       redis.call('PERSIST', key)
     end
   end
-  return 1, new
+  return 1, got
 end
 
 -- The reply is one string, so the client parses one bulk reply instead of a 14-element array:
