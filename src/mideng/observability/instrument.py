@@ -101,29 +101,46 @@ class _Calls:
     def __init__(self, rec: Recorder, label: str, cls: Any) -> None:
         self.rec = rec
         self.label = label
-        # The store's own operations, for the metered loop (it counts them itself).
+        # The store's own operations, for the metered loops (they count them themselves);
+        # the async ones None where they run the sync ones (``_wrap``): the async loop then
+        # leaves them to the wrappers.
         self.claim, self.complete, self.fail = cls.claim, cls.complete, cls.fail
         self.release = cls.release
+        native = not getattr(cls, "offload_reason", "")
+        self.aclaim = cls.aclaim if native else None
+        self.acomplete = cls.acomplete if native else None
+        self.afail = cls.afail if native else None
+        self.arelease = cls.arelease if native else None
         self.wrapped: tuple[str, ...] = ()  # the operations set on the instance
         self.opened: dict[str, float] = {}  # owner -> when its claim was acquired
         self.claims: dict[tuple[str, str], list[Any]] = {}  # (scope, outcome) -> pending
-        # The same lists by scope, then outcome: the metered loop's two lookups by str.
-        self.outcomes: dict[str, dict[str, list[Any]]] = {}
         # operation -> scope -> (the operation's pending durations, the body's)
         self.stores: dict[str, dict[str, tuple[list[Any], list[Any]]]] = {
             op: {} for op in OPERATIONS
         }
+        # The metered loops' view of the same lists, one dict per scope: a claim's by its
+        # Outcome member (found by identity: an Outcome is a str subclass, which a dict of
+        # str keys compares by value, in Python), a settling call's pair by the operation's
+        # name. One lookup by scope serves a call's claim and its settling.
+        self.scopes: dict[str, dict[Any, Any]] = {}
 
     def claim_pending(self, scope: str, outcome: str) -> list[Any]:
         found = self.rec.get("mideng_claims", (scope, outcome), timed=True).pending
-        self.outcomes.setdefault(scope, {}).setdefault(outcome, found)
         return self.claims.setdefault((scope, outcome), found)
+
+    def scope_pending(self, scope: str, outcome: Any) -> tuple[dict[Any, Any], list[Any]]:
+        """The metered loops' miss: ``scope``'s dict, and the pending claims of ``outcome``
+        (an Outcome member) in it."""
+        by_scope = self.scopes.setdefault(scope, {})
+        found = self.claim_pending(scope, outcome._value_)
+        return by_scope, by_scope.setdefault(outcome, found)
 
     def settle_pending(self, operation: str, scope: str) -> tuple[list[Any], list[Any]]:
         pair = (
             self.rec.get("mideng_store_call_seconds", (scope, operation), timed=True).pending,
             self.rec.get("mideng_body_seconds", (scope,), timed=True).pending,
         )
+        self.scopes.setdefault(scope, {}).setdefault(operation, pair)
         return self.stores[operation].setdefault(scope, pair)
 
     def failed(self, operation: str, scope: str, owner: str, exc: BaseException) -> None:
