@@ -14,9 +14,10 @@ operations, which run its wrapped sync ones) goes through the wrappers.
 
 The two loops are the plain loops' pair (sync and await), as those are; what they count is
 said once, in ``_claimed`` and ``_settled``, which the sync loop's usual path spells inline
-(a frame each, 1-1.5 % of a call). What they count must equal what the wrappers count for
-the same calls: tests/observability/test_metered.py runs the Guard's behaviour both ways,
-sync and async, and compares.
+(a frame each, 0.5-0.6 thousand instructions of a duplicate's 42 under callgrind). What
+they count must equal what the wrappers count for the same calls:
+tests/observability/test_metered.py runs the Guard's behaviour both ways, sync and async,
+and compares.
 """
 
 from __future__ import annotations

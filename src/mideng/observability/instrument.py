@@ -1,14 +1,14 @@
 """Metrics without a hook on the call path: while metrics are on, every store a Guard uses
 has its record operations replaced, on the instance, by ones that are timed and counted, and
-the Guard's sync loop is replaced, on its class, by one that counts its own store calls.
+the Guard's loops are replaced, on its class, by ones that count their own store calls.
 
 A Guard calls ``self.store.claim(...)``; while metrics are off the store is as it was made and
-a call pays nothing at all. While they are on, the Guard's sync loop (mideng.guard.metered,
-switched through ``loops``) calls the store's own operations and counts them itself, and every
-other caller (the async loop, consumers, heartbeats, a traced store) goes through the
-instance's wrappers, one per store call. ``track`` is how a store becomes known (the Guard
-calls it once, when it is made); ``instrument`` / ``restore`` put the wrappers on and take
-them off.
+a call pays nothing at all. While they are on, the Guard's loops (mideng.guard.metered,
+switched through ``loops``) call the store's own operations and count them themselves, and
+every other caller (consumers, heartbeats, a call's polls, a traced store, an embedded store's
+async operations) goes through the instance's wrappers, one per store call. ``track`` is
+how a store becomes known (the Guard calls it once, when it is made); ``instrument`` /
+``restore`` put the wrappers on and take them off.
 
 The body's duration is the time between a claim acquired and the call settling it
 (complete, fail or release; through the wrappers keyed by the claim's owner, which is minted
@@ -107,10 +107,10 @@ class _Calls:
         self.claim, self.complete, self.fail = cls.claim, cls.complete, cls.fail
         self.release = cls.release
         native = not getattr(cls, "offload_reason", "")
-        self.aclaim = cls.aclaim if native else None
-        self.acomplete = cls.acomplete if native else None
-        self.afail = cls.afail if native else None
-        self.arelease = cls.arelease if native else None
+        self.aclaim = getattr(cls, "aclaim", None) if native else None
+        self.acomplete = getattr(cls, "acomplete", None) if native else None
+        self.afail = getattr(cls, "afail", None) if native else None
+        self.arelease = getattr(cls, "arelease", None) if native else None
         self.wrapped: tuple[str, ...] = ()  # the operations set on the instance
         self.opened: dict[str, float] = {}  # owner -> when its claim was acquired
         self.claims: dict[tuple[str, str], list[Any]] = {}  # (scope, outcome) -> pending
