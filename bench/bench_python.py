@@ -1,6 +1,6 @@
 """Python instructions per guarded call, counted, with the database driver stubbed out.
 
-    .venv/bin/python bench/bench_python.py [--calls 5000]
+    .venv/bin/python bench/bench_python.py [--calls 5000] [--async] [--metrics]
 
 Wall-clock ratios on a shared VM move with where the OS runs client and server (see
 bench_sql.py); instruction counts do not. Each case runs in a child process under
@@ -14,11 +14,16 @@ the raw scheme's Python on the same stub: ``execute`` + ``fetchone`` + ``json.lo
 duplicate, two ``execute`` calls + ``json.dumps`` for a first call. What is left over is
 what mideng adds per call in Python: Guard, claim decision, codec, typed result, store rows.
 No database is needed; valgrind is (``apt install valgrind``).
+
+``--async``: the same calls through ``Guard.arun`` on the store's async executor, its cursor
+an awaitable stub answering the same rows, every call awaited on one event loop; the floor is
+the raw scheme awaited on the same stub.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
@@ -33,6 +38,9 @@ from common import RESULT
 
 BASE = 1000
 CASES = ("floor duplicate", "mideng duplicate", "floor first", "mideng first")
+FLOOR_INSERT = "INSERT INTO t VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+FLOOR_UPDATE = "UPDATE t SET status = 'succeeded', result = %s WHERE scope = %s AND key = %s"
+SELECT = "SELECT * FROM t WHERE scope = %s AND key = %s"
 
 
 def pay(order: str) -> dict[str, str]:
@@ -54,6 +62,28 @@ class Stub:
         return self.rows[0]
 
     def fetchall(self) -> list[tuple[Any, ...]]:
+        return self.rows
+
+
+async def apay(order: str) -> dict[str, str]:
+    return RESULT
+
+
+class AsyncStub:
+    """``Stub`` as psycopg's async cursor: the same answers, awaited."""
+
+    rowcount = 1
+
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self.rows = rows
+
+    async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> None:
+        pass
+
+    async def fetchone(self) -> tuple[Any, ...]:
+        return self.rows[0]
+
+    async def fetchall(self) -> list[tuple[Any, ...]]:
         return self.rows
 
 
@@ -86,29 +116,34 @@ def child(case: str, calls: int) -> None:
         now + 86400,
         now,
     )
+    recording = os.environ.get("MIDENG_BENCH_METRICS")  # --metrics / --metrics-counts
+    after = os.environ.get("MIDENG_BENCH_AFTER_DISABLE")  # --after-disable
+    if after == "new":  # metrics on and off again before this store was made
+        switch_metrics_on_and_off()
     store = SQLStore(
         "postgresql://stub@127.0.0.1/stub", create_schema=False, read_first="duplicate" in case
     )
-    reads, writes = Stub([stored]), Stub([(now,)])
-    store.executor.cache.free.append((None, reads if "duplicate" in case else writes))
     guard = Guard(store, heartbeat=True)
-    recording = os.environ.get("MIDENG_BENCH_METRICS")  # --metrics / --metrics-counts
+    if after == "same":  # this store instrumented, then restored
+        switch_metrics_on_and_off()
     if recording:
         from prometheus_client import CollectorRegistry
 
         from mideng.observability import metrics
 
         metrics.enable(CollectorRegistry(), durations=recording == "1")
-    floor_insert = "INSERT INTO t VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
-    floor_update = "UPDATE t SET status = 'succeeded', result = %s WHERE scope = %s AND key = %s"
-    select = "SELECT * FROM t WHERE scope = %s AND key = %s"
+    if os.environ.get("MIDENG_BENCH_ASYNC"):  # --async
+        asyncio.run(acalls(case, calls, guard, AsyncStub([stored]), AsyncStub([(now,)])))
+        return
+    reads, writes = Stub([stored]), Stub([(now,)])
+    store.executor.cache.free.append((None, reads if "duplicate" in case else writes))
     if case.startswith("mideng"):  # the path measured is the one meant: a replay, a new claim
         claim = store.claim(guard.prepare("bench", "k", pay, None).request())
         assert claim.outcome.value == ("replay" if "duplicate" in case else "acquired"), claim
         assert guard.run("bench", "k", pay, "k") == RESULT
     if case == "floor duplicate":
         for _ in range(calls):
-            reads.execute(select, ("raw", "k"))
+            reads.execute(SELECT, ("raw", "k"))
             json.loads(reads.fetchone()[5])
     elif case == "mideng duplicate":
         for _ in range(calls):
@@ -116,13 +151,57 @@ def child(case: str, calls: int) -> None:
     elif case == "floor first":
         for _ in range(calls):
             t = time.time()
-            writes.execute(floor_insert, ("raw", "k", "o", t + 60, t, t, t + 86460))
-            writes.execute(floor_update, (json.dumps(RESULT).encode(), "raw", "k"))
+            writes.execute(FLOOR_INSERT, ("raw", "k", "o", t + 60, t, t, t + 86460))
+            writes.execute(FLOOR_UPDATE, (json.dumps(RESULT).encode(), "raw", "k"))
     elif case == "mideng first":
         for _ in range(calls):
             guard.run("bench", "k", pay, "k")  # the stub says every insert is new
     else:
         raise SystemExit(f"unknown case {case!r}")
+
+
+def switch_metrics_on_and_off() -> None:
+    """``metrics.enable()`` then ``disable()``, with a Guard on a store of the bench's class
+    made in between, so its class has been instrumented once."""
+    from prometheus_client import CollectorRegistry
+
+    from mideng import Guard
+    from mideng.observability import metrics
+    from mideng.stores.sql import SQLStore
+
+    metrics.enable(CollectorRegistry())
+    Guard(SQLStore("postgresql://stub@127.0.0.1/other", create_schema=False))
+    metrics.disable()
+
+
+async def acalls(case: str, calls: int, guard: Any, reads: AsyncStub, writes: AsyncStub) -> None:
+    """``child``'s calls, awaited: the store's async executor holds the stub as the running
+    loop's one idle connection (its engine made, never connected)."""
+    store = guard.store
+    entry = await store.aexecutor.loop_engine()
+    entry.cache.free.append((None, reads if "duplicate" in case else writes))
+    if case.startswith("mideng"):
+        claim = await store.aclaim(guard.prepare("bench", "k", apay, None).request())
+        assert claim.outcome.value == ("replay" if "duplicate" in case else "acquired"), claim
+        assert await guard.arun("bench", "k", apay, "k") == RESULT
+    if case == "floor duplicate":
+        for _ in range(calls):
+            await reads.execute(SELECT, ("raw", "k"))
+            json.loads((await reads.fetchone())[5])
+    elif case == "mideng duplicate":
+        for _ in range(calls):
+            await guard.arun("bench", "k", apay, "k")
+    elif case == "floor first":
+        for _ in range(calls):
+            t = time.time()
+            await writes.execute(FLOOR_INSERT, ("raw", "k", "o", t + 60, t, t, t + 86460))
+            await writes.execute(FLOOR_UPDATE, (json.dumps(RESULT).encode(), "raw", "k"))
+    elif case == "mideng first":
+        for _ in range(calls):
+            await guard.arun("bench", "k", apay, "k")
+    else:
+        raise SystemExit(f"unknown case {case!r}")
+    entry.cache.free.clear()  # the stub, which the loop's end would close as a connection
 
 
 def count(case: str, calls: int) -> float:
@@ -133,9 +212,18 @@ def count(case: str, calls: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=5000)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "python.md"))
+    parser.add_argument("--out", help="results/python.md, or python_async.md with --async")
+    parser.add_argument(
+        "--async", dest="aio", action="store_true", help="through Guard.arun on the async stub"
+    )
     parser.add_argument("--metrics", action="store_true", help="mideng's calls with metrics on")
     parser.add_argument("--metrics-counts", action="store_true", help="metrics on, durations=False")
+    parser.add_argument(
+        "--after-disable",
+        choices=("same", "new"),
+        help="metrics off again after enable(): on the store they instrumented (same), or on "
+        "one made after (new)",
+    )
     parser.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -145,6 +233,13 @@ def main() -> None:
         raise SystemExit("bench_python.py counts instructions with valgrind: apt install valgrind")
     if args.metrics or args.metrics_counts:
         os.environ["MIDENG_BENCH_METRICS"] = "1" if args.metrics else "counts"
+    if args.aio:
+        os.environ["MIDENG_BENCH_ASYNC"] = "1"
+    if args.after_disable:
+        os.environ["MIDENG_BENCH_AFTER_DISABLE"] = args.after_disable
+    out = args.out or str(
+        Path(__file__).parent / "results" / ("python_async.md" if args.aio else "python.md")
+    )
     got = {case: count(case, args.calls) for case in CASES}
     rows = []
     for kind in ("duplicate", "first"):
@@ -161,7 +256,12 @@ def main() -> None:
             + (f" {command}`" if command else "`"),
             "",
             f"Python {platform.python_version()}, {platform.machine()}, valgrind callgrind; "
-            f"thousands of instructions per call over {args.calls} calls, PostgreSQL statements.",
+            f"thousands of instructions per call over {args.calls} calls, PostgreSQL statements"
+            + (
+                ", awaited (`Guard.arun`, the async executor, an async stub cursor)."
+                if args.aio
+                else "."
+            ),
             "",
             "| call | raw floor's Python | mideng (Guard + SQLStore) | mideng adds |",
             "|---|---:|---:|---:|",
@@ -174,8 +274,8 @@ def main() -> None:
         ]
     )
     print(text)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text + "\n")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(text + "\n")
 
 
 if __name__ == "__main__":

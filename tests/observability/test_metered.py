@@ -1,17 +1,19 @@
-"""The Guard's metered loop (mideng.guard.metered) against the plain loop it copies.
+"""The Guard's metered loops (mideng.guard.metered) against the plain loops they copy.
 
-While metrics are on, ``Guard.drive`` is a copy of the plain loop that counts its own store
-calls; the plain loop with the store's wrappers counts the same calls the other way. One
-script of every path a sync call can take (first call, replay, mismatch, each settling, a
-take-over, a fenced write, an unresolved record, store errors at each step, fail-open runs,
-a store raising something else) runs three ways: metrics off, metrics on with the plain loop
-and the wrappers, metrics on with the metered loop. What the caller sees must be the same all
-three ways, and what a scrape reads the same both metrics-on ways.
+While metrics are on, ``Guard.drive`` and ``Guard.adrive`` are copies of the plain loops that
+count their own store calls; the plain loops with the store's wrappers count the same calls
+the other way. One script of every path a call can take (first call, replay, mismatch, each
+settling, a take-over, a fenced write, an unresolved record, store errors at each step,
+fail-open runs, a store raising something else), sync and awaited, runs three ways: metrics
+off, metrics on with the plain loop and the wrappers, metrics on with the metered loop. What
+the caller sees must be the same all three ways, and what a scrape reads the same both
+metrics-on ways.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -68,8 +70,50 @@ class Flaky(MemoryStore):
         super().release(ticket)
 
 
+class AsyncFlaky(Flaky):
+    """``Flaky`` with async operations of its own, as a networked store's are (an embedded
+    store's run its sync ones, which the async metered loop leaves to the wrappers): each
+    awaits ``pause`` seconds, then runs the class's sync operation, never the instance's."""
+
+    offload_reason = ""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock)
+        self.pause = 0.0
+
+    async def aclaim(self, req: ClaimRequest) -> Claim:
+        await asyncio.sleep(self.pause)
+        return Flaky.claim(self, req)
+
+    async def acomplete(
+        self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
+    ) -> Record:
+        await asyncio.sleep(self.pause)
+        return Flaky.complete(self, ticket, result, codec, ttl)
+
+    async def afail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
+        await asyncio.sleep(self.pause)
+        return Flaky.fail(self, ticket, error, ttl)
+
+    async def arelease(self, ticket: Ticket) -> None:
+        await asyncio.sleep(self.pause)
+        Flaky.release(self, ticket)
+
+    async def aheartbeat(self, ticket: Ticket, lease: float, ttl: float | None) -> Record:
+        await asyncio.sleep(self.pause)
+        return Flaky.heartbeat(self, ticket, lease, ttl)
+
+
 def boom() -> None:
     raise ValueError("boom")
+
+
+async def aboom() -> None:
+    raise ValueError("boom")
+
+
+async def adict(**kw: Any) -> dict[str, Any]:
+    return dict(kw)
 
 
 def script() -> list[tuple[str, Any]]:
@@ -134,6 +178,73 @@ def script() -> list[tuple[str, Any]]:
     return seen
 
 
+async def ascript() -> list[tuple[str, Any]]:
+    """``script``, awaited: the same paths in the same order through ``Guard.arun``."""
+    clock = Clock()
+    store = AsyncFlaky(clock)
+    guard = Guard(store, heartbeat=False)
+    seen: list[tuple[str, Any]] = []
+
+    async def call(
+        scope: str, key: str, fn: Callable[..., Awaitable[Any]], *args: Any, **kw: Any
+    ) -> None:
+        try:
+            seen.append(("returned", await guard.arun(scope, key, fn, *args, **kw)))
+        except Exception as exc:
+            seen.append(("raised", f"{type(exc).__name__}: {exc}"))
+
+    async def value(v: Any) -> Any:
+        return v
+
+    await call("orders", "o1", adict, n=1, payload={"n": 1})
+    await call("orders", "o1", adict, n=2, payload={"n": 1})
+    await call("orders", "o1", adict, n=3, payload={"n": 2})
+    await call("orders", "e1", aboom)
+    await call("orders", "e2", aboom, policy={"on_error": "record"})
+    await call("orders", "e2", aboom, policy={"on_error": "record"})
+
+    async def outlived() -> str:
+        await call("orders", "z1", adict)
+        clock.now += 120
+        await call("orders", "z1", value, "taken over")
+        return "late"
+
+    await call("orders", "z1", outlived)
+    await call("orders", "z1", adict)
+
+    async def waited_out() -> str:
+        clock.tick = 25.0
+        await call("orders", "w1", value, "after polls", policy={"in_progress": "wait"})
+        clock.tick = 0.0
+        return "late"
+
+    await call("orders", "w1", waited_out, policy={"wait_timeout": 30})
+
+    async def died() -> int:
+        clock.now += 120
+        await call("charges", "c1", adict, policy={"on_expiry": "unknown"})
+        return 1
+
+    await call("charges", "c1", died, policy={"on_expiry": "unknown"})
+
+    down = StoreUnavailableError("down")
+    for operation, body in (("claim", adict), ("complete", adict), ("release", aboom)):
+        store.failing = {operation: down}
+        await call("stock", f"{operation}-closed", body)
+        await call("stock", f"{operation}-open", body, policy={"fail_open": True})
+    store.failing = {"fail": down}
+    await call("stock", "fail-closed", aboom, policy={"on_error": "record"})
+    await call("stock", "fail-open", aboom, policy={"on_error": "record", "fail_open": True})
+    store.failing = {"complete": LeaseLostError("fenced")}
+    await call("stock", "fenced", adict)
+    store.failing = {"claim": RuntimeError("not a store error")}
+    await call("stock", "odd", adict)
+    store.failing = {}
+    await call("stock", "fine", adict)
+    await guard.aclose()
+    return seen
+
+
 @pytest.fixture(params=[True, False], ids=["durations", "counts"])
 def durations(request: pytest.FixtureRequest) -> Iterator[bool]:
     yield request.param
@@ -169,7 +280,11 @@ def test_the_metered_loop_counts_and_answers_as_the_plain_loop(durations: bool) 
 
     assert counting == wrapped == off
     assert got == wrapped_counts
-    # The script's paths were all taken (a count of each kind the script makes).
+    paths_taken(got, durations)
+
+
+def paths_taken(got: dict[Any, float], durations: bool) -> None:
+    """The script's paths were all taken (a count of each kind the script makes)."""
     claims = {dict(k[1])["outcome"] for k in got if k[0] == "mideng_claims_total"}
     assert claims == {"acquired", "replay", "mismatch", "in_progress", "unresolved"}
     assert any(k[0] == "mideng_takeovers_total" for k in got)
@@ -178,3 +293,29 @@ def test_the_metered_loop_counts_and_answers_as_the_plain_loop(durations: bool) 
     assert errors == {"claim", "complete", "release", "fail"}
     assert any(k[0] == "mideng_fail_open_runs_total" for k in got)
     assert any(k[0] == "mideng_body_seconds_count" for k in got) is durations
+
+
+@pytest.mark.anyio
+async def test_the_metered_async_loop_counts_and_answers_as_the_plain_loop(
+    durations: bool,
+) -> None:
+    off = await ascript()
+    wrapped_registry, metered_registry = CollectorRegistry(), CollectorRegistry()
+
+    metrics.enable(wrapped_registry, durations=durations)
+    metered.remove()  # the plain loops; every store call through the store's wrappers
+    assert PlainGuard.adrive is not metered.adrive
+    wrapped = await ascript()
+    wrapped_counts = counted(wrapped_registry)
+    metrics.disable()
+
+    metrics.enable(metered_registry, durations=durations)
+    assert PlainGuard.adrive is metered.adrive
+    counting = await ascript()
+    got = counted(metered_registry)
+    metrics.disable()
+    assert PlainGuard.adrive is not metered.adrive
+
+    assert counting == wrapped == off
+    assert got == wrapped_counts
+    paths_taken(got, durations)

@@ -1,30 +1,38 @@
-"""The Guard's sync loop while metrics are on: it counts its own store calls.
+"""The Guard's loops while metrics are on: they count their own store calls.
 
 Metrics wrap a store's operations on the instance (mideng.observability.instrument), one
-wrapper frame per store call. The sync loop is most guarded calls, and a wrapper is about as
-dear as the counting it does (docs/benchmarks.md), so while metrics are on ``Guard.drive`` is
-this module's ``drive``: the plain loop's first claim and settling, calling the store's own
-operations and counting what the wrappers would, from clock reads it shares (a claim's end is
-the body's start). It is set on the class, not per Guard, and only while metrics are on:
-metrics off, a call runs the plain loop and tests for nothing. Everything else (a call that
-waits, after its first claim; the async loop, heartbeats, consumers, a traced or unobserved
-store) goes through the wrappers.
+wrapper frame per store call (a coroutine, on the async side). Most guarded calls are one
+claim and, for a first call, one settling call, and a wrapper is about as dear as the
+counting it does (docs/benchmarks.md), so while metrics are on ``Guard.drive`` and
+``Guard.adrive`` are this module's ``drive`` and ``adrive``: the plain loops' first claim and
+settling, calling the store's own operations and counting what the wrappers would, from
+clock reads they share (a claim's end is the body's start). They are set on the class, not
+per Guard, and only while metrics are on: metrics off, a call runs the plain loop and tests
+for nothing. Everything else (a call that waits, after its first claim; heartbeats,
+consumers' own store calls, a traced or unobserved store, an embedded store's async
+operations, which run its wrapped sync ones) goes through the wrappers.
 
-What it counts must equal what the wrappers count for the same calls;
-tests/observability/test_metered.py runs the Guard's behaviour both ways and compares.
+The two loops are the plain loops' pair (sync and await), as those are; what they count is
+said once, in ``_claimed`` and ``_settled``, which the sync loop's usual path spells inline
+(a frame each, 0.5-0.6 thousand instructions of a duplicate's 42 under callgrind). What
+they count must equal what the wrappers count for the same calls:
+tests/observability/test_metered.py runs the Guard's behaviour both ways, sync and async,
+and compares.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from time import monotonic
 from time import sleep as _sleep
 from typing import Any, TypeVar
 
 from mideng.core.flow import RAISE, RETURN, RUN, Call
-from mideng.core.record import Ticket
+from mideng.core.record import Claim, Ticket
 from mideng.core.settle import Settle, raised, returned
 from mideng.errors import IdempotencyError
+from mideng.guard.aheartbeat import start_async
 from mideng.guard.guard import Guard, _no_heartbeat
 from mideng.guard.store_errors import store_error
 from mideng.observability import instrument, logs, watch
@@ -32,10 +40,12 @@ from mideng.observability.recorder import takes_over
 
 R = TypeVar("R")
 _plain_drive = Guard.drive
-# What a claim's end is read from: the clock, or (no durations) a C callable answering None;
-# one global call either way, not a test of the recorder's setting per claim.
-_no_clock: Callable[[], float | None] = type(None)
-_clock: Callable[[], float | None] = monotonic
+_plain_adrive = Guard.adrive
+# What a claim's end is read from: the clock, or (no durations) a C callable answering 0.0;
+# one global call either way, not a test of the recorder's setting per claim. Without
+# durations the claims' series are untimed: what a claim appends is only counted.
+_no_clock: Callable[[], float] = float
+_clock: Callable[[], float] = monotonic
 
 
 def drive(
@@ -59,14 +69,15 @@ def drive(
             raise
         return fn(*args, **kwargs)
     ended = _clock()
-    # Counted before ``Call.next``, which can raise (a result that no longer decodes), as the
-    # claim's wrapper counts it before the loop sees the claim. Two lookups by str, not one by
-    # a tuple made and hashed per call; an Outcome is a str, and finds its value's key.
+    # ``_claimed``, inline (a duplicate's frame less). Counted before ``Call.next``, which
+    # can raise (a result that no longer decodes), as the claim's wrapper counts it before
+    # the loop sees the claim.
     try:
-        pending = meter.outcomes[call.scope][claim.outcome]
+        by_scope = meter.scopes[call.scope]
+        pending = by_scope[claim.outcome]
     except KeyError:
-        pending = meter.claim_pending(call.scope, claim.outcome._value_)
-    pending.append(ended and ended - call.started)  # None without durations
+        by_scope, pending = meter.scope_pending(call.scope, claim.outcome)
+    pending.append(ended - call.started)
     if len(pending) >= 4096:  # recorder.FOLD_AT
         meter.rec.fold()
     action = call.next(claim)
@@ -74,9 +85,9 @@ def drive(
         record = claim.record
         if record.attempts > 1 and takes_over(call, record):
             meter.rec.takeover(call.scope)
-        if ended is None:  # no durations: the settling call's wrapper counts its failures
+        if not ended:  # no durations: the settling call's wrapper counts its failures
             return self._execute(call, fn, args, kwargs)
-        return _execute(self, meter, call, fn, args, kwargs, ended)
+        return _execute(self, meter, by_scope, call, fn, args, kwargs, ended)
     logs.duplicate(call)
     if action is RETURN:
         return call.value  # type: ignore[no-any-return]
@@ -89,9 +100,92 @@ def drive(
     return _plain_drive(self, call, fn, args, kwargs)
 
 
+async def adrive(
+    self: Guard,
+    call: Call,
+    fn: Callable[..., Awaitable[R]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> R:
+    store: Any = self.store
+    try:
+        meter = store._mideng_meter
+    except AttributeError:
+        return await _plain_adrive(self, call, fn, args, kwargs)
+    claim_of = meter.aclaim  # None: an embedded store's, which runs its wrapped sync claim
+    if claim_of is None or watch.on is not None:
+        return await _plain_adrive(self, call, fn, args, kwargs)
+    try:
+        claim = await claim_of(store, call)
+    except IdempotencyError as exc:
+        meter.refused("claim", call.scope, exc)
+        if not store_error(call, None, exc):
+            raise
+        return await fn(*args, **kwargs)
+    ended = _clock()
+    by_scope = _claimed(meter, call, claim, ended)
+    action = call.next(claim)
+    if action is RUN:
+        record = claim.record
+        if record.attempts > 1 and takes_over(call, record):
+            meter.rec.takeover(call.scope)
+        if not ended:
+            return await self._aexecute(call, fn, args, kwargs)
+        return await _aexecute(self, meter, by_scope, call, fn, args, kwargs, ended)
+    logs.duplicate(call)
+    if action is RETURN:
+        return call.value  # type: ignore[no-any-return]
+    if action is RAISE:
+        raise call.error
+    await asyncio.sleep(call.delay)
+    return await _plain_adrive(self, call, fn, args, kwargs)
+
+
+def _claimed(meter: Any, call: Call, claim: Claim, ended: float) -> dict[Any, Any]:
+    """Count a loop's first claim, answered at ``ended`` (0.0 without durations) and timed
+    from the call's start; the scope's pending lists, for its settling."""
+    try:
+        by_scope: dict[Any, Any] = meter.scopes[call.scope]
+        pending = by_scope[claim.outcome]
+    except KeyError:
+        by_scope, pending = meter.scope_pending(call.scope, claim.outcome)
+    pending.append(ended - call.started)
+    if len(pending) >= 4096:
+        meter.rec.fold()
+    return by_scope
+
+
+def _settled(
+    meter: Any, by_scope: dict[Any, Any], name: str, scope: str, begun: float, acquired: float
+) -> None:
+    """Count a settling call ``name`` that began at ``begun`` and answered now, and the body
+    before it, from its claim acquired at ``acquired``. No fold check: a loop appends here
+    once per acquired claim it counted, and that claim's append folds every series once
+    4096 wait (the wrappers check their own)."""
+    ended = monotonic()
+    try:
+        pending, body = by_scope[name]
+    except KeyError:
+        pending, body = meter.settle_pending(name, scope)
+    pending.append(ended - begun)
+    body.append(begun - acquired)
+
+
+def _unsettled(
+    meter: Any, call: Call, ticket: Ticket, step: Settle, acquired: float, exc: IdempotencyError
+) -> bool:
+    """A settling call that raised: the body ran, timed to now (as the wrapper times it), and
+    the error counted; whether the call goes on (``store_error``)."""
+    name = step.op[0]
+    meter.settle_pending(name, ticket.scope)[1].append(monotonic() - acquired)
+    meter.refused(name, ticket.scope, exc)
+    return store_error(call, step, exc)
+
+
 def _execute(
     self: Guard,
     meter: Any,
+    by_scope: dict[Any, Any],
     call: Call,
     fn: Callable[..., R],
     args: tuple[Any, ...],
@@ -110,15 +204,15 @@ def _execute(
         result = fn(*args, **kwargs)
     except BaseException as exc:
         stop()
-        _settle(self, meter, call, ticket, raised(p, exc), acquired)
+        _settle(self, meter, by_scope, call, ticket, raised(p, exc), acquired)
         raise
     stop()
     step = returned(p, result)
-    # ``_settle``, inline: a first call's frame less (0.6 thousand instructions, about 0.7 %).
-    # The failure branch is shared; the five lines recording a success are the copy, and
-    # tests/observability/test_metered.py settles both ways, each with every store error.
+    # ``_settle`` and ``_settled``, inline: a first call's two frames less. The failure
+    # branch is shared; tests/observability/test_metered.py settles every way, each with
+    # every store error.
     name = step.op[0]
-    begun = monotonic()
+    begun = monotonic()  # also the body's end
     try:
         getattr(meter, name)(self.store, ticket, *step.args)
     except IdempotencyError as exc:
@@ -127,7 +221,7 @@ def _execute(
     else:
         ended = monotonic()
         try:
-            pending, body = meter.stores[name][ticket.scope]
+            pending, body = by_scope[name]
         except KeyError:
             pending, body = meter.settle_pending(name, ticket.scope)
         pending.append(ended - begun)
@@ -138,48 +232,85 @@ def _execute(
 
 
 def _settle(
-    self: Guard, meter: Any, call: Call, ticket: Ticket, step: Settle, acquired: float
+    self: Guard,
+    meter: Any,
+    by_scope: dict[Any, Any],
+    call: Call,
+    ticket: Ticket,
+    step: Settle,
+    acquired: float,
 ) -> None:
-    name = step.op[0]
-    begun = monotonic()  # also the body's end
+    begun = monotonic()
     try:
-        getattr(meter, name)(self.store, ticket, *step.args)
+        getattr(meter, step.op[0])(self.store, ticket, *step.args)
     except IdempotencyError as exc:
         if not _unsettled(meter, call, ticket, step, acquired, exc):
             raise
         return
-    ended = monotonic()
+    _settled(meter, by_scope, step.op[0], ticket.scope, begun, acquired)
+
+
+async def _aexecute(
+    self: Guard,
+    meter: Any,
+    by_scope: dict[Any, Any],
+    call: Call,
+    fn: Callable[..., Awaitable[R]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    acquired: float,
+) -> R:
+    p, ticket = call.policy, call.ticket
+    stop = (
+        start_async(p.lease, lambda: self.store.aheartbeat(ticket, p.lease, p.ttl), ticket)
+        if p.heartbeat
+        else _no_heartbeat
+    )
     try:
-        pending, body = meter.stores[name][ticket.scope]
-    except KeyError:
-        pending, body = meter.settle_pending(name, ticket.scope)
-    pending.append(ended - begun)
-    body.append(begun - acquired)
-    # No fold check: this loop appends here once per acquired claim it counted, and that
-    # claim's append folds every series once 4096 wait (the wrappers check their own).
+        result = await fn(*args, **kwargs)
+    except BaseException as exc:
+        stop()
+        await _asettle(self, meter, by_scope, call, ticket, raised(p, exc), acquired)
+        raise
+    stop()
+    step = returned(p, result)
+    await _asettle(self, meter, by_scope, call, ticket, step, acquired)
+    if step.error is not None:
+        raise step.error
+    return result
 
 
-def _unsettled(
-    meter: Any, call: Call, ticket: Ticket, step: Settle, acquired: float, exc: IdempotencyError
-) -> bool:
-    """A settling call that raised: the body ran, timed to now (as the wrapper times it), and
-    the error counted; whether the call goes on (``store_error``)."""
-    name = step.op[0]
-    meter.settle_pending(name, ticket.scope)[1].append(monotonic() - acquired)
-    meter.refused(name, ticket.scope, exc)
-    return store_error(call, step, exc)
+async def _asettle(
+    self: Guard,
+    meter: Any,
+    by_scope: dict[Any, Any],
+    call: Call,
+    ticket: Ticket,
+    step: Settle,
+    acquired: float,
+) -> None:
+    begun = monotonic()
+    try:
+        await getattr(meter, step.op[1])(self.store, ticket, *step.args)
+    except IdempotencyError as exc:
+        if not _unsettled(meter, call, ticket, step, acquired, exc):
+            raise
+        return
+    _settled(meter, by_scope, step.op[0], ticket.scope, begun, acquired)
 
 
 def install(recorder: Any) -> None:
-    """The Guard's sync loop counts its own store calls (``metrics.enable`` calls this)."""
+    """The Guard's loops count their own store calls (``metrics.enable`` calls this)."""
     global _clock
     _clock = monotonic if recorder.durations else _no_clock
     Guard.drive = drive  # type: ignore[method-assign]
+    Guard.adrive = adrive  # type: ignore[method-assign]
 
 
 def remove() -> None:
-    """The plain loop again (``metrics.disable``); the store wrappers count every call."""
+    """The plain loops again (``metrics.disable``); the store wrappers count every call."""
     Guard.drive = _plain_drive  # type: ignore[method-assign]
+    Guard.adrive = _plain_adrive  # type: ignore[method-assign]
 
 
 instrument.loops(install, remove)

@@ -1,14 +1,14 @@
 """Metrics without a hook on the call path: while metrics are on, every store a Guard uses
 has its record operations replaced, on the instance, by ones that are timed and counted, and
-the Guard's sync loop is replaced, on its class, by one that counts its own store calls.
+the Guard's loops are replaced, on its class, by ones that count their own store calls.
 
 A Guard calls ``self.store.claim(...)``; while metrics are off the store is as it was made and
-a call pays nothing at all. While they are on, the Guard's sync loop (mideng.guard.metered,
-switched through ``loops``) calls the store's own operations and counts them itself, and every
-other caller (the async loop, consumers, heartbeats, a traced store) goes through the
-instance's wrappers, one per store call. ``track`` is how a store becomes known (the Guard
-calls it once, when it is made); ``instrument`` / ``restore`` put the wrappers on and take
-them off.
+a call pays nothing at all. While they are on, the Guard's loops (mideng.guard.metered,
+switched through ``loops``) call the store's own operations and count them themselves, and
+every other caller (consumers, heartbeats, a call's polls, a traced store, an embedded store's
+async operations) goes through the instance's wrappers, one per store call. ``track`` is
+how a store becomes known (the Guard calls it once, when it is made); ``instrument`` /
+``restore`` put the wrappers on and take them off.
 
 The body's duration is the time between a claim acquired and the call settling it
 (complete, fail or release; through the wrappers keyed by the claim's owner, which is minted
@@ -101,29 +101,46 @@ class _Calls:
     def __init__(self, rec: Recorder, label: str, cls: Any) -> None:
         self.rec = rec
         self.label = label
-        # The store's own operations, for the metered loop (it counts them itself).
+        # The store's own operations, for the metered loops (they count them themselves);
+        # the async ones None where they run the sync ones (``_wrap``): the async loop then
+        # leaves them to the wrappers.
         self.claim, self.complete, self.fail = cls.claim, cls.complete, cls.fail
         self.release = cls.release
+        native = not getattr(cls, "offload_reason", "")
+        self.aclaim = getattr(cls, "aclaim", None) if native else None
+        self.acomplete = getattr(cls, "acomplete", None) if native else None
+        self.afail = getattr(cls, "afail", None) if native else None
+        self.arelease = getattr(cls, "arelease", None) if native else None
         self.wrapped: tuple[str, ...] = ()  # the operations set on the instance
         self.opened: dict[str, float] = {}  # owner -> when its claim was acquired
         self.claims: dict[tuple[str, str], list[Any]] = {}  # (scope, outcome) -> pending
-        # The same lists by scope, then outcome: the metered loop's two lookups by str.
-        self.outcomes: dict[str, dict[str, list[Any]]] = {}
         # operation -> scope -> (the operation's pending durations, the body's)
         self.stores: dict[str, dict[str, tuple[list[Any], list[Any]]]] = {
             op: {} for op in OPERATIONS
         }
+        # The metered loops' view of the same lists, one dict per scope: a claim's by its
+        # Outcome member (found by identity: an Outcome is a str subclass, which a dict of
+        # str keys compares by value, in Python), a settling call's pair by the operation's
+        # name. One lookup by scope serves a call's claim and its settling.
+        self.scopes: dict[str, dict[Any, Any]] = {}
 
     def claim_pending(self, scope: str, outcome: str) -> list[Any]:
         found = self.rec.get("mideng_claims", (scope, outcome), timed=True).pending
-        self.outcomes.setdefault(scope, {}).setdefault(outcome, found)
         return self.claims.setdefault((scope, outcome), found)
+
+    def scope_pending(self, scope: str, outcome: Any) -> tuple[dict[Any, Any], list[Any]]:
+        """The metered loops' miss: ``scope``'s dict, and the pending claims of ``outcome``
+        (an Outcome member) in it."""
+        by_scope = self.scopes.setdefault(scope, {})
+        found = self.claim_pending(scope, outcome._value_)
+        return by_scope, by_scope.setdefault(outcome, found)
 
     def settle_pending(self, operation: str, scope: str) -> tuple[list[Any], list[Any]]:
         pair = (
             self.rec.get("mideng_store_call_seconds", (scope, operation), timed=True).pending,
             self.rec.get("mideng_body_seconds", (scope,), timed=True).pending,
         )
+        self.scopes.setdefault(scope, {}).setdefault(operation, pair)
         return self.stores[operation].setdefault(scope, pair)
 
     def failed(self, operation: str, scope: str, owner: str, exc: BaseException) -> None:
