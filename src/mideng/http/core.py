@@ -43,6 +43,7 @@ from mideng.http.identity import (
     request_fingerprint,
 )
 from mideng.http.sfv import SFVError, Token, parse_item
+from mideng.http.stored import RESPONSE_CODEC
 
 KEY_HEADER = "idempotency-key"
 REPLAYED_HEADER = "idempotent-replayed"
@@ -248,7 +249,8 @@ class HttpOptions:
 
     def policy(self) -> Policy:
         """The policy of scope ``http`` (configure it on the Guard) with the HTTP rules on top:
-        failures always release, results are JSON, in-progress is this layer's choice."""
+        failures always release, results are JSON (mideng.http.stored writes a response's),
+        in-progress is this layer's choice."""
         base = self.guard.policy(self.scope_prefix)
         cached = self._policy
         if cached and cached[0][0] is base:
@@ -257,7 +259,7 @@ class HttpOptions:
         if self.wait_timeout is not None:
             extra["wait_timeout"] = self.wait_timeout
         policy = base.merged(
-            on_error="release", codec="json", in_progress=self.in_progress, **extra
+            on_error="release", codec=RESPONSE_CODEC, in_progress=self.in_progress, **extra
         )
         ttl = policy.ttl
         retention = () if ttl is None else ((RETENTION_HEADER, str(int(ttl))),)

@@ -6,10 +6,11 @@ is the body's result; any other makes the body raise ``NotStored``, so the Guard
 claim, and carries what the client gets instead. The module-level bodies keep the Guard's
 per-function cache to two entries however many requests pass.
 
-The body's result is the response's stored form, plain JSON data (``stored_form``): the JSON
-codec writes it in one C call, and a replay gets it back as the C scanner reads it, checked and
-rebuilt here (``from_stored``) rather than by the codec's walk over a declared type. The bytes
-are those a ``StoredResponse`` is stored as, so records of either kind replay alike.
+The body's result is the response's fields (``mideng.http.stored.Form``), which the HTTP
+policy's codec writes as the JSON of its stored form (``stored_form``) without the encoder's
+walk; a replay gets the plain JSON back as the C scanner reads it, checked and rebuilt here
+(``from_stored``) rather than by the codec's walk over a declared type. The bytes are those a
+``StoredResponse`` is stored as, so records of either kind replay alike.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from mideng.http.core import (
     RecordKey,
     StoredResponse,
 )
+from mideng.http.stored import form
 from mideng.observability import logs, watch
 
 
@@ -162,14 +164,15 @@ class Exchange:
         self.ran = False
         self.original: StoredResponse | None = None
 
-    def keep(self, captured: Captured) -> dict[str, Any]:
+    def keep(self, captured: Captured) -> Any:
         if captured is None:
             logs.response_unguarded(self.opts.max_response)
             raise NotStored(Reply(None, own=True))
         self.original = captured
         if not self.opts.store_status(captured.status):
             raise NotStored(Reply(captured, own=True))
-        return stored_form(captured)
+        # Encoded by the policy's codec (mideng.http.stored): the stored form's JSON bytes.
+        return form((captured.status, storable_headers(captured.headers), captured.body))
 
     def reply(self, stored: Any) -> Reply:
         """What to send after the Guard returned ``stored`` (a stored form, or the plain data
