@@ -105,16 +105,16 @@ def _unspellable(value: object) -> Any:
     raise TypeError(f"cannot canonicalise a {type(value).__qualname__}")
 
 
-def _make_canonical() -> Callable[[Any], str]:
+def _make_chunks() -> Callable[[Any, int], list[str]]:
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # no C accelerator (PyPy): the encoder object does it all
         encoder = json.JSONEncoder(
             sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
-        return encoder.encode
+        return lambda value, _level: [encoder.encode(value)]
     # No markers dict: one shared by threads would see a value two threads encode at once as
     # circular. Plain data decoded from JSON or made here can't contain itself.
-    chunks = make(
+    return make(  # type: ignore[no-any-return]
         None,
         _unspellable,
         json.encoder.c_encode_basestring,  # type: ignore[attr-defined]
@@ -125,10 +125,13 @@ def _make_canonical() -> Callable[[Any], str]:
         False,
         False,
     )
-    return lambda value: "".join(chunks(value, 0))
 
 
-canonical = _make_canonical()
+_CHUNKS = _make_chunks()
+
+
+def canonical(value: Any) -> str:
+    return "".join(_CHUNKS(value, 0))
 
 
 def _reject_constant(name: str) -> Any:
@@ -209,3 +212,49 @@ def request_fingerprint(method: Form, path: Form, query: Form, body: str, header
 
 #: The ``headers`` of ``request_fingerprint`` when no header is fingerprinted.
 NO_HEADERS = canonical({})
+_sha256 = hashlib.sha256
+
+
+def http_fingerprint(
+    method: str,
+    path: str,
+    query: str,
+    raw: bytes | None,
+    content_type: str | None,
+    body: bytes,
+    headers: str,
+) -> str:
+    """``request_fingerprint(exact(method), path_form(path, raw), exact(query),
+    body_digest(content_type, body), headers)``: the same digest, in one frame for the usual
+    request (ASCII method, path and query; a JSON object or array as UTF-8, or other bytes).
+    ``headers``: the canonical spelling of the chosen headers' forms."""
+    digest = None
+    # _parse_json's first case and body_digest's JSON branch, inline; anything else (other
+    # bytes, another encoding, whitespace around, not JSON, text UTF-8 can't carry) is
+    # body_digest's to decide, from the start.
+    if (
+        len(body) >= 4
+        and (content_type == "application/json" or _is_json(content_type))
+        and body[0] in b"{["
+        and body[1]
+    ):
+        try:
+            text = body.decode("utf-8", "surrogatepass")
+            value, end = _SCAN(text, 0)
+            if end == len(text):
+                spelled = "".join(_CHUNKS(value, 0)).encode("utf-8")
+                digest = "json:" + _sha256(spelled).hexdigest()
+        except (StopIteration, ValueError, TypeError, RecursionError):
+            pass
+    if digest is None:
+        digest = body_digest(content_type, body)
+    if not (method.isascii() and path.isascii() and query.isascii()) or (
+        raw is not None and not raw.isascii()
+    ):  # ASCII text is its own form (exact, path_form): only other text is looked at
+        forms = exact(method), path_form(path, raw), exact(query)
+        return request_fingerprint(*forms, digest, headers)
+    text = (
+        f'{{"body":"{digest}","headers":{headers},"method":{_string(method)},'
+        f'"path":{_string(path)},"query":{_string(query)}}}'
+    )
+    return _sha256(text.encode("utf-8")).hexdigest()
