@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from mideng.context import enter_request_id, leave_request_id, request_id_scope
+from mideng.core.record import blank
 from mideng.guard import Guard
 from mideng.http.core import (
     DEFAULT_METHODS,
@@ -56,14 +57,18 @@ def path_bytes(scope: Scope) -> bytes:
 
 
 def incoming(scope: Scope) -> Incoming:
-    return Incoming(
-        scope["method"],
-        scope.get("path", ""),
-        scope.get("query_string", b"").decode("latin-1"),
-        Headers.of_bytes(scope.get("headers", ())),
-        scope,
-        path_bytes(scope),
-    )
+    # Made field by field (core.record.blank): the dataclass's __init__ is a Python frame, and
+    # every request makes one.
+    request = blank(Incoming)
+    request.method = scope["method"]
+    request.path = scope.get("path", "")
+    request.query = scope.get("query_string", b"").decode("latin-1")
+    request.headers = Headers.of_bytes(scope.get("headers", ()))
+    request.raw = scope
+    raw = scope.get("raw_path")
+    # path_bytes(scope), its usual case (a path without escapes) inline
+    request.path_bytes = raw if type(raw) is bytes and b"%" not in raw else path_bytes(scope)
+    return request
 
 
 async def send_response(
@@ -156,12 +161,14 @@ class Disconnected(Exception):
     """The client disconnected before its request body arrived."""
 
 
-async def read_body(receive: Receive, limit: int) -> bytes | None:
-    """The whole request body, or None as soon as it exceeds ``limit`` bytes."""
+async def read_body(receive: Receive, limit: int, message: Message | None = None) -> bytes | None:
+    """The whole request body, or None as soon as it exceeds ``limit`` bytes; ``message``: the
+    first message, when the caller received it already."""
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
+        if message is None:
+            message = await receive()
         if message["type"] == "http.disconnect":
             raise Disconnected
         chunk = message.get("body", b"")
@@ -171,6 +178,7 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+        message = None
 
 
 class Capture:
@@ -318,14 +326,18 @@ async def guard_asgi(
     if isinstance(plan, StoredResponse):
         await send_response(send, plan, tag)
         return
-    try:
-        body = await read_body(receive, opts.max_body)
-    except Disconnected:
-        return
-    if body is None:
+    message = await receive()  # read_body, its usual case (the whole body in one message) inline
+    body: bytes | None = message.get("body", b"")
+    if message.get("more_body", False) or message["type"] != "http.request":
+        try:
+            body = await read_body(receive, opts.max_body, message)
+        except Disconnected:
+            return
+    if body is None or len(body) > opts.max_body:
         await send_response(send, opts.too_large(), tag)
         return
-    capturable(scope)
+    if scope.get("extensions"):
+        capturable(scope)
     capture = Capture(app, scope, body, receive, send, opts.max_response, tag)
     reply = await arun(opts, plan, opts.fingerprint(request, body), capture)
     if reply.response is not None:

@@ -20,6 +20,7 @@ from typing import Any
 from mideng.context import get_request_id
 from mideng.core.keys import MAX_KEY_LENGTH, MAX_SCOPE_LENGTH, check_scope
 from mideng.core.policy import Policy
+from mideng.core.record import blank
 from mideng.errors import (
     ConfigurationError,
     IdempotencyError,
@@ -38,9 +39,9 @@ from mideng.http.identity import (
     body_digest,
     canonical,
     exact,
+    http_fingerprint,
     path_form,
     principal_scope,
-    request_fingerprint,
 )
 from mideng.http.sfv import SFVError, Token, parse_item
 from mideng.http.stored import RESPONSE_CODEC
@@ -292,32 +293,30 @@ class HttpOptions:
                 f"{request.method} {request.path} needs an "
                 'Idempotency-Key header, e.g. Idempotency-Key: "<uuid>"',
             )
-        key = parse_key(value, lenient=self.lenient)
-        if key is None:
+        plain = _PLAIN_STRING.fullmatch(value)  # parse_key's usual case inline: one sf-string
+        key = plain.group(1) if plain is not None else parse_key(value, lenient=self.lenient)
+        if key is None or not 0 < len(key) <= MAX_KEY_LENGTH:
             return self.problem(
                 p.KEY_MALFORMED,
                 "Idempotency-Key must be one quoted string "
                 f"(RFC 8941 sf-string) of 1 to {MAX_KEY_LENGTH} characters",
             )
-        if self.declared_too_large(request.headers):
-            return self.too_large()
-        return RecordKey(
-            self._anonymous if self.principal is None else self.scope_for(request), key
-        )
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            try:
+                if int(declared) > self.max_body:
+                    return self.too_large()
+            except ValueError:  # the server rejects a garbled length; the read limit holds
+                pass
+        target = blank(RecordKey)  # its fields set here: no __init__ frame per request
+        target.scope = self._anonymous if self.principal is None else self.scope_for(request)
+        target.key = key
+        return target
 
     def scope_for(self, request: Incoming) -> str:
         if self.principal is None:
             return self._anonymous
         return principal_scope(self.scope_prefix, self.principal(request))
-
-    def declared_too_large(self, headers: Headers) -> bool:
-        declared = headers.get("content-length")
-        if declared is None:
-            return False
-        try:
-            return int(declared) > self.max_body
-        except ValueError:
-            return False  # the server rejects a garbled length; the read limit still holds
 
     def too_large(self) -> StoredResponse:
         return self.problem(
@@ -339,23 +338,13 @@ class HttpOptions:
         """The Guard's fingerprint of ``payload(request, body)``, made here (the same digest)."""
         headers = request.headers
         chosen = self.fingerprint_headers
-        method, path, query, raw = (
+        return http_fingerprint(
             request.method.upper(),
             request.path,
             request.query,
             request.path_bytes,
-        )
-        forms: tuple[Form, Form, Form] = (method, path, query)
-        if not (
-            method.isascii()
-            and path.isascii()
-            and query.isascii()
-            and (raw is None or raw.isascii())
-        ):  # ASCII text is its own form (exact, path_form): only other text is looked at
-            forms = (exact(method), path_form(path, raw), exact(query))
-        return request_fingerprint(
-            *forms,
-            body_digest(headers.get("content-type"), body),
+            headers.get("content-type"),
+            body,
             canonical({h: _header(headers.get(h)) for h in chosen}) if chosen else NO_HEADERS,
         )
 

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mideng.core.record import blank
 from mideng.errors import CodecError, IdempotencyError
 from mideng.http.core import (
     NOT_REPLAYED,
@@ -251,7 +252,9 @@ async def arun(
     fingerprint: str,
     downstream: Callable[[], Awaitable[Captured]],
 ) -> Reply:
-    exchange = Exchange(opts, downstream)
+    exchange = blank(Exchange)  # its fields set here: no __init__ frame per request
+    exchange.opts, exchange.downstream = opts, downstream
+    exchange.ran, exchange.original = False, None
     guard = opts.guard
     try:
         call = guard.prepare(target.scope, target.key, _aproduce, None, opts.policy())
@@ -259,4 +262,5 @@ async def arun(
         stored = await guard.adrive(call, _aproduce, (exchange,), {})
     except Exception as exc:
         return _sent(exchange.recover_or_raise(exc))
-    return _sent(exchange.reply(stored))
+    reply = exchange.reply(stored)
+    return reply if watch.metrics is None else _sent(reply)
