@@ -33,7 +33,7 @@ from mideng.http.exchange import Captured, arun
 from mideng.http.headers import Headers
 from mideng.http.identity import text_bytes
 from mideng.http.problem import PROBLEM_BASE
-from mideng.http.request_id import accept_request_id
+from mideng.http.request_id import accept_request_id, new_request_id
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -247,8 +247,10 @@ class Capture:
         if self.start is None or not self.complete:
             raise RuntimeError("the application returned without a complete response")
         chunks = self.chunks
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        return StoredResponse(int(self.start["status"]), self.headers, body)
+        captured = blank(StoredResponse)  # its fields set here: no __init__ frame per request
+        captured.status, captured.headers = int(self.start["status"]), self.headers
+        captured.body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return captured
 
     async def receive(self) -> Message:
         body = self.body
@@ -404,8 +406,9 @@ class IdempotencyMiddleware:
         if not self.options.request_id or SCOPE_REQUEST_ID in scope:  # an outer layer bound it
             await guard_asgi(self.options, self.app, scope, receive, send, None, request)
             return
-        request_id = scope[SCOPE_REQUEST_ID] = accept_request_id(
-            request.headers.first(REQUEST_ID_HEADER)
+        sent = request.headers.first(REQUEST_ID_HEADER)
+        request_id = scope[SCOPE_REQUEST_ID] = (
+            new_request_id() if sent is None else accept_request_id(sent)
         )
         token = enter_request_id(request_id)
         try:

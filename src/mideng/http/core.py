@@ -155,9 +155,13 @@ def problem_response(
     return StoredResponse(prob.status, prob.headers(body), body)
 
 
+#: "Try again later": statuses the default rule never stores (nor any 5xx).
+RETRY_LATER = frozenset({408, 425, 429})
+
+
 def storable_status(status: int) -> bool:
     """Default: store final answers; 5xx and "try again later" statuses release the key."""
-    return status < 500 and status not in (408, 425, 429)
+    return status < 500 and status not in RETRY_LATER
 
 
 def parse_key(value: str, *, lenient: bool = True) -> str | None:
@@ -252,10 +256,15 @@ class HttpOptions:
         """The policy of scope ``http`` (configure it on the Guard) with the HTTP rules on top:
         failures always release, results are JSON (mideng.http.stored writes a response's),
         in-progress is this layer's choice."""
+        return self.current()[1]
+
+    def current(self) -> tuple[Policy, Policy, tuple[tuple[str, str], ...]]:
+        """The Guard's policy of ``scope_prefix``, ``policy()`` made from it and ``retention()``
+        made from that, in one look (a guarded request needs the last two)."""
         base = self.guard.policy(self.scope_prefix)
         cached = self._policy
         if cached and cached[0][0] is base:
-            return cached[0][1]
+            return cached[0]
         extra: dict[str, Any] = {}
         if self.wait_timeout is not None:
             extra["wait_timeout"] = self.wait_timeout
@@ -265,7 +274,7 @@ class HttpOptions:
         ttl = policy.ttl
         retention = () if ttl is None else ((RETENTION_HEADER, str(int(ttl))),)
         self._policy[:] = [(base, policy, retention)]
-        return policy
+        return self._policy[0]
 
     # -- deciding --------------------------------------------------------------------------
     def plan(self, request: Incoming) -> RecordKey | StoredResponse | None:
@@ -385,5 +394,4 @@ class HttpOptions:
 
     def retention(self) -> tuple[tuple[str, str], ...]:
         """The Idempotency-Retention header of a stored response (none without a ttl)."""
-        self.policy()  # made (or remade, after configure_scope) with the policy it advertises
-        return self._policy[0][2]
+        return self.current()[2]  # made (or remade) with the policy it advertises

@@ -26,9 +26,11 @@ from mideng.http.core import (
     NOT_REPLAYED,
     REPLAYED_HEADER,
     RETENTION_HEADER,
+    RETRY_LATER,
     HttpOptions,
     RecordKey,
     StoredResponse,
+    storable_status,
 )
 from mideng.http.stored import form
 from mideng.observability import logs, watch
@@ -157,29 +159,41 @@ Captured = StoredResponse | None  # None: too big or a stream; the app's own res
 class Exchange:
     """One guarded request's state: did the body run here, and what did the app answer."""
 
-    __slots__ = ("downstream", "opts", "original", "ran")
+    __slots__ = ("downstream", "opts", "original", "ran", "retention")
 
-    def __init__(self, opts: HttpOptions, downstream: Callable[[], Any]) -> None:
+    def __init__(
+        self,
+        opts: HttpOptions,
+        downstream: Callable[[], Any],
+        retention: tuple[tuple[str, str], ...] | None = None,
+    ) -> None:
         self.opts = opts
         self.downstream = downstream
         self.ran = False
         self.original: StoredResponse | None = None
+        # The Idempotency-Retention header of the policy the call runs under.
+        self.retention = opts.retention() if retention is None else retention
 
     def keep(self, captured: Captured) -> Any:
         if captured is None:
             logs.response_unguarded(self.opts.max_response)
             raise NotStored(Reply(None, own=True))
         self.original = captured
-        if not self.opts.store_status(captured.status):
+        status, store = captured.status, self.opts.store_status
+        if not (  # the default rule (storable_status) inline
+            status < 500 and status not in RETRY_LATER
+            if store is storable_status
+            else store(status)
+        ):
             raise NotStored(Reply(captured, own=True))
         # Encoded by the policy's codec (mideng.http.stored): the stored form's JSON bytes.
-        return form((captured.status, storable_headers(captured.headers), captured.body))
+        return form((status, storable_headers(captured.headers), captured.body))
 
     def reply(self, stored: Any) -> Reply:
         """What to send after the Guard returned ``stored`` (a stored form, or the plain data
         a replay decoded)."""
         if self.ran and self.original is not None:
-            return Reply(self.original, own=True, added=self.opts.retention())
+            return Reply(self.original, own=True, added=self.retention)
         try:
             return Reply(replay_of(stored, self.opts))
         except CodecError as exc:
@@ -235,10 +249,11 @@ async def _aproduce(exchange: Exchange) -> Any:
 def run(
     opts: HttpOptions, target: RecordKey, fingerprint: str, downstream: Callable[[], Captured]
 ) -> Reply:
-    exchange = Exchange(opts, downstream)
+    _, policy, retention = opts.current()
+    exchange = Exchange(opts, downstream, retention)
     guard = opts.guard
     try:
-        call = guard.prepare(target.scope, target.key, _produce, None, opts.policy())
+        call = guard.prepare(target.scope, target.key, _produce, None, policy)
         call.fingerprint = fingerprint
         stored = guard.drive(call, _produce, (exchange,), {})
     except Exception as exc:
@@ -253,11 +268,12 @@ async def arun(
     downstream: Callable[[], Awaitable[Captured]],
 ) -> Reply:
     exchange = blank(Exchange)  # its fields set here: no __init__ frame per request
+    _, policy, exchange.retention = opts.current()
     exchange.opts, exchange.downstream = opts, downstream
     exchange.ran, exchange.original = False, None
     guard = opts.guard
     try:
-        call = guard.prepare(target.scope, target.key, _aproduce, None, opts.policy())
+        call = guard.prepare(target.scope, target.key, _aproduce, None, policy)
         call.fingerprint = fingerprint
         stored = await guard.adrive(call, _aproduce, (exchange,), {})
     except Exception as exc:

@@ -45,7 +45,8 @@ def response_bytes(status: int, headers: tuple[tuple[str, str], ...], body: byte
     fields = []
     for n, v in headers:  # one pass, no comprehension frame: this runs for every kept response
         fields.append(f"[{_string(n)},{_string(v)}]")
-    text = f'{{"status":{status},"headers":[{",".join(fields)}],"body":"{_base64(body)}"}}'
+    spelled = binascii.b2a_base64(body, newline=False).decode("ascii")
+    text = f'{{"status":{status},"headers":[{",".join(fields)}],"body":"{spelled}"}}'
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate: no store can hold it
