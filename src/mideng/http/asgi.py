@@ -11,13 +11,26 @@ larger than ``max_response`` is passed through as it comes, and its key released
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, MutableMapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
 from urllib.parse import unquote_to_bytes
 
-from mideng.context import enter_request_id, leave_request_id, request_id_scope
+from mideng.context import enter_request_id, leave_request_id
 from mideng.core.record import blank
 from mideng.guard import Guard
+from mideng.http.asgi_ids import (
+    _REQUEST_ID_BYTES,
+    SCOPE_REQUEST_ID,
+    ASGIApp,
+    Message,
+    Receive,
+    RequestIdMiddleware,
+    Scope,
+    Send,
+    bind_request_id,
+    tagged,
+    with_bound_id,
+    with_request_id,
+)
 from mideng.http.core import (
     DEFAULT_METHODS,
     REQUEST_ID_HEADER,
@@ -35,15 +48,28 @@ from mideng.http.identity import text_bytes
 from mideng.http.problem import PROBLEM_BASE
 from mideng.http.request_id import accept_request_id, new_request_id
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-#: Set in the scope by whichever layer bound the request id first; inner layers reuse it.
-SCOPE_REQUEST_ID = "mideng.request_id"
-_REQUEST_ID_BYTES = REQUEST_ID_HEADER.encode("latin-1")
+# The request id's layer and the ASGI types live in asgi_ids; named here as they were.
+__all__ = [
+    "SCOPE_REQUEST_ID",
+    "ASGIApp",
+    "Capture",
+    "Disconnected",
+    "IdempotencyMiddleware",
+    "Message",
+    "Receive",
+    "RequestIdMiddleware",
+    "Scope",
+    "Send",
+    "bind_request_id",
+    "capturable",
+    "guard_asgi",
+    "incoming",
+    "path_bytes",
+    "read_body",
+    "send_response",
+    "with_bound_id",
+    "with_request_id",
+]
 
 
 def path_bytes(scope: Scope) -> bytes:
@@ -97,63 +123,6 @@ async def send_response(
         headers.append((_REQUEST_ID_BYTES, tag))
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
     await send({"type": "http.response.body", "body": response.body, "more_body": False})
-
-
-# -- request id ------------------------------------------------------------------------------
-def bind_request_id(scope: Scope) -> str | None:
-    """The id this layer binds, or None when an outer layer already did."""
-    if SCOPE_REQUEST_ID in scope:
-        return None
-    header = None
-    for k, v in scope.get("headers", ()):
-        if k.lower() == _REQUEST_ID_BYTES:
-            header = v.decode("latin-1")
-            break
-    request_id = accept_request_id(header)
-    scope[SCOPE_REQUEST_ID] = request_id
-    return request_id
-
-
-def tagged(start: Message, value: bytes) -> Message:
-    """A response start with the request id set, unless the application set one."""
-    headers = list(start.get("headers", ()))
-    if any(k.lower() == _REQUEST_ID_BYTES for k, _ in headers):
-        return start
-    headers.append((_REQUEST_ID_BYTES, value))
-    return {**start, "headers": headers}
-
-
-def with_request_id(send: Send, request_id: str | bytes) -> Send:
-    value = request_id if isinstance(request_id, bytes) else request_id.encode("latin-1")
-
-    async def send_with_id(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            message = tagged(message, value)
-        await send(message)
-
-    return send_with_id
-
-
-async def with_bound_id(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
-    request_id = bind_request_id(scope)
-    if request_id is None:
-        await app(scope, receive, send)
-        return
-    with request_id_scope(request_id):
-        await app(scope, receive, with_request_id(send, request_id))
-
-
-class RequestIdMiddleware:
-    """Accept a well-formed X-Request-Id or make one; bind it for the request; echo it."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        await with_bound_id(self.app, scope, receive, send)
 
 
 # -- capturing the application's response ----------------------------------------------------
