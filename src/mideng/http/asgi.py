@@ -310,7 +310,7 @@ async def guard_asgi(
     if scope.get("extensions"):
         capturable(scope)
     capture = Capture(app, scope, body, receive, send, opts.max_response, tag)
-    reply = await arun(opts, plan, opts.fingerprint(request, body), capture)
+    reply = await arun(opts, plan, request, body, capture)
     if reply.response is not None:
         await send_response(send, reply.response, tag, reply.added)
     if capture.late_error is not None:

@@ -39,6 +39,7 @@ from mideng.http.identity import (
     body_digest,
     canonical,
     exact,
+    http_digest,
     http_fingerprint,
     path_form,
     principal_scope,
@@ -343,8 +344,24 @@ class HttpOptions:
             "headers": {h: _header(request.headers.get(h)) for h in self.fingerprint_headers},
         }
 
+    def digest(self, request: Incoming, body: bytes) -> str:
+        """The request's fingerprint as stored: version 2 (``identity.http_digest``), which
+        matches exactly where ``fingerprint`` does."""
+        headers = request.headers
+        chosen = self.fingerprint_headers
+        return http_digest(
+            request.method.upper(),
+            request.path,
+            request.query,
+            request.path_bytes,
+            headers.get("content-type"),
+            body,
+            canonical({h: _header(headers.get(h)) for h in chosen}) if chosen else NO_HEADERS,
+        )
+
     def fingerprint(self, request: Incoming, body: bytes) -> str:
-        """The Guard's fingerprint of ``payload(request, body)``, made here (the same digest)."""
+        """Version 1, what records stored before version 2 carry: the Guard's fingerprint of
+        ``payload(request, body)``, made here (the same digest)."""
         headers = request.headers
         chosen = self.fingerprint_headers
         return http_fingerprint(

@@ -21,17 +21,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from mideng.core.record import blank
-from mideng.errors import CodecError, IdempotencyError
+from mideng.errors import CodecError, IdempotencyError, PayloadMismatchError
 from mideng.http.core import (
     NOT_REPLAYED,
     REPLAYED_HEADER,
     RETENTION_HEADER,
     RETRY_LATER,
     HttpOptions,
+    Incoming,
     RecordKey,
     StoredResponse,
     storable_status,
 )
+from mideng.http.identity import V2
 from mideng.http.stored import form
 from mideng.observability import logs, watch
 
@@ -244,18 +246,33 @@ async def _aproduce(exchange: Exchange) -> Any:
 # ``run`` and ``arun`` are the one loop that exists twice (a blocking and an awaited drive);
 # what they decide is the Exchange's: ``keep`` (what the app answered), ``reply`` (what to send
 # after the Guard), ``recover`` (what an exception out of the Guard means).
-# ``fingerprint`` is the Guard's fingerprint of the request's payload (HttpOptions.fingerprint):
-# the call is prepared without a payload and handed the digest, made in one pass over plain data.
+# The call is prepared without a payload and handed the request's fingerprint, version 2
+# (HttpOptions.digest), made in one pass over plain data. A record stored before version 2
+# carries version 1, which the Guard reports as a mismatch: when version 1 of this request is
+# the record's, the call is made again with it (``legacy``), and the record answers as it
+# always did (a replay, in progress, ...).
 def run(
-    opts: HttpOptions, target: RecordKey, fingerprint: str, downstream: Callable[[], Captured]
+    opts: HttpOptions,
+    target: RecordKey,
+    request: Incoming,
+    body: bytes,
+    downstream: Callable[[], Captured],
 ) -> Reply:
     _, policy, retention = opts.current()
     exchange = Exchange(opts, downstream, retention)
     guard = opts.guard
+    fingerprint = opts.digest(request, body)
     try:
-        call = guard.prepare(target.scope, target.key, _produce, None, policy)
-        call.fingerprint = fingerprint
-        stored = guard.drive(call, _produce, (exchange,), {})
+        try:
+            call = guard.prepare(target.scope, target.key, _produce, None, policy)
+            call.fingerprint = fingerprint
+            stored = guard.drive(call, _produce, (exchange,), {})
+        except PayloadMismatchError as exc:
+            if (old := legacy(exc, exchange, request, body)) is None:
+                raise
+            call = guard.prepare(target.scope, target.key, _produce, None, policy)
+            call.fingerprint = old
+            stored = guard.drive(call, _produce, (exchange,), {})
     except Exception as exc:
         return _sent(exchange.recover_or_raise(exc))
     return _sent(exchange.reply(stored))
@@ -264,7 +281,8 @@ def run(
 async def arun(
     opts: HttpOptions,
     target: RecordKey,
-    fingerprint: str,
+    request: Incoming,
+    body: bytes,
     downstream: Callable[[], Awaitable[Captured]],
 ) -> Reply:
     exchange = blank(Exchange)  # its fields set here: no __init__ frame per request
@@ -272,11 +290,32 @@ async def arun(
     exchange.opts, exchange.downstream = opts, downstream
     exchange.ran, exchange.original = False, None
     guard = opts.guard
+    fingerprint = opts.digest(request, body)
     try:
-        call = guard.prepare(target.scope, target.key, _aproduce, None, policy)
-        call.fingerprint = fingerprint
-        stored = await guard.adrive(call, _aproduce, (exchange,), {})
+        try:
+            call = guard.prepare(target.scope, target.key, _aproduce, None, policy)
+            call.fingerprint = fingerprint
+            stored = await guard.adrive(call, _aproduce, (exchange,), {})
+        except PayloadMismatchError as exc:
+            if (old := legacy(exc, exchange, request, body)) is None:
+                raise
+            call = guard.prepare(target.scope, target.key, _aproduce, None, policy)
+            call.fingerprint = old
+            stored = await guard.adrive(call, _aproduce, (exchange,), {})
     except Exception as exc:
         return _sent(exchange.recover_or_raise(exc))
     reply = exchange.reply(stored)
     return reply if watch.metrics is None else _sent(reply)
+
+
+def legacy(
+    exc: PayloadMismatchError, exchange: Exchange, request: Incoming, body: bytes
+) -> str | None:
+    """The version-1 fingerprint to claim again with, when the mismatch is a record stored
+    before version 2 whose fingerprint is this request's; else None (a real mismatch, or one
+    the application raised itself)."""
+    stored = None if exc.record is None else exc.record.fingerprint
+    if exchange.ran or stored is None or stored.startswith(V2):
+        return None
+    old = exchange.opts.fingerprint(request, body)
+    return old if old == stored else None
