@@ -195,7 +195,9 @@ class Exchange:
         """What to send after the Guard returned ``stored`` (a stored form, or the plain data
         a replay decoded)."""
         if self.ran and self.original is not None:
-            return Reply(self.original, own=True, added=self.retention)
+            reply = blank(Reply)  # every first request's: no __init__ frame
+            reply.response, reply.own, reply.added = self.original, True, self.retention
+            return reply
         try:
             return Reply(replay_of(stored, self.opts))
         except CodecError as exc:
