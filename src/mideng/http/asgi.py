@@ -88,7 +88,8 @@ def incoming(scope: Scope) -> Incoming:
     request = blank(Incoming)
     request.method = scope["method"]
     request.path = scope.get("path", "")
-    request.query = scope.get("query_string", b"").decode("latin-1")
+    query = scope.get("query_string", b"")
+    request.query = query.decode("latin-1") if query else ""
     request.headers = Headers.of_bytes(scope.get("headers", ()))
     request.raw = scope
     raw = scope.get("raw_path")

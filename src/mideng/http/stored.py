@@ -40,20 +40,7 @@ _string: Callable[[str], str] = json.encoder.encode_basestring
 
 def response_bytes(status: int, headers: tuple[tuple[str, str], ...], body: bytes) -> bytes:
     """``JSON_CODEC.encode(stored_form(...))`` for these fields; CodecError where it fails."""
-    if type(status) is not int:  # an int subclass spells as the codec decides: let it
-        return JSON_CODEC.encode({"status": status, "headers": headers, "body": _base64(body)})
-    fields = []
-    for n, v in headers:  # one pass, no comprehension frame: this runs for every kept response
-        fields.append(f"[{_string(n)},{_string(v)}]")
-    spelled = binascii.b2a_base64(body, newline=False).decode("ascii")
-    text = f'{{"status":{status},"headers":[{",".join(fields)}],"body":"{spelled}"}}'
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as exc:  # a lone surrogate: no store can hold it
-        raise CodecError(
-            f"cannot store the result as JSON ({exc}); return JSON-able data, a dataclass "
-            "or a pydantic model, or choose a codec explicitly"
-        ) from exc
+    return RESPONSE_CODEC.encode(form((status, headers, body)))
 
 
 def _base64(body: bytes) -> str:
@@ -61,15 +48,29 @@ def _base64(body: bytes) -> str:
 
 
 class ResponseCodec:
-    """The HTTP layer's codec: a ``Form`` is written by ``response_bytes``; anything else, and
-    every record read back, is the JSON codec's."""
+    """The HTTP layer's codec: a ``Form`` is written field by field (``response_bytes``);
+    anything else, and every record read back, is the JSON codec's."""
 
     name = JSON_CODEC.name
 
     def encode(self, value: Any) -> bytes:
-        if type(value) is Form:
-            return response_bytes(*value)
-        return JSON_CODEC.encode(value)
+        if type(value) is not Form:
+            return JSON_CODEC.encode(value)
+        status, headers, body = value
+        if type(status) is not int:  # an int subclass spells as the codec decides: let it
+            return JSON_CODEC.encode({"status": status, "headers": headers, "body": _base64(body)})
+        fields = []
+        for n, v in headers:  # one pass, no comprehension frame: every kept response's
+            fields.append(f"[{_string(n)},{_string(v)}]")
+        spelled = binascii.b2a_base64(body, newline=False).decode("ascii")
+        text = f'{{"status":{status},"headers":[{",".join(fields)}],"body":"{spelled}"}}'
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: no store can hold it
+            raise CodecError(
+                f"cannot store the result as JSON ({exc}); return JSON-able data, a dataclass "
+                "or a pydantic model, or choose a codec explicitly"
+            ) from exc
 
     def decode(self, data: bytes, type_hint: Any = None) -> Any:
         return JSON_CODEC.decode(data, type_hint)
