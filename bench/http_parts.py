@@ -11,7 +11,7 @@ alone pays its own fingerprint and arun; inside the middleware it pays neither).
 - ``bare``: no middleware (the bare endpoint);
 - ``fingerprint``: HttpOptions.fingerprint returns a constant;
 - ``guard``: no Guard and no store, the body's result kept and replied as a first run's;
-- ``stored form``: a response's stored form is a one-field dict (the Guard encodes less too);
+- ``stored form``: a response's record bytes are a constant (mideng.http.stored writes none);
 - ``request id``: the middleware's ``request_id=False``.
 
 Not for the docs' figures of a whole request (bench_http_python.py is): the parts left out
@@ -39,7 +39,7 @@ def child(part: str, calls: int) -> None:
     logging.getLogger("mideng").setLevel(logging.ERROR)
     import bench_http
     from mideng import Guard
-    from mideng.http import asgi, core, exchange
+    from mideng.http import asgi, core, exchange, stored
     from mideng.stores.memory import MemoryStore
 
     if part == "fingerprint":
@@ -54,7 +54,7 @@ def child(part: str, calls: int) -> None:
 
         setattr(asgi, "arun", arun)  # noqa: B010 (the name the middleware calls)
     elif part == "stored form":
-        exchange.stored_form = lambda response: {"status": response.status}
+        stored.ResponseCodec.encode = lambda self, value: b"{}"  # type: ignore[method-assign]
     app = bench_http.endpoint_app()
     if part != "bare":
         app.add_middleware(

@@ -17,19 +17,12 @@ _INF = float("inf")
 
 
 class AsyncBeat(Lease):
-    __slots__ = ("beats", "task")
+    """A lease renewed on an event loop; made by ``_LoopBeats.start``, which sets ``beats`` (the
+    loop's beats) and ``task`` (a renewal in flight, None) after Lease's own fields."""
 
-    def __init__(
-        self,
-        lease: float,
-        renew: Callable[[], Awaitable[object]],
-        what: object,
-        now: float,
-        beats: _LoopBeats,
-    ) -> None:
-        super().__init__(lease, renew, what, now)
-        self.beats = beats
-        self.task: asyncio.Task[None] | None = None  # a renewal in flight
+    __slots__ = ("beats", "task")
+    beats: _LoopBeats
+    task: asyncio.Task[None] | None
 
     def stop(self) -> None:
         self.cancelled = True
@@ -63,10 +56,12 @@ class _LoopBeats:
         since: float | None = None,
     ) -> AsyncBeat:
         now = self.loop.time() if since is None else since
-        beat = AsyncBeat(lease, renew, what, now, self)
+        beat = AsyncBeat(lease, renew, what, now)
+        beat.beats, beat.task = self, None
         beat.ident = ident = next(self.ids)
         self.beats[ident] = beat
-        self._arm(beat.due)
+        if beat.due < self.at:  # else the loop's timer is due first, and finds this one then
+            self._arm(beat.due)
         return beat
 
     def _arm(self, due: float) -> None:
@@ -122,7 +117,7 @@ def start_async(
     lease: float, renew: Callable[[], Awaitable[object]], what: object = None
 ) -> Callable[[], None]:
     """Begin renewing every ``lease / 3`` on the running loop; returns the stop function."""
-    return hold_async(lease, renew, what).stop
+    return _loop_beats().start(lease, renew, what).stop
 
 
 def hold_async(
@@ -133,8 +128,22 @@ def hold_async(
 ) -> AsyncBeat:
     """Begin renewing a lease the store granted no earlier than ``since`` (the loop's time when
     the claim was sent; now when not given); the beat says whether it still holds."""
+    return _loop_beats().start(lease, renew, what, since)
+
+
+# The beats of the loop that asked last: every guarded call asks, nearly always from the same
+# loop, and WeakKeyDictionary.get is a Python-level call.
+# Read once per call: loops in other threads may replace it in between.
+_LAST: list[_LoopBeats | None] = [None]
+
+
+def _loop_beats() -> _LoopBeats:
     loop = asyncio.get_running_loop()
+    last = _LAST[0]
+    if last is not None and last.loop is loop:
+        return last
     beats = _LOOPS.get(loop)
     if beats is None:
         beats = _LOOPS[loop] = _LoopBeats(loop)
-    return beats.start(lease, renew, what, since)
+    _LAST[0] = beats
+    return beats

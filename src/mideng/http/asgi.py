@@ -11,12 +11,26 @@ larger than ``max_response`` is passed through as it comes, and its key released
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, MutableMapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
 from urllib.parse import unquote_to_bytes
 
-from mideng.context import enter_request_id, leave_request_id, request_id_scope
+from mideng.context import enter_request_id, leave_request_id
+from mideng.core.record import blank
 from mideng.guard import Guard
+from mideng.http.asgi_ids import (
+    _REQUEST_ID_BYTES,
+    SCOPE_REQUEST_ID,
+    ASGIApp,
+    Message,
+    Receive,
+    RequestIdMiddleware,
+    Scope,
+    Send,
+    bind_request_id,
+    tagged,
+    with_bound_id,
+    with_request_id,
+)
 from mideng.http.core import (
     DEFAULT_METHODS,
     REQUEST_ID_HEADER,
@@ -32,17 +46,30 @@ from mideng.http.exchange import Captured, arun
 from mideng.http.headers import Headers
 from mideng.http.identity import text_bytes
 from mideng.http.problem import PROBLEM_BASE
-from mideng.http.request_id import accept_request_id
+from mideng.http.request_id import accept_request_id, new_request_id
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-#: Set in the scope by whichever layer bound the request id first; inner layers reuse it.
-SCOPE_REQUEST_ID = "mideng.request_id"
-_REQUEST_ID_BYTES = REQUEST_ID_HEADER.encode("latin-1")
+# The request id's layer and the ASGI types live in asgi_ids; named here as they were.
+__all__ = [
+    "SCOPE_REQUEST_ID",
+    "ASGIApp",
+    "Capture",
+    "Disconnected",
+    "IdempotencyMiddleware",
+    "Message",
+    "Receive",
+    "RequestIdMiddleware",
+    "Scope",
+    "Send",
+    "bind_request_id",
+    "capturable",
+    "guard_asgi",
+    "incoming",
+    "path_bytes",
+    "read_body",
+    "send_response",
+    "with_bound_id",
+    "with_request_id",
+]
 
 
 def path_bytes(scope: Scope) -> bytes:
@@ -56,14 +83,19 @@ def path_bytes(scope: Scope) -> bytes:
 
 
 def incoming(scope: Scope) -> Incoming:
-    return Incoming(
-        scope["method"],
-        scope.get("path", ""),
-        scope.get("query_string", b"").decode("latin-1"),
-        Headers.of_bytes(scope.get("headers", ())),
-        scope,
-        path_bytes(scope),
-    )
+    # Made field by field (core.record.blank): the dataclass's __init__ is a Python frame, and
+    # every request makes one.
+    request = blank(Incoming)
+    request.method = scope["method"]
+    request.path = scope.get("path", "")
+    query = scope.get("query_string", b"")
+    request.query = query.decode("latin-1") if query else ""
+    request.headers = Headers.of_bytes(scope.get("headers", ()))
+    request.raw = scope
+    raw = scope.get("raw_path")
+    # path_bytes(scope), its usual case (a path without escapes) inline
+    request.path_bytes = raw if type(raw) is bytes and b"%" not in raw else path_bytes(scope)
+    return request
 
 
 async def send_response(
@@ -94,74 +126,19 @@ async def send_response(
     await send({"type": "http.response.body", "body": response.body, "more_body": False})
 
 
-# -- request id ------------------------------------------------------------------------------
-def bind_request_id(scope: Scope) -> str | None:
-    """The id this layer binds, or None when an outer layer already did."""
-    if SCOPE_REQUEST_ID in scope:
-        return None
-    header = None
-    for k, v in scope.get("headers", ()):
-        if k.lower() == _REQUEST_ID_BYTES:
-            header = v.decode("latin-1")
-            break
-    request_id = accept_request_id(header)
-    scope[SCOPE_REQUEST_ID] = request_id
-    return request_id
-
-
-def tagged(start: Message, value: bytes) -> Message:
-    """A response start with the request id set, unless the application set one."""
-    headers = list(start.get("headers", ()))
-    if any(k.lower() == _REQUEST_ID_BYTES for k, _ in headers):
-        return start
-    headers.append((_REQUEST_ID_BYTES, value))
-    return {**start, "headers": headers}
-
-
-def with_request_id(send: Send, request_id: str | bytes) -> Send:
-    value = request_id if isinstance(request_id, bytes) else request_id.encode("latin-1")
-
-    async def send_with_id(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            message = tagged(message, value)
-        await send(message)
-
-    return send_with_id
-
-
-async def with_bound_id(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
-    request_id = bind_request_id(scope)
-    if request_id is None:
-        await app(scope, receive, send)
-        return
-    with request_id_scope(request_id):
-        await app(scope, receive, with_request_id(send, request_id))
-
-
-class RequestIdMiddleware:
-    """Accept a well-formed X-Request-Id or make one; bind it for the request; echo it."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        await with_bound_id(self.app, scope, receive, send)
-
-
 # -- capturing the application's response ----------------------------------------------------
 class Disconnected(Exception):
     """The client disconnected before its request body arrived."""
 
 
-async def read_body(receive: Receive, limit: int) -> bytes | None:
-    """The whole request body, or None as soon as it exceeds ``limit`` bytes."""
+async def read_body(receive: Receive, limit: int, message: Message | None = None) -> bytes | None:
+    """The whole request body, or None as soon as it exceeds ``limit`` bytes; ``message``: the
+    first message, when the caller received it already."""
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
+        if message is None:
+            message = await receive()
         if message["type"] == "http.disconnect":
             raise Disconnected
         chunk = message.get("body", b"")
@@ -171,6 +148,7 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+        message = None
 
 
 class Capture:
@@ -239,8 +217,10 @@ class Capture:
         if self.start is None or not self.complete:
             raise RuntimeError("the application returned without a complete response")
         chunks = self.chunks
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        return StoredResponse(int(self.start["status"]), self.headers, body)
+        captured = blank(StoredResponse)  # its fields set here: no __init__ frame per request
+        captured.status, captured.headers = int(self.start["status"]), self.headers
+        captured.body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return captured
 
     async def receive(self) -> Message:
         body = self.body
@@ -318,16 +298,20 @@ async def guard_asgi(
     if isinstance(plan, StoredResponse):
         await send_response(send, plan, tag)
         return
-    try:
-        body = await read_body(receive, opts.max_body)
-    except Disconnected:
-        return
-    if body is None:
+    message = await receive()  # read_body, its usual case (the whole body in one message) inline
+    body: bytes | None = message.get("body", b"")
+    if message.get("more_body", False) or message["type"] != "http.request":
+        try:
+            body = await read_body(receive, opts.max_body, message)
+        except Disconnected:
+            return
+    if body is None or len(body) > opts.max_body:
         await send_response(send, opts.too_large(), tag)
         return
-    capturable(scope)
+    if scope.get("extensions"):
+        capturable(scope)
     capture = Capture(app, scope, body, receive, send, opts.max_response, tag)
-    reply = await arun(opts, plan, opts.fingerprint(request, body), capture)
+    reply = await arun(opts, plan, request, body, capture)
     if reply.response is not None:
         await send_response(send, reply.response, tag, reply.added)
     if capture.late_error is not None:
@@ -392,8 +376,9 @@ class IdempotencyMiddleware:
         if not self.options.request_id or SCOPE_REQUEST_ID in scope:  # an outer layer bound it
             await guard_asgi(self.options, self.app, scope, receive, send, None, request)
             return
-        request_id = scope[SCOPE_REQUEST_ID] = accept_request_id(
-            request.headers.first(REQUEST_ID_HEADER)
+        sent = request.headers.first(REQUEST_ID_HEADER)
+        request_id = scope[SCOPE_REQUEST_ID] = (
+            new_request_id() if sent is None else accept_request_id(sent)
         )
         token = enter_request_id(request_id)
         try:

@@ -20,6 +20,7 @@ from typing import Any
 from mideng.context import get_request_id
 from mideng.core.keys import MAX_KEY_LENGTH, MAX_SCOPE_LENGTH, check_scope
 from mideng.core.policy import Policy
+from mideng.core.record import blank
 from mideng.errors import (
     ConfigurationError,
     IdempotencyError,
@@ -38,11 +39,13 @@ from mideng.http.identity import (
     body_digest,
     canonical,
     exact,
+    http_digest,
+    http_fingerprint,
     path_form,
     principal_scope,
-    request_fingerprint,
 )
 from mideng.http.sfv import SFVError, Token, parse_item
+from mideng.http.stored import RESPONSE_CODEC
 
 KEY_HEADER = "idempotency-key"
 REPLAYED_HEADER = "idempotent-replayed"
@@ -153,9 +156,13 @@ def problem_response(
     return StoredResponse(prob.status, prob.headers(body), body)
 
 
+#: "Try again later": statuses the default rule never stores (nor any 5xx).
+RETRY_LATER = frozenset({408, 425, 429})
+
+
 def storable_status(status: int) -> bool:
     """Default: store final answers; 5xx and "try again later" statuses release the key."""
-    return status < 500 and status not in (408, 425, 429)
+    return status < 500 and status not in RETRY_LATER
 
 
 def parse_key(value: str, *, lenient: bool = True) -> str | None:
@@ -248,21 +255,27 @@ class HttpOptions:
 
     def policy(self) -> Policy:
         """The policy of scope ``http`` (configure it on the Guard) with the HTTP rules on top:
-        failures always release, results are JSON, in-progress is this layer's choice."""
+        failures always release, results are JSON (mideng.http.stored writes a response's),
+        in-progress is this layer's choice."""
+        return self.current()[1]
+
+    def current(self) -> tuple[Policy, Policy, tuple[tuple[str, str], ...]]:
+        """The Guard's policy of ``scope_prefix``, ``policy()`` made from it and ``retention()``
+        made from that, in one look (a guarded request needs the last two)."""
         base = self.guard.policy(self.scope_prefix)
         cached = self._policy
         if cached and cached[0][0] is base:
-            return cached[0][1]
+            return cached[0]
         extra: dict[str, Any] = {}
         if self.wait_timeout is not None:
             extra["wait_timeout"] = self.wait_timeout
         policy = base.merged(
-            on_error="release", codec="json", in_progress=self.in_progress, **extra
+            on_error="release", codec=RESPONSE_CODEC, in_progress=self.in_progress, **extra
         )
         ttl = policy.ttl
         retention = () if ttl is None else ((RETENTION_HEADER, str(int(ttl))),)
         self._policy[:] = [(base, policy, retention)]
-        return policy
+        return self._policy[0]
 
     # -- deciding --------------------------------------------------------------------------
     def plan(self, request: Incoming) -> RecordKey | StoredResponse | None:
@@ -290,32 +303,30 @@ class HttpOptions:
                 f"{request.method} {request.path} needs an "
                 'Idempotency-Key header, e.g. Idempotency-Key: "<uuid>"',
             )
-        key = parse_key(value, lenient=self.lenient)
-        if key is None:
+        plain = _PLAIN_STRING.fullmatch(value)  # parse_key's usual case inline: one sf-string
+        key = plain.group(1) if plain is not None else parse_key(value, lenient=self.lenient)
+        if key is None or not 0 < len(key) <= MAX_KEY_LENGTH:
             return self.problem(
                 p.KEY_MALFORMED,
                 "Idempotency-Key must be one quoted string "
                 f"(RFC 8941 sf-string) of 1 to {MAX_KEY_LENGTH} characters",
             )
-        if self.declared_too_large(request.headers):
-            return self.too_large()
-        return RecordKey(
-            self._anonymous if self.principal is None else self.scope_for(request), key
-        )
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            try:
+                if int(declared) > self.max_body:
+                    return self.too_large()
+            except ValueError:  # the server rejects a garbled length; the read limit holds
+                pass
+        target = blank(RecordKey)  # its fields set here: no __init__ frame per request
+        target.scope = self._anonymous if self.principal is None else self.scope_for(request)
+        target.key = key
+        return target
 
     def scope_for(self, request: Incoming) -> str:
         if self.principal is None:
             return self._anonymous
         return principal_scope(self.scope_prefix, self.principal(request))
-
-    def declared_too_large(self, headers: Headers) -> bool:
-        declared = headers.get("content-length")
-        if declared is None:
-            return False
-        try:
-            return int(declared) > self.max_body
-        except ValueError:
-            return False  # the server rejects a garbled length; the read limit still holds
 
     def too_large(self) -> StoredResponse:
         return self.problem(
@@ -333,27 +344,33 @@ class HttpOptions:
             "headers": {h: _header(request.headers.get(h)) for h in self.fingerprint_headers},
         }
 
-    def fingerprint(self, request: Incoming, body: bytes) -> str:
-        """The Guard's fingerprint of ``payload(request, body)``, made here (the same digest)."""
+    def digest(self, request: Incoming, body: bytes) -> str:
+        """The request's fingerprint as stored: version 2 (``identity.http_digest``), which
+        matches exactly where ``fingerprint`` does."""
         headers = request.headers
         chosen = self.fingerprint_headers
-        method, path, query, raw = (
+        return http_digest(
             request.method.upper(),
             request.path,
             request.query,
             request.path_bytes,
+            headers.get("content-type"),
+            body,
+            canonical({h: _header(headers.get(h)) for h in chosen}) if chosen else NO_HEADERS,
         )
-        forms: tuple[Form, Form, Form] = (method, path, query)
-        if not (
-            method.isascii()
-            and path.isascii()
-            and query.isascii()
-            and (raw is None or raw.isascii())
-        ):  # ASCII text is its own form (exact, path_form): only other text is looked at
-            forms = (exact(method), path_form(path, raw), exact(query))
-        return request_fingerprint(
-            *forms,
-            body_digest(headers.get("content-type"), body),
+
+    def fingerprint(self, request: Incoming, body: bytes) -> str:
+        """Version 1, what records stored before version 2 carry: the Guard's fingerprint of
+        ``payload(request, body)``, made here (the same digest)."""
+        headers = request.headers
+        chosen = self.fingerprint_headers
+        return http_fingerprint(
+            request.method.upper(),
+            request.path,
+            request.query,
+            request.path_bytes,
+            headers.get("content-type"),
+            body,
             canonical({h: _header(headers.get(h)) for h in chosen}) if chosen else NO_HEADERS,
         )
 
@@ -394,5 +411,4 @@ class HttpOptions:
 
     def retention(self) -> tuple[tuple[str, str], ...]:
         """The Idempotency-Retention header of a stored response (none without a ttl)."""
-        self.policy()  # made (or remade, after configure_scope) with the policy it advertises
-        return self._policy[0][2]
+        return self.current()[2]  # made (or remade) with the policy it advertises

@@ -191,7 +191,7 @@ class IdempotencyMiddleware:
             produced.append(response)
             return capture(response, opts.max_response)
 
-        reply = run(opts, plan, opts.fingerprint(view, body), downstream)
+        reply = run(opts, plan, view, body, downstream)
         if reply.own and produced:
             for name, value in reply.added:
                 produced[-1][name] = value

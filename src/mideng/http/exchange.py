@@ -6,10 +6,11 @@ is the body's result; any other makes the body raise ``NotStored``, so the Guard
 claim, and carries what the client gets instead. The module-level bodies keep the Guard's
 per-function cache to two entries however many requests pass.
 
-The body's result is the response's stored form, plain JSON data (``stored_form``): the JSON
-codec writes it in one C call, and a replay gets it back as the C scanner reads it, checked and
-rebuilt here (``from_stored``) rather than by the codec's walk over a declared type. The bytes
-are those a ``StoredResponse`` is stored as, so records of either kind replay alike.
+The body's result is the response's fields (``mideng.http.stored.Form``), which the HTTP
+policy's codec writes as the JSON of its stored form (``stored_form``) without the encoder's
+walk; a replay gets the plain JSON back as the C scanner reads it, checked and rebuilt here
+(``from_stored``) rather than by the codec's walk over a declared type. The bytes are those a
+``StoredResponse`` is stored as, so records of either kind replay alike.
 """
 
 from __future__ import annotations
@@ -19,15 +20,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mideng.errors import CodecError, IdempotencyError
+from mideng.core.record import blank
+from mideng.errors import CodecError, IdempotencyError, PayloadMismatchError
 from mideng.http.core import (
     NOT_REPLAYED,
     REPLAYED_HEADER,
     RETENTION_HEADER,
+    RETRY_LATER,
     HttpOptions,
+    Incoming,
     RecordKey,
     StoredResponse,
+    storable_status,
 )
+from mideng.http.identity import V2
+from mideng.http.stored import form
 from mideng.observability import logs, watch
 
 
@@ -154,28 +161,43 @@ Captured = StoredResponse | None  # None: too big or a stream; the app's own res
 class Exchange:
     """One guarded request's state: did the body run here, and what did the app answer."""
 
-    __slots__ = ("downstream", "opts", "original", "ran")
+    __slots__ = ("downstream", "opts", "original", "ran", "retention")
 
-    def __init__(self, opts: HttpOptions, downstream: Callable[[], Any]) -> None:
+    def __init__(
+        self,
+        opts: HttpOptions,
+        downstream: Callable[[], Any],
+        retention: tuple[tuple[str, str], ...] | None = None,
+    ) -> None:
         self.opts = opts
         self.downstream = downstream
         self.ran = False
         self.original: StoredResponse | None = None
+        # The Idempotency-Retention header of the policy the call runs under.
+        self.retention = opts.retention() if retention is None else retention
 
-    def keep(self, captured: Captured) -> dict[str, Any]:
+    def keep(self, captured: Captured) -> Any:
         if captured is None:
             logs.response_unguarded(self.opts.max_response)
             raise NotStored(Reply(None, own=True))
         self.original = captured
-        if not self.opts.store_status(captured.status):
+        status, store = captured.status, self.opts.store_status
+        if not (  # the default rule (storable_status) inline
+            status < 500 and status not in RETRY_LATER
+            if store is storable_status
+            else store(status)
+        ):
             raise NotStored(Reply(captured, own=True))
-        return stored_form(captured)
+        # Encoded by the policy's codec (mideng.http.stored): the stored form's JSON bytes.
+        return form((status, storable_headers(captured.headers), captured.body))
 
     def reply(self, stored: Any) -> Reply:
         """What to send after the Guard returned ``stored`` (a stored form, or the plain data
         a replay decoded)."""
         if self.ran and self.original is not None:
-            return Reply(self.original, own=True, added=self.opts.retention())
+            reply = blank(Reply)  # every first request's: no __init__ frame
+            reply.response, reply.own, reply.added = self.original, True, self.retention
+            return reply
         try:
             return Reply(replay_of(stored, self.opts))
         except CodecError as exc:
@@ -226,17 +248,33 @@ async def _aproduce(exchange: Exchange) -> Any:
 # ``run`` and ``arun`` are the one loop that exists twice (a blocking and an awaited drive);
 # what they decide is the Exchange's: ``keep`` (what the app answered), ``reply`` (what to send
 # after the Guard), ``recover`` (what an exception out of the Guard means).
-# ``fingerprint`` is the Guard's fingerprint of the request's payload (HttpOptions.fingerprint):
-# the call is prepared without a payload and handed the digest, made in one pass over plain data.
+# The call is prepared without a payload and handed the request's fingerprint, version 2
+# (HttpOptions.digest), made in one pass over plain data. A record stored before version 2
+# carries version 1, which the Guard reports as a mismatch: when version 1 of this request is
+# the record's, the call is made again with it (``legacy``), and the record answers as it
+# always did (a replay, in progress, ...).
 def run(
-    opts: HttpOptions, target: RecordKey, fingerprint: str, downstream: Callable[[], Captured]
+    opts: HttpOptions,
+    target: RecordKey,
+    request: Incoming,
+    body: bytes,
+    downstream: Callable[[], Captured],
 ) -> Reply:
-    exchange = Exchange(opts, downstream)
+    _, policy, retention = opts.current()
+    exchange = Exchange(opts, downstream, retention)
     guard = opts.guard
+    fingerprint = opts.digest(request, body)
     try:
-        call = guard.prepare(target.scope, target.key, _produce, None, opts.policy())
-        call.fingerprint = fingerprint
-        stored = guard.drive(call, _produce, (exchange,), {})
+        try:
+            call = guard.prepare(target.scope, target.key, _produce, None, policy)
+            call.fingerprint = fingerprint
+            stored = guard.drive(call, _produce, (exchange,), {})
+        except PayloadMismatchError as exc:
+            if (old := legacy(exc, exchange, request, body)) is None:
+                raise
+            call = guard.prepare(target.scope, target.key, _produce, None, policy)
+            call.fingerprint = old
+            stored = guard.drive(call, _produce, (exchange,), {})
     except Exception as exc:
         return _sent(exchange.recover_or_raise(exc))
     return _sent(exchange.reply(stored))
@@ -245,15 +283,41 @@ def run(
 async def arun(
     opts: HttpOptions,
     target: RecordKey,
-    fingerprint: str,
+    request: Incoming,
+    body: bytes,
     downstream: Callable[[], Awaitable[Captured]],
 ) -> Reply:
-    exchange = Exchange(opts, downstream)
+    exchange = blank(Exchange)  # its fields set here: no __init__ frame per request
+    _, policy, exchange.retention = opts.current()
+    exchange.opts, exchange.downstream = opts, downstream
+    exchange.ran, exchange.original = False, None
     guard = opts.guard
+    fingerprint = opts.digest(request, body)
     try:
-        call = guard.prepare(target.scope, target.key, _aproduce, None, opts.policy())
-        call.fingerprint = fingerprint
-        stored = await guard.adrive(call, _aproduce, (exchange,), {})
+        try:
+            call = guard.prepare(target.scope, target.key, _aproduce, None, policy)
+            call.fingerprint = fingerprint
+            stored = await guard.adrive(call, _aproduce, (exchange,), {})
+        except PayloadMismatchError as exc:
+            if (old := legacy(exc, exchange, request, body)) is None:
+                raise
+            call = guard.prepare(target.scope, target.key, _aproduce, None, policy)
+            call.fingerprint = old
+            stored = await guard.adrive(call, _aproduce, (exchange,), {})
     except Exception as exc:
         return _sent(exchange.recover_or_raise(exc))
-    return _sent(exchange.reply(stored))
+    reply = exchange.reply(stored)
+    return reply if watch.metrics is None else _sent(reply)
+
+
+def legacy(
+    exc: PayloadMismatchError, exchange: Exchange, request: Incoming, body: bytes
+) -> str | None:
+    """The version-1 fingerprint to claim again with, when the mismatch is a record stored
+    before version 2 whose fingerprint is this request's; else None (a real mismatch, or one
+    the application raised itself)."""
+    stored = None if exc.record is None else exc.record.fingerprint
+    if exchange.ran or stored is None or stored.startswith(V2):
+        return None
+    old = exchange.opts.fingerprint(request, body)
+    return old if old == stored else None

@@ -86,11 +86,11 @@ def _guard_view(opts: HttpOptions, call: Callable[[], Any]) -> Response:
     body = request.get_data(cache=True)
     if len(body) > opts.max_body:
         return to_flask(opts.too_large())
-    return _run_view(opts, plan, opts.fingerprint(view, body), call)
+    return _run_view(opts, plan, view, body, call)
 
 
 def _run_view(
-    opts: HttpOptions, plan: RecordKey, fingerprint: str, call: Callable[[], Any]
+    opts: HttpOptions, plan: RecordKey, view: Incoming, body: bytes, call: Callable[[], Any]
 ) -> Response:
     produced: list[Response] = []
 
@@ -99,7 +99,7 @@ def _run_view(
         produced.append(response)
         return capture(response, opts.max_response)
 
-    reply = run(opts, plan, fingerprint, downstream)
+    reply = run(opts, plan, view, body, downstream)
     if reply.own and produced:
         for name, value in reply.added:
             produced[-1].headers[name] = value

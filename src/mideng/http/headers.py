@@ -7,6 +7,8 @@ from collections.abc import Iterable, Iterator
 
 __all__ = ["Headers"]
 
+_new = object.__new__
+
 
 class Headers:
     """Request headers as (lower-case name, value); repeated fields join with ", "."""
@@ -34,7 +36,9 @@ class Headers:
         # bytes and decoded when read. Anything else (a repeated field, a name with upper-case
         # letters) takes the general path.
         if len(joined) == len(pairs) and b"".join(joined).islower():
-            return _BytesHeaders(pairs, joined)
+            made = _new(_BytesHeaders)  # its fields set here: no __init__ frame per request
+            made._raw, made._bytes = pairs, joined
+            return made
         return cls([(k.decode("latin-1"), v.decode("latin-1")) for k, v in pairs])
 
     @classmethod
@@ -63,9 +67,8 @@ class _BytesHeaders(Headers):
 
     __slots__ = ("_bytes", "_raw")
 
-    def __init__(self, raw: list[tuple[bytes, bytes]], joined: dict[bytes, bytes]) -> None:
-        self._raw = raw
-        self._bytes = joined
+    _raw: list[tuple[bytes, bytes]]
+    _bytes: dict[bytes, bytes]
 
     def get(self, name: str, default: str | None = None) -> str | None:
         key = _NAMES.get(name)

@@ -105,16 +105,16 @@ def _unspellable(value: object) -> Any:
     raise TypeError(f"cannot canonicalise a {type(value).__qualname__}")
 
 
-def _make_canonical() -> Callable[[Any], str]:
+def _make_chunks() -> Callable[[Any, int], list[str]]:
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # no C accelerator (PyPy): the encoder object does it all
         encoder = json.JSONEncoder(
             sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
-        return encoder.encode
+        return lambda value, _level: [encoder.encode(value)]
     # No markers dict: one shared by threads would see a value two threads encode at once as
     # circular. Plain data decoded from JSON or made here can't contain itself.
-    chunks = make(
+    return make(  # type: ignore[no-any-return]
         None,
         _unspellable,
         json.encoder.c_encode_basestring,  # type: ignore[attr-defined]
@@ -125,10 +125,13 @@ def _make_canonical() -> Callable[[Any], str]:
         False,
         False,
     )
-    return lambda value: "".join(chunks(value, 0))
 
 
-canonical = _make_canonical()
+_CHUNKS = _make_chunks()
+
+
+def canonical(value: Any) -> str:
+    return "".join(_CHUNKS(value, 0))
 
 
 def _reject_constant(name: str) -> Any:
@@ -167,17 +170,24 @@ def _is_json(content_type: str | None) -> bool:
     return media == "application/json" or media.endswith("+json")
 
 
-def body_digest(content_type: str | None, body: bytes) -> str:
-    """A JSON body hashes by its canonical form (key order and whitespace don't matter)."""
+def body_form(content_type: str | None, body: bytes) -> tuple[str, bytes]:
+    """What a body is fingerprinted by: ``("json", its canonical UTF-8)`` for a JSON body (key
+    order and whitespace don't matter), else ``("raw", body)``."""
     if body and _is_json(content_type):
         try:
             doc = _parse_json(body)
-            return "json:" + hashlib.sha256(canonical(doc).encode("utf-8")).hexdigest()
+            return "json", canonical(doc).encode("utf-8")
         except (ValueError, TypeError, RecursionError):
             # Not valid JSON after all (or text UTF-8 can't carry, a UnicodeEncodeError): the
             # raw bytes are the payload.
             pass
-    return "raw:" + hashlib.sha256(body).hexdigest()
+    return "raw", body
+
+
+def body_digest(content_type: str | None, body: bytes) -> str:
+    """A body's part of a version-1 fingerprint: ``<kind>:<sha256 of body_form's bytes>``."""
+    kind, data = body_form(content_type, body)
+    return f"{kind}:{hashlib.sha256(data).hexdigest()}"
 
 
 # A JSON string as the canonical spelling writes it (ensure_ascii off): the C function itself.
@@ -209,3 +219,103 @@ def request_fingerprint(method: Form, path: Form, query: Form, body: str, header
 
 #: The ``headers`` of ``request_fingerprint`` when no header is fingerprinted.
 NO_HEADERS = canonical({})
+_sha256 = hashlib.sha256
+
+
+def http_fingerprint(
+    method: str,
+    path: str,
+    query: str,
+    raw: bytes | None,
+    content_type: str | None,
+    body: bytes,
+    headers: str,
+) -> str:
+    """``request_fingerprint(exact(method), path_form(path, raw), exact(query),
+    body_digest(content_type, body), headers)``: the same digest, in one frame for the usual
+    request (ASCII method, path and query; a JSON object or array as UTF-8, or other bytes).
+    ``headers``: the canonical spelling of the chosen headers' forms."""
+    digest = None
+    # _parse_json's first case and body_digest's JSON branch, inline; anything else (other
+    # bytes, another encoding, whitespace around, not JSON, text UTF-8 can't carry) is
+    # body_digest's to decide, from the start.
+    if (
+        len(body) >= 4
+        and (content_type == "application/json" or _is_json(content_type))
+        and body[0] in b"{["
+        and body[1]
+    ):
+        try:
+            text = body.decode("utf-8", "surrogatepass")
+            value, end = _SCAN(text, 0)
+            if end == len(text):
+                spelled = "".join(_CHUNKS(value, 0)).encode("utf-8")
+                digest = "json:" + _sha256(spelled).hexdigest()
+        except (StopIteration, ValueError, TypeError, RecursionError):
+            pass
+    if digest is None:
+        digest = body_digest(content_type, body)
+    if not (method.isascii() and path.isascii() and query.isascii()) or (
+        raw is not None and not raw.isascii()
+    ):  # ASCII text is its own form (exact, path_form): only other text is looked at
+        forms = exact(method), path_form(path, raw), exact(query)
+        return request_fingerprint(*forms, digest, headers)
+    text = (
+        f'{{"body":"{digest}","headers":{headers},"method":{_string(method)},'
+        f'"path":{_string(path)},"query":{_string(query)}}}'
+    )
+    return _sha256(text.encode("utf-8")).hexdigest()
+
+
+# -- version 2 --------------------------------------------------------------------------------
+#: Starts a version-2 fingerprint (``http_digest``); one without it is version 1
+#: (``http_fingerprint``), as records stored before version 2 carry.
+V2 = "h2:"
+
+
+def http_digest(
+    method: str,
+    path: str,
+    query: str,
+    raw: bytes | None,
+    content_type: str | None,
+    body: bytes,
+    headers: str,
+) -> str:
+    """The version-2 fingerprint: one SHA-256 over the request's fields and its body's form,
+    where version 1 hashes the body's form and then a text holding that digest (two digests, a
+    third of a small request's fingerprint). Two requests share one exactly when they share a
+    version-1 fingerprint: the head is version 1's canonical JSON with the body's kind in place
+    of its digest, and a newline (which canonical JSON never holds) ends it before the body's
+    bytes."""
+    kind = None
+    data = body
+    # body_form's usual case inline, as in http_fingerprint; anything else is body_form's.
+    if (
+        len(body) >= 4
+        and (content_type == "application/json" or _is_json(content_type))
+        and body[0] in b"{["
+        and body[1]
+    ):
+        try:
+            text = body.decode("utf-8", "surrogatepass")
+            value, end = _SCAN(text, 0)
+            if end == len(text):
+                data, kind = "".join(_CHUNKS(value, 0)).encode("utf-8"), "json"
+        except (StopIteration, ValueError, TypeError, RecursionError):
+            pass
+    if kind is None:
+        kind, data = body_form(content_type, body)
+    if (method.isascii() and path.isascii() and query.isascii()) and (
+        raw is None or raw.isascii()
+    ):  # ASCII text is its own form (exact, path_form)
+        fields = _string(method), _string(path), _string(query)
+    else:
+        fields = _form(exact(method)), _form(path_form(path, raw)), _form(exact(query))
+    head = (
+        f'{{"body":"{kind}","headers":{headers},"method":{fields[0]},'
+        f'"path":{fields[1]},"query":{fields[2]}}}\n'
+    )
+    digest = _sha256(head.encode("utf-8"))
+    digest.update(data)
+    return V2 + digest.hexdigest()

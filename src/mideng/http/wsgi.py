@@ -262,7 +262,7 @@ class IdempotencyMiddleware:
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
         capture = Capture(self.app, environ, opts.max_response)
-        reply = run(opts, plan, opts.fingerprint(request, body), capture)
+        reply = run(opts, plan, request, body, capture)
         if reply.response is None:
             assert capture.status is not None
             assert capture.passed is not None

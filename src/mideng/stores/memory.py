@@ -7,8 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mideng.core import decide as rules
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
-from mideng.stores.base import KEEP, Step, T
+from mideng.stores.base import KEEP, Step, T, lease_lost
 from mideng.stores.local_batch import LocalBatch
 from mideng.stores.steps import LocalSteps
 from mideng.stores.survey import LocalSurvey
@@ -39,6 +40,27 @@ class MemoryStore(LocalBatch, LocalSteps, LocalSurvey):
         self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
     ) -> Record:
         return self.complete(ticket, result, codec, ttl)
+
+    # LocalStore's claim and complete, each in one frame: theirs hand ``_transact`` a closure
+    # made per call (a step, and for complete a change inside a fenced step). The same rules.
+    def claim(self, req: ClaimRequest) -> Claim:
+        at = (req.scope, req.key)
+        with self._lock:
+            claim, write = rules.decide(self._data.get(at), req, self._clock())
+            if write:
+                self._data[at] = claim.record
+            return claim
+
+    def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
+        at = (ticket.scope, ticket.key)
+        with self._lock:
+            current, now = self._data.get(at), self._clock()
+            if current is None or not rules.holds(current, ticket, now):
+                raise lease_lost(ticket, current)
+            new = self._data[at] = rules.completed(
+                current, now, result=result, codec=codec, ttl=ttl
+            )
+            return new
 
     async def arelease(self, ticket: Ticket) -> None:
         self.release(ticket)

@@ -1,0 +1,79 @@
+"""A stored response's record bytes, written directly: the JSON codec's bytes, without its walk.
+
+Every guarded response that is kept is encoded once. The JSON codec's C encoder walks the stored
+form (a dict, a list of header pairs, the body's base64) at about 14 thousand instructions for
+a small response, most of it per-call set-up and the generic walk; the same bytes spelled
+field by field are a few C calls. The spelling is the codec's own (``,`` and ``:`` without
+spaces, the fields in order, strings through the C string encoder, text as UTF-8), so records
+written here and by the codec are alike to every reader (pinned in
+tests/http/test_stored_bytes.py). The record still names the ``json`` codec: a replay decodes
+it as JSON, whichever wrote it.
+"""
+
+from __future__ import annotations
+
+import binascii
+import functools
+import json
+from collections.abc import Callable
+from typing import Any
+
+from mideng.core.codec import JSON_CODEC
+from mideng.errors import CodecError
+
+
+class Form(tuple[int, tuple[tuple[str, str], ...], bytes]):
+    """What ``Exchange.keep`` hands the codec for a response: status, the headers a replay
+    repeats (already filtered), the body. Its own type, so nothing else is taken for one."""
+
+    __slots__ = ()
+
+
+#: ``Form((status, headers, body))`` made in C (a tuple subclass's class call is Python-level).
+form: Callable[[tuple[int, tuple[tuple[str, str], ...], bytes]], Form] = functools.partial(
+    tuple.__new__, Form
+)
+
+# A JSON string as the codec spells it (ensure_ascii off): the C function the codec calls.
+_string: Callable[[str], str] = json.encoder.encode_basestring
+
+
+def response_bytes(status: int, headers: tuple[tuple[str, str], ...], body: bytes) -> bytes:
+    """``JSON_CODEC.encode(stored_form(...))`` for these fields; CodecError where it fails."""
+    return RESPONSE_CODEC.encode(form((status, headers, body)))
+
+
+def _base64(body: bytes) -> str:
+    return binascii.b2a_base64(body, newline=False).decode("ascii")
+
+
+class ResponseCodec:
+    """The HTTP layer's codec: a ``Form`` is written field by field (``response_bytes``);
+    anything else, and every record read back, is the JSON codec's."""
+
+    name = JSON_CODEC.name
+
+    def encode(self, value: Any) -> bytes:
+        if type(value) is not Form:
+            return JSON_CODEC.encode(value)
+        status, headers, body = value
+        if type(status) is not int:  # an int subclass spells as the codec decides: let it
+            return JSON_CODEC.encode({"status": status, "headers": headers, "body": _base64(body)})
+        fields = []
+        for n, v in headers:  # one pass, no comprehension frame: every kept response's
+            fields.append(f"[{_string(n)},{_string(v)}]")
+        spelled = binascii.b2a_base64(body, newline=False).decode("ascii")
+        text = f'{{"status":{status},"headers":[{",".join(fields)}],"body":"{spelled}"}}'
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: no store can hold it
+            raise CodecError(
+                f"cannot store the result as JSON ({exc}); return JSON-able data, a dataclass "
+                "or a pydantic model, or choose a codec explicitly"
+            ) from exc
+
+    def decode(self, data: bytes, type_hint: Any = None) -> Any:
+        return JSON_CODEC.decode(data, type_hint)
+
+
+RESPONSE_CODEC = ResponseCodec()
