@@ -12,7 +12,6 @@ from sqlalchemy.dialects import mysql, postgresql
 
 from mideng.db import Op, Res, Stmt
 from mideng.state import AlreadyThere, Applied, Existing, Illegal, Inserted, StateMachine, ops
-from mideng.state.compiled import speech
 from mideng.state.ops import RowKeptChangingError
 from mideng.state.statements import insert_shape
 
@@ -57,7 +56,7 @@ def play(op: Op[Any], answers: list[Res | BaseException]) -> tuple[Any, list[Stm
 
 def _advance(flow: StateMachine, to: str) -> Op[Any]:
     make = flow._advance(ORDERS, {"order_no": "o-1"}, to, None, None)
-    return make(speech(POSTGRESQL), POSTGRESQL)
+    return make(POSTGRESQL)
 
 
 def test_a_row_that_changed_between_update_and_read_is_updated_again() -> None:

@@ -47,7 +47,20 @@ _ALIKE: dict[tuple[Any, ...], int] = {}
 _NUMBERS = itertools.count()
 
 
+def _nothing() -> None:
+    return None
+
+
+#: The dialect last asked about and its speech, as one tuple (replaced whole, so a thread never
+#: reads one dialect's reference with another's speech): an application talks to one database
+#: in the common case, and a weak reference called is cheaper than a weak dictionary's lookup.
+_LAST: list[tuple[Callable[[], Any], Speech]] = [(_nothing, Speech("", -1))]
+
+
 def speech(dialect: Any) -> Speech:
+    last = _LAST[0]
+    if last[0]() is dialect:
+        return last[1]
     found = _SPOKEN.get(dialect)
     if found is None:
         alike = (
@@ -61,7 +74,12 @@ def speech(dialect: Any) -> Speech:
         # at once get one number.
         found = Speech(kind_of(dialect), _ALIKE.setdefault(alike, next(_NUMBERS)))
         _SPOKEN[dialect] = found
+    _LAST[0] = (weakref.ref(dialect), found)
     return found
+
+
+# A NamedTuple built as the tuple it is: its own constructor is a Python-level call.
+_new = tuple.__new__
 
 
 class TableSql(Sql):
@@ -103,7 +121,7 @@ class TableSql(Sql):
             # Counted as fetched: no primitive reads a row-returning statement's rowcount,
             # which DB-API drivers define for DML only, and asking costs two property calls.
             rows = result.fetchall()
-            return Res(len(rows), rows)
+            return _new(Res, (len(rows), rows, 0))
         count = result.rowcount
         # psycopg has no lastrowid; only MySQL's means something (the id an INSERT made).
         return Res(count, (), (result.lastrowid or 0) if self.stamp else 0)

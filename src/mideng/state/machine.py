@@ -21,7 +21,7 @@ from typing import Any
 
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
-from mideng.state.compiled import Speech
+from mideng.state.compiled import speech
 from mideng.state.defaults import fill
 from mideng.state.ops import APPLIED, conditional
 from mideng.state.primitives import checked_where
@@ -139,7 +139,8 @@ class StateMachine:
         given = values_of(table, values, "set") if values else ()
         versioned = version is not None
 
-        def make(spoken: Speech, dialect: Any) -> Op[AdvanceAnswer]:
+        def make(dialect: Any) -> Op[AdvanceAnswer]:
+            spoken = speech(dialect)
             cache_key = ("advance", self, spoken.key, to, names, given, versioned)
             plan = cached(table, cache_key) or keep(
                 table,

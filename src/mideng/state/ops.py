@@ -27,6 +27,9 @@ from mideng.state.results import (
 )
 from mideng.state.statements import InsertShape
 
+# Steps and answers are built as the tuples they are (tuple.__new__), not through the
+# NamedTuples' own constructors, a Python-level call each on every statement.
+_new = tuple.__new__
 # Rounds of statement + read-back before a row that keeps changing is reported as such.
 RACES = 5
 # MySQL/MariaDB's ER_DUP_ENTRY, from PyMySQL and asyncmy alike.
@@ -54,10 +57,12 @@ def insert_once(shape: InsertShape, values: Mapping[str, Any], dialect: Any) -> 
     if shape.filled:
         params = dict(params)  # never the caller's own mapping
         row = fill(shape.filled, params, values, dialect)
-    for _ in range(RACES):
+    races = RACES  # counted down rather than a range(): no iterator to make on every call
+    while races:
+        races -= 1
         failure: BaseException | None = None
         try:
-            res = yield Stmt(shape.insert, params)
+            res = yield _new(Stmt, (shape.insert, params))
         except Exception as exc:
             if not _duplicate_entry(exc):
                 raise
@@ -72,13 +77,13 @@ def insert_once(shape: InsertShape, values: Mapping[str, Any], dialect: Any) -> 
                 if made is not None:
                     return made
         key_names = shape.key_names
-        if key_names is None:
-            found = yield Stmt(shape.read, params)  # the read takes the key's columns from it
+        if key_names is None:  # the read takes the key's columns from the insert's parameters
+            found = yield _new(Stmt, (shape.read, params))
         else:
             key = zip(key_names, (values[name] for name in shape.unique), strict=True)
-            found = yield Stmt(shape.read, dict(key))
+            found = yield _new(Stmt, (shape.read, dict(key)))
         if found.rows:
-            logs.duplicate_insert(shape.table, {n: values[n] for n in shape.unique})
+            logs.duplicate_insert(shape.table, shape.unique, values)
             return Existing(_mapping(found.rows[0]))
         if failure is not None:
             raise failure  # the duplicate was of another unique key: a real error
@@ -114,10 +119,10 @@ def conditional(
     Missing, and ``judge(row)`` says what else the miss means, or None when the row now
     matches the update's condition (it changed in between) and the update is sent again."""
     for _ in range(RACES):
-        res = yield Stmt(update, params)
+        res = yield _new(Stmt, (update, params))
         if res.rowcount:
             return applied
-        found = yield Stmt(read, where)
+        found = yield _new(Stmt, (read, where))
         if not found.rows:
             return Missing()
         answer = judge(found.rows[0])

@@ -4,7 +4,8 @@ Each builds the operation (mideng.state.ops) for the shape of its arguments — 
 per table, dialect and column names (mideng.state.statements) — and hands it to the runner of
 its loop (mideng.state.run). The sync and async functions differ only in which runner they
 call. The shapes are built by module-level functions, on a miss only: a call makes no
-function objects but the one it hands the runner.
+function objects but the one it hands the runner, and insert_once none (it hands the runner
+its plan and values, which ``_insert`` turns into the operation).
 """
 
 from __future__ import annotations
@@ -15,18 +16,19 @@ from typing import Any
 
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
-from mideng.state.compiled import Speech
+from mideng.state.compiled import speech
 from mideng.state.defaults import fill
 from mideng.state.ops import APPLIED, conditional, moved_on, short_of
 from mideng.state.ops import insert_once as insert_once_op
 from mideng.state.results import Applied, Conflict, Existing, Inserted, Insufficient, Missing
 from mideng.state.run import Make, arun, run
 from mideng.state.statements import (
-    SHAPES,
+    INSERTS,
+    InsertPlan,
     UpdateShape,
     cached,
     core_table,
-    insert_shape,
+    insert_plan,
     keep,
     update_shape,
     values_of,
@@ -48,26 +50,30 @@ def checked_where(table: Any, where: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 # -- insert_once ---------------------------------------------------------------------------
-def _insert(table: Any, values: Mapping[str, Any], unique: Any) -> Make[InsertAnswer]:
-    core_table(table)
-    given = values_of(table, values, "insert")
-    key = (unique,) if isinstance(unique, str) else tuple(unique)
-    for name in key:
-        if name in values and values[name] is None:
+def _planned(table: Any, values: Mapping[str, Any], unique: Any) -> InsertPlan:
+    """The call's plan, found with one lookup when a call of this shape came before (anything
+    else, from a first call to what is not a Table, goes to statements.insert_plan, which
+    checks it), and its key checked for NULLs: a NULL never equals another, so it would never
+    be a duplicate."""
+    key = (unique, *values)
+    try:
+        plan: InsertPlan = table.info[INSERTS][key]
+    except (AttributeError, KeyError, TypeError):
+        plan = insert_plan(table, values, unique)
+    for name in plan.unique:
+        if values[name] is None:
             raise ConfigurationError(
                 f"insert_once into {table.name}: unique column {name!r} needs a value (a NULL "
                 "never equals another, so it would never be a duplicate)"
             )
+    return plan
 
-    def make(spoken: Speech, dialect: Any) -> Op[InsertAnswer]:
-        cache_key = ("insert", spoken.key, given, key)
-        shapes = table.info.get(SHAPES)  # statements.cached, inline: this is every call's path
-        shape = None if shapes is None else shapes.get(cache_key)
-        if shape is None:
-            shape = keep(table, cache_key, insert_shape(table, spoken.kind, dialect, given, key))
-        return insert_once_op(shape, values, dialect)
 
-    return make
+def _insert(dialect: Any, plan: InsertPlan, values: Mapping[str, Any]) -> Op[InsertAnswer]:
+    served, shape = plan.last
+    if shape is None or served() is not dialect:
+        shape = plan.shape(dialect)
+    return insert_once_op(shape, values, dialect)
 
 
 def insert_once(conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any) -> InsertAnswer:
@@ -75,13 +81,13 @@ def insert_once(conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
     ``Inserted(row)``, or ``Existing(row)`` with the stored row (and a WARNING log line with
     the key). One statement when the row is new; a duplicate never raises and never aborts
     the caller's transaction. A clash on another unique key is still an error."""
-    return run(conn, _insert(table, values, unique))
+    return run(conn, _insert, _planned(table, values, unique), values)
 
 
 async def ainsert_once(
     conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
 ) -> InsertAnswer:
-    return await arun(conn, _insert(table, values, unique))
+    return await arun(conn, _insert, _planned(table, values, unique), values)
 
 
 # -- decrement -----------------------------------------------------------------------------
@@ -100,7 +106,8 @@ def _decrement(
         )
     names = checked_where(table, where)
 
-    def make(spoken: Speech, dialect: Any) -> Op[DecrementAnswer]:
+    def make(dialect: Any) -> Op[DecrementAnswer]:
+        spoken = speech(dialect)
         cache_key = ("decrement", spoken.key, names, column)
         shape = cached(table, cache_key) or keep(
             table, cache_key, _decrement_shape(table, spoken.kind, dialect, names, column)
@@ -165,7 +172,8 @@ def _versioned(
             f"{table.name}.{column} is the version column: update_versioned increments it"
         )
 
-    def make(spoken: Speech, dialect: Any) -> Op[VersionedAnswer]:
+    def make(dialect: Any) -> Op[VersionedAnswer]:
+        spoken = speech(dialect)
         cache_key = ("versioned", spoken.key, names, given, column)
         shape = cached(table, cache_key) or keep(
             table,

@@ -17,7 +17,7 @@ mideng.state.compiled says (``TableSql.driver`` or its typed clause), by ``_exec
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
@@ -25,11 +25,17 @@ from mideng.db.drive import adrive, drive
 from mideng.db.site import AsyncSite, Site
 from mideng.db.statements import Op, Res, Stmt, T
 from mideng.observability import logs
-from mideng.state.compiled import Speech, speech
 
-#: What a primitive hands the runner: given the connection's speech and its dialect (to
-#: compile its statements the first time), the operation to drive.
-Make = Callable[[Speech, Any], Op[T]]
+if TYPE_CHECKING:
+    from typing_extensions import TypeVarTuple, Unpack
+
+    Ts = TypeVarTuple("Ts")
+
+#: What a primitive hands the runner: given the connection's dialect (whose speech says which
+#: compiled statements it takes, mideng.state.compiled) and whatever else the runner was
+#: handed for it, the operation to drive. Handing the call's arguments along, rather than
+#: closing over them, spares a call a function object and its cells.
+Make = Callable[[Any], Op[T]]
 
 
 def _pending(session: Any) -> bool:
@@ -50,10 +56,10 @@ async def _aexecute(connection: Any, stmt: Stmt) -> Res:
     return sql.answer(await connection.exec_driver_sql(sql.driver, sql.arguments(stmt.params)))  # type: ignore[no-any-return]
 
 
-def run(conn: Any, make: Make[T]) -> T:
+def run(conn: Any, make: Callable[[Any, Unpack[Ts]], Op[T]], *args: Unpack[Ts]) -> T:
     if type(conn) is Connection and conn.in_transaction():
         dialect = conn.dialect
-        return drive(make(speech(dialect), dialect), _execute, conn)
+        return drive(make(dialect, *args), _execute, conn)
     site = Site(conn)
     if site.session and conn.autoflush and _pending(conn):
         conn.flush()  # as Session.execute does: the statement sees the ORM's pending rows
@@ -62,7 +68,7 @@ def run(conn: Any, make: Make[T]) -> T:
     connection = site.connection
     try:
         dialect = connection.dialect
-        answer = drive(make(speech(dialect), dialect), _execute, connection)
+        answer = drive(make(dialect, *args), _execute, connection)
     except BaseException:
         try:
             site.rollback(whole=False)  # the site's own transaction; never the caller's
@@ -87,10 +93,10 @@ def _async_connection() -> Any:
     return _ASYNC_CONNECTION
 
 
-async def arun(conn: Any, make: Make[T]) -> T:
+async def arun(conn: Any, make: Callable[[Any, Unpack[Ts]], Op[T]], *args: Unpack[Ts]) -> T:
     if type(conn) is (_ASYNC_CONNECTION or _async_connection()) and conn.in_transaction():
         dialect = conn.dialect
-        return await adrive(make(speech(dialect), dialect), _aexecute, conn)
+        return await adrive(make(dialect, *args), _aexecute, conn)
     site = AsyncSite(conn)
     if site.session and conn.sync_session.autoflush and _pending(conn):
         await conn.flush()
@@ -99,7 +105,7 @@ async def arun(conn: Any, make: Make[T]) -> T:
     connection = site.connection
     try:
         dialect = connection.dialect
-        answer = await adrive(make(speech(dialect), dialect), _aexecute, connection)
+        answer = await adrive(make(dialect, *args), _aexecute, connection)
     except BaseException:
         try:
             await site.rollback(whole=False)

@@ -12,13 +12,15 @@ parameters and sends that one statement.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from mideng.db.dialect import is_mysql
 from mideng.errors import ConfigurationError
-from mideng.state.compiled import TableSql
+from mideng.state.compiled import TableSql, speech
 from mideng.state.defaults import Filled, insert_defaults, update_defaults
 
 try:
@@ -158,11 +160,9 @@ class InsertShape(NamedTuple):
     filled: tuple[Filled, ...]  # Python-side defaults of the columns not given, bound per call
 
 
-def insert_shape(
-    table: Any, kind: str, dialect: Any, given: tuple[str, ...], unique: tuple[str, ...]
-) -> InsertShape:
-    from sqlalchemy import insert
-
+def checked_insert(table: Any, given: tuple[str, ...], unique: tuple[str, ...]) -> list[Any]:
+    """The columns of an insert of ``given`` by the key ``unique``, refused unless each is a
+    column, the key is among them and the table declares it unique."""
     cols = columns(table, given, "to insert")
     if not unique or not set(unique) <= set(given):
         raise ConfigurationError(
@@ -173,6 +173,15 @@ def insert_shape(
             f"{sorted(unique)} is not a unique key of {table.name}: declare it on the Table "
             "(UniqueConstraint, unique Index or primary key) as it is in the database"
         )
+    return cols
+
+
+def insert_shape(
+    table: Any, kind: str, dialect: Any, given: tuple[str, ...], unique: tuple[str, ...]
+) -> InsertShape:
+    from sqlalchemy import insert
+
+    cols = checked_insert(table, given, unique)
     defaults = insert_defaults(table, given, dialect)
     # Binds named by the columns' keys where those are plain names that no default's bind
     # takes: a call then hands its values to SQLAlchemy as they are.
@@ -223,6 +232,60 @@ def insert_shape(
         None if column is None else column.key,
         defaults.filled,
     )
+
+
+# insert_once's plans, in the Table's ``info`` beside the shapes: by the key as the call gives it
+# (a column name or a tuple of them) followed by the names of the values, so that a call finds
+# its plan with one lookup of a tuple it builds from its own arguments.
+INSERTS = "mideng.state.insert"
+
+
+def _nothing() -> None:
+    return None
+
+
+class InsertPlan:
+    """An insert_once of these column names by this key, checked against the table once, and
+    its shapes, one per speech (mideng.state.compiled), each built on its first call.
+
+    ``last``: the dialect served last (a weak reference) and its shape, replaced as one tuple
+    so that no thread pairs one dialect with another's shape; a call on that dialect again,
+    the common case, takes the shape from it without asking for the dialect's speech."""
+
+    __slots__ = ("given", "last", "shapes", "table", "unique")
+
+    def __init__(self, table: Any, given: tuple[str, ...], unique: tuple[str, ...]) -> None:
+        self.table = table
+        self.given = given
+        self.unique = unique
+        self.shapes: dict[int, InsertShape] = {}
+        self.last: tuple[Callable[[], Any], InsertShape | None] = (_nothing, None)
+
+    def shape(self, dialect: Any) -> InsertShape:
+        spoken = speech(dialect)
+        found = self.shapes.get(spoken.key)
+        if found is None:
+            built = insert_shape(self.table, spoken.kind, dialect, self.given, self.unique)
+            found = self.shapes.setdefault(spoken.key, built)
+        self.last = (weakref.ref(dialect), found)
+        return found
+
+
+def insert_plan(table: Any, values: Mapping[str, Any], unique: Any) -> InsertPlan:
+    """The plan of an insert of ``values`` by ``unique``: checked and kept on its first call,
+    under the key as given (when it is hashable: a list is not) and as a tuple of names."""
+    core_table(table)
+    given = values_of(table, values, "insert")
+    names = (unique,) if isinstance(unique, str) else tuple(unique)
+    plans = table.info.setdefault(INSERTS, {})
+    plan: InsertPlan | None = plans.get((names, *given))
+    if plan is None:
+        checked_insert(table, given, names)
+        plan = plans.setdefault((names, *given), InsertPlan(table, given, names))
+    with contextlib.suppress(TypeError):  # an unhashable key (a list) is found by its tuple
+        as_given = (unique, *given)
+        plans[as_given] = plan
+    return plan
 
 
 class UpdateShape(NamedTuple):

@@ -4,6 +4,7 @@ views and recoverable operations."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from mideng.errors import IdempotencyError, LeaseLostError, StoreUnavailableError
@@ -239,12 +240,13 @@ def stale_task(scope: str, key: str, reason: str) -> None:
 
 
 # -- business tables (mideng.state) -----------------------------------------------------------
-def duplicate_insert(table: str, key: dict[str, object]) -> None:
-    """An insert_once met a row with the same business key: the retry is answered with that
-    row, and the warning carries the key so the duplicate can be traced."""
+def duplicate_insert(table: str, key: tuple[str, ...], values: Mapping[str, object]) -> None:
+    """An insert_once met a row with the same business key (the columns ``key`` of
+    ``values``): the retry is answered with that row, and the warning carries the key so the
+    duplicate can be traced."""
     if not log.isEnabledFor(logging.WARNING):
         return
-    shown = " ".join(f"{name}={value!r}" for name, value in key.items())
+    shown = " ".join(f"{name}={values[name]!r}" for name in key)
     line = fields(table, shown, "duplicate_insert")  # the table is the scope of a business row
     log.warning(
         "mideng duplicate insert table=%s %s: the existing row is returned",
