@@ -7,7 +7,8 @@ not. Each case runs in a child process under ``valgrind --tool=callgrind`` twice
 and 1000 + ``--calls`` calls, on SQLite in memory inside one open transaction; the difference
 divided by ``--calls`` is what one call executes: SQLAlchemy, the sqlite3 module and SQLite's
 engine for both, plus mideng's site, loop and primitive for mideng. The "by hand" calls send the
-SQL mideng sends as a ``text()`` statement and look at its rowcount or row, as mideng does; the
+SQL mideng sends as a ``text()`` statement and look at its rowcount or its row (as a mapping:
+insert_once's answer), as mideng does; the
 "driver SQL" ones send it as SQLite's own text (``?`` binds) through ``exec_driver_sql``, which
 skips SQLAlchemy's compiled-cache lookup: the floor for mideng's UPDATEs, which are sent that
 way (mideng.state.compiled).
@@ -88,7 +89,7 @@ def child(case: str, calls: int) -> None:
                 given.update(o=f"n-{i}", a=1)
             result = conn.exec_driver_sql(raw, tuple(given[n] for n in names))
             if primitive == "insert_once":
-                assert result.first() is not None
+                answered(result)
             else:
                 assert result.rowcount
         elif by == "mideng":
@@ -107,8 +108,16 @@ def child(case: str, calls: int) -> None:
         elif primitive == "update_versioned":
             assert conn.execute(sql, {"a": 2, "w": key, "v": 0}).rowcount
         else:
-            assert conn.execute(sql, {"o": f"n-{i}", "a": 1}).first() is not None
+            answered(conn.execute(sql, {"o": f"n-{i}", "a": 1}))
     conn.rollback()
+
+
+def answered(result: Any) -> object:
+    """A hand-written insert's answer: its RETURNING row as a mapping, what insert_once answers
+    with (``Inserted.row``) and what bench_state.py's hand-written insert returns."""
+    row = result.first()
+    assert row is not None
+    return row._mapping
 
 
 def count(case: str, calls: int) -> float:
