@@ -1,0 +1,71 @@
+"""Time inside the Redis server per key of a batch claim and a batch completion.
+
+    .venv/bin/python bench/redis_script_costs.py [--rounds 30] [--batch 100]
+
+A batched consumer waits on two function calls per batch (claim_many, complete_many), and the
+server runs them on its one thread: their time per key is a floor under a batched message that
+no client change moves. The server's own count is read from ``INFO commandstats`` (the FCALL
+line's ``usec``, reset before each call), so the client's Python and the network are not in
+it. Each round claims ``--batch`` new keys, then completes them; min and median over the rounds.
+Resetting the statistics touches the whole server's counters: run it on a server nobody else
+is measuring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import uuid
+
+import redis
+
+from mideng.core.record import ClaimRequest, Ticket
+from mideng.stores.batch import Completion
+from mideng.stores.redis import RedisStore
+
+URL = "redis://127.0.0.1:6379/0"
+
+
+def fcall_usec(client: redis.Redis) -> int:
+    stats = client.info("commandstats")
+    return int(stats.get("cmdstat_fcall", {}).get("usec", 0))
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--batch", type=int, default=100)
+    args = parser.parse_args()
+    client = redis.Redis.from_url(URL)
+    prefix = f"mideng:bench:costs:{uuid.uuid4().hex[:8]}"
+    store = RedisStore.from_url(URL, prefix=prefix)
+    claims_us, completions_us = [], []
+    try:
+        for round_ in range(args.rounds + 1):  # round 0 loads the library and warms up
+            reqs = [
+                ClaimRequest("stock", f"order:{uuid.uuid4().hex}", "o", 60, 600)
+                for _ in range(args.batch)
+            ]
+            client.config_resetstat()
+            claims = await store.aclaim_many(reqs)
+            claim_us = fcall_usec(client)
+            items = [Completion(Ticket.of(c.record), b"null", "json", 600) for c in claims]
+            client.config_resetstat()
+            await store.acomplete_many(items)
+            if round_:
+                claims_us.append(claim_us / args.batch)
+                completions_us.append(fcall_usec(client) / args.batch)
+    finally:
+        await store.aclose()
+        for name in client.scan_iter(match=f"{prefix}:*", count=1000):
+            client.delete(name)
+        client.close()
+    print(f"µs inside the server per key, batches of {args.batch}, {args.rounds} rounds\n")
+    print("| call | min | median |\n|---|---:|---:|")
+    for name, values in (("batch claim", claims_us), ("batch completion", completions_us)):
+        print(f"| {name} | {min(values):.2f} | {statistics.median(values):.2f} |")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
