@@ -231,40 +231,12 @@ def http_fingerprint(
     body: bytes,
     headers: str,
 ) -> str:
-    """``request_fingerprint(exact(method), path_form(path, raw), exact(query),
-    body_digest(content_type, body), headers)``: the same digest, in one frame for the usual
-    request (ASCII method, path and query; a JSON object or array as UTF-8, or other bytes).
-    ``headers``: the canonical spelling of the chosen headers' forms."""
-    digest = None
-    # _parse_json's first case and body_digest's JSON branch, inline; anything else (other
-    # bytes, another encoding, whitespace around, not JSON, text UTF-8 can't carry) is
-    # body_digest's to decide, from the start.
-    if (
-        len(body) >= 4
-        and (content_type == "application/json" or _is_json(content_type))
-        and body[0] in b"{["
-        and body[1]
-    ):
-        try:
-            text = body.decode("utf-8", "surrogatepass")
-            value, end = _SCAN(text, 0)
-            if end == len(text):
-                spelled = "".join(_CHUNKS(value, 0)).encode("utf-8")
-                digest = "json:" + _sha256(spelled).hexdigest()
-        except (StopIteration, ValueError, TypeError, RecursionError):
-            pass
-    if digest is None:
-        digest = body_digest(content_type, body)
-    if not (method.isascii() and path.isascii() and query.isascii()) or (
-        raw is not None and not raw.isascii()
-    ):  # ASCII text is its own form (exact, path_form): only other text is looked at
-        forms = exact(method), path_form(path, raw), exact(query)
-        return request_fingerprint(*forms, digest, headers)
-    text = (
-        f'{{"body":"{digest}","headers":{headers},"method":{_string(method)},'
-        f'"path":{_string(path)},"query":{_string(query)}}}'
-    )
-    return _sha256(text.encode("utf-8")).hexdigest()
+    """Version 1, what records stored before version 2 carry: ``request_fingerprint`` of the
+    request's forms and ``body_digest``. ``headers``: the canonical spelling of the chosen
+    headers' forms. Made only when a record answers a mismatch (``exchange.legacy``), so it
+    takes the plain path."""
+    forms = exact(method), path_form(path, raw), exact(query)
+    return request_fingerprint(*forms, body_digest(content_type, body), headers)
 
 
 # -- version 2 --------------------------------------------------------------------------------
@@ -290,7 +262,8 @@ def http_digest(
     bytes."""
     kind = None
     data = body
-    # body_form's usual case inline, as in http_fingerprint; anything else is body_form's.
+    # body_form's usual case inline (the JSON scanner's first case, as _parse_json tries it);
+    # anything else is body_form's.
     if (
         len(body) >= 4
         and (content_type == "application/json" or _is_json(content_type))
