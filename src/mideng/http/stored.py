@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import Any
 
 from mideng.core.codec import JSON_CODEC
-from mideng.errors import CodecError
 
 
 class Form(tuple[int, tuple[tuple[str, str], ...], bytes]):
@@ -47,6 +46,12 @@ def _base64(body: bytes) -> str:
     return binascii.b2a_base64(body, newline=False).decode("ascii")
 
 
+def _plain(value: Form) -> dict[str, Any]:
+    """The stored form as plain data, for the JSON codec's own walk."""
+    status, headers, body = value
+    return {"status": status, "headers": headers, "body": _base64(body)}
+
+
 class ResponseCodec:
     """The HTTP layer's codec: a ``Form`` is written field by field (``response_bytes``);
     anything else, and every record read back, is the JSON codec's."""
@@ -58,19 +63,15 @@ class ResponseCodec:
             return JSON_CODEC.encode(value)
         status, headers, body = value
         if type(status) is not int:  # an int subclass spells as the codec decides: let it
-            return JSON_CODEC.encode({"status": status, "headers": headers, "body": _base64(body)})
+            return JSON_CODEC.encode(_plain(value))
         fields = []
         for n, v in headers:  # one pass, no comprehension frame: every kept response's
             fields.append(f"[{_string(n)},{_string(v)}]")
-        spelled = binascii.b2a_base64(body, newline=False).decode("ascii")
-        text = f'{{"status":{status},"headers":[{",".join(fields)}],"body":"{spelled}"}}'
+        text = f'{{"status":{status},"headers":[{",".join(fields)}],"body":"{_base64(body)}"}}'
         try:
             return text.encode("utf-8")
-        except UnicodeEncodeError as exc:  # a lone surrogate: no store can hold it
-            raise CodecError(
-                f"cannot store the result as JSON ({exc}); return JSON-able data, a dataclass "
-                "or a pydantic model, or choose a codec explicitly"
-            ) from exc
+        except UnicodeEncodeError:  # a lone surrogate: the codec fails it, with its own error
+            return JSON_CODEC.encode(_plain(value))
 
     def decode(self, data: bytes, type_hint: Any = None) -> Any:
         return JSON_CODEC.decode(data, type_hint)
