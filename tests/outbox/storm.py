@@ -77,7 +77,7 @@ class Storm:
                 try:
                     self._transaction(key, tx, commit)
                 except DBAPIError as exc:
-                    if not retryable(exc.orig):
+                    if exc.orig is None or not retryable(exc.orig):
                         raise
                     self.victims.append(tx)
                     self.rolled_back.append(tx)

@@ -173,7 +173,7 @@ def _failing_at(
 
 @pytest.mark.parametrize(
     ("name", "step", "call"),
-    [*(("settle", step, 1) for step in range(4)), *(("claim", step, 2) for step in range(3))],
+    [*(("settle", step, 1) for step in range(5)), *(("claim", step, 2) for step in range(3))],
 )
 def test_a_database_error_mid_pipeline_loses_nothing_and_keeps_key_order(
     db: Db, timeline: Timeline, monkeypatch: pytest.MonkeyPatch, name: str, step: int, call: int

@@ -67,9 +67,12 @@ def _ids(ids: Sequence[str]) -> dict[str, Any]:
     return {f"i{n}": value for n, value in enumerate(ids)}
 
 
-def claim(q: Queries, token: str, now: float, until: float, keys: int, rows: int) -> Op[list[Row]]:
+def claim(
+    q: Queries, token: str, now: float, until: float, keys: int, rows: int
+) -> Op[tuple[list[Row], list[str]]]:
     """Lease up to ``keys`` keys that have unsent rows and up to ``rows`` unkeyed rows to
-    ``token``, and read what they hold, a key's rows in sequence order."""
+    ``token``, and read what they hold, a key's rows in sequence order; the rows and the keys
+    leased."""
     lease = {"token": token, "until": until, "now": now, "limit": keys}
     if q.mysql:
         found = yield Stmt(q.select_keys, lease)
@@ -83,20 +86,24 @@ def claim(q: Queries, token: str, now: float, until: float, keys: int, rows: int
             params = {"token": token, "until": until, **_ids([row.id for row in unkeyed])}
             yield Stmt(q.in_list("claim_rows", len(unkeyed)), params)
     else:
-        yield Stmt(q.claim_keys, lease)
+        leased = yield Stmt(q.claim_keys, lease)
+        names = [row[0] for row in leased.rows]
         found = yield Stmt(q.claim_rows, {**lease, "limit": rows})
         unkeyed = [_row(values) for values in found.rows]
     keyed = yield Stmt(q.read_keyed, {"token": token, "limit": rows})
-    return [_row(values) for values in keyed.rows] + unkeyed
+    return [_row(values) for values in keyed.rows] + unkeyed, names
 
 
 def settle(
-    q: Queries, token: str, now: float, sent: Sequence[str], failures: Sequence[Failure]
-) -> Op[None]:
-    """Write back one batch: rows sent, failures counted (dead after the last attempt), each
-    key's mark moved past what finished, then the keys let go: a failed key only at its retry
-    time, the rest at once. Key updates are fenced by ``token``: a relay whose lease lapsed
-    changes no key another relay holds now."""
+    q: Queries,
+    token: str,
+    now: float,
+    sent: Sequence[str],
+    failures: Sequence[Failure],
+    keys: Sequence[str],
+) -> Op[list[str]]:
+    """Write back one batch: rows sent, failures counted (dead after the last attempt), then
+    the batch's ``keys`` (``settle_keys``); the keys a writer held, still to do."""
     if sent and q.kind == "postgresql":
         yield Stmt(q.sent_array, {"now": now, "ids": list(sent)})
     elif sent:
@@ -112,19 +119,58 @@ def settle(
                 "retry_at": None if failure.key is not None else failure.retry_at,
             },
         )
-    yield Stmt(q.advance, {"token": token})
+    return (yield from settle_keys(q, token, keys, failures))
+
+
+def settle_keys(
+    q: Queries, token: str, keys: Sequence[str], failures: Sequence[Failure]
+) -> Op[list[str]]:
+    """Each key's mark moved past what finished, then the keys let go: a failed key only at
+    its retry time, the rest at once. Key updates are fenced by ``token``: a relay whose lease
+    lapsed changes no key another relay holds now.
+
+    Only the key rows no writer holds are changed (``Queries.lock_keys`` skips the others), so
+    a writer that holds one of the batch's keys and waits for another never waits in a cycle
+    with the write-back. The keys skipped, still leased to ``token``, are returned: the relay
+    settles them in a transaction of their own once the writer is done."""
+    ready: set[str] | None = None  # None: every key of the batch
+    if q.lock_keys is not None:
+        found = yield Stmt(q.lock_keys, {"token": token})
+        locked = {row[0] for row in found.rows}
+        if not locked.issuperset(keys):
+            ready = locked
+    fenced: dict[str, Any] = {"token": token}
+    if ready is None:
+        yield Stmt(q.advance, fenced)
+    elif ready:
+        yield Stmt(q.in_list("advance", len(ready)), {**fenced, **_ids(sorted(ready))})
     for failure in failures:
-        if failure.key is not None and not failure.dead:
+        if failure.key is not None and not failure.dead and (ready is None or failure.key in ready):
             yield Stmt(
                 q.back_off, {"key": failure.key, "token": token, "retry_at": failure.retry_at}
             )
-    yield Stmt(q.release, {"token": token})
+    if ready is None:
+        yield Stmt(q.release, fenced)
+        return []
+    if ready:
+        yield Stmt(q.in_list("release", len(ready)), {**fenced, **_ids(sorted(ready))})
+    # What is still leased to this batch and was not ready: a writer holds it (a key leased
+    # to another relay after this lease lapsed is not ours to settle).
+    left = yield Stmt(q.still_claimed, fenced)
+    return [row[0] for row in left.rows]
 
 
 def purge(q: Queries, cutoff: float) -> Op[int]:
     """Delete rows sent before ``cutoff``, then the key rows nothing refers to any more."""
     res = yield Stmt(q.purge_rows, {"cutoff": cutoff})
-    yield Stmt(q.purge_keys, {})
+    if q.lock_idle_keys is None:
+        yield Stmt(q.purge_keys, {})
+        return res.rowcount
+    found = yield Stmt(q.lock_idle_keys, {})
+    names = [row[0] for row in found.rows]
+    for start in range(0, len(names), 500):  # a bounded list of binds per statement
+        chunk = names[start : start + 500]
+        yield Stmt(q.in_list("purge_keys", len(chunk)), _ids(chunk))
     return res.rowcount
 
 

@@ -18,6 +18,7 @@ then publishes from the key's mark again, with the same message ids: at-least-on
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -32,7 +33,7 @@ from mideng.errors import ConfigurationError
 from mideng.messaging.publish import Outgoing, Publisher, open_publisher
 from mideng.observability import logs
 from mideng.outbox.engines import async_engine, listen_conninfo
-from mideng.outbox.ops import Failure, Row, claim, purge, settle
+from mideng.outbox.ops import Failure, Row, claim, purge, settle, settle_keys
 from mideng.outbox.pipeline import NOTHING, Batch, drain
 from mideng.outbox.schema import DEFAULT_TABLE, channel
 from mideng.outbox.statements import Queries
@@ -53,11 +54,12 @@ class Backoff:
 
 
 class _Claimed(NamedTuple):
-    """A claimed batch: its lease token and end, and its rows."""
+    """A claimed batch: its lease token and end, its rows and the keys it leased."""
 
     token: str
     until: float
     rows: list[Row]
+    keys: list[str]
 
 
 class Relay:
@@ -200,25 +202,48 @@ class Relay:
         # meanwhile), so no BEGIN/COMMIT round trips on the wake-up path. MySQL's claim is a
         # locking read and an update of what it returned: one transaction. A deadlock victim
         # (another batch's write-back, another relay) took nothing, and claims again.
-        rows: list[Row] = await self._transact(
+        rows, keys = await self._transact(
             lambda: claim(self.q, token, now, until, self.batch_keys, self.batch_rows),
             retries=5,
             autocommit=not self.q.mysql,
         )
-        return _Claimed(token, until, rows) if rows else None
+        return _Claimed(token, until, rows, keys) if rows else None
 
     async def _finish(self, claimed: _Claimed, gate: asyncio.Semaphore) -> Batch:
         """Publish a claimed batch, then write it back."""
         token, rows = claimed.token, claimed.rows
         sent, failures = await self._publish(rows, claimed.until, gate)
         settle_now = time.time()
-        await self._transact(lambda: settle(self.q, token, settle_now, sent, failures), retries=5)
+        held = await self._transact(
+            lambda: settle(self.q, token, settle_now, sent, failures, claimed.keys), retries=5
+        )
+        await self._settle_held(token, held, failures, claimed.until)
         dead = sum(1 for failure in failures if failure.dead)
         for failure in failures:
             logs.publish_failed(
                 failure.id, failure.key, failure.attempts, failure.dead, failure.error
             )
         return Batch(len(rows), len(sent), len(failures), dead)
+
+    async def _settle_held(
+        self, token: str, held: list[str], failures: Sequence[Failure], until: float
+    ) -> None:
+        """The keys the write-back skipped because a writer held them: settled as soon as the
+        writer's transaction ends. Past the lease they are left as they are: still leased to
+        ``token``, they are claimed again once it lapses, and their rows' states (written
+        already) say what is left to publish."""
+        pause = 0.002
+        while held and time.time() < until:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.1)
+            try:
+                held = await self._transact(
+                    functools.partial(settle_keys, self.q, token, held, failures), retries=5
+                )
+            except Exception as exc:  # the database blinked: the keys are still ours, go on
+                logs.relay_batch_failed(exc)
+        if held:
+            logs.keys_left_leased(len(held))
 
     async def purge(self) -> int:
         await self.start()

@@ -67,9 +67,10 @@ class Queries:
         self.select_keys = Sql(due_keys + lock)
         self.select_rows = Sql(due_rows.format(ROW_COLUMNS) + lock)
         # PostgreSQL and SQLite: one statement each.
+        # RETURNING: the write-back needs the keys a batch holds (MySQL's locking read says).
         self.claim_keys = Sql(
             f"UPDATE {k} SET claimed_by = :token, claimed_until = :until "
-            f"WHERE aggregateid IN ({due_keys}{lock})"
+            f"WHERE aggregateid IN ({due_keys}{lock}) RETURNING aggregateid"
         )
         self.claim_rows = Sql(
             f"UPDATE {t} SET claimed_by = :token, claimed_until = :until "
@@ -85,6 +86,16 @@ class Queries:
         )
 
         # -- relay: settle -----------------------------------------------------------------
+        # The key rows a write-back may change now: a writer holding one (its transaction
+        # bumped the key and goes on to lock others) is skipped, never waited for, so the
+        # write-back holds no key row while it waits on another (docs/outbox.md, deadlocks).
+        # SQLite has no row locks to wait on: its writers take the file's lock.
+        self.lock_keys = (
+            Sql(f"SELECT aggregateid FROM {k} WHERE claimed_by = :token{lock}")
+            if kind != "sqlite"
+            else None
+        )
+        self.still_claimed = Sql(f"SELECT aggregateid FROM {k} WHERE claimed_by = :token")
         # PostgreSQL takes a batch's ids as one array: one text for any count, where a list of
         # binds is a new text per count, which SQLAlchemy and psycopg each parse and cache
         # (tens of milliseconds of the relay's own Python for 2,000 ids, on the thread that
@@ -99,25 +110,32 @@ class Queries:
         )
         # Rows a relay published form a prefix of the key's unsent rows (it publishes a key in
         # order and stops at its first failure), so the highest finished one is the new mark.
-        self.advance = Sql(
+        self._advance = (
             f"UPDATE {k} SET sent_seq = COALESCE((SELECT MAX(o.seq) FROM {t} o "
-            f"WHERE o.aggregateid = {k}.aggregateid AND o.state <> {PENDING}), sent_seq) "
-            "WHERE claimed_by = :token"
+            f"WHERE o.aggregateid = {k}.aggregateid AND o.state <> {PENDING}), sent_seq)"
         )
+        self.advance = Sql(f"{self._advance} WHERE claimed_by = :token")
         self.back_off = Sql(
             f"UPDATE {k} SET claimed_by = NULL, claimed_until = :retry_at "
             "WHERE aggregateid = :key AND claimed_by = :token"
         )
-        self.release = Sql(
+        self._release = (
             f"UPDATE {k} SET pending = CASE WHEN last_seq > sent_seq THEN 1 ELSE 0 END, "
-            "claimed_by = NULL, claimed_until = NULL WHERE claimed_by = :token"
+            "claimed_by = NULL, claimed_until = NULL"
         )
+        self.release = Sql(f"{self._release} WHERE claimed_by = :token")
 
         # -- relay: retention ----------------------------------------------------------------
         self.purge_rows = Sql(f"DELETE FROM {t} WHERE state = {SENT} AND sent_at < :cutoff")
-        self.purge_keys = Sql(
-            f"DELETE FROM {k} WHERE pending = 0 AND claimed_by IS NULL AND NOT EXISTS "
+        idle = (
+            f"pending = 0 AND claimed_by IS NULL AND NOT EXISTS "
             f"(SELECT 1 FROM {t} o WHERE o.aggregateid = {k}.aggregateid)"
+        )
+        self.purge_keys = Sql(f"DELETE FROM {k} WHERE {idle}")
+        # As in a write-back: the idle key rows no writer holds, locked, then deleted by
+        # primary key, so the purge never holds a deleted key row while it waits for another.
+        self.lock_idle_keys = (
+            Sql(f"SELECT aggregateid FROM {k} WHERE {idle}{lock}") if kind != "sqlite" else None
         )
         self.count = Sql(
             f"SELECT state, COUNT(*) FROM {t} WHERE state IN ({PENDING}, {SENT}, {DEAD}) "
@@ -138,6 +156,12 @@ class Queries:
             f"WHERE id IN ({binds})",
             "sent": f"UPDATE {t} SET state = {SENT}, sent_at = :now, claimed_by = NULL, "
             f"claimed_until = NULL WHERE id IN ({binds})",
+            # Key rows this transaction locked as leased to its token (``lock_keys``): by
+            # primary key alone, since InnoDB would lock every row it scans on the way
+            # through a ``claimed_by`` index, the ones a writer holds included.
+            "purge_keys": f"DELETE FROM {k} WHERE aggregateid IN ({binds})",
+            "advance": f"{self._advance} WHERE aggregateid IN ({binds})",
+            "release": f"{self._release} WHERE aggregateid IN ({binds})",
         }
         sql = self._lists[(name, count)] = Sql(texts[name])
         return sql

@@ -81,6 +81,7 @@ from mideng.observability.logs.messaging import (
     redis_stream_reconnected,
 )
 from mideng.observability.logs.outbox import (
+    keys_left_leased,
     listen_lost,
     listen_unavailable,
     publish_failed,
@@ -119,6 +120,7 @@ __all__ = [
     "kafka_offset_uncommitted",
     "kafka_record_dead_lettered",
     "kafka_records_unhandled",
+    "keys_left_leased",
     "listen_lost",
     "listen_unavailable",
     "log",

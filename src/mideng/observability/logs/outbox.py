@@ -30,6 +30,16 @@ def publish_failed(row_id: str, key: str | None, attempts: int, dead: bool, erro
     )
 
 
+def keys_left_leased(count: int) -> None:
+    """Writers held some of a batch's keys until its lease ran out: those keys are published
+    again only once the lease lapses (their sent rows stay sent)."""
+    outbox_log.warning(
+        "outbox relay: %d key(s) held by writers until the lease ended; they wait for it",
+        count,
+        extra=fields(outcome="keys_left_leased"),
+    )
+
+
 def listen_unavailable(exc: BaseException) -> None:
     """No LISTEN connection: the relay finds new rows by polling until it gets one."""
     outbox_log.warning(
