@@ -258,3 +258,33 @@ def test_the_purge_skips_an_idle_key_a_writer_holds_instead_of_waiting(pg_db: Db
         writer.close()
     assert [row["seq"] for row in db.rows()] == [2]  # k:b numbered on from its new key row
     assert deadlocks(db) == before
+
+
+def test_a_key_left_pending_with_nothing_to_publish_is_let_go_at_once(db: Db) -> None:
+    """A relay stopped after writing a batch's rows back but before letting a key go (one a
+    writer held) leaves the key marked pending under its lapsed lease, with every row sent.
+    The next claim takes the key, finds nothing to publish and lets it go at once, so the
+    key's next row is published by the next batch instead of waiting out another lease."""
+    with db.engine.begin() as connection:
+        db.outbox.add(connection, "orders", {"key": "k:a", "n": 1}, key="k:a")
+    publisher = Recording()
+
+    async def main() -> None:
+        async with Relay(db.engine, publisher, table=db.table, listen=False, lease=30) as relay:
+            assert (await relay.batch()).sent == 1
+            with db.engine.begin() as connection:
+                connection.execute(
+                    text(
+                        f"UPDATE {db.table}_keys SET pending = 1, claimed_by = 'stopped', "
+                        "claimed_until = :lapsed"
+                    ),
+                    {"lapsed": time.time() - 1},
+                )
+            assert (await relay.batch()).claimed == 0
+            assert [(key["pending"], key["claimed_by"]) for key in db.key_rows()] == [(0, None)]
+            with db.engine.begin() as connection:
+                _add(db, connection, "k:a")
+            assert (await relay.batch()).sent == 1
+
+    asyncio.run(main())
+    assert [json.loads(m.body)["n"] for m in publisher.sent] == [1, 2]

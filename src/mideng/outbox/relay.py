@@ -207,7 +207,14 @@ class Relay:
             retries=5,
             autocommit=not self.q.mysql,
         )
-        return _Claimed(token, until, rows, keys) if rows else None
+        if rows:
+            return _Claimed(token, until, rows, keys)
+        if keys:
+            # Keys marked pending with nothing left to publish (a relay stopped between
+            # writing a batch's rows back and letting a writer-held key go): let them go now,
+            # rather than keep them leased, and re-leased, with nothing to do.
+            await self._transact(functools.partial(settle_keys, self.q, token, keys, ()), retries=5)
+        return None
 
     async def _finish(self, claimed: _Claimed, gate: asyncio.Semaphore) -> Batch:
         """Publish a claimed batch, then write it back."""
