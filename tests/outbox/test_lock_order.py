@@ -55,35 +55,48 @@ async def _until(check: Callable[[], bool], what: str, timeout: float = 10.0) ->
         await asyncio.sleep(0.01)
 
 
-def test_a_writer_holding_one_of_a_batchs_keys_and_taking_another_is_never_a_victim(
-    server_db: Db,
-) -> None:
-    db = server_db
+async def _past_the_held_key(
+    db: Db, relay: Relay, publisher: Recording, writer: Any
+) -> asyncio.Task[Any]:
+    """A batch of k:a and k:b whose write-back starts while ``writer`` holds k:b's row (its
+    transaction goes on): returned running, once k:a is settled. A write-back that locked k:a
+    and then waited for k:b would hold k:a here."""
+    batch = asyncio.create_task(relay.batch())
+    await _until(
+        lambda: all(key["claimed_by"] is not None for key in db.key_rows()),
+        "the batch never leased both keys",
+    )
+    await asyncio.to_thread(_add, db, writer, "k:b")
+    assert publisher.held is not None
+    publisher.held.set()  # both rows published; the write-back starts
+    await _until(
+        lambda: _key(db, "k:a")["claimed_by"] is None,
+        "the write-back held k:a while it waited for the writer's k:b",
+    )
+    return batch
+
+
+def _two_keys(db: Db) -> Recording:
+    """A row each for k:a and k:b, and a publisher that holds publishes until told."""
     with db.engine.begin() as connection:
         for key in ("k:a", "k:b"):
             db.outbox.add(connection, "orders", {"key": key, "n": 1}, key=key)
     publisher = Recording()
     publisher.held = asyncio.Event()
+    return publisher
+
+
+def test_a_writer_holding_one_of_a_batchs_keys_and_taking_another_is_never_a_victim(
+    server_db: Db,
+) -> None:
+    db = server_db
+    publisher = _two_keys(db)
     before = deadlocks(db)
     writer = db.engine.connect()
 
     async def main() -> Any:
         async with Relay(db.engine, publisher, table=db.table, listen=False, lease=30) as relay:
-            batch = asyncio.create_task(relay.batch())
-            await _until(
-                lambda: all(key["claimed_by"] is not None for key in db.key_rows()),
-                "the batch never leased both keys",
-            )
-            # The writer takes k:b's row and keeps it: its transaction goes on.
-            await asyncio.to_thread(_add, db, writer, "k:b")
-            assert publisher.held is not None
-            publisher.held.set()  # both rows published; the write-back starts
-            # k:a is settled while the writer still holds k:b: the write-back did not lock
-            # k:a and then wait for k:b.
-            await _until(
-                lambda: _key(db, "k:a")["claimed_by"] is None,
-                "the write-back held k:a while it waited for the writer's k:b",
-            )
+            batch = await _past_the_held_key(db, relay, publisher, writer)
             assert _key(db, "k:b")["claimed_by"] is not None  # skipped, still leased
             # Now the writer takes k:a too, which a waiting write-back would have held.
             await asyncio.to_thread(_add, db, writer, "k:a")
@@ -172,11 +185,7 @@ def test_a_failed_write_back_of_a_held_key_is_tried_again(
     """The later write-back of a key a writer held fails once (the connection drops): it is
     tried again within the lease, and the batch ends with every key let go."""
     db = server_db
-    with db.engine.begin() as connection:
-        for key in ("k:a", "k:b"):
-            db.outbox.add(connection, "orders", {"key": key, "n": 1}, key=key)
-    publisher = Recording()
-    publisher.held = asyncio.Event()
+    publisher = _two_keys(db)
     writer = db.engine.connect()
     real = Relay._transact
     broken: list[str] = []
@@ -191,15 +200,7 @@ def test_a_failed_write_back_of_a_held_key_is_tried_again(
 
     async def main() -> Any:
         async with Relay(db.engine, publisher, table=db.table, listen=False, lease=30) as relay:
-            batch = asyncio.create_task(relay.batch())
-            await _until(
-                lambda: all(key["claimed_by"] is not None for key in db.key_rows()),
-                "the batch never leased both keys",
-            )
-            await asyncio.to_thread(_add, db, writer, "k:b")
-            assert publisher.held is not None
-            publisher.held.set()
-            await _until(lambda: _key(db, "k:a")["claimed_by"] is None, "k:a not settled")
+            batch = await _past_the_held_key(db, relay, publisher, writer)
             await asyncio.to_thread(writer.commit)
             return await asyncio.wait_for(batch, 10)
 
