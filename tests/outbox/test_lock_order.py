@@ -120,8 +120,10 @@ def test_a_writer_holding_one_of_a_batchs_keys_and_taking_another_is_never_a_vic
 @pytest.mark.slow
 def test_writers_of_two_keys_each_beside_two_relays_meet_no_deadlock(server_db: Db) -> None:
     """600 transactions from 8 threads, each adding rows for two keys (in one order, so that
-    writers cannot deadlock among themselves), while two relays publish: the server breaks no
-    deadlock, no transaction fails, every row is published once, each key's in order."""
+    writers cannot deadlock among themselves), while two relays publish: no transaction
+    fails, every row is published once, each key's in order. PostgreSQL breaks no deadlock at
+    all. InnoDB can still break one between the two relays' own statements (its locks on the
+    keys' secondary index entries), which the relay retries: there, no writer is a victim."""
     db = server_db
     keys, transactions, threads = 25, 600, 8
     failed: list[BaseException] = []
@@ -167,7 +169,8 @@ def test_writers_of_two_keys_each_beside_two_relays_meet_no_deadlock(server_db: 
 
     asyncio.run(main())
     assert failed == []
-    assert deadlocks(db) == before
+    if db.name == "postgresql":
+        assert deadlocks(db) == before
     rows = db.rows()
     assert len(rows) == transactions // threads * threads * 2
     assert all(row["state"] == 1 for row in rows)

@@ -133,31 +133,51 @@ def settle_keys(
     a writer that holds one of the batch's keys and waits for another never waits in a cycle
     with the write-back. The keys skipped, still leased to ``token``, are returned: the relay
     settles them in a transaction of their own once the writer is done."""
-    ready: set[str] | None = None  # None: every key of the batch
-    if q.lock_keys is not None:
-        found = yield Stmt(q.lock_keys, {"token": token})
-        locked = {row[0] for row in found.rows}
-        if not locked.issuperset(keys):
-            ready = locked
     fenced: dict[str, Any] = {"token": token}
+    ready: list[str] | None = None  # None: the token alone names the rows to change
+    everything = True
+    if q.lock_keys is not None:  # SQLite has no row locks: nothing to skip
+        found = yield Stmt(q.lock_keys, fenced)
+        locked = sorted(row[0] for row in found.rows)
+        everything = set(locked).issuperset(keys)
+        # PostgreSQL locks only the rows an UPDATE's whole condition picks, all of them
+        # locked here already when ``everything``. InnoDB's scan for ``claimed_by`` (a whole
+        # small table, or the index) would lock its way through rows a writer holds, and wait
+        # there: on MySQL/MariaDB the rows go by primary key.
+        if q.mysql or not everything:
+            ready = locked
     if ready is None:
         yield Stmt(q.advance, fenced)
-    elif ready:
-        yield Stmt(q.in_list("advance", len(ready)), {**fenced, **_ids(sorted(ready))})
-    for failure in failures:
-        if failure.key is not None and not failure.dead and (ready is None or failure.key in ready):
-            yield Stmt(
-                q.back_off, {"key": failure.key, "token": token, "retry_at": failure.retry_at}
-            )
-    if ready is None:
+        yield from _back_off(q, token, failures, None)
         yield Stmt(q.release, fenced)
         return []
     if ready:
-        yield Stmt(q.in_list("release", len(ready)), {**fenced, **_ids(sorted(ready))})
+        yield Stmt(q.in_list("advance", len(ready)), _ids(ready))
+        waiting = yield from _back_off(q, token, failures, set(ready))
+        # Not the keys just backed off: letting them go here would clear their retry time.
+        free = [key for key in ready if key not in waiting]
+        if free:
+            yield Stmt(q.in_list("release", len(free)), _ids(free))
+    if everything:
+        return []
     # What is still leased to this batch and was not ready: a writer holds it (a key leased
     # to another relay after this lease lapsed is not ours to settle).
     left = yield Stmt(q.still_claimed, fenced)
     return [row[0] for row in left.rows]
+
+
+def _back_off(
+    q: Queries, token: str, failures: Sequence[Failure], ready: set[str] | None
+) -> Op[set[str]]:
+    """A key whose publish failed waits for its retry time (``ready``: the keys locked); the
+    keys it was done for."""
+    waiting = set()
+    for failure in failures:
+        key = failure.key
+        if key is not None and not failure.dead and (ready is None or key in ready):
+            yield Stmt(q.back_off, {"key": key, "token": token, "retry_at": failure.retry_at})
+            waiting.add(key)
+    return waiting
 
 
 def purge(q: Queries, cutoff: float) -> Op[int]:
