@@ -20,7 +20,7 @@ from mideng.core.policy import Policy
 from mideng.core.record import Record, Ticket, blank
 from mideng.core.settle import UNSET, Settle, raised, resolution, returned
 from mideng.errors import ConfigurationError, IdempotencyError
-from mideng.guard.aheartbeat import start_async
+from mideng.guard.aheartbeat import renew_store
 from mideng.guard.bodies import LIMIT, learn
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
@@ -140,11 +140,11 @@ class Guard(Operations):
         ``functools.partial``.
         """
         known = self._bodies.get(fn)
-        hint, coroutine = known if known is not None else learn(self._bodies, fn)
+        _hint, coroutine = known if known is not None else learn(self._bodies, fn)
         if coroutine:
             raise ConfigurationError("run() got a coroutine function; use await guard.arun()")
         override = None if policy is None else self._override(scope, policy)
-        call = self._call(scope, key, hint, payload, override)
+        call = self.prepare(scope, key, fn, payload, override)  # finds the hint just learnt
         return self.drive(call, fn, args, kwargs)
 
     async def arun(
@@ -180,11 +180,11 @@ class Guard(Operations):
         payload: Any,
         policy: Policy | None = None,
     ) -> Call:
+        """The call ``run`` / ``arun`` drive for ``fn`` under (scope, key): the key checked,
+        the payload fingerprinted, the scope's policy (or ``policy``) applied. In one frame:
+        every guarded call makes one."""
         known = self._bodies.get(fn)
         hint = known[0] if known is not None else learn(self._bodies, fn)[0]
-        return self._call(scope, key, hint, payload, policy)
-
-    def _call(self, scope: str, key: str, hint: Any, payload: Any, policy: Policy | None) -> Call:
         # The usual key (a short ASCII str) passes check_key's rules in a few C calls; any
         # other goes through check_key, which normalises or refuses it.
         if (
@@ -320,7 +320,7 @@ class Guard(Operations):
     ) -> R:
         p, ticket = call.policy, call.ticket
         stop = (
-            start_async(p.lease, lambda: self.store.aheartbeat(ticket, p.lease, p.ttl), ticket)
+            renew_store(p.lease, self.store, ticket, p.ttl)  # renewing with store.aheartbeat
             if p.heartbeat
             else _no_heartbeat
         )

@@ -32,7 +32,7 @@ from mideng.core.flow import RAISE, RETURN, RUN, Call
 from mideng.core.record import Claim, Ticket
 from mideng.core.settle import Settle, raised, returned
 from mideng.errors import IdempotencyError
-from mideng.guard.aheartbeat import start_async
+from mideng.guard.aheartbeat import renew_store
 from mideng.guard.guard import Guard, _no_heartbeat
 from mideng.guard.store_errors import store_error
 from mideng.observability import instrument, logs, watch
@@ -262,7 +262,7 @@ async def _aexecute(
 ) -> R:
     p, ticket = call.policy, call.ticket
     stop = (
-        start_async(p.lease, lambda: self.store.aheartbeat(ticket, p.lease, p.ttl), ticket)
+        renew_store(p.lease, self.store, ticket, p.ttl)  # renewing with store.aheartbeat
         if p.heartbeat
         else _no_heartbeat
     )
