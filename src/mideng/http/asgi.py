@@ -43,10 +43,12 @@ from mideng.http.core import (
     storable_status,
 )
 from mideng.http.exchange import Captured, arun
-from mideng.http.headers import Headers
+from mideng.http.headers import Headers, _BytesHeaders
 from mideng.http.identity import text_bytes
 from mideng.http.problem import PROBLEM_BASE
 from mideng.http.request_id import accept_request_id, new_request_id
+
+_new = object.__new__
 
 # The request id's layer and the ASGI types live in asgi_ids; named here as they were.
 __all__ = [
@@ -90,12 +92,26 @@ def incoming(scope: Scope) -> Incoming:
     request.path = scope.get("path", "")
     query = scope.get("query_string", b"")
     request.query = query.decode("latin-1") if query else ""
-    request.headers = Headers.of_bytes(scope.get("headers", ()))
+    raw_headers = scope.get("headers", ())
+    # Headers.of_bytes(raw_headers), its usual case inline: one lower-case name per field.
+    joined = dict(raw_headers) if type(raw_headers) is list else None
+    if joined is not None and len(joined) == len(raw_headers) and b"".join(joined).islower():
+        headers = _new(_BytesHeaders)
+        headers._raw, headers._bytes = raw_headers, joined
+        request.headers = headers
+    else:
+        request.headers = Headers.of_bytes(raw_headers)
     request.raw = scope
     raw = scope.get("raw_path")
     # path_bytes(scope), its usual case (a path without escapes) inline
     request.path_bytes = raw if type(raw) is bytes and b"%" not in raw else path_bytes(scope)
     return request
+
+
+# The field names of each ``added`` that send_response was given: a server sends a few (the
+# retention header of each policy), and a set per reply was a dict made for every request.
+_ADDED_NAMES: dict[tuple[tuple[str, str], ...], frozenset[str]] = {}
+_ADDED_KEPT = 64
 
 
 async def send_response(
@@ -109,7 +125,13 @@ async def send_response(
     # One pass, no comprehension frames: a reply has a handful of fields, and this runs for
     # every guarded request.
     headers = []
-    names = dict(added) if added else None
+    names = None
+    if added:  # the names of ``added``, made once per value (it is the retention header's)
+        names = _ADDED_NAMES.get(added)
+        if names is None:
+            if len(_ADDED_NAMES) >= _ADDED_KEPT:
+                _ADDED_NAMES.clear()
+            names = _ADDED_NAMES[added] = frozenset(n for n, _ in added)
     for n, v in response.headers:
         if names is not None and n in names:
             continue
@@ -310,7 +332,14 @@ async def guard_asgi(
         return
     if scope.get("extensions"):
         capturable(scope)
-    capture = Capture(app, scope, body, receive, send, opts.max_response, tag)
+    # Capture(app, scope, body, receive, send, opts.max_response, tag), its fields set here:
+    # no class call and __init__ frame per request (tests compare the two).
+    capture = _new(Capture)
+    capture.app, capture.scope, capture.body, capture.downstream = app, scope, body, receive
+    capture.upstream, capture.limit, capture.tag = send, opts.max_response, tag
+    capture.start, capture.headers, capture.chunks, capture.size = None, (), [], 0
+    capture.complete = capture.passing = False
+    capture.late_error = None
     reply = await arun(opts, plan, request, body, capture)
     if reply.response is not None:
         await send_response(send, reply.response, tag, reply.added)

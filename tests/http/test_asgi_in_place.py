@@ -1,0 +1,73 @@
+"""What the ASGI middleware makes in place, without calling a class, is what the class makes:
+the request's headers (``incoming``) and the response capture (``guard_asgi``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from mideng import Guard
+from mideng.http import asgi
+from mideng.http.asgi import Capture, incoming
+from mideng.http.core import HttpOptions
+from mideng.http.headers import Headers
+from mideng.stores.memory import MemoryStore
+
+
+def _scope(headers: Any) -> dict[str, Any]:
+    return {"type": "http", "method": "POST", "path": "/o", "raw_path": b"/o", "headers": headers}
+
+
+def test_incoming_reads_headers_as_headers_of_bytes_does() -> None:
+    cases = [
+        [(b"content-type", b"application/json"), (b"idempotency-key", b'"k"')],
+        [(b"Content-Type", b"text/plain"), (b"x-a", b"1")],  # an upper-case name
+        [(b"x-a", b"1"), (b"x-a", b"2")],  # a repeated field
+        ((b"x-a", b"1"),),  # not a list
+        [],
+    ]
+    for raw in cases:
+        made, expected = incoming(_scope(raw)).headers, Headers.of_bytes(raw)
+        assert type(made) is type(expected)
+        assert list(made) == list(expected)
+        for name in ("content-type", "Content-Type", "x-a", "idempotency-key", "absent"):
+            assert made.get(name) == expected.get(name)
+            assert made.first(name) == expected.first(name)
+
+
+def test_the_capture_guard_asgi_makes_has_every_field_capture_init_sets() -> None:
+    made: list[Capture] = []
+    real_arun = asgi.arun
+
+    async def arun(opts: Any, plan: Any, request: Any, body: bytes, capture: Capture) -> Any:
+        made.append(capture)
+        return await real_arun(opts, plan, request, body, capture)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 201, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: Any) -> None:
+        pass
+
+    opts = HttpOptions(guard=Guard(MemoryStore()))
+    scope = _scope([(b"idempotency-key", b'"k-1"')])
+    asgi.arun = arun  # type: ignore[assignment]
+    try:
+        asyncio.run(asgi.guard_asgi(opts, app, scope, receive, send, b"rid"))
+    finally:
+        asgi.arun = real_arun
+    fresh = Capture(app, scope, b"{}", receive, send, opts.max_response, b"rid")
+    capture = made[0]
+    for name in Capture.__slots__:
+        if name not in ("body", "start", "headers", "chunks", "size", "complete"):
+            assert getattr(capture, name) == getattr(fresh, name), name
+    # What the request changed: the body handed over, the response held back complete.
+    assert (capture.body, capture.size, capture.complete) == (None, 2, True)
+    assert capture.chunks == [b"{}"]
+    assert capture.start is not None
+    assert capture.headers == ()
