@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from mideng import Guard
 from mideng.http import asgi
 from mideng.http.asgi import Capture, incoming
 from mideng.http.core import HttpOptions
+from mideng.http.exchange import arun as arun_of_exchange
 from mideng.http.headers import Headers
 from mideng.stores.memory import MemoryStore
 
@@ -35,9 +38,11 @@ def test_incoming_reads_headers_as_headers_of_bytes_does() -> None:
             assert made.first(name) == expected.first(name)
 
 
-def test_the_capture_guard_asgi_makes_has_every_field_capture_init_sets() -> None:
+def test_the_capture_guard_asgi_makes_has_every_field_capture_init_sets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     made: list[Capture] = []
-    real_arun = asgi.arun
+    real_arun = arun_of_exchange
 
     async def arun(opts: Any, plan: Any, request: Any, body: bytes, capture: Capture) -> Any:
         made.append(capture)
@@ -56,11 +61,8 @@ def test_the_capture_guard_asgi_makes_has_every_field_capture_init_sets() -> Non
 
     opts = HttpOptions(guard=Guard(MemoryStore()))
     scope = _scope([(b"idempotency-key", b'"k-1"')])
-    asgi.arun = arun  # type: ignore[assignment]
-    try:
-        asyncio.run(asgi.guard_asgi(opts, app, scope, receive, send, b"rid"))
-    finally:
-        asgi.arun = real_arun
+    monkeypatch.setattr(asgi, "arun", arun)
+    asyncio.run(asgi.guard_asgi(opts, app, scope, receive, send, b"rid"))
     fresh = Capture(app, scope, b"{}", receive, send, opts.max_response, b"rid")
     capture = made[0]
     for name in Capture.__slots__:
