@@ -274,13 +274,33 @@ class Guard(Operations):
                 return await fn(*args, **kwargs)
             action = call.next(claim)
             if action is RUN:
-                return await self._aexecute(call, fn, args, kwargs)
+                break
             logs.duplicate(call)
             if action is RETURN:
                 return call.value  # type: ignore[no-any-return]
             if action is RAISE:
                 raise call.error
             await asyncio.sleep(call.delay)
+        # _aexecute(call, fn, args, kwargs), spelt here with the completion's _asettle: every
+        # first call runs them, and each awaited coroutine is a frame and its set-up.
+        p, ticket = call.policy, call.ticket
+        stop = renew_store(p.lease, store, ticket, p.ttl) if p.heartbeat else _no_heartbeat
+        try:
+            result = await fn(*args, **kwargs)
+        except BaseException as exc:
+            stop()
+            await self._asettle(call, ticket, raised(p, exc))
+            raise
+        stop()
+        step = returned(p, result)
+        try:
+            await getattr(store, step.op[1])(ticket, *step.args)
+        except IdempotencyError as exc:
+            if not store_error(call, step, exc):
+                raise
+        if step.error is not None:
+            raise step.error
+        return result
 
     # -- running the body ---------------------------------------------------------------------
     def _execute(

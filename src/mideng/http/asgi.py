@@ -405,7 +405,12 @@ class IdempotencyMiddleware:
         if not self.options.request_id or SCOPE_REQUEST_ID in scope:  # an outer layer bound it
             await guard_asgi(self.options, self.app, scope, receive, send, None, request)
             return
-        sent = request.headers.first(REQUEST_ID_HEADER)
+        headers = request.headers
+        if type(headers) is _BytesHeaders:  # incoming's usual headers: first(), inline
+            raw = headers._bytes.get(_REQUEST_ID_BYTES)
+            sent = None if raw is None else raw.decode("latin-1")
+        else:
+            sent = headers.first(REQUEST_ID_HEADER)
         request_id = scope[SCOPE_REQUEST_ID] = (
             new_request_id() if sent is None else accept_request_id(sent)
         )

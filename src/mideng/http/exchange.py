@@ -316,7 +316,12 @@ async def arun(
             stored = await guard.adrive(call, _aproduce, (exchange,), {})
     except Exception as exc:
         return _sent(exchange.recover_or_raise(exc))
-    reply = exchange.reply(stored)
+    done: Exchange = exchange  # as the body left it (what the type checker can't follow)
+    if done.ran and done.original is not None:  # exchange.reply's first-run case, inline
+        reply = blank(Reply)
+        reply.response, reply.own, reply.added = done.original, True, done.retention
+    else:
+        reply = done.reply(stored)
     return reply if watch.metrics is None else _sent(reply)
 
 
