@@ -108,9 +108,12 @@ def incoming(scope: Scope) -> Incoming:
     return request
 
 
-# The field names of each ``added`` that send_response was given: a server sends a few (the
-# retention header of each policy), and a set per reply was a dict made for every request.
-_ADDED_NAMES: dict[tuple[tuple[str, str], ...], frozenset[str]] = {}
+# Each ``added`` that send_response was given: its names, its fields as bytes, whether it sets
+# the request id. A server sends a few (the retention header of each policy); made per reply,
+# they were a dict and two encodings per field on every request.
+_ADDED: dict[
+    tuple[tuple[str, str], ...], tuple[frozenset[str], tuple[tuple[bytes, bytes], ...], bool]
+] = {}
 _ADDED_KEPT = 64
 
 
@@ -126,22 +129,29 @@ async def send_response(
     # every guarded request.
     headers = []
     names = None
-    if added:  # the names of ``added``, made once per value (it is the retention header's)
-        names = _ADDED_NAMES.get(added)
-        if names is None:
-            if len(_ADDED_NAMES) >= _ADDED_KEPT:
-                _ADDED_NAMES.clear()
-            names = _ADDED_NAMES[added] = frozenset(n for n, _ in added)
+    extra: tuple[tuple[bytes, bytes], ...] = ()
+    if added:
+        known = _ADDED.get(added) if type(added) is tuple else None
+        if known is None:
+            known = (
+                frozenset([n for n, _ in added]),
+                tuple([(n.encode("latin-1"), v.encode("latin-1")) for n, v in added]),
+                any(n == REQUEST_ID_HEADER for n, _ in added),
+            )
+            if type(added) is tuple:
+                if len(_ADDED) >= _ADDED_KEPT:
+                    _ADDED.clear()
+                _ADDED[added] = known
+        names, extra, sets_id = known
+        if sets_id:
+            tag = None
     for n, v in response.headers:
         if names is not None and n in names:
             continue
         if n == REQUEST_ID_HEADER:
             tag = None
         headers.append((n.encode("latin-1"), v.encode("latin-1")))
-    for n, v in added:
-        if n == REQUEST_ID_HEADER:
-            tag = None
-        headers.append((n.encode("latin-1"), v.encode("latin-1")))
+    headers += extra
     if tag is not None:
         headers.append((_REQUEST_ID_BYTES, tag))
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
