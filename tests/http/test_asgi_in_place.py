@@ -73,3 +73,34 @@ def test_the_capture_guard_asgi_makes_has_every_field_capture_init_sets(
     assert capture.chunks == [b"{}"]
     assert capture.start is not None
     assert capture.headers == ()
+
+
+def test_the_capture_decodes_response_field_names_remembered_or_not() -> None:
+    """The start's field names, as bytes seen before, new, upper case or a bytearray, are
+    stored decoded and lower case, each value as it came."""
+
+    async def scenario() -> tuple[tuple[str, str], ...]:
+        async def upstream(message: Any) -> None:
+            pass
+
+        capture = Capture(None, {}, None, None, upstream, 100)  # type: ignore[arg-type]
+        start = {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", b"text/plain"),
+                (b"X-Caf\xc9", b"V\xe9"),
+                (bytearray(b"X-Array"), b"1"),
+                (b"content-type", b"again"),
+            ],
+        }
+        await capture.send(start)
+        return capture.headers
+
+    for _ in range(2):  # the second time, the names are remembered
+        assert asyncio.run(scenario()) == (
+            ("content-type", "text/plain"),
+            ("x-caf\xe9", "V\xe9"),
+            ("x-array", "1"),
+            ("content-type", "again"),
+        )

@@ -183,6 +183,11 @@ async def read_body(receive: Receive, limit: int, message: Message | None = None
         message = None
 
 
+# Each response field name's bytes as Capture stores it (decoded, lower case).
+_LOWER: dict[bytes, str] = {}
+_LOWER_KEPT = 256
+
+
 class Capture:
     """Runs the application and holds its response back until it is complete.
 
@@ -270,7 +275,13 @@ class Capture:
             headers = []
             stream = False
             for k, v in message.get("headers", ()):
-                name, value = k.decode("latin-1").lower(), v.decode("latin-1")
+                # A response's field names are a few, over and over (a bytearray is not kept).
+                name = _LOWER.get(k) if type(k) is bytes else None
+                if name is None:
+                    name = k.decode("latin-1").lower()
+                    if type(k) is bytes and len(_LOWER) < _LOWER_KEPT:
+                        _LOWER[k] = name
+                value = v.decode("latin-1")
                 if name == "content-type" and value.lower().startswith("text/event-stream"):
                     stream = True
                 headers.append((name, value))
