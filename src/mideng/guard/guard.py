@@ -331,32 +331,6 @@ class Guard(Operations):
             raise step.error
         return result
 
-    async def _aexecute(
-        self,
-        call: Call,
-        fn: Callable[..., Awaitable[R]],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> R:
-        p, ticket = call.policy, call.ticket
-        stop = (
-            renew_store(p.lease, self.store, ticket, p.ttl)  # renewing with store.aheartbeat
-            if p.heartbeat
-            else _no_heartbeat
-        )
-        try:
-            result = await fn(*args, **kwargs)
-        except BaseException as exc:
-            stop()
-            await self._asettle(call, ticket, raised(p, exc))
-            raise
-        stop()
-        step = returned(p, result)
-        await self._asettle(call, ticket, step)
-        if step.error is not None:
-            raise step.error
-        return result
-
     def _settle(self, call: Call, ticket: Ticket, step: Settle) -> None:
         try:
             getattr(self.store, step.op[0])(ticket, *step.args)

@@ -100,6 +100,30 @@ def drive(
     return _plain_drive(self, call, fn, args, kwargs)
 
 
+async def _plain_aexecute(
+    self: Guard,
+    call: Call,
+    fn: Callable[..., Awaitable[R]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> R:
+    """What the plain ``Guard.adrive`` does with an acquired call (it spells it inline)."""
+    p, ticket = call.policy, call.ticket
+    stop = renew_store(p.lease, self.store, ticket, p.ttl) if p.heartbeat else _no_heartbeat
+    try:
+        result = await fn(*args, **kwargs)
+    except BaseException as exc:
+        stop()
+        await self._asettle(call, ticket, raised(p, exc))
+        raise
+    stop()
+    step = returned(p, result)
+    await self._asettle(call, ticket, step)
+    if step.error is not None:
+        raise step.error
+    return result
+
+
 async def adrive(
     self: Guard,
     call: Call,
@@ -130,7 +154,7 @@ async def adrive(
         if record.attempts > 1 and takes_over(call, record):
             meter.rec.takeover(call.scope)
         if not ended:
-            return await self._aexecute(call, fn, args, kwargs)
+            return await _plain_aexecute(self, call, fn, args, kwargs)
         return await _aexecute(self, meter, by_scope, call, fn, args, kwargs, ended)
     logs.duplicate(call)
     if action is RETURN:
