@@ -296,3 +296,39 @@ def test_an_async_renewal_unanswered_at_the_lease_end_is_abandoned_and_retried()
         stop()
 
     asyncio.run(scenario())
+
+
+def test_a_loop_beat_has_the_fields_lease_init_gives_and_renews_through_its_store() -> None:
+    """_LoopBeats.start sets Lease's fields itself; renew_store's beat calls the store's
+    aheartbeat (looked up when it renews) with the ticket, the lease and the ttl."""
+    from mideng.guard.aheartbeat import _loop_beats, renew_store
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+
+        async def nothing() -> None:
+            pass
+
+        now = loop.time()
+        beat = _loop_beats().start(0.9, nothing, "what", since=now)
+        made = Lease(0.9, nothing, "what", now)
+        for name in Lease.__slots__:
+            if name != "ident":
+                assert getattr(beat, name) == getattr(made, name), name
+        beat.stop()
+
+        sent: list[tuple[Any, ...]] = []
+        done = asyncio.Event()
+
+        class Store:
+            async def aheartbeat(self, ticket: Any, lease: float, ttl: float | None) -> None:
+                sent.append((ticket, lease, ttl))
+                done.set()
+
+        store = Store()
+        stop = renew_store(0.06, store, "ticket", 7.0)
+        await asyncio.wait_for(done.wait(), 10)
+        stop()
+        assert sent[0] == ("ticket", 0.06, 7.0)
+
+    asyncio.run(scenario())

@@ -105,3 +105,13 @@ def test_byte_headers_lookup_by_any_spelling() -> None:
         assert headers.get("x-caf\xe9") == "v\xff"
         assert headers.get("x-\u20ac", "none") == "none"  # not latin-1: no field has it
         assert headers.get("missing") is None
+
+
+def test_asgi_reply_headers_added_as_a_list_and_again() -> None:
+    """``added`` given as a list (not remembered) or given again (remembered) sends the same."""
+    response = StoredResponse(201, (("content-type", "text/plain"), ("x-a", "1")), b"{}")
+    added = (("x-a", "2"), ("idempotency-retention", "60"))
+    want = expected(response.headers, b"rid", added)
+    assert sent(response, b"rid", list(added)) == want  # type: ignore[arg-type]
+    assert sent(response, b"rid", added) == want
+    assert sent(response, b"rid", added) == want

@@ -56,7 +56,9 @@ def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim
     # Record.expired and lease_live spelt inline: this runs on every claim that finds a row.
     if current is None or (current.expires_at is not None and current.expires_at <= now):
         # An expired record keeps counting fences so an old ticket can never match again.
-        return Claim(ACQUIRED, fresh(req, now, current)), True
+        acquired = blank(Claim)  # Claim(ACQUIRED, ...), without the class call: every first call
+        acquired.outcome, acquired.record = ACQUIRED, fresh(req, now, current)
+        return acquired, True
 
     status = current.status
     # The record stands unless a branch below returns a write. Compared by identity, not
@@ -103,9 +105,10 @@ def holds(current: Record | None, ticket: Ticket, now: float) -> bool:
     A holder whose lease ran out but whom nobody has taken over yet may still finish: the
     record is unchanged, so its completion is the truth.
     """
+    # Record.expired spelt inline: this runs on every first call's completion.
     return (
         current is not None
-        and not current.expired(now)
+        and (current.expires_at is None or current.expires_at > now)
         and current.status is PROCESSING
         and current.owner == ticket.owner
         and current.fence == ticket.fence

@@ -90,7 +90,7 @@ class Call(ClaimRequest):
         """Another call of this one's scope, policy and body (so the same terms) for ``key``,
         as ``Guard.prepare`` would make it without a payload: ``owner`` and ``request_id`` its
         own, started now. A batch makes its calls after the first this way; ``key`` must be
-        checked already. ``Guard._call`` spells the same fields inline (its hot path)."""
+        checked already. ``Guard.prepare`` spells the same fields inline (its hot path)."""
         call = blank(Call)  # every field, without the class call
         call.scope, call.key, call.owner = self.scope, key, owner
         call.lease, call.ttl, call.fingerprint = self.lease, self.ttl, None

@@ -10,19 +10,26 @@ import asyncio
 import itertools
 import weakref
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from mideng.guard.lease import Lease
 
 _INF = float("inf")
+_new = object.__new__
+_get_running_loop = asyncio.get_running_loop
 
 
 class AsyncBeat(Lease):
-    """A lease renewed on an event loop; made by ``_LoopBeats.start``, which sets ``beats`` (the
-    loop's beats) and ``task`` (a renewal in flight, None) after Lease's own fields."""
+    """A lease renewed on an event loop; made by ``_LoopBeats.start``, which sets Lease's own
+    fields, ``beats`` (the loop's beats), ``task`` (a renewal in flight, None), and ``store``
+    and ``ttl`` (``renew_store``'s: a renewal is ``store.aheartbeat(what, lease, ttl)``; store
+    None: it is ``renew()``)."""
 
-    __slots__ = ("beats", "task")
+    __slots__ = ("beats", "store", "task", "ttl")
     beats: _LoopBeats
     task: asyncio.Task[None] | None
+    store: Any
+    ttl: float | None
 
     def stop(self) -> None:
         self.cancelled = True
@@ -54,10 +61,18 @@ class _LoopBeats:
         renew: Callable[[], Awaitable[object]],
         what: object,
         since: float | None = None,
+        store: Any = None,
+        ttl: float | None = None,
     ) -> AsyncBeat:
         now = self.loop.time() if since is None else since
-        beat = AsyncBeat(lease, renew, what, now)
-        beat.beats, beat.task = self, None
+        # AsyncBeat(lease, renew, what, now), its fields set here: every guarded call makes
+        # one, and a class call with Lease.__init__ is two frames (tests compare the two).
+        beat = _new(AsyncBeat)
+        beat.lease, beat.renew, beat.what = lease, renew, what
+        beat.period = period = lease / 3
+        beat.deadline, beat.due = now + lease, now + period
+        beat.failures, beat.lapsed, beat.cancelled = 0, False, False
+        beat.beats, beat.task, beat.store, beat.ttl = self, None, store, ttl
         beat.ident = ident = next(self.ids)
         self.beats[ident] = beat
         if beat.due < self.at:  # else the loop's timer is due first, and finds this one then
@@ -95,7 +110,11 @@ class _LoopBeats:
             # A renewal still unanswered when the lease it protects ends is abandoned and
             # tried again (a fresh connection may answer where a half-dead one never will).
             limit = max(beat.deadline - sent, beat.period)
-            await asyncio.wait_for(beat.renew(), limit)
+            store = beat.store
+            renewal = (
+                beat.renew() if store is None else store.aheartbeat(beat.what, beat.lease, beat.ttl)
+            )
+            await asyncio.wait_for(renewal, limit)
         except Exception as exc:
             error = exc
         finally:
@@ -118,6 +137,21 @@ def start_async(
 ) -> Callable[[], None]:
     """Begin renewing every ``lease / 3`` on the running loop; returns the stop function."""
     return _loop_beats().start(lease, renew, what).stop
+
+
+def renew_store(lease: float, store: Any, ticket: object, ttl: float | None) -> Callable[[], None]:
+    """``start_async(lease, lambda: store.aheartbeat(ticket, lease, ttl), ticket)``: the beat
+    holds the store and the arguments instead of a closure made per guarded call, and looks
+    ``aheartbeat`` up as the closure did, when it renews."""
+    loop = _get_running_loop()
+    beats = _LAST[0]  # _loop_beats()'s usual case inline
+    if beats is None or beats.loop is not loop:
+        beats = _loop_beats()
+    return beats.start(lease, _by_store, ticket, None, store, ttl).stop
+
+
+def _by_store() -> Awaitable[object]:  # a store's beat's ``renew``: _renew calls the store
+    raise AssertionError("a store's beat renews through its store")
 
 
 def hold_async(

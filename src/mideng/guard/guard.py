@@ -20,7 +20,7 @@ from mideng.core.policy import Policy
 from mideng.core.record import Record, Ticket, blank
 from mideng.core.settle import UNSET, Settle, raised, resolution, returned
 from mideng.errors import ConfigurationError, IdempotencyError
-from mideng.guard.aheartbeat import start_async
+from mideng.guard.aheartbeat import renew_store
 from mideng.guard.bodies import LIMIT, learn
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
@@ -140,11 +140,11 @@ class Guard(Operations):
         ``functools.partial``.
         """
         known = self._bodies.get(fn)
-        hint, coroutine = known if known is not None else learn(self._bodies, fn)
+        _hint, coroutine = known if known is not None else learn(self._bodies, fn)
         if coroutine:
             raise ConfigurationError("run() got a coroutine function; use await guard.arun()")
         override = None if policy is None else self._override(scope, policy)
-        call = self._call(scope, key, hint, payload, override)
+        call = self.prepare(scope, key, fn, payload, override)  # finds the hint just learnt
         return self.drive(call, fn, args, kwargs)
 
     async def arun(
@@ -180,11 +180,11 @@ class Guard(Operations):
         payload: Any,
         policy: Policy | None = None,
     ) -> Call:
+        """The call ``run`` / ``arun`` drive for ``fn`` under (scope, key): the key checked,
+        the payload fingerprinted, the scope's policy (or ``policy``) applied. In one frame:
+        every guarded call makes one."""
         known = self._bodies.get(fn)
         hint = known[0] if known is not None else learn(self._bodies, fn)[0]
-        return self._call(scope, key, hint, payload, policy)
-
-    def _call(self, scope: str, key: str, hint: Any, payload: Any, policy: Policy | None) -> Call:
         # The usual key (a short ASCII str) passes check_key's rules in a few C calls; any
         # other goes through check_key, which normalises or refuses it.
         if (
@@ -274,13 +274,33 @@ class Guard(Operations):
                 return await fn(*args, **kwargs)
             action = call.next(claim)
             if action is RUN:
-                return await self._aexecute(call, fn, args, kwargs)
+                break
             logs.duplicate(call)
             if action is RETURN:
                 return call.value  # type: ignore[no-any-return]
             if action is RAISE:
                 raise call.error
             await asyncio.sleep(call.delay)
+        # _aexecute(call, fn, args, kwargs), spelt here with the completion's _asettle: every
+        # first call runs them, and each awaited coroutine is a frame and its set-up.
+        p, ticket = call.policy, call.ticket
+        stop = renew_store(p.lease, store, ticket, p.ttl) if p.heartbeat else _no_heartbeat
+        try:
+            result = await fn(*args, **kwargs)
+        except BaseException as exc:
+            stop()
+            await self._asettle(call, ticket, raised(p, exc))
+            raise
+        stop()
+        step = returned(p, result)
+        try:
+            await getattr(store, step.op[1])(ticket, *step.args)
+        except IdempotencyError as exc:
+            if not store_error(call, step, exc):
+                raise
+        if step.error is not None:
+            raise step.error
+        return result
 
     # -- running the body ---------------------------------------------------------------------
     def _execute(
@@ -307,32 +327,6 @@ class Guard(Operations):
         stop()
         step = returned(p, result)
         self._settle(call, ticket, step)
-        if step.error is not None:
-            raise step.error
-        return result
-
-    async def _aexecute(
-        self,
-        call: Call,
-        fn: Callable[..., Awaitable[R]],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> R:
-        p, ticket = call.policy, call.ticket
-        stop = (
-            start_async(p.lease, lambda: self.store.aheartbeat(ticket, p.lease, p.ttl), ticket)
-            if p.heartbeat
-            else _no_heartbeat
-        )
-        try:
-            result = await fn(*args, **kwargs)
-        except BaseException as exc:
-            stop()
-            await self._asettle(call, ticket, raised(p, exc))
-            raise
-        stop()
-        step = returned(p, result)
-        await self._asettle(call, ticket, step)
         if step.error is not None:
             raise step.error
         return result

@@ -32,7 +32,7 @@ from mideng.core.flow import RAISE, RETURN, RUN, Call
 from mideng.core.record import Claim, Ticket
 from mideng.core.settle import Settle, raised, returned
 from mideng.errors import IdempotencyError
-from mideng.guard.aheartbeat import start_async
+from mideng.guard.aheartbeat import renew_store
 from mideng.guard.guard import Guard, _no_heartbeat
 from mideng.guard.store_errors import store_error
 from mideng.observability import instrument, logs, watch
@@ -100,6 +100,30 @@ def drive(
     return _plain_drive(self, call, fn, args, kwargs)
 
 
+async def _plain_aexecute(
+    self: Guard,
+    call: Call,
+    fn: Callable[..., Awaitable[R]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> R:
+    """What the plain ``Guard.adrive`` does with an acquired call (it spells it inline)."""
+    p, ticket = call.policy, call.ticket
+    stop = renew_store(p.lease, self.store, ticket, p.ttl) if p.heartbeat else _no_heartbeat
+    try:
+        result = await fn(*args, **kwargs)
+    except BaseException as exc:
+        stop()
+        await self._asettle(call, ticket, raised(p, exc))
+        raise
+    stop()
+    step = returned(p, result)
+    await self._asettle(call, ticket, step)
+    if step.error is not None:
+        raise step.error
+    return result
+
+
 async def adrive(
     self: Guard,
     call: Call,
@@ -130,7 +154,7 @@ async def adrive(
         if record.attempts > 1 and takes_over(call, record):
             meter.rec.takeover(call.scope)
         if not ended:
-            return await self._aexecute(call, fn, args, kwargs)
+            return await _plain_aexecute(self, call, fn, args, kwargs)
         return await _aexecute(self, meter, by_scope, call, fn, args, kwargs, ended)
     logs.duplicate(call)
     if action is RETURN:
@@ -262,7 +286,7 @@ async def _aexecute(
 ) -> R:
     p, ticket = call.policy, call.ticket
     stop = (
-        start_async(p.lease, lambda: self.store.aheartbeat(ticket, p.lease, p.ttl), ticket)
+        renew_store(p.lease, self.store, ticket, p.ttl)  # renewing with store.aheartbeat
         if p.heartbeat
         else _no_heartbeat
     )

@@ -31,6 +31,7 @@ from mideng.http.asgi_ids import (
     with_bound_id,
     with_request_id,
 )
+from mideng.http.asgi_send import send_response
 from mideng.http.core import (
     DEFAULT_METHODS,
     REQUEST_ID_HEADER,
@@ -43,10 +44,12 @@ from mideng.http.core import (
     storable_status,
 )
 from mideng.http.exchange import Captured, arun
-from mideng.http.headers import Headers
+from mideng.http.headers import Headers, _BytesHeaders
 from mideng.http.identity import text_bytes
 from mideng.http.problem import PROBLEM_BASE
 from mideng.http.request_id import accept_request_id, new_request_id
+
+_new = object.__new__
 
 # The request id's layer and the ASGI types live in asgi_ids; named here as they were.
 __all__ = [
@@ -90,40 +93,20 @@ def incoming(scope: Scope) -> Incoming:
     request.path = scope.get("path", "")
     query = scope.get("query_string", b"")
     request.query = query.decode("latin-1") if query else ""
-    request.headers = Headers.of_bytes(scope.get("headers", ()))
+    raw_headers = scope.get("headers", ())
+    # Headers.of_bytes(raw_headers), its usual case inline: one lower-case name per field.
+    joined = dict(raw_headers) if type(raw_headers) is list else None
+    if joined is not None and len(joined) == len(raw_headers) and b"".join(joined).islower():
+        headers = _new(_BytesHeaders)
+        headers._raw, headers._bytes = raw_headers, joined
+        request.headers = headers
+    else:
+        request.headers = Headers.of_bytes(raw_headers)
     request.raw = scope
     raw = scope.get("raw_path")
     # path_bytes(scope), its usual case (a path without escapes) inline
     request.path_bytes = raw if type(raw) is bytes and b"%" not in raw else path_bytes(scope)
     return request
-
-
-async def send_response(
-    send: Send,
-    response: StoredResponse,
-    tag: bytes | None = None,
-    added: tuple[tuple[str, str], ...] = (),
-) -> None:
-    """Send ``response`` with the headers ``added`` set; ``tag``: the request id, set unless
-    the response carries one."""
-    # One pass, no comprehension frames: a reply has a handful of fields, and this runs for
-    # every guarded request.
-    headers = []
-    names = dict(added) if added else None
-    for n, v in response.headers:
-        if names is not None and n in names:
-            continue
-        if n == REQUEST_ID_HEADER:
-            tag = None
-        headers.append((n.encode("latin-1"), v.encode("latin-1")))
-    for n, v in added:
-        if n == REQUEST_ID_HEADER:
-            tag = None
-        headers.append((n.encode("latin-1"), v.encode("latin-1")))
-    if tag is not None:
-        headers.append((_REQUEST_ID_BYTES, tag))
-    await send({"type": "http.response.start", "status": response.status, "headers": headers})
-    await send({"type": "http.response.body", "body": response.body, "more_body": False})
 
 
 # -- capturing the application's response ----------------------------------------------------
@@ -149,6 +132,11 @@ async def read_body(receive: Receive, limit: int, message: Message | None = None
         if not message.get("more_body", False):
             return b"".join(chunks)
         message = None
+
+
+# Each response field name's bytes as Capture stores it (decoded, lower case).
+_LOWER: dict[bytes, str] = {}
+_LOWER_KEPT = 256
 
 
 class Capture:
@@ -238,7 +226,13 @@ class Capture:
             headers = []
             stream = False
             for k, v in message.get("headers", ()):
-                name, value = k.decode("latin-1").lower(), v.decode("latin-1")
+                # A response's field names are a few, over and over (a bytearray is not kept).
+                name = _LOWER.get(k) if type(k) is bytes else None
+                if name is None:
+                    name = k.decode("latin-1").lower()
+                    if type(k) is bytes and len(_LOWER) < _LOWER_KEPT:
+                        _LOWER[k] = name
+                value = v.decode("latin-1")
                 if name == "content-type" and value.lower().startswith("text/event-stream"):
                     stream = True
                 headers.append((name, value))
@@ -310,7 +304,14 @@ async def guard_asgi(
         return
     if scope.get("extensions"):
         capturable(scope)
-    capture = Capture(app, scope, body, receive, send, opts.max_response, tag)
+    # Capture(app, scope, body, receive, send, opts.max_response, tag), its fields set here:
+    # no class call and __init__ frame per request (tests compare the two).
+    capture = _new(Capture)
+    capture.app, capture.scope, capture.body, capture.downstream = app, scope, body, receive
+    capture.upstream, capture.limit, capture.tag = send, opts.max_response, tag
+    capture.start, capture.headers, capture.chunks, capture.size = None, (), [], 0
+    capture.complete = capture.passing = False
+    capture.late_error = None
     reply = await arun(opts, plan, request, body, capture)
     if reply.response is not None:
         await send_response(send, reply.response, tag, reply.added)
@@ -376,7 +377,12 @@ class IdempotencyMiddleware:
         if not self.options.request_id or SCOPE_REQUEST_ID in scope:  # an outer layer bound it
             await guard_asgi(self.options, self.app, scope, receive, send, None, request)
             return
-        sent = request.headers.first(REQUEST_ID_HEADER)
+        headers = request.headers
+        if type(headers) is _BytesHeaders:  # incoming's usual headers: first(), inline
+            raw = headers._bytes.get(_REQUEST_ID_BYTES)
+            sent = None if raw is None else raw.decode("latin-1")
+        else:
+            sent = headers.first(REQUEST_ID_HEADER)
         request_id = scope[SCOPE_REQUEST_ID] = (
             new_request_id() if sent is None else accept_request_id(sent)
         )

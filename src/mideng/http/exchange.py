@@ -188,8 +188,18 @@ class Exchange:
             else store(status)
         ):
             raise NotStored(Reply(captured, own=True))
+        # storable_headers(captured.headers), its usual case (no ``connection`` field) inline.
+        kept = []
+        connection = False
+        for h in captured.headers:
+            if h[0] not in NOT_REPLAYED:
+                kept.append(h)
+            elif h[0] == "connection":
+                connection = True
+                break
+        headers = storable_headers(captured.headers) if connection else tuple(kept)
         # Encoded by the policy's codec (mideng.http.stored): the stored form's JSON bytes.
-        return form((status, storable_headers(captured.headers), captured.body))
+        return form((status, headers, captured.body))
 
     def reply(self, stored: Any) -> Reply:
         """What to send after the Guard returned ``stored`` (a stored form, or the plain data
@@ -306,7 +316,12 @@ async def arun(
             stored = await guard.adrive(call, _aproduce, (exchange,), {})
     except Exception as exc:
         return _sent(exchange.recover_or_raise(exc))
-    reply = exchange.reply(stored)
+    done: Exchange = exchange  # as the body left it (what the type checker can't follow)
+    if done.ran and done.original is not None:  # exchange.reply's first-run case, inline
+        reply = blank(Reply)
+        reply.response, reply.own, reply.added = done.original, True, done.retention
+    else:
+        reply = done.reply(stored)
     return reply if watch.metrics is None else _sent(reply)
 
 

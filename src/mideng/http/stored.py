@@ -67,7 +67,8 @@ class ResponseCodec:
         fields = []
         for n, v in headers:  # one pass, no comprehension frame: every kept response's
             fields.append(f"[{_string(n)},{_string(v)}]")
-        text = f'{{"status":{status},"headers":[{",".join(fields)}],"body":"{_base64(body)}"}}'
+        spelt = binascii.b2a_base64(body, newline=False).decode("ascii")  # _base64, inline
+        text = f'{{"status":{status},"headers":[{",".join(fields)}],"body":"{spelt}"}}'
         try:
             return text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: the codec fails it, with its own error

@@ -1,0 +1,106 @@
+"""What the ASGI middleware makes in place, without calling a class, is what the class makes:
+the request's headers (``incoming``) and the response capture (``guard_asgi``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from mideng import Guard
+from mideng.http import asgi
+from mideng.http.asgi import Capture, incoming
+from mideng.http.core import HttpOptions
+from mideng.http.exchange import arun as arun_of_exchange
+from mideng.http.headers import Headers
+from mideng.stores.memory import MemoryStore
+
+
+def _scope(headers: Any) -> dict[str, Any]:
+    return {"type": "http", "method": "POST", "path": "/o", "raw_path": b"/o", "headers": headers}
+
+
+def test_incoming_reads_headers_as_headers_of_bytes_does() -> None:
+    cases = [
+        [(b"content-type", b"application/json"), (b"idempotency-key", b'"k"')],
+        [(b"Content-Type", b"text/plain"), (b"x-a", b"1")],  # an upper-case name
+        [(b"x-a", b"1"), (b"x-a", b"2")],  # a repeated field
+        ((b"x-a", b"1"),),  # not a list
+        [],
+    ]
+    for raw in cases:
+        made, expected = incoming(_scope(raw)).headers, Headers.of_bytes(raw)
+        assert type(made) is type(expected)
+        assert list(made) == list(expected)
+        for name in ("content-type", "Content-Type", "x-a", "idempotency-key", "absent"):
+            assert made.get(name) == expected.get(name)
+            assert made.first(name) == expected.first(name)
+
+
+def test_the_capture_guard_asgi_makes_has_every_field_capture_init_sets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[Capture] = []
+    real_arun = arun_of_exchange
+
+    async def arun(opts: Any, plan: Any, request: Any, body: bytes, capture: Capture) -> Any:
+        made.append(capture)
+        return await real_arun(opts, plan, request, body, capture)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 201, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: Any) -> None:
+        pass
+
+    opts = HttpOptions(guard=Guard(MemoryStore()))
+    scope = _scope([(b"idempotency-key", b'"k-1"')])
+    monkeypatch.setattr(asgi, "arun", arun)
+    asyncio.run(asgi.guard_asgi(opts, app, scope, receive, send, b"rid"))
+    fresh = Capture(app, scope, b"{}", receive, send, opts.max_response, b"rid")
+    capture = made[0]
+    for name in Capture.__slots__:
+        if name not in ("body", "start", "headers", "chunks", "size", "complete"):
+            assert getattr(capture, name) == getattr(fresh, name), name
+    # What the request changed: the body handed over, the response held back complete.
+    assert (capture.body, capture.size, capture.complete) == (None, 2, True)
+    assert capture.chunks == [b"{}"]
+    assert capture.start is not None
+    assert capture.headers == ()
+
+
+def test_the_capture_decodes_response_field_names_remembered_or_not() -> None:
+    """The start's field names, as bytes seen before, new, upper case or a bytearray, are
+    stored decoded and lower case, each value as it came."""
+
+    async def scenario() -> tuple[tuple[str, str], ...]:
+        async def upstream(message: Any) -> None:
+            pass
+
+        capture = Capture(None, {}, None, None, upstream, 100)  # type: ignore[arg-type]
+        start = {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", b"text/plain"),
+                (b"X-Caf\xc9", b"V\xe9"),
+                (bytearray(b"X-Array"), b"1"),
+                (b"content-type", b"again"),
+            ],
+        }
+        await capture.send(start)
+        return capture.headers
+
+    for _ in range(2):  # the second time, the names are remembered
+        assert asyncio.run(scenario()) == (
+            ("content-type", "text/plain"),
+            ("x-caf\xe9", "V\xe9"),
+            ("x-array", "1"),
+            ("content-type", "again"),
+        )
