@@ -38,7 +38,7 @@ from mideng.stores.local_batch import LocalBatch
 from mideng.stores.sql import ops
 from mideng.stores.sql.claims import ClaimOrder, HeldClaims
 from mideng.stores.sql.embedded import SQLiteStatements, execute_sqlite, purge, records, transact
-from mideng.stores.sql.rows import psycopg_current
+from mideng.stores.sql.rows import sqlite_current
 from mideng.stores.sql.schema import DEFAULT_TABLE, ddl
 from mideng.stores.sql.stats import SQLiteSurvey
 from mideng.stores.sql.steps import SQLiteSteps
@@ -124,7 +124,9 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
                 self._write_retrying(conn, statement)
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
-        local.conn, local.pid = conn, _Pid.pid
+        # The claim's own statements run on one cursor per connection, made once: a cursor
+        # per statement (``conn.execute``) is another object made and torn down each time.
+        local.conn, local.cur, local.pid = conn, conn.cursor(), _Pid.pid
         with self._all_lock:
             self._all.append(conn)
         return conn
@@ -172,9 +174,10 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
     def claim(self, req: ClaimRequest) -> Claim:
         s, order = self.statements, self.claim_order
         local = self._local  # _conn's common case, inline
-        conn = getattr(local, "conn", None)
-        if conn is None or local.pid != _Pid.pid:
-            conn = self._conn()
+        cur = getattr(local, "cur", None)
+        if cur is None or local.pid != _Pid.pid:
+            self._conn()
+            cur = local.cur
         scope = req.scope
         first = order.fixed  # a pinned order asks nothing of the learned one
         if first is None:
@@ -182,14 +185,16 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         try:
             if first:
                 now = time.time()
-                row = conn.execute(s.select_q, (scope, req.key)).fetchone()
-                found = None if row is None else psycopg_current((*row, now), scope, req.key)
+                # fetchone steps past the one row, which ends the statement (and its read).
+                row = cur.execute(s.select_q, (scope, req.key)).fetchone()
+                found = None if row is None else sqlite_current(row, scope, req.key)
                 if found is not None:
-                    claim, write = rules.decide(found[0], req, found[1])
+                    claim, write = rules.decide(found, req, now)
                     if write:  # the read alone does not decide it: on in the operation
-                        claim = drive(ops.claim(s, req, found), execute_sqlite, conn)
+                        op = ops.claim(s, req, (found, now))
+                        claim = drive(op, execute_sqlite, cur.connection)
                 else:
-                    claim = drive(ops.claim(s, req, found), execute_sqlite, conn)
+                    claim = drive(ops.claim(s, req, None), execute_sqlite, cur.connection)
             else:
                 req = ops.clipped(req)
                 now = time.time()
@@ -199,13 +204,13 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
                 params = (req.scope, req.key, req.owner, req.fingerprint, now, lease,
                           req.request_id, now, now, now, lease, ttl)
                 # fmt: on
-                if conn.execute(s.insert_q, params).rowcount == 1:
+                if cur.execute(s.insert_q, params).rowcount == 1:
                     claim = blank(Claim)  # Claim(ACQUIRED, ...) without the class call
                     claim.outcome, claim.record = ACQUIRED, rules.fresh(req, now, None)
                 else:  # the key is taken: on as the operation goes, reading first
-                    claim = drive(ops.claim(s, req), execute_sqlite, conn)
+                    claim = drive(ops.claim(s, req), execute_sqlite, cur.connection)
         except BaseException as exc:
-            self._failed(conn, exc)
+            self._failed(cur.connection, exc)
             raise
         if order.fixed is None:
             order.saw(scope, claim)
