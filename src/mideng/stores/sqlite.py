@@ -179,9 +179,10 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
             self._conn()
             cur = local.cur
         scope = req.scope
-        first = order.fixed  # a pinned order asks nothing of the learned one
-        if first is None:
-            first = order.read_first(scope)
+        first, share = order.fixed, None  # a pinned order asks nothing of the learned one
+        if first is None:  # ClaimOrder.read_first, inline
+            share = order.shares.get(scope)
+            first = share is not None and share >= 0.5
         try:
             if first:
                 now = time.time()
@@ -212,9 +213,12 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         except BaseException as exc:
             self._failed(cur.connection, exc)
             raise
-        if order.fixed is None:
+        acquired = claim.outcome is ACQUIRED
+        # ClaimOrder.saw's own first test, inline: a share settled on this outcome stays.
+        taken = 0.0 if acquired and claim.record.fence == 1 else 1.0
+        if order.fixed is None and share != taken:
             order.saw(scope, claim)
-        if claim.outcome is ACQUIRED:
+        if acquired:
             self.held.keep(claim)
         return claim
 
