@@ -228,13 +228,20 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
             return self._drive(ops.complete(self.statements, ticket, result, codec, ttl))
         # The claim's own row: the fenced update alone tells the new one (the store's clock is
         # ours), so the operation's generator is not entered.
-        conn = self._conn()
+        local = self._local  # _conn's common case, inline, and the claim's cursor
+        cur = getattr(local, "cur", None)
+        if cur is None or local.pid != _Pid.pid:
+            self._conn()
+            cur = local.cur
         now = time.time()
-        params = (now, result, codec, now, ttl, ticket.scope, ticket.key, ticket.owner)
+        # fmt: off
+        params = (now, result, codec, now, ttl, ticket.scope, ticket.key, ticket.owner,
+                  ticket.fence, now)
+        # fmt: on
         try:
-            done = conn.execute(self.statements.complete_q, (*params, ticket.fence, now))
+            done = cur.execute(self.statements.complete_q, params)
         except BaseException as exc:
-            self._failed(conn, exc)
+            self._failed(cur.connection, exc)
             raise
         if done.rowcount == 1:
             return rules.completed(known, now, result=result, codec=codec, ttl=ttl)
