@@ -131,6 +131,24 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
             self._all.append(conn)
         return conn
 
+    def _cursor(self) -> sqlite3.Cursor:
+        """This thread's claim cursor: made with the connection, or again after a failure."""
+        conn, local = self._conn(), self._local
+        cur: sqlite3.Cursor | None = getattr(local, "cur", None)
+        if cur is None:
+            cur = local.cur = conn.cursor()
+        return cur
+
+    def _cursor_failed(self, cur: sqlite3.Cursor, exc: BaseException) -> None:
+        """``_failed`` for a statement on the claim cursor. Its statement may be left on a row
+        (a row sqlite3 could not read, an interrupt between execute and fetchone), and an
+        unfinished read keeps its snapshot open for every later statement on the connection:
+        the cursor is closed, which ends it, and the next claim makes another."""
+        self._local.cur = None
+        with contextlib.suppress(sqlite3.Error):  # closing on a broken connection
+            cur.close()
+        self._failed(cur.connection, exc)
+
     @staticmethod
     def _write_retrying(conn: sqlite3.Connection, statement: str) -> None:
         # Several processes creating the schema at once may see "database is locked" on the
@@ -176,8 +194,7 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         local = self._local  # _conn's common case, inline
         cur = getattr(local, "cur", None)
         if cur is None or local.pid != _Pid.pid:
-            self._conn()
-            cur = local.cur
+            cur = self._cursor()
         scope = req.scope
         first, share = order.fixed, None  # a pinned order asks nothing of the learned one
         if first is None:  # ClaimOrder.read_first, inline
@@ -211,7 +228,7 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
                 else:  # the key is taken: on as the operation goes, reading first
                     claim = drive(ops.claim(s, req), execute_sqlite, cur.connection)
         except BaseException as exc:
-            self._failed(cur.connection, exc)
+            self._cursor_failed(cur, exc)
             raise
         acquired = claim.outcome is ACQUIRED
         # ClaimOrder.saw's own first test, inline: a share settled on this outcome stays.
@@ -231,8 +248,7 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         local = self._local  # _conn's common case, inline, and the claim's cursor
         cur = getattr(local, "cur", None)
         if cur is None or local.pid != _Pid.pid:
-            self._conn()
-            cur = local.cur
+            cur = self._cursor()
         now = time.time()
         # fmt: off
         params = (now, result, codec, now, ttl, ticket.scope, ticket.key, ticket.owner,
@@ -241,7 +257,7 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         try:
             done = cur.execute(self.statements.complete_q, params)
         except BaseException as exc:
-            self._failed(cur.connection, exc)
+            self._cursor_failed(cur, exc)
             raise
         if done.rowcount == 1:
             return rules.completed(known, now, result=result, codec=codec, ttl=ttl)
