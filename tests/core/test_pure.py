@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from mideng.core.canonical import canonical_bytes, fingerprint
 from mideng.core.codec import JsonCodec, get_codec
 from mideng.core.decide import decide
-from mideng.core.keys import check_key, compile_template, fast_binder, render
+from mideng.core.keys import check_key, compile_template, fast_binder, plain_field, render
 from mideng.core.policy import Policy
 from mideng.core.record import ClaimRequest, ExpiryPolicy, Outcome, Record, Status
 from mideng.errors import CodecError, ConfigurationError, InvalidKeyError, KeyMissingError
@@ -202,6 +202,12 @@ def test_a_one_argument_template_renders_as_the_general_walk_does() -> None:
         assert plain({"n": value}) == walked({"n": value}) == format(value, "")
     with pytest.raises(KeyMissingError, match="could not be rendered"):
         plain({"m": 1})
+
+
+def test_only_a_bare_one_argument_template_is_plain() -> None:
+    assert plain_field("{trade_no}") == "trade_no"
+    for other in ("k-{n}", "{n}-{m}", "{n.id}", "{n[0]}", "{n!r}", "{n:>5}", "text", "{n}x"):
+        assert plain_field(other) is None, other
 
 
 def test_binding_all_arguments_by_position_matches_inspect() -> None:

@@ -6,6 +6,7 @@ import inspect
 import logging
 import typing
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,24 @@ def test_sync_decorator_runs_once_per_key_whatever_the_call_shape(guard: Guard) 
     assert handle.__doc__ == "Issue the coupon."
     assert str(inspect.signature(handle)) == str(inspect.signature(handle.__wrapped__))  # type: ignore[attr-defined]
     assert typing.get_type_hints(handle)["return"] is Coupon
+
+
+def test_a_one_argument_key_is_the_same_however_the_call_passes_it(guard: Guard) -> None:
+    runs: list[object] = []
+
+    @guard.idempotent("pay_plain", key="{order}")
+    def handle(order: object, amount: int = 1) -> int:
+        runs.append(order)
+        return len(runs)
+
+    # All by position (the decorator's inline path), by keyword, and with the default filled:
+    # one key each for "7" and 7 (rendered with format(), as the template does).
+    assert handle("7", 1) == handle(order="7", amount=1) == handle("7") == 1
+    assert handle(7, 1) == handle(7) == handle(order=7) == 1
+    assert guard.get("pay_plain", "7") is not None
+    assert handle(Decimal("1.10"), 2) == 2
+    assert guard.get("pay_plain", "1.10") is not None
+    assert runs == ["7", Decimal("1.10")]
 
 
 def test_async_decorator(guard: Guard) -> None:

@@ -221,6 +221,19 @@ def compile_template(template: str) -> Callable[[Mapping[str, Any]], str]:
     return render_compiled
 
 
+def plain_field(template: str) -> str | None:
+    """The argument a template is, when it is just ``"{name}"`` (``compile_template``'s plain
+    case: that argument rendered as it is); None for any other template."""
+    parsed = list(_FORMATTER.parse(template))
+    if len(parsed) != 1:
+        return None
+    literal, field, spec, conversion = parsed[0]
+    if literal or not field or field[0].isdigit() or spec or conversion is not None:
+        return None
+    first, rest = formatter_field_name_split(field)
+    return str(first) if not list(rest) else None
+
+
 def fast_binder(
     signature: inspect.Signature,
 ) -> Callable[[tuple[Any, ...], Mapping[str, Any]], dict[str, Any]]:

@@ -17,6 +17,7 @@ from mideng.core.keys import (
     check_scope,
     compile_template,
     fast_binder,
+    plain_field,
     render,
     selector,
     template_fields,
@@ -73,11 +74,20 @@ def _decorate(
         key_of = lambda arguments: render(None, arguments)  # noqa: E731
     payload_of = selector(payload) if payload is not None else None
     cache: dict[int, tuple[Policy, Policy]] = {}
+    at, count = _key_position(key, payload, signature)
 
     def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Driver, Any]:
         guard = resolve()
-        arguments = binder(args, kwargs)
-        rendered = key_of(arguments)  # Driver.prepare checks it
+        if at >= 0 and not kwargs and len(args) == count:
+            # "{name}" and every argument by position: the binding and render_plain, inline
+            # (the usual decorated call; no payload, so nothing else reads the arguments).
+            value = args[at]
+            rendered = value if type(value) is str else format(value, "")
+            body_payload = None
+        else:
+            arguments = binder(args, kwargs)
+            rendered = key_of(arguments)  # Driver.prepare checks it
+            body_payload = payload_of(arguments) if payload_of is not None else None
         policy = None  # no options of its own: the scope's policy, which prepare looks up
         if options:
             base = guard.policy(scope)
@@ -85,7 +95,6 @@ def _decorate(
             if cached is None or cached[0] is not base:
                 cached = cache[id(guard)] = (base, base.merged(**options))
             policy = cached[1]
-        body_payload = payload_of(arguments) if payload_of is not None else None
         return guard, guard.prepare(scope, rendered, fn, body_payload, policy)
 
     if is_async(fn):
@@ -106,6 +115,20 @@ def _decorate(
         wrapper = sync_wrapper
     wrapper.__mideng_scope__ = scope  # type: ignore[attr-defined]
     return wrapper
+
+
+def _key_position(
+    key: KeySpec, payload: Callable[..., Any] | None, signature: inspect.Signature
+) -> tuple[int, int]:
+    """Where a ``"{name}"`` key's argument sits when a call passes every parameter by
+    position, and how many parameters that is; (-1, 0) when the key (or a payload) needs
+    the bound arguments."""
+    field = plain_field(key) if isinstance(key, str) and payload is None else None
+    params = list(signature.parameters.values())
+    if field is None or any(p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params):
+        return -1, 0
+    names = [p.name for p in params]
+    return (names.index(field), len(names)) if field in names else (-1, 0)
 
 
 def _check_template(key: KeySpec, signature: inspect.Signature, fn: Callable[..., Any]) -> None:

@@ -38,7 +38,7 @@ from mideng.stores.local_batch import LocalBatch
 from mideng.stores.sql import ops
 from mideng.stores.sql.claims import ClaimOrder, HeldClaims
 from mideng.stores.sql.embedded import SQLiteStatements, execute_sqlite, purge, records, transact
-from mideng.stores.sql.rows import psycopg_current
+from mideng.stores.sql.rows import sqlite_current
 from mideng.stores.sql.schema import DEFAULT_TABLE, ddl
 from mideng.stores.sql.stats import SQLiteSurvey
 from mideng.stores.sql.steps import SQLiteSteps
@@ -124,10 +124,30 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
                 self._write_retrying(conn, statement)
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
-        local.conn, local.pid = conn, _Pid.pid
+        # The claim's own statements run on one cursor per connection, made once: a cursor
+        # per statement (``conn.execute``) is another object made and torn down each time.
+        local.conn, local.cur, local.pid = conn, conn.cursor(), _Pid.pid
         with self._all_lock:
             self._all.append(conn)
         return conn
+
+    def _cursor(self) -> sqlite3.Cursor:
+        """This thread's claim cursor: made with the connection, or again after a failure."""
+        conn, local = self._conn(), self._local
+        cur: sqlite3.Cursor | None = getattr(local, "cur", None)
+        if cur is None:
+            cur = local.cur = conn.cursor()
+        return cur
+
+    def _cursor_failed(self, cur: sqlite3.Cursor, exc: BaseException) -> None:
+        """``_failed`` for a statement on the claim cursor. Its statement may be left on a row
+        (a row sqlite3 could not read, an interrupt between execute and fetchone), and an
+        unfinished read keeps its snapshot open for every later statement on the connection:
+        the cursor is closed, which ends it, and the next claim makes another."""
+        self._local.cur = None
+        with contextlib.suppress(sqlite3.Error):  # closing on a broken connection
+            cur.close()
+        self._failed(cur.connection, exc)
 
     @staticmethod
     def _write_retrying(conn: sqlite3.Connection, statement: str) -> None:
@@ -172,24 +192,27 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
     def claim(self, req: ClaimRequest) -> Claim:
         s, order = self.statements, self.claim_order
         local = self._local  # _conn's common case, inline
-        conn = getattr(local, "conn", None)
-        if conn is None or local.pid != _Pid.pid:
-            conn = self._conn()
+        cur = getattr(local, "cur", None)
+        if cur is None or local.pid != _Pid.pid:
+            cur = self._cursor()
         scope = req.scope
-        first = order.fixed  # a pinned order asks nothing of the learned one
-        if first is None:
-            first = order.read_first(scope)
+        first, share = order.fixed, None  # a pinned order asks nothing of the learned one
+        if first is None:  # ClaimOrder.read_first, inline
+            share = order.shares.get(scope)
+            first = share is not None and share >= 0.5
         try:
             if first:
                 now = time.time()
-                row = conn.execute(s.select_q, (scope, req.key)).fetchone()
-                found = None if row is None else psycopg_current((*row, now), scope, req.key)
+                # fetchone steps past the one row, which ends the statement (and its read).
+                row = cur.execute(s.select_q, (scope, req.key)).fetchone()
+                found = None if row is None else sqlite_current(row, scope, req.key)
                 if found is not None:
-                    claim, write = rules.decide(found[0], req, found[1])
+                    claim, write = rules.decide(found, req, now)
                     if write:  # the read alone does not decide it: on in the operation
-                        claim = drive(ops.claim(s, req, found), execute_sqlite, conn)
+                        op = ops.claim(s, req, (found, now))
+                        claim = drive(op, execute_sqlite, cur.connection)
                 else:
-                    claim = drive(ops.claim(s, req, found), execute_sqlite, conn)
+                    claim = drive(ops.claim(s, req, None), execute_sqlite, cur.connection)
             else:
                 req = ops.clipped(req)
                 now = time.time()
@@ -199,17 +222,20 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
                 params = (req.scope, req.key, req.owner, req.fingerprint, now, lease,
                           req.request_id, now, now, now, lease, ttl)
                 # fmt: on
-                if conn.execute(s.insert_q, params).rowcount == 1:
+                if cur.execute(s.insert_q, params).rowcount == 1:
                     claim = blank(Claim)  # Claim(ACQUIRED, ...) without the class call
                     claim.outcome, claim.record = ACQUIRED, rules.fresh(req, now, None)
                 else:  # the key is taken: on as the operation goes, reading first
-                    claim = drive(ops.claim(s, req), execute_sqlite, conn)
+                    claim = drive(ops.claim(s, req), execute_sqlite, cur.connection)
         except BaseException as exc:
-            self._failed(conn, exc)
+            self._cursor_failed(cur, exc)
             raise
-        if order.fixed is None:
+        acquired = claim.outcome is ACQUIRED
+        # ClaimOrder.saw's own first test, inline: a share settled on this outcome stays.
+        taken = 0.0 if acquired and claim.record.fence == 1 else 1.0
+        if order.fixed is None and share != taken:
             order.saw(scope, claim)
-        if claim.outcome is ACQUIRED:
+        if acquired:
             self.held.keep(claim)
         return claim
 
@@ -219,13 +245,19 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
             return self._drive(ops.complete(self.statements, ticket, result, codec, ttl))
         # The claim's own row: the fenced update alone tells the new one (the store's clock is
         # ours), so the operation's generator is not entered.
-        conn = self._conn()
+        local = self._local  # _conn's common case, inline, and the claim's cursor
+        cur = getattr(local, "cur", None)
+        if cur is None or local.pid != _Pid.pid:
+            cur = self._cursor()
         now = time.time()
-        params = (now, result, codec, now, ttl, ticket.scope, ticket.key, ticket.owner)
+        # fmt: off
+        params = (now, result, codec, now, ttl, ticket.scope, ticket.key, ticket.owner,
+                  ticket.fence, now)
+        # fmt: on
         try:
-            done = conn.execute(self.statements.complete_q, (*params, ticket.fence, now))
+            done = cur.execute(self.statements.complete_q, params)
         except BaseException as exc:
-            self._failed(conn, exc)
+            self._cursor_failed(cur, exc)
             raise
         if done.rowcount == 1:
             return rules.completed(known, now, result=result, codec=codec, ttl=ttl)

@@ -502,9 +502,9 @@ def test_habit_learns_each_scope_and_forgets_past_its_bound() -> None:
 
     for _ in range(60):  # a long run of one kind settles exactly, and is then left as it is
         habit.saw("pay", _claim(1, Outcome.REPLAY))
-    assert habit._taken["pay"] == 1.0
+    assert habit.shares["pay"] == 1.0
     habit.saw("pay", _claim(1))
-    assert habit._taken["pay"] == 0.75
+    assert habit.shares["pay"] == 0.75
     assert habit.read_first("pay")
 
     habit = ClaimOrder()
@@ -514,7 +514,7 @@ def test_habit_learns_each_scope_and_forgets_past_its_bound() -> None:
     assert habit.read_first("s0")
     habit.saw("one-too-many", _claim(1, Outcome.REPLAY))  # the memory starts over
     assert not habit.read_first("s0")
-    assert len(habit._taken) == 1
+    assert len(habit.shares) == 1
 
 
 def test_a_pinned_habit_never_moves() -> None:

@@ -63,20 +63,24 @@ class ClaimOrder:
     a scope of fresh requests inserts first, a redelivery storm or a retrying client switches
     to reads within three calls. Both orders are the same claim, correct under any
     interleaving; the guess only moves cost. ``fixed`` pins the order instead.
+
+    ``shares``: the share per scope, which a store's claim may read itself (reading first while
+    it is at least half) and leave alone when its outcome is what a settled share already says
+    (``saw`` would return at once): the SQLite store's duplicate then makes neither call.
     """
 
-    __slots__ = ("_taken", "fixed")
+    __slots__ = ("fixed", "shares")
     WEIGHT = 0.25  # of the newest claim in the share
     SCOPES = 1024  # remembered at most; past that the memory starts over
 
     def __init__(self, fixed: bool | None = None) -> None:
         self.fixed = fixed
-        self._taken: dict[str, float] = {}
+        self.shares: dict[str, float] = {}
 
     def read_first(self, scope: str) -> bool:
         if self.fixed is not None:
             return self.fixed
-        return self._taken.get(scope, 0.0) >= 0.5
+        return self.shares.get(scope, 0.0) >= 0.5
 
     def saw(self, scope: str, claim: Claim) -> None:
         """Note a claim's outcome. A fresh row is fence 1; anything else found the key taken.
@@ -84,7 +88,7 @@ class ClaimOrder:
         if self.fixed is not None:
             return
         taken = 0.0 if claim.outcome is ACQUIRED and claim.record.fence == 1 else 1.0
-        shares = self._taken
+        shares = self.shares
         share = shares.get(scope)
         if share == taken:  # settled: a run of one kind ends exactly there (below); no write
             return

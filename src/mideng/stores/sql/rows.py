@@ -108,6 +108,31 @@ def psycopg_current(row: Sequence[Any], scope: str, key: str) -> tuple[Record, f
     return r, now
 
 
+def sqlite_current(row: Sequence[Any], scope: str, key: str) -> Record:
+    """The record from the SQLite store's own claim read (``SQLiteStatements.select_q``): the
+    columns after scope and key, typed as sqlite3 returns them, and no clock column (the
+    clock is the caller's). ``psycopg_current`` without the clock to pack and unpack."""
+    r = blank(Record)
+    r.scope, r.key = scope, key
+    (
+        status,
+        r.fence,
+        r.owner,
+        r.fingerprint,
+        r.lease_until,
+        r.result,
+        r.codec,
+        r.error,
+        r.attempts,
+        r.request_id,
+        r.created_at,
+        r.updated_at,
+        r.expires_at,
+    ) = row
+    r.status = _STATUS[status]
+    return r
+
+
 def mysql_packed(now: str) -> str:
     """The select list of ``mysql_current``'s row: two columns, because PyMySQL spends more on
     each column of a result than the server spends finding the row. ``head``: the short fields
