@@ -48,8 +48,6 @@ class Storm:
     keys: int = 25
     committed: list[str] = field(default_factory=list)
     rolled_back: list[str] = field(default_factory=list)
-    #: Attempts the database rolled back as deadlock victims (then run again).
-    victims: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.business = f"{self.db.table}_stock"
@@ -79,7 +77,6 @@ class Storm:
                 except DBAPIError as exc:
                     if exc.orig is None or not retryable(exc.orig):
                         raise
-                    self.victims.append(tx)
                     self.rolled_back.append(tx)
                     continue
                 break
