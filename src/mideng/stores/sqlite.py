@@ -6,7 +6,8 @@ autocommit statements that SQLite makes atomic across processes by itself: a cla
 fresh row (yielding to a racer) or reads the row and, when core.decide says it must change,
 compare-and-sets it as read; completing is one fenced update. The claim order is learned per
 scope as on the server stores (``claims.ClaimOrder``): a first call is the insert and the
-completion, a duplicate one read. WAL lets readers run beside the single writer; a writer waits
+completion, a duplicate of a finished call one read (of the columns such a row does not imply,
+``rows.REPLAYED``). WAL lets readers run beside the single writer; a writer waits
 up to ``timeout`` for the lock (SQLite's busy handler), then fails as StoreUnavailableError.
 """
 
@@ -38,7 +39,7 @@ from mideng.stores.local_batch import LocalBatch
 from mideng.stores.sql import ops
 from mideng.stores.sql.claims import ClaimOrder, HeldClaims
 from mideng.stores.sql.embedded import SQLiteStatements, execute_sqlite, purge, records, transact
-from mideng.stores.sql.rows import sqlite_current
+from mideng.stores.sql.rows import sqlite_current, sqlite_replayed
 from mideng.stores.sql.schema import DEFAULT_TABLE, ddl
 from mideng.stores.sql.stats import SQLiteSurvey
 from mideng.stores.sql.steps import SQLiteSteps
@@ -202,10 +203,17 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
             first = share is not None and share >= 0.5
         try:
             if first:
-                now = time.time()
+                now, key = time.time(), req.key
                 # fetchone steps past the one row, which ends the statement (and its read).
-                row = cur.execute(s.select_q, (scope, req.key)).fetchone()
-                found = None if row is None else sqlite_current(row, scope, req.key)
+                row = cur.execute(s.replay_q, (scope, key)).fetchone()
+                if row is None:
+                    found = None
+                elif row[0] is not None:  # a finished replay: three columns known unread
+                    found = sqlite_replayed(row, scope, key)
+                else:  # any other row is read whole, as if this were the claim's only read
+                    now = time.time()
+                    row = cur.execute(s.select_q, (scope, key)).fetchone()
+                    found = None if row is None else sqlite_current(row, scope, key)
                 if found is not None:
                     claim, write = rules.decide(found, req, now)
                     if write:  # the read alone does not decide it: on in the operation
