@@ -1,6 +1,7 @@
 """The SQLite store's read-first claim reads a finished replay's row without the columns such a
-row implies (``rows.REPLAYED``: succeeded, no lease, no error), and any other row whole: the
-claim's record is the row as ``get`` reads it, whichever statement read it."""
+row implies (``rows.REPLAYED``: succeeded, no lease, no error; in a scope whose codec it has
+learnt, that codec too), and any other row whole: the claim's record is the row as ``get``
+reads it, whichever statement read it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 from pathlib import Path
 
 from mideng.core.record import ClaimRequest, Outcome, Record, Status
-from mideng.stores.sqlite import SQLiteStore
+from mideng.stores.sqlite import REPLAY_SCOPES, SQLiteStore
 
 T = "mideng_records"
 
@@ -41,12 +42,12 @@ def _row(db: sqlite3.Connection, key: str, **fields: object) -> None:
     db.execute(f"INSERT INTO {T} ({names}) VALUES ({marks})", tuple(values.values()))
 
 
-def _claim(store: SQLiteStore, key: str) -> tuple[Record, Outcome, list[str]]:
+def _claim(store: SQLiteStore, key: str, scope: str = "pay") -> tuple[Record, Outcome, list[str]]:
     sent: list[str] = []
     conn = store._conn()
     conn.set_trace_callback(sent.append)
     try:
-        claim = store.claim(ClaimRequest("pay", key, "o-new", 30.0, 600.0, "fp"))
+        claim = store.claim(ClaimRequest(scope, key, "o-new", 30.0, 600.0, "fp"))
     finally:
         conn.set_trace_callback(None)
     return claim.record, claim.outcome, sent
@@ -110,4 +111,71 @@ def test_a_key_with_no_row_is_one_read_then_the_claims_insert(tmp_path: Path) ->
     assert "CASE WHEN status = 'succeeded'" in sent[0]
     assert sent[1].startswith("INSERT")  # no whole-row read: there was no row
     assert store.get("pay", "new") == record
+    store.close()
+
+
+def test_a_scope_replays_by_its_own_statement_once_its_codec_is_known(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    db = sqlite3.connect(store.path, isolation_level=None)
+    for key in ("a", "b", "c"):
+        _row(db, key)
+    _row(db, "other", codec="pickle", result=b"raw")
+    first, _, sent = _claim(store, "a")
+    assert "AND codec = " not in sent[0]  # the generic read, which learns the codec
+    again, outcome, sent = _claim(store, "b")
+    assert outcome is Outcome.REPLAY
+    assert len(sent) == 1
+    assert "AND codec = 'json' THEN" in sent[0]
+    assert (first, again) == (store.get("pay", "a"), store.get("pay", "b"))
+    assert again.codec == "json"
+    # Another codec in the same scope is not answered as json: read whole, then learnt again.
+    other, outcome, sent = _claim(store, "other")
+    assert outcome is Outcome.REPLAY
+    assert len(sent) == 2
+    assert other == store.get("pay", "other")
+    assert other.codec == "pickle"
+    assert other.result == b"raw"
+    last, _, sent = _claim(store, "c")
+    assert "AND codec = " not in sent[0]
+    assert last == store.get("pay", "c")
+    db.close()
+    store.close()
+
+
+def test_scope_and_codec_are_written_as_literals_or_not_at_all(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    db = sqlite3.connect(store.path, isolation_level=None)
+    odd = ["it's", "a'' OR 1=1 --", "\u00fc-scope"]
+    for scope in odd:
+        _row(db, "k1", scope=scope, codec="it's")
+        _row(db, "k2", scope=scope, codec="it's")
+    _row(db, "k3", scope="it's", codec="it's", fingerprint="other")
+    for scope in odd:
+        for key in ("k1", "k2"):
+            record, outcome, sent = _claim(store, key, scope)
+            assert outcome is Outcome.REPLAY
+            assert len(sent) == 1
+            assert record == store.get(scope, key)
+            learnt = "AND codec = 'it''s' THEN" in sent[0]
+            assert learnt == (key == "k2" and scope.isascii())
+    # The quoted scope's own statement finds its rows only (a fingerprint mismatch included).
+    assert _claim(store, "k3", "it's")[1] is Outcome.MISMATCH
+    assert _claim(store, "k1", "a'")[1] is Outcome.ACQUIRED
+    db.close()
+    store.close()
+
+
+def test_scopes_past_the_learnt_ones_replay_by_the_generic_read(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    db = sqlite3.connect(store.path, isolation_level=None)
+    scopes = [f"s{i}" for i in range(REPLAY_SCOPES + 8)]
+    for scope in scopes:
+        _row(db, "k", scope=scope)
+    for _ in range(2):
+        for scope in scopes:
+            record, outcome, sent = _claim(store, "k", scope)
+            assert outcome is Outcome.REPLAY
+            assert len(sent) == 1
+            assert record == store.get(scope, "k")
+    db.close()
     store.close()

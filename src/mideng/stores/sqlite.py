@@ -39,13 +39,16 @@ from mideng.stores.local_batch import LocalBatch
 from mideng.stores.sql import ops
 from mideng.stores.sql.claims import ClaimOrder, HeldClaims
 from mideng.stores.sql.embedded import SQLiteStatements, execute_sqlite, purge, records, transact
-from mideng.stores.sql.rows import sqlite_current, sqlite_replayed
+from mideng.stores.sql.rows import sqlite_current, sqlite_replayed, sqlite_replayed_as
 from mideng.stores.sql.schema import DEFAULT_TABLE, ddl
 from mideng.stores.sql.stats import SQLiteSurvey
 from mideng.stores.sql.steps import SQLiteSteps
 from mideng.stores.sql.table import RecordTable
 
 PURGE_BATCH = 1000
+#: Scopes whose replay read the store writes out for them (``SQLiteStatements.replay_in``):
+#: each is one more statement in every connection's cache, which sqlite3 keeps at 128.
+REPLAY_SCOPES = 32
 
 
 class _Pid:
@@ -84,6 +87,8 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         #: ``read_first`` as on SQLStore: None learns each scope's claim order.
         self.claim_order = ClaimOrder(read_first)
         self.held = HeldClaims()
+        #: Per scope, its replay read and the codec that read expects (``_learn``).
+        self._replays: dict[str, tuple[str, str]] = {}
         self._timeout = timeout
         self._synchronous = synchronous.upper()
         self._local = threading.local()
@@ -205,20 +210,27 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
             if first:
                 now, key = time.time(), req.key
                 # fetchone steps past the one row, which ends the statement (and its read).
-                row = cur.execute(s.replay_q, (scope, key)).fetchone()
+                learnt = self._replays.get(scope)  # the scope's own replay read, if learnt
+                row = (
+                    cur.execute(s.replay_q, (scope, key))
+                    if learnt is None
+                    else cur.execute(learnt[0], (key,))
+                ).fetchone()
                 if row is None:
                     found = None
-                elif row[0] is not None:  # a finished replay: three columns known unread
+                elif row[0] is None:  # not a finished replay (or another codec): read whole
+                    found, now = self._whole(cur, scope, key, learnt is not None)
+                elif learnt is not None:  # a finished replay: the columns it implies unread
+                    found = sqlite_replayed_as(row, scope, key, learnt[1])
+                else:
                     found = sqlite_replayed(row, scope, key)
-                else:  # any other row is read whole, as if this were the claim's only read
-                    now = time.time()
-                    row = cur.execute(s.select_q, (scope, key)).fetchone()
-                    found = None if row is None else sqlite_current(row, scope, key)
+                    self._learn(scope, found.codec)
                 if found is not None:
                     claim, write = rules.decide(found, req, now)
                     if write:  # the read alone does not decide it: on in the operation
-                        op = ops.claim(s, req, (found, now))
-                        claim = drive(op, execute_sqlite, cur.connection)
+                        claim = drive(
+                            ops.claim(s, req, (found, now)), execute_sqlite, cur.connection
+                        )
                 else:
                     claim = drive(ops.claim(s, req, None), execute_sqlite, cur.connection)
             else:
@@ -246,6 +258,27 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         if acquired:
             self.held.keep(claim)
         return claim
+
+    def _whole(
+        self, cur: sqlite3.Cursor, scope: str, key: str, learnt: bool
+    ) -> tuple[Record | None, float]:
+        """The claim's row read whole, and the clock before it, as if this were the claim's
+        only read: its first read found no finished replay."""
+        if learnt:  # perhaps a replay of another codec: the scope's read is learnt again
+            self._replays.pop(scope, None)
+        now = time.time()
+        row = cur.execute(self.statements.select_q, (scope, key)).fetchone()
+        return (None if row is None else sqlite_current(row, scope, key)), now
+
+    def _learn(self, scope: str, codec: str | None) -> None:
+        """After a replay read by the generic statement: the scope's own from now on (its
+        replays are one codec, the scope's policy's, nearly always)."""
+        replays = self._replays
+        if len(replays) < REPLAY_SCOPES:
+            q = self.statements.replay_in(scope, codec)
+            if q is not None:
+                assert codec is not None
+                replays[scope] = (q, codec)
 
     def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
         known = self.held.pop(ticket)

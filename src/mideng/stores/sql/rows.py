@@ -14,7 +14,8 @@ Row shapes:
   binary results, already typed;
 - ``mysql_current``: the same packed into two columns (``mysql_packed``), for PyMySQL;
 - ``sqlite_replayed``: a finished row as the SQLite store's duplicate reads it first
-  (``REPLAYED``), three columns fewer;
+  (``REPLAYED``), three columns fewer; ``sqlite_replayed_as`` the same in a scope whose codec
+  the store has learnt (``replayed_as``), four fewer;
 - ``row_of``: a Record as the column values to insert; ``cas_params``: the binds of the
   compare-and-set that turns one row into another.
 """
@@ -140,6 +141,35 @@ def sqlite_replayed(row: Sequence[Any], scope: str, key: str) -> Record:
         r.fingerprint,
         r.result,
         r.codec,
+        r.attempts,
+        r.request_id,
+        r.created_at,
+        r.updated_at,
+        r.expires_at,
+    ) = row
+    return r
+
+
+def replayed_as(codec: str) -> str:
+    """``REPLAYED`` for a scope whose replays were all ``codec`` so far (an SQL literal): the
+    row must have it too to be answered, and the codec column is not read."""
+    return (
+        "CASE WHEN status = 'succeeded' AND lease_until IS NULL AND error IS NULL "
+        f"AND codec = {codec} THEN fence END, "
+        "owner, fingerprint, result, attempts, request_id, created_at, updated_at, expires_at"
+    )
+
+
+def sqlite_replayed_as(row: Sequence[Any], scope: str, key: str, codec: str) -> Record:
+    """``sqlite_replayed`` from a ``replayed_as(codec)`` row whose fence is not NULL."""
+    r = blank(Record)
+    r.scope, r.key, r.status, r.lease_until, r.error = scope, key, SUCCEEDED, None, None
+    r.codec = codec
+    (
+        r.fence,
+        r.owner,
+        r.fingerprint,
+        r.result,
         r.attempts,
         r.request_id,
         r.created_at,
