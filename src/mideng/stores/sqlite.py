@@ -6,7 +6,8 @@ autocommit statements that SQLite makes atomic across processes by itself: a cla
 fresh row (yielding to a racer) or reads the row and, when core.decide says it must change,
 compare-and-sets it as read; completing is one fenced update. The claim order is learned per
 scope as on the server stores (``claims.ClaimOrder``): a first call is the insert and the
-completion, a duplicate one read. WAL lets readers run beside the single writer; a writer waits
+completion, a duplicate of a finished call one read (of the columns such a row does not imply,
+``rows.REPLAYED``). WAL lets readers run beside the single writer; a writer waits
 up to ``timeout`` for the lock (SQLite's busy handler), then fails as StoreUnavailableError.
 """
 
@@ -38,13 +39,16 @@ from mideng.stores.local_batch import LocalBatch
 from mideng.stores.sql import ops
 from mideng.stores.sql.claims import ClaimOrder, HeldClaims
 from mideng.stores.sql.embedded import SQLiteStatements, execute_sqlite, purge, records, transact
-from mideng.stores.sql.rows import sqlite_current
+from mideng.stores.sql.rows import sqlite_current, sqlite_replayed, sqlite_replayed_as
 from mideng.stores.sql.schema import DEFAULT_TABLE, ddl
 from mideng.stores.sql.stats import SQLiteSurvey
 from mideng.stores.sql.steps import SQLiteSteps
 from mideng.stores.sql.table import RecordTable
 
 PURGE_BATCH = 1000
+#: Scopes whose replay read the store writes out for them (``SQLiteStatements.replay_in``):
+#: each is one more statement in every connection's cache, which sqlite3 keeps at 128.
+REPLAY_SCOPES = 32
 
 
 class _Pid:
@@ -83,6 +87,8 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         #: ``read_first`` as on SQLStore: None learns each scope's claim order.
         self.claim_order = ClaimOrder(read_first)
         self.held = HeldClaims()
+        #: Per scope, its replay read and the codec that read expects (``_learn``).
+        self._replays: dict[str, tuple[str, str]] = {}
         self._timeout = timeout
         self._synchronous = synchronous.upper()
         self._local = threading.local()
@@ -202,15 +208,29 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
             first = share is not None and share >= 0.5
         try:
             if first:
-                now = time.time()
+                now, key = time.time(), req.key
                 # fetchone steps past the one row, which ends the statement (and its read).
-                row = cur.execute(s.select_q, (scope, req.key)).fetchone()
-                found = None if row is None else sqlite_current(row, scope, req.key)
+                learnt = self._replays.get(scope)  # the scope's own replay read, if learnt
+                row = (
+                    cur.execute(s.replay_q, (scope, key))
+                    if learnt is None
+                    else cur.execute(learnt[0], (key,))
+                ).fetchone()
+                if row is None:
+                    found = None
+                elif row[0] is None:  # not a finished replay (or another codec): read whole
+                    found, now = self._whole(cur, scope, key, learnt is not None)
+                elif learnt is not None:  # a finished replay: the columns it implies unread
+                    found = sqlite_replayed_as(row, scope, key, learnt[1])
+                else:
+                    found = sqlite_replayed(row, scope, key)
+                    self._learn(scope, found.codec)
                 if found is not None:
                     claim, write = rules.decide(found, req, now)
                     if write:  # the read alone does not decide it: on in the operation
-                        op = ops.claim(s, req, (found, now))
-                        claim = drive(op, execute_sqlite, cur.connection)
+                        claim = drive(
+                            ops.claim(s, req, (found, now)), execute_sqlite, cur.connection
+                        )
                 else:
                     claim = drive(ops.claim(s, req, None), execute_sqlite, cur.connection)
             else:
@@ -238,6 +258,27 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         if acquired:
             self.held.keep(claim)
         return claim
+
+    def _whole(
+        self, cur: sqlite3.Cursor, scope: str, key: str, learnt: bool
+    ) -> tuple[Record | None, float]:
+        """The claim's row read whole, and the clock before it, as if this were the claim's
+        only read: its first read found no finished replay."""
+        if learnt:  # perhaps a replay of another codec: the scope's read is learnt again
+            self._replays.pop(scope, None)
+        now = time.time()
+        row = cur.execute(self.statements.select_q, (scope, key)).fetchone()
+        return (None if row is None else sqlite_current(row, scope, key)), now
+
+    def _learn(self, scope: str, codec: str | None) -> None:
+        """After a replay read by the generic statement: the scope's own from now on (its
+        replays are one codec, the scope's policy's, nearly always)."""
+        replays = self._replays
+        if len(replays) < REPLAY_SCOPES:
+            q = self.statements.replay_in(scope, codec)
+            if q is not None:
+                assert codec is not None
+                replays[scope] = (q, codec)
 
     def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
         known = self.held.pop(ticket)

@@ -22,7 +22,7 @@ from typing import Any
 from mideng.core.record import Record
 from mideng.db.statements import Op, Res, Sql, Stmt, binds
 from mideng.stores.base import KEEP, Step, T
-from mideng.stores.sql.rows import record
+from mideng.stores.sql.rows import REPLAYED, record, replayed_as
 from mideng.stores.sql.schema import COLUMNS
 from mideng.stores.sql.statements import Statements
 
@@ -41,7 +41,9 @@ class SQLiteStatements(Statements):
 
     ``select_q`` / ``insert_q`` / ``complete_q``: the claim's read (without the clock column),
     the claim's insert and the completion with positional binds, for the store's own first-call
-    and duplicate paths (their parameter orders are asserted below)."""
+    and duplicate paths (their parameter orders are asserted below); ``replay_q``: the read a
+    claim that reads first sends first (``rows.REPLAYED``), ``select_q`` after it only for a
+    row that is not a finished replay."""
 
     def __init__(self, table: str) -> None:
         super().__init__("sqlite", table)
@@ -70,9 +72,11 @@ class SQLiteStatements(Statements):
         # client's, the same value it would bind only to read back (each column costs sqlite3
         # about 1,500 instructions, a twenty-fifth of the whole read).
         self.select_q = qmark(Sql(self.select.text.replace(", :now FROM", " FROM", 1)))
+        self.replay_q = qmark(Sql(f"SELECT {REPLAYED} FROM {t} WHERE {pk}"))
         self.insert_q, self.complete_q = qmark(self.insert), qmark(self.complete)
         assert binds(self.select.text) == ["now", "scope", "key"]
         assert self.select_q.count("?") == 2  # scope, key
+        assert self.replay_q.count("?") == 2
         assert binds(self.insert.text) == [
             *("scope", "key", "owner", "fingerprint", "now", "lease", "request_id"),
             *("now", "now", "now", "lease", "expiry_ttl"),
@@ -80,6 +84,28 @@ class SQLiteStatements(Statements):
         assert binds(self.complete.text) == [
             *("now", "result", "codec", "now", "ttl", "scope", "key", "owner", "fence", "now")
         ]
+
+    def replay_in(self, scope: object, codec: object) -> str | None:
+        """``replay_q`` for one scope whose replays have been ``codec``: both written into
+        the text as literals (``rows.replayed_as``), so the key is its only bind and the codec
+        column is not read. sqlite3 copies each bound text into a buffer of its own (about
+        800 instructions) and reads each column for about 1,500; the statement's own text is
+        compiled once per connection, in sqlite3's statement cache. None for a scope or codec
+        that is not plain ASCII text."""
+        if not (_literal_safe(scope) and _literal_safe(codec)):
+            return None
+        assert isinstance(scope, str)
+        assert isinstance(codec, str)
+        where = f"scope = {_literal(scope)} AND key = ?"
+        return f"SELECT {replayed_as(_literal(codec))} FROM {self.table} WHERE {where}"
+
+
+def _literal_safe(text: object) -> bool:
+    return isinstance(text, str) and text.isascii() and "\x00" not in text
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def execute_sqlite(conn: Any, stmt: Stmt) -> Res:
