@@ -9,8 +9,9 @@ rest included. Counting a part alone in a loop misses how it runs in the request
 alone pays its own fingerprint and arun; inside the middleware it pays neither). Parts:
 
 - ``bare``: no middleware (the bare endpoint);
-- ``fingerprint``: HttpOptions.fingerprint returns a constant;
-- ``guard``: no Guard and no store, the body's result kept and replied as a first run's;
+- ``fingerprint``: the request's fingerprint (``http_digest``) is a constant;
+- ``guard``: no Guard and no store: the body run as the Guard would, its result replied as a
+  first run's;
 - ``stored form``: a response's record bytes are a constant (mideng.http.stored writes none);
 - ``request id``: the middleware's ``request_id=False``.
 
@@ -35,24 +36,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 PARTS = ("whole", "bare", "fingerprint", "guard", "stored form", "request id")
 
 
+class _Call:
+    """What the ``guard`` part's ``Guard.prepare`` makes: a call that takes its fingerprint."""
+
+    fingerprint: str | None = None
+
+
 def child(part: str, calls: int) -> None:
     logging.getLogger("mideng").setLevel(logging.ERROR)
     import bench_http
     from mideng import Guard
-    from mideng.http import asgi, core, exchange, stored
+    from mideng.http import asgi, stored
     from mideng.stores.memory import MemoryStore
 
     if part == "fingerprint":
-        core.HttpOptions.fingerprint = lambda self, request, body: "f" * 64  # type: ignore[method-assign]
+        setattr(asgi, "http_digest", lambda *fields: "h2:" + "f" * 64)  # noqa: B010 (its name there)
     elif part == "guard":
 
-        async def arun(opts: Any, target: Any, fingerprint: str, downstream: Any) -> Any:
-            done = exchange.Exchange(opts, downstream)
-            done.ran = True
-            done.keep(await downstream())
-            return done.reply(None)
+        async def adrive(self: Any, call: Any, fn: Any, args: Any, kwargs: Any) -> Any:
+            return await fn(*args, **kwargs)  # the body alone: no claim, no completion
 
-        setattr(asgi, "arun", arun)  # noqa: B010 (the name the middleware calls)
+        Guard.prepare = lambda self, *args: _Call()  # type: ignore[method-assign,assignment]
+        Guard.adrive = adrive  # type: ignore[method-assign]
     elif part == "stored form":
         stored.ResponseCodec.encode = lambda self, value: b"{}"  # type: ignore[method-assign]
     app = bench_http.endpoint_app()

@@ -332,3 +332,30 @@ def test_a_loop_beat_has_the_fields_lease_init_gives_and_renews_through_its_stor
         assert sent[0] == ("ticket", 0.06, 7.0)
 
     asyncio.run(scenario())
+
+
+def test_renew_stores_beat_has_the_fields_start_gives() -> None:
+    """renew_store makes its beat in place: the fields _LoopBeats.start sets for the same
+    arguments, registered with the loop's beats."""
+    from mideng.guard.aheartbeat import AsyncBeat, _by_store, _loop_beats, renew_store
+
+    async def scenario() -> None:
+        store = object()
+        stop = renew_store(0.9, store, "ticket", 7.0)
+        beat = stop.__self__  # type: ignore[attr-defined]
+        beats = _loop_beats()
+        assert beats.beats[beat.ident] is beat
+        made = beats.start(0.9, _by_store, "ticket", beat.deadline - 0.9, store, 7.0)
+        for name in (*Lease.__slots__, *AsyncBeat.__slots__):
+            if name in ("ident",):
+                continue
+            mine, theirs = getattr(beat, name), getattr(made, name)
+            if isinstance(mine, float):
+                assert mine == pytest.approx(theirs), name
+            else:
+                assert mine == theirs, name
+        stop()
+        made.stop()
+        assert beat.ident not in beats.beats
+
+    asyncio.run(scenario())

@@ -11,8 +11,8 @@ import pytest
 from mideng import Guard
 from mideng.http import asgi
 from mideng.http.asgi import Capture, incoming
+from mideng.http.asgi_capture import produce as produce_of_capture
 from mideng.http.core import HttpOptions
-from mideng.http.exchange import arun as arun_of_exchange
 from mideng.http.headers import Headers
 from mideng.stores.memory import MemoryStore
 
@@ -42,11 +42,11 @@ def test_the_capture_guard_asgi_makes_has_every_field_capture_init_sets(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     made: list[Capture] = []
-    real_arun = arun_of_exchange
+    real_produce = produce_of_capture
 
-    async def arun(opts: Any, plan: Any, request: Any, body: bytes, capture: Capture) -> Any:
-        made.append(capture)
-        return await real_arun(opts, plan, request, body, capture)
+    async def produce(exchange: Any) -> Any:  # the guarded body, handed the request's capture
+        made.append(exchange.downstream)
+        return await real_produce(exchange)
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await receive()
@@ -61,7 +61,7 @@ def test_the_capture_guard_asgi_makes_has_every_field_capture_init_sets(
 
     opts = HttpOptions(guard=Guard(MemoryStore()))
     scope = _scope([(b"idempotency-key", b'"k-1"')])
-    monkeypatch.setattr(asgi, "arun", arun)
+    monkeypatch.setattr(asgi, "produce", produce)
     asyncio.run(asgi.guard_asgi(opts, app, scope, receive, send, b"rid"))
     fresh = Capture(app, scope, b"{}", receive, send, opts.max_response, b"rid")
     capture = made[0]

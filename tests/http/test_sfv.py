@@ -6,9 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from mideng.http.core import parse_key
 from mideng.http.identity import body_digest
-from mideng.http.sfv import SFVError, Token, parse_item
+from mideng.http.sfv import SFVError, Token, parse_item, parse_key
 
 
 @pytest.mark.parametrize(

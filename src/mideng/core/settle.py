@@ -62,8 +62,19 @@ def returned(policy: Policy, result: Any) -> Settle:
     try:
         data = codec.encode(result)
     except CodecError as exc:
-        return Settle(FAIL, (encode_failure(exc), policy.ttl), exc)
+        return unencodable(policy, exc)
     return _settle((COMPLETE, (data, codec.name, policy.ttl), None))
+
+
+def unencodable(policy: Policy, exc: CodecError) -> Settle:
+    """``returned``'s step when the codec can't store the result: the failure recorded, the
+    codec's error raised."""
+    return Settle(FAIL, (encode_failure(exc), policy.ttl), exc)
+
+
+def completion(policy: Policy, data: bytes) -> Settle:
+    """``returned``'s step for a result the policy's codec encoded as ``data``."""
+    return _settle((COMPLETE, (data, policy.codec.name, policy.ttl), None))
 
 
 def raised(policy: Policy, exc: BaseException) -> Settle:

@@ -18,8 +18,8 @@ from mideng.core.flow import RAISE, RETURN, RUN, Call
 from mideng.core.keys import MAX_KEY_LENGTH, KeySpec, check_key, check_scope
 from mideng.core.policy import Policy
 from mideng.core.record import Record, Ticket, blank
-from mideng.core.settle import UNSET, Settle, raised, resolution, returned
-from mideng.errors import ConfigurationError, IdempotencyError
+from mideng.core.settle import UNSET, Settle, completion, raised, resolution, returned, unencodable
+from mideng.errors import CodecError, ConfigurationError, IdempotencyError
 from mideng.guard.aheartbeat import renew_store
 from mideng.guard.bodies import LIMIT, learn
 from mideng.guard.decorator import build
@@ -292,14 +292,19 @@ class Guard(Operations):
             await self._asettle(call, ticket, raised(p, exc))
             raise
         stop()
-        step = returned(p, result)
+        # returned(p, result) and its step, spelt for a result the codec encodes (no step
+        # made, no operation looked up by name); the step made only for a store error.
+        codec = p.codec
         try:
-            await getattr(store, step.op[1])(ticket, *step.args)
+            data = codec.encode(result)
+        except CodecError as exc:
+            await self._asettle(call, ticket, unencodable(p, exc))
+            raise
+        try:
+            await store.acomplete(ticket, data, codec.name, p.ttl)
         except IdempotencyError as exc:
-            if not store_error(call, step, exc):
+            if not store_error(call, completion(p, data), exc):
                 raise
-        if step.error is not None:
-            raise step.error
         return result
 
     # -- running the body ---------------------------------------------------------------------

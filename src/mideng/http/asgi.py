@@ -1,10 +1,11 @@
 """Pure ASGI middleware for Starlette, FastAPI and any ASGI application.
 
-No BaseHTTPMiddleware: each request gets fresh state (a ``_Capture`` and a replayed
-``receive``), nothing is shared between requests but the options. A guarded request's body is
-read up to ``max_body`` before anything is stored; the application's response is held back
-until it is complete, then stored and sent. A response that turns out to be an event stream or
-larger than ``max_response`` is passed through as it comes, and its key released.
+No BaseHTTPMiddleware: each request gets fresh state (a ``Capture``, which replays the body
+read to the application), nothing is shared between requests but the options. A guarded
+request's body is read up to ``max_body`` before anything is stored; the application's
+response is held back until it is complete, then stored and sent. A response that turns out to
+be an event stream or larger than ``max_response`` is passed through as it comes, and its key
+released.
 
     app.add_middleware(IdempotencyMiddleware, guard=guard, required=False, principal=None)
 """
@@ -12,11 +13,16 @@ larger than ``max_response`` is passed through as it comes, and its key released
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from contextvars import Token
+from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from mideng.context import enter_request_id, leave_request_id
+from mideng.core.policy import Policy
 from mideng.core.record import blank
+from mideng.errors import PayloadMismatchError
 from mideng.guard import Guard
+from mideng.http.asgi_capture import Capture, Disconnected, capturable, produce, read_body
 from mideng.http.asgi_ids import (
     _REQUEST_ID_BYTES,
     SCOPE_REQUEST_ID,
@@ -27,11 +33,10 @@ from mideng.http.asgi_ids import (
     Scope,
     Send,
     bind_request_id,
-    tagged,
     with_bound_id,
     with_request_id,
 )
-from mideng.http.asgi_send import send_response
+from mideng.http.asgi_send import messages, send_response
 from mideng.http.core import (
     DEFAULT_METHODS,
     REQUEST_ID_HEADER,
@@ -39,15 +44,17 @@ from mideng.http.core import (
     Incoming,
     MiB,
     Principal,
+    RecordKey,
     Route,
     StoredResponse,
     storable_status,
 )
-from mideng.http.exchange import Captured, arun
+from mideng.http.exchange import Exchange, count_reply, legacy
 from mideng.http.headers import Headers, _BytesHeaders
-from mideng.http.identity import text_bytes
+from mideng.http.identity import NO_HEADERS, http_digest, text_bytes
 from mideng.http.problem import PROBLEM_BASE
-from mideng.http.request_id import accept_request_id, new_request_id
+from mideng.http.request_id import IDS, accept_request_id
+from mideng.observability import watch
 
 _new = object.__new__
 
@@ -86,187 +93,50 @@ def path_bytes(scope: Scope) -> bytes:
 
 
 def incoming(scope: Scope) -> Incoming:
-    # Made field by field (core.record.blank): the dataclass's __init__ is a Python frame, and
-    # every request makes one.
-    request = blank(Incoming)
-    request.method = scope["method"]
-    request.path = scope.get("path", "")
-    query = scope.get("query_string", b"")
-    request.query = query.decode("latin-1") if query else ""
-    raw_headers = scope.get("headers", ())
-    # Headers.of_bytes(raw_headers), its usual case inline: one lower-case name per field.
-    joined = dict(raw_headers) if type(raw_headers) is list else None
-    if joined is not None and len(joined) == len(raw_headers) and b"".join(joined).islower():
-        headers = _new(_BytesHeaders)
-        headers._raw, headers._bytes = raw_headers, joined
-        request.headers = headers
+    """The request of ``scope`` as the core sees it."""
+    return _begin(scope, None, False, None)[0]
+
+
+def _begin(
+    scope: Scope, request: Incoming | None, bind: bool, tag: bytes | None
+) -> tuple[Incoming, Token[str | None] | None, bytes | None]:
+    """A guarded request's start, in one frame: ``incoming(scope)`` (unless ``request`` is it)
+    and, with ``bind``, the request's id bound: its well-formed X-Request-Id or a fresh one,
+    set in the scope (for inner layers) and the context. The request, the token to leave the
+    context with (None: nothing bound) and the request id's bytes (``tag`` when not bound)."""
+    if request is None:
+        # Made field by field (core.record.blank): the dataclass's __init__ is a Python frame,
+        # and every request makes one.
+        request = blank(Incoming)
+        request.method = scope["method"]
+        request.path = scope.get("path", "")
+        query = scope.get("query_string", b"")
+        request.query = query.decode("latin-1") if query else ""
+        raw_headers = scope.get("headers", ())
+        # Headers.of_bytes(raw_headers), its usual case inline: one lower-case name per field.
+        joined = dict(raw_headers) if type(raw_headers) is list else None
+        if joined is not None and len(joined) == len(raw_headers) and b"".join(joined).islower():
+            made = _new(_BytesHeaders)
+            made._raw, made._bytes = raw_headers, joined
+            request.headers = made
+        else:
+            request.headers = Headers.of_bytes(raw_headers)
+        request.raw = scope
+        raw = scope.get("raw_path")
+        # path_bytes(scope), its usual case (a path without escapes) inline
+        request.path_bytes = raw if type(raw) is bytes and b"%" not in raw else path_bytes(scope)
+    if not bind:
+        return request, None, tag
+    headers = request.headers
+    if type(headers) is _BytesHeaders:  # incoming's usual headers: first(), inline
+        sent_raw = headers._bytes.get(_REQUEST_ID_BYTES)
+        sent = None if sent_raw is None else sent_raw.decode("latin-1")
     else:
-        request.headers = Headers.of_bytes(raw_headers)
-    request.raw = scope
-    raw = scope.get("raw_path")
-    # path_bytes(scope), its usual case (a path without escapes) inline
-    request.path_bytes = raw if type(raw) is bytes and b"%" not in raw else path_bytes(scope)
-    return request
-
-
-# -- capturing the application's response ----------------------------------------------------
-class Disconnected(Exception):
-    """The client disconnected before its request body arrived."""
-
-
-async def read_body(receive: Receive, limit: int, message: Message | None = None) -> bytes | None:
-    """The whole request body, or None as soon as it exceeds ``limit`` bytes; ``message``: the
-    first message, when the caller received it already."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        if message is None:
-            message = await receive()
-        if message["type"] == "http.disconnect":
-            raise Disconnected
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-        message = None
-
-
-# Each response field name's bytes as Capture stores it (decoded, lower case).
-_LOWER: dict[bytes, str] = {}
-_LOWER_KEPT = 256
-
-
-class Capture:
-    """Runs the application and holds its response back until it is complete.
-
-    The application reads the body already read (then the client's own messages). An event
-    stream, or a body past ``limit`` bytes, switches to passing the response through as it
-    comes; the call then returns None so the key is released rather than half-stored. Made
-    for every guarded request, so it is one object: what the application needs is made only
-    when it runs (a replay never does).
-    """
-
-    __slots__ = (
-        "app",
-        "body",
-        "chunks",
-        "complete",
-        "downstream",
-        "headers",
-        "late_error",
-        "limit",
-        "passing",
-        "scope",
-        "size",
-        "start",
-        "tag",
-        "upstream",
-    )
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        scope: Scope,
-        body: bytes | None,
-        downstream: Receive,
-        upstream: Send,
-        limit: int,
-        tag: bytes | None = None,
-    ) -> None:
-        self.app = app
-        self.scope = scope
-        self.body = body  # None once handed over
-        self.downstream = downstream
-        self.upstream = upstream
-        self.limit = limit
-        self.tag = tag  # the request id, for a response passed through
-        self.start: Message | None = None
-        self.headers: tuple[tuple[str, str], ...] = ()  # the start's, decoded
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.complete = False
-        self.passing = False
-        self.late_error: Exception | None = None
-
-    async def __call__(self) -> Captured:
-        try:
-            await self.app(self.scope, self.receive, self.send)
-        except Exception as exc:
-            if not self.complete or self.passing:
-                raise
-            # Raised after a complete response (a failing background task): the response
-            # stands, as it would without the capture; the error is raised once it is sent.
-            self.late_error = exc
-        if self.passing:
-            return None
-        if self.start is None or not self.complete:
-            raise RuntimeError("the application returned without a complete response")
-        chunks = self.chunks
-        captured = blank(StoredResponse)  # its fields set here: no __init__ frame per request
-        captured.status, captured.headers = int(self.start["status"]), self.headers
-        captured.body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        return captured
-
-    async def receive(self) -> Message:
-        body = self.body
-        if body is not None:
-            self.body = None
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await self.downstream()
-
-    async def send(self, message: Message) -> None:
-        if self.passing:
-            await self.upstream(message)
-        elif message["type"] == "http.response.start":
-            self.start = message
-            # Decoded as they will be stored, and looked at for an event stream, in one pass.
-            headers = []
-            stream = False
-            for k, v in message.get("headers", ()):
-                # A response's field names are a few, over and over (a bytearray is not kept).
-                name = _LOWER.get(k) if type(k) is bytes else None
-                if name is None:
-                    name = k.decode("latin-1").lower()
-                    if type(k) is bytes and len(_LOWER) < _LOWER_KEPT:
-                        _LOWER[k] = name
-                value = v.decode("latin-1")
-                if name == "content-type" and value.lower().startswith("text/event-stream"):
-                    stream = True
-                headers.append((name, value))
-            self.headers = tuple(headers)
-            if stream:
-                await self._pass_through(None)
-        elif message["type"] == "http.response.body" and not self.complete:
-            chunk = message.get("body", b"")
-            more = bool(message.get("more_body", False))
-            self.chunks.append(chunk)
-            self.size += len(chunk)
-            if self.size > self.limit:
-                await self._pass_through(more)
-            elif not more:
-                self.complete = True
-
-    async def _pass_through(self, more: bool | None) -> None:
-        assert self.start is not None
-        self.passing = True
-        await self.upstream(self.start if self.tag is None else tagged(self.start, self.tag))
-        if more is not None:
-            await self.upstream(
-                {"type": "http.response.body", "body": b"".join(self.chunks), "more_body": more}
-            )
-        self.chunks = []
-
-
-def capturable(scope: Scope) -> None:
-    """Hide response extensions (pathsend, trailers, ...) a capture could not store."""
-    extensions = scope.get("extensions")
-    if extensions:
-        scope["extensions"] = {
-            k: v for k, v in extensions.items() if not k.startswith("http.response.")
-        }
+        sent = headers.first(REQUEST_ID_HEADER)
+    # accept_request_id(sent), and new_request_id() for none, inline
+    request_id = (next(IDS.ids, None) or IDS.refill()) if sent is None else accept_request_id(sent)
+    scope[SCOPE_REQUEST_ID] = request_id
+    return request, enter_request_id(request_id), request_id.encode("latin-1")
 
 
 # -- the idempotency middleware --------------------------------------------------------------
@@ -278,45 +148,138 @@ async def guard_asgi(
     send: Send,
     tag: bytes | None = None,
     request: Incoming | None = None,
+    bind: bool = False,
 ) -> None:
     """Run one HTTP request through the idempotency rules; shared with the FastAPI route.
 
     ``tag``: the request id bound for this request, set on every response that has none.
-    ``request``: ``incoming(scope)``, when the caller made it already."""
-    if request is None:
-        request = incoming(scope)
-    plan = opts.plan(request)
-    if plan is None:
-        await app(scope, receive, send if tag is None else with_request_id(send, tag))
-        return
-    if isinstance(plan, StoredResponse):
-        await send_response(send, plan, tag)
-        return
-    message = await receive()  # read_body, its usual case (the whole body in one message) inline
-    body: bytes | None = message.get("body", b"")
-    if message.get("more_body", False) or message["type"] != "http.request":
-        try:
-            body = await read_body(receive, opts.max_body, message)
-        except Disconnected:
+    ``request``: ``incoming(scope)``, when the caller made it already. ``bind``: bind the
+    request id here (accepted or made, set in the scope and the context for the request, and
+    the tag), as the middleware does when no outer layer bound one: in this coroutine, not one
+    of its own around it.
+
+    The awaited drive of ``mideng.http.exchange`` (``run``'s twin) is spelt here, as every
+    guarded ASGI request runs it: one coroutine fewer."""
+    request, token, tag = _begin(scope, request, bind, tag)
+    try:
+        plan = opts.plan(request)
+        if plan is None:
+            await app(scope, receive, send if tag is None else with_request_id(send, tag))
             return
-    if body is None or len(body) > opts.max_body:
-        await send_response(send, opts.too_large(), tag)
-        return
+        if isinstance(plan, StoredResponse):
+            await send_response(send, plan, tag)
+            return
+        message = await receive()  # read_body's usual case (the body in one message) inline
+        body: bytes | None = message.get("body", b"")
+        if message.get("more_body", False) or message["type"] != "http.request":
+            try:
+                body = await read_body(receive, opts.max_body, message)
+            except Disconnected:
+                return
+        if body is None or len(body) > opts.max_body:
+            await send_response(send, opts.too_large(), tag)
+            return
+        exchange, policy, fingerprint = _exchange(
+            opts, app, scope, receive, send, tag, request, body
+        )
+        capture: Capture = exchange.downstream
+        try:
+            try:
+                call = opts.guard.prepare(plan.scope, plan.key, produce, None, policy)
+                call.fingerprint = fingerprint
+                stored = await opts.guard.adrive(call, produce, (exchange,), {})
+            except PayloadMismatchError as exc:
+                stored = await _again(exc, exchange, plan, request, body, policy)
+        except Exception as exc:
+            reply = exchange.recover_or_raise(exc)
+            response, added = reply.response, reply.added
+        else:
+            if exchange.ran and exchange.original is not None:  # exchange.reply's first run
+                response, added = exchange.original, exchange.retention
+            else:
+                reply = exchange.reply(stored)
+                response, added = reply.response, reply.added
+        if response is not None:
+            if watch.metrics is not None:
+                count_reply(response)
+            start, rest = messages(response, tag, added)  # send_response, inline
+            await send(start)
+            await send(rest)
+        if capture.late_error is not None:
+            raise capture.late_error
+    finally:
+        if token is not None:
+            leave_request_id(token)
+
+
+async def _again(
+    exc: PayloadMismatchError,
+    exchange: Exchange,
+    plan: RecordKey,
+    request: Incoming,
+    body: bytes,
+    policy: Policy,
+) -> Any:
+    """A mismatch against a record stored before version 2: the call made again with this
+    request's version-1 fingerprint when it is the record's (``exchange.legacy``), else the
+    mismatch raised (called in its ``except``)."""
+    if (old := legacy(exc, exchange, request, body)) is None:
+        raise exc
+    guard = exchange.opts.guard
+    call = guard.prepare(plan.scope, plan.key, produce, None, policy)
+    call.fingerprint = old
+    return await guard.adrive(call, produce, (exchange,), {})
+
+
+def _exchange(
+    opts: HttpOptions,
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    tag: bytes | None,
+    request: Incoming,
+    body: bytes,
+) -> tuple[Exchange, Policy, str]:
+    """What guard_asgi's drive needs, in one frame: the request's Exchange (its downstream the
+    application's Capture), the HTTP policy and the request's fingerprint."""
     if scope.get("extensions"):
         capturable(scope)
-    # Capture(app, scope, body, receive, send, opts.max_response, tag), its fields set here:
-    # no class call and __init__ frame per request (tests compare the two).
+    # Capture(app, scope, body, receive, send, opts.max_response, tag), its fields set
+    # here: no class call and __init__ frame per request (tests compare the two).
     capture = _new(Capture)
     capture.app, capture.scope, capture.body, capture.downstream = app, scope, body, receive
     capture.upstream, capture.limit, capture.tag = send, opts.max_response, tag
     capture.start, capture.headers, capture.chunks, capture.size = None, (), [], 0
     capture.complete = capture.passing = False
     capture.late_error = None
-    reply = await arun(opts, plan, request, body, capture)
-    if reply.response is not None:
-        await send_response(send, reply.response, tag, reply.added)
-    if capture.late_error is not None:
-        raise capture.late_error
+    # exchange.run's set-up: the Exchange made field by field, the policy looked up
+    # (opts.current(), its usual case inline), the fingerprint made (opts.digest, inline).
+    exchange = _new(Exchange)
+    guard = opts.guard
+    base = guard._scopes.get(opts.scope_prefix, guard._defaults)
+    current = opts._policy
+    _, policy, exchange.retention = (
+        current[0] if current and current[0][0] is base else opts.current()
+    )
+    exchange.opts, exchange.downstream = opts, capture
+    exchange.ran, exchange.original = False, None
+    headers = request.headers
+    if type(headers) is _BytesHeaders:
+        raw = headers._bytes.get(b"content-type")
+        content_type = None if raw is None else raw.decode("latin-1")
+    else:
+        content_type = headers.get("content-type")
+    fingerprint = http_digest(
+        request.method.upper(),
+        request.path,
+        request.query,
+        request.path_bytes,
+        content_type,
+        body,
+        opts.chosen_headers(headers) if opts.fingerprint_headers else NO_HEADERS,
+    )
+    return exchange, policy, fingerprint
 
 
 class IdempotencyMiddleware:
@@ -373,22 +336,7 @@ class IdempotencyMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request = incoming(scope)
-        if not self.options.request_id or SCOPE_REQUEST_ID in scope:  # an outer layer bound it
-            await guard_asgi(self.options, self.app, scope, receive, send, None, request)
-            return
-        headers = request.headers
-        if type(headers) is _BytesHeaders:  # incoming's usual headers: first(), inline
-            raw = headers._bytes.get(_REQUEST_ID_BYTES)
-            sent = None if raw is None else raw.decode("latin-1")
-        else:
-            sent = headers.first(REQUEST_ID_HEADER)
-        request_id = scope[SCOPE_REQUEST_ID] = (
-            new_request_id() if sent is None else accept_request_id(sent)
-        )
-        token = enter_request_id(request_id)
-        try:
-            tag = request_id.encode("latin-1")
-            await guard_asgi(self.options, self.app, scope, receive, send, tag, request)
-        finally:
-            leave_request_id(token)
+        opts = self.options
+        # An outer layer that bound the request id set it in the scope; else it is bound here.
+        bind = opts.request_id and SCOPE_REQUEST_ID not in scope
+        await guard_asgi(opts, self.app, scope, receive, send, None, None, bind)

@@ -3,7 +3,7 @@ request id unless the response carries one) and its body, in one pass per reply.
 
 from __future__ import annotations
 
-from mideng.http.asgi_ids import _REQUEST_ID_BYTES, Send
+from mideng.http.asgi_ids import _REQUEST_ID_BYTES, Message, Send
 from mideng.http.core import REQUEST_ID_HEADER, StoredResponse
 
 # Each ``added`` that send_response was given: its names, its fields as bytes, whether it sets
@@ -23,6 +23,16 @@ async def send_response(
 ) -> None:
     """Send ``response`` with the headers ``added`` set; ``tag``: the request id, set unless
     the response carries one."""
+    start, body = messages(response, tag, added)
+    await send(start)
+    await send(body)
+
+
+def messages(
+    response: StoredResponse, tag: bytes | None = None, added: tuple[tuple[str, str], ...] = ()
+) -> tuple[Message, Message]:
+    """``send_response``'s two messages (a function, not a coroutine: the first request's
+    reply sends them itself, a coroutine fewer)."""
     # One pass, no comprehension frames: a reply has a handful of fields, and this runs for
     # every guarded request.
     headers = []
@@ -52,5 +62,7 @@ async def send_response(
     headers += extra
     if tag is not None:
         headers.append((_REQUEST_ID_BYTES, tag))
-    await send({"type": "http.response.start", "status": response.status, "headers": headers})
-    await send({"type": "http.response.body", "body": response.body, "more_body": False})
+    return (
+        {"type": "http.response.start", "status": response.status, "headers": headers},
+        {"type": "http.response.body", "body": response.body, "more_body": False},
+    )

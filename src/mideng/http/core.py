@@ -32,7 +32,7 @@ from mideng.errors import (
 )
 from mideng.guard import Guard
 from mideng.http import problem as p
-from mideng.http.headers import Headers
+from mideng.http.headers import Headers, _BytesHeaders
 from mideng.http.identity import (
     NO_HEADERS,
     Form,
@@ -44,7 +44,7 @@ from mideng.http.identity import (
     path_form,
     principal_scope,
 )
-from mideng.http.sfv import SFVError, Token, parse_item
+from mideng.http.sfv import _PLAIN_STRING, parse_key
 from mideng.http.stored import RESPONSE_CODEC
 
 KEY_HEADER = "idempotency-key"
@@ -78,10 +78,7 @@ NOT_REPLAYED = HOP_BY_HOP | {
     REPLAYED_HEADER,
     RETENTION_HEADER,
 }
-_PLAIN_STRING = re.compile(r'[ \t]*"([ !#-\[\]-~]*)"[ \t]*')
-# A bare key, accepted leniently: token characters plus what UUIDs, base64 and URL-ish keys
-# use; never a quote, comma, semicolon or space (those would start another item or field).
-_LENIENT_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z:/=@]+")
+_KEY_BYTES = KEY_HEADER.encode("latin-1")
 
 
 # The per-request value types here and in mideng.http.exchange are slotted, not frozen: a frozen
@@ -165,25 +162,6 @@ def storable_status(status: int) -> bool:
     return status < 500 and status not in RETRY_LATER
 
 
-def parse_key(value: str, *, lenient: bool = True) -> str | None:
-    """The key from an Idempotency-Key field value, or None when malformed."""
-    plain = _PLAIN_STRING.fullmatch(value)
-    if plain is not None:  # the common case: one quoted string, no escapes, no parameters
-        key = plain.group(1)
-        return key if 0 < len(key) <= MAX_KEY_LENGTH else None
-    try:
-        item, _params = parse_item(value)
-    except SFVError:
-        item = None
-    if isinstance(item, str) and (lenient or not isinstance(item, Token)):
-        key = str(item)
-    elif lenient and _LENIENT_KEY.fullmatch(value.strip(" \t")):
-        key = value.strip(" \t")
-    else:
-        return None
-    return key if 0 < len(key) <= MAX_KEY_LENGTH else None
-
-
 def _header(value: str | None) -> Form | None:
     return None if value is None else exact(value)
 
@@ -262,7 +240,8 @@ class HttpOptions:
     def current(self) -> tuple[Policy, Policy, tuple[tuple[str, str], ...]]:
         """The Guard's policy of ``scope_prefix``, ``policy()`` made from it and ``retention()``
         made from that, in one look (a guarded request needs the last two)."""
-        base = self.guard.policy(self.scope_prefix)
+        guard = self.guard  # guard.policy(self.scope_prefix), inline: every guarded request asks
+        base = guard._scopes.get(self.scope_prefix, guard._defaults)
         cached = self._policy
         if cached and cached[0][0] is base:
             return cached[0]
@@ -294,7 +273,15 @@ class HttpOptions:
         if method not in methods and method.upper() not in methods:
             return None
         required = self.required if route is None or route.required is None else route.required
-        value = request.headers.get(KEY_HEADER)
+        headers = request.headers
+        if type(headers) is _BytesHeaders:  # ASGI's: its two reads inline (Headers.get's frames)
+            fields = headers._bytes
+            raw_key, raw_length = fields.get(_KEY_BYTES), fields.get(b"content-length")
+            value = None if raw_key is None else raw_key.decode("latin-1")
+            declared = None if raw_length is None else raw_length.decode("latin-1")
+        else:
+            value = headers.get(KEY_HEADER)
+            declared = headers.get("content-length")
         if value is None:
             if not required:
                 return None
@@ -311,7 +298,6 @@ class HttpOptions:
                 "Idempotency-Key must be one quoted string "
                 f"(RFC 8941 sf-string) of 1 to {MAX_KEY_LENGTH} characters",
             )
-        declared = request.headers.get("content-length")
         if declared is not None:
             try:
                 if int(declared) > self.max_body:
@@ -346,19 +332,13 @@ class HttpOptions:
 
     def digest(self, request: Incoming, body: bytes) -> str:
         """The request's fingerprint as stored: version 2 (``identity.http_digest``), which
-        matches exactly where ``fingerprint`` does."""
-        # _made(http_digest, ...), spelt here: every guarded request makes one, a frame fewer.
-        headers = request.headers
+        matches exactly where ``fingerprint`` does. (``exchange.arun`` spells it inline.)"""
+        return self._made(http_digest, request, body)
+
+    def chosen_headers(self, headers: Headers) -> str:
+        """The fingerprinted headers' part of a fingerprint: their forms' canonical JSON."""
         chosen = self.fingerprint_headers
-        return http_digest(
-            request.method.upper(),
-            request.path,
-            request.query,
-            request.path_bytes,
-            headers.get("content-type"),
-            body,
-            canonical({h: _header(headers.get(h)) for h in chosen}) if chosen else NO_HEADERS,
-        )
+        return canonical({h: _header(headers.get(h)) for h in chosen}) if chosen else NO_HEADERS
 
     def fingerprint(self, request: Incoming, body: bytes) -> str:
         """Version 1, what records stored before version 2 carry: the Guard's fingerprint of
@@ -367,7 +347,6 @@ class HttpOptions:
 
     def _made(self, make: Callable[..., str], request: Incoming, body: bytes) -> str:
         headers = request.headers
-        chosen = self.fingerprint_headers
         return make(
             request.method.upper(),
             request.path,
@@ -375,7 +354,7 @@ class HttpOptions:
             request.path_bytes,
             headers.get("content-type"),
             body,
-            canonical({h: _header(headers.get(h)) for h in chosen}) if chosen else NO_HEADERS,
+            self.chosen_headers(headers),
         )
 
     # -- answering -------------------------------------------------------------------------

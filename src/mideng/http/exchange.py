@@ -1,10 +1,12 @@
-"""The drivers of the HTTP core: run one guarded request through the Guard, sync or async.
+"""The drivers of the HTTP core: run one guarded request through the Guard.
 
-The guarded body is ``_produce`` (or ``_aproduce``): it calls the integration's ``downstream``,
-which runs the application and returns its captured response. A response that may be stored
-is the body's result; any other makes the body raise ``NotStored``, so the Guard releases the
-claim, and carries what the client gets instead. The module-level bodies keep the Guard's
-per-function cache to two entries however many requests pass.
+``run`` is the blocking drive (WSGI, Django, Flask); its awaited twin is spelt in
+``mideng.http.asgi.guard_asgi``, its body ``mideng.http.asgi_capture.produce``, as every
+guarded ASGI request runs it. The guarded body (``_produce``) calls the integration's
+``downstream``, which runs the application and returns its captured response. A response
+that may be stored is the body's result; any other makes the body raise ``NotStored``, so the
+Guard releases the claim, and carries what the client gets instead. The module-level bodies
+keep the Guard's per-function cache to two entries however many requests pass.
 
 The body's result is the response's fields (``mideng.http.stored.Form``), which the HTTP
 policy's codec writes as the JSON of its stored form (``stored_form``) without the encoder's
@@ -16,7 +18,7 @@ walk; a replay gets the plain JSON back as the C scanner reads it, checked and r
 from __future__ import annotations
 
 import binascii
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,6 +164,9 @@ class Exchange:
     """One guarded request's state: did the body run here, and what did the app answer."""
 
     __slots__ = ("downstream", "opts", "original", "ran", "retention")
+    # What runs the application: a callable returning the captured response (``run``'s), or
+    # over ASGI the request's Capture, which the body runs itself (asgi_capture.produce).
+    downstream: Any
 
     def __init__(
         self,
@@ -238,10 +243,15 @@ class Exchange:
 
 def _sent(reply: Reply) -> Reply:
     """The reply, counted in mideng_http_responses_total while metrics are on."""
-    sent = reply.response
-    if sent is not None and watch.metrics is not None:
-        watch.metrics.http_reply(sent.status, any(n == REPLAYED_HEADER for n, _ in sent.headers))
+    if reply.response is not None:
+        count_reply(reply.response)
     return reply
+
+
+def count_reply(sent: StoredResponse) -> None:
+    """Count ``sent`` in mideng_http_responses_total (metrics on)."""
+    if watch.metrics is not None:
+        watch.metrics.http_reply(sent.status, any(n == REPLAYED_HEADER for n, _ in sent.headers))
 
 
 # Declared Any, so a replay hands back the decoded JSON as it is (see from_stored).
@@ -250,12 +260,7 @@ def _produce(exchange: Exchange) -> Any:
     return exchange.keep(exchange.downstream())
 
 
-async def _aproduce(exchange: Exchange) -> Any:
-    exchange.ran = True
-    return exchange.keep(await exchange.downstream())
-
-
-# ``run`` and ``arun`` are the one loop that exists twice (a blocking and an awaited drive);
+# ``run`` and guard_asgi's drive are the one loop that exists twice (blocking and awaited);
 # what they decide is the Exchange's: ``keep`` (what the app answered), ``reply`` (what to send
 # after the Guard), ``recover`` (what an exception out of the Guard means).
 # The call is prepared without a payload and handed the request's fingerprint, version 2
@@ -288,41 +293,6 @@ def run(
     except Exception as exc:
         return _sent(exchange.recover_or_raise(exc))
     return _sent(exchange.reply(stored))
-
-
-async def arun(
-    opts: HttpOptions,
-    target: RecordKey,
-    request: Incoming,
-    body: bytes,
-    downstream: Callable[[], Awaitable[Captured]],
-) -> Reply:
-    exchange = blank(Exchange)  # its fields set here: no __init__ frame per request
-    _, policy, exchange.retention = opts.current()
-    exchange.opts, exchange.downstream = opts, downstream
-    exchange.ran, exchange.original = False, None
-    guard = opts.guard
-    fingerprint = opts.digest(request, body)
-    try:
-        try:
-            call = guard.prepare(target.scope, target.key, _aproduce, None, policy)
-            call.fingerprint = fingerprint
-            stored = await guard.adrive(call, _aproduce, (exchange,), {})
-        except PayloadMismatchError as exc:
-            if (old := legacy(exc, exchange, request, body)) is None:
-                raise
-            call = guard.prepare(target.scope, target.key, _aproduce, None, policy)
-            call.fingerprint = old
-            stored = await guard.adrive(call, _aproduce, (exchange,), {})
-    except Exception as exc:
-        return _sent(exchange.recover_or_raise(exc))
-    done: Exchange = exchange  # as the body left it (what the type checker can't follow)
-    if done.ran and done.original is not None:  # exchange.reply's first-run case, inline
-        reply = blank(Reply)
-        reply.response, reply.own, reply.added = done.original, True, done.retention
-    else:
-        reply = done.reply(stored)
-    return reply if watch.metrics is None else _sent(reply)
 
 
 def legacy(

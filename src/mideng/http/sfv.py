@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 import string
 from decimal import Decimal
+
+from mideng.core.keys import MAX_KEY_LENGTH
 
 _ALPHA = frozenset(string.ascii_letters)
 _DIGITS = frozenset(string.digits)
@@ -166,3 +169,29 @@ class _Parser:
         while self.peek() in _KEY_REST:
             self.pos += 1
         return self.text[start : self.pos]
+
+
+# The Idempotency-Key's own reading of an Item (mideng.http.core's requests use it).
+_PLAIN_STRING = re.compile(r'[ \t]*"([ !#-\[\]-~]*)"[ \t]*')
+# A bare key, accepted leniently: token characters plus what UUIDs, base64 and URL-ish keys
+# use; never a quote, comma, semicolon or space (those would start another item or field).
+_LENIENT_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z:/=@]+")
+
+
+def parse_key(value: str, *, lenient: bool = True) -> str | None:
+    """The key from an Idempotency-Key field value, or None when malformed."""
+    plain = _PLAIN_STRING.fullmatch(value)
+    if plain is not None:  # the common case: one quoted string, no escapes, no parameters
+        key = plain.group(1)
+        return key if 0 < len(key) <= MAX_KEY_LENGTH else None
+    try:
+        item, _params = parse_item(value)
+    except SFVError:
+        item = None
+    if isinstance(item, str) and (lenient or not isinstance(item, Token)):
+        key = str(item)
+    elif lenient and _LENIENT_KEY.fullmatch(value.strip(" \t")):
+        key = value.strip(" \t")
+    else:
+        return None
+    return key if 0 < len(key) <= MAX_KEY_LENGTH else None
