@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 
 from mideng.core.flow import RAISE, RETURN, RUN, Call
 from mideng.core.record import Claim, Ticket
-from mideng.core.settle import Settle, raised, returned
-from mideng.errors import IdempotencyError
+from mideng.core.settle import Settle, completion, raised, returned, unencodable
+from mideng.errors import CodecError, IdempotencyError
 from mideng.guard.aheartbeat import renew_store
 from mideng.guard.guard import Guard, _no_heartbeat
 from mideng.guard.store_errors import store_error
@@ -117,10 +117,17 @@ async def _plain_aexecute(
         await self._asettle(call, ticket, raised(p, exc))
         raise
     stop()
-    step = returned(p, result)
-    await self._asettle(call, ticket, step)
-    if step.error is not None:
-        raise step.error
+    codec = p.codec
+    try:
+        data = codec.encode(result)
+    except CodecError as exc:
+        await self._asettle(call, ticket, unencodable(p, exc))
+        raise
+    try:
+        await self.store.acomplete(ticket, data, codec.name, p.ttl)
+    except IdempotencyError as exc:
+        if not store_error(call, completion(p, data), exc):
+            raise
     return result
 
 
@@ -297,10 +304,22 @@ async def _aexecute(
         await _asettle(self, meter, by_scope, call, ticket, raised(p, exc), acquired)
         raise
     stop()
-    step = returned(p, result)
-    await _asettle(self, meter, by_scope, call, ticket, step, acquired)
-    if step.error is not None:
-        raise step.error
+    # returned(p, result) and _asettle spelt for a result the codec encodes, as the plain
+    # Guard.adrive spells them: no step made, no operation looked up by name.
+    codec = p.codec
+    try:
+        data = codec.encode(result)
+    except CodecError as exc:
+        await _asettle(self, meter, by_scope, call, ticket, unencodable(p, exc), acquired)
+        raise
+    begun = monotonic()
+    try:
+        await meter.acomplete(self.store, ticket, data, codec.name, p.ttl)
+    except IdempotencyError as exc:
+        if not _unsettled(meter, call, ticket, completion(p, data), acquired, exc):
+            raise
+        return result
+    _settled(meter, by_scope, "complete", ticket.scope, begun, acquired)
     return result
 
 
