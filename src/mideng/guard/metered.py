@@ -17,7 +17,9 @@ said once, in ``_claimed`` and ``_settled``, which the sync loop's usual path sp
 (a frame each, 0.5-0.6 thousand instructions of a duplicate's 42 under callgrind). What
 they count must equal what the wrappers count for the same calls:
 tests/observability/test_metered.py runs the Guard's behaviour both ways, sync and async,
-and compares.
+and compares. That test checks answers and counts, not cost: a step the plain loops drop (as
+``Guard.adrive`` dropped the completion's settle step) must be dropped here too, or metrics
+on cost more than they need (bench/bench_python.py --async --metrics shows it).
 """
 
 from __future__ import annotations
