@@ -38,11 +38,27 @@ def _where(what: object) -> tuple[str | None, str | None]:
     return getattr(what, "scope", None), getattr(what, "key", None)
 
 
+# The "mideng" logger's level cache (CPython's Logger keeps one dict for its life and clears it
+# in place when any level changes); None on a logging module that keeps none.
+_CACHE: dict[int, bool] | None = getattr(log, "_cache", None)
+if type(_CACHE) is not dict:
+    _CACHE = None
+
+
 # -- the Guard --------------------------------------------------------------------------------
 def duplicate(call: CallLike) -> None:
     """Log the first sighting of a duplicate for this call (not every poll while waiting)."""
     claim = call.duplicate
-    if claim is None or call.polls > 1 or not log.isEnabledFor(logging.WARNING):
+    if claim is None or call.polls > 1 or log.disabled:
+        return
+    # log.isEnabledFor(WARNING), its usual case read in place: the answer the logger keeps in
+    # its own cache (cleared by logging whenever a level changes), the method called only to
+    # fill it. Every duplicate asks, and the method is a Python frame the raw scheme never pays.
+    # A stale "on" could only cost the line's arguments: log.warning asks the logger again.
+    enabled = _CACHE.get(logging.WARNING) if _CACHE is not None else None
+    if enabled is None:
+        enabled = log.isEnabledFor(logging.WARNING)
+    if not enabled:
         return
     outcome = claim.outcome.value
     log.warning(
