@@ -33,7 +33,7 @@ from mideng.state import (
 from mideng.state.compiled import TableSql, speech
 from mideng.state.ops import insert_once as insert_once_op
 from mideng.state.primitives import _decrement_shape
-from mideng.state.run import _execute
+from mideng.state.run import execute
 from mideng.state.statements import insert_shape
 from tests.services import MYSQL_URL, POSTGRES_URL, need
 from tests.state.conftest import business_tables, new_key
@@ -229,8 +229,8 @@ def test_mysql_8s_insert_goes_as_the_drivers_sql_and_hands_back_its_id() -> None
             assert shape.insert.stamp
             values = {"order_no": key, "amount": 3}
             conn.begin()
-            made = drive(insert_once_op(shape, values, conn.dialect), _execute, conn)
-            again = drive(insert_once_op(shape, values, conn.dialect), _execute, conn)
+            made = drive(insert_once_op(shape, values, conn.dialect), execute, conn)
+            again = drive(insert_once_op(shape, values, conn.dialect), execute, conn)
             conn.commit()
             [stored] = conn.execute(orders.select().where(orders.c.order_no == key)).all()
     finally:

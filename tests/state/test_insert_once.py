@@ -6,8 +6,10 @@ other errors stay errors."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from mideng.errors import ConfigurationError
@@ -128,3 +130,37 @@ def test_bad_arguments_are_refused_before_any_statement(db: Db, side: Side) -> N
     assert sent == []
     assert not conn.in_transaction()
     side.release(conn)
+
+
+def test_a_row_deleted_before_its_read_back_is_inserted_again(
+    db: Db, side: Side, mode: str
+) -> None:
+    """The insert meets the key, and the row is deleted before the read that would answer
+    it: the read finds nothing, so the insert is sent again and answers Inserted (the caller's
+    transaction, where the first insert is sent without an operation, included)."""
+    orders, key = db.tables["orders"], new_key()
+    conn = side.connect()
+    side.insert_once(conn, orders, {"order_no": key, "amount": 1}, unique="order_no")
+    side.release(conn)
+    mark = "%s" if db.name != "sqlite" else "?"
+    deleted: list[str] = []
+
+    def delete_first(_conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        # The read-back of the key, on the same connection and in the same transaction: the
+        # row goes just before it, as a concurrent DELETE committed in between would.
+        if statement.lstrip().upper().startswith("SELECT") and not deleted:
+            deleted.append(statement)
+            cursor.execute(f"DELETE FROM {orders.name} WHERE order_no = {mark}", (key,))
+
+    engine = side._sync_engine()
+    event.listen(engine, "before_cursor_execute", delete_first)
+    try:
+        with using(side, mode) as conn, side.counted() as sent:
+            got = side.insert_once(conn, orders, {"order_no": key, "amount": 7}, unique="order_no")
+    finally:
+        event.remove(engine, "before_cursor_execute", delete_first)
+    assert deleted, "the read-back never ran"
+    assert [s.lstrip().split()[0].upper() for s in sent] == ["INSERT", "SELECT", "INSERT"]
+    assert isinstance(got, Inserted)
+    assert got.row["amount"] == 7
+    assert db.rows(orders, order_no=key) == [dict(got.row)]

@@ -96,8 +96,17 @@ def test_mysql_a_duplicate_of_the_key_is_the_stored_row() -> None:
 
 
 def test_mysql_a_duplicate_of_another_key_is_raised() -> None:
+    # No row under the key after the error: once, it may have been deleted in between, so
+    # the insert is sent again; the same again is another key's clash.
     with pytest.raises(Duplicate):
-        play(_insert("mysql", MARIADB), [Duplicate(), Res(0, [])])
+        play(_insert("mysql", MARIADB), [Duplicate(), Res(0, []), Duplicate(), Res(0, [])])
+
+
+def test_mysql_a_row_deleted_before_the_read_is_inserted_again() -> None:
+    row = Res(1, [Row((8, "o-1", "NEW"))])
+    answer, sent = play(_insert("mysql", MARIADB), [Duplicate(), Res(0, []), row])
+    assert isinstance(answer, Inserted)
+    assert [s.sql.text.split()[0] for s in sent] == ["INSERT", "SELECT", "INSERT"]
 
 
 def test_any_other_error_is_raised_without_a_read() -> None:

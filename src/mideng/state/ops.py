@@ -41,41 +41,67 @@ class RowKeptChangingError(IdempotencyError):
     round; nothing was written by this call."""
 
 
-def _duplicate_entry(exc: BaseException) -> bool:
+def duplicate_entry(exc: BaseException) -> bool:
     args: tuple[Any, ...] = getattr(getattr(exc, "orig", exc), "args", ())
     return bool(args) and args[0] == _DUP_ENTRY
 
 
-def insert_once(shape: InsertShape, values: Mapping[str, Any], dialect: Any) -> Op[Any]:
-    """Inserted(row) or Existing(row), never a duplicate-key error: PostgreSQL and SQLite skip
-    the duplicate (ON CONFLICT DO NOTHING); on MySQL/MariaDB the plain INSERT's duplicate
-    error on this key is caught here (see statements.insert_shape). The table's Python-side
-    defaults are computed once, before the first statement: a retry sends the same row."""
+def insert_params(
+    shape: InsertShape, values: Mapping[str, Any], dialect: Any
+) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The insert's parameters, and the row it writes as far as the call knows it. The table's
+    Python-side defaults are computed here, once, before the first statement: a retry sends
+    the same row."""
     names = shape.names
     params = values if names is None else dict(zip(names, values.values(), strict=True))
-    row = values
-    if shape.filled:
-        params = dict(params)  # never the caller's own mapping
-        row = fill(shape.filled, params, values, dialect)
-    races = RACES  # counted down rather than a range(): no iterator to make on every call
-    while races:
-        races -= 1
-        failure: BaseException | None = None
-        try:
-            res = yield _new(Stmt, (shape.insert, params))
-        except Exception as exc:
-            if not _duplicate_entry(exc):
-                raise
-            failure = exc
-        else:
-            if shape.returns:  # the row as stored, typed by the columns: the common case
-                rows = res.rows
-                if rows:
-                    return Inserted(rows[0]._mapping)  # type: ignore[attr-defined]
-            else:
-                made = _stamped(shape, row, res)
-                if made is not None:
-                    return made
+    if not shape.filled:
+        return params, values
+    params = dict(params)  # never the caller's own mapping
+    return params, fill(shape.filled, params, values, dialect)
+
+
+def first_answer(shape: InsertShape, row: Mapping[str, Any], res: Res) -> Inserted | None:
+    """Inserted, when the insert wrote the row; None when a row with the key was there."""
+    if shape.returns:  # the row as stored, typed by the columns: the common case
+        rows = res.rows
+        if rows:
+            return Inserted(rows[0]._mapping)  # type: ignore[attr-defined]
+        return None
+    return _stamped(shape, row, res)
+
+
+def insert_once(
+    shape: InsertShape, values: Mapping[str, Any], dialect: Any
+) -> Op[Inserted | Existing]:
+    """Inserted(row) or Existing(row), never a duplicate-key error: PostgreSQL and SQLite skip
+    the duplicate (ON CONFLICT DO NOTHING); on MySQL/MariaDB the plain INSERT's duplicate
+    error on this key is caught here (see statements.insert_shape)."""
+    params, row = insert_params(shape, values, dialect)
+    try:
+        sent = yield _new(Stmt, (shape.insert, params))
+    except Exception as exc:
+        if not duplicate_entry(exc):
+            raise
+        return (yield from after_insert(shape, values, params, row, exc))
+    made = first_answer(shape, row, sent)
+    if made is not None:
+        return made
+    return (yield from after_insert(shape, values, params, row, None))
+
+
+def after_insert(
+    shape: InsertShape,
+    values: Mapping[str, Any],
+    params: Mapping[str, Any],
+    row: Mapping[str, Any],
+    failure: BaseException | None,
+) -> Op[Inserted | Existing]:
+    """An insert_once whose insert wrote nothing (``failure``: MySQL's duplicate-key error it
+    raised): the existing row, read by the key. A runner that sent the first insert itself
+    (mideng.state.primitives, on the caller's open transaction) continues here."""
+    races = RACES  # counted down rather than a range(): no iterator to make
+    unexplained = False
+    while True:
         key_names = shape.key_names
         if key_names is None:  # the read takes the key's columns from the insert's parameters
             found = yield _new(Stmt, (shape.read, params))
@@ -86,11 +112,30 @@ def insert_once(shape: InsertShape, values: Mapping[str, Any], dialect: Any) -> 
             logs.duplicate_insert(shape.table, shape.unique, values)
             return Existing(_mapping(found.rows[0]))
         if failure is not None:
-            raise failure  # the duplicate was of another unique key: a real error
+            # MySQL's duplicate-key error does not say which key (its text names an index,
+            # not columns): no row under this one means another key clashed, or this row
+            # was deleted since. Once, that is taken for the deletion and the insert sent
+            # again; twice in a row, it is the other key, a real error.
+            if unexplained:
+                raise failure
+            unexplained = True
         # The conflicting row was deleted between the two statements: insert again.
-    raise RowKeptChangingError(
-        f"{shape.table} {shape.unique}: the conflicting row kept being deleted concurrently"
-    )
+        races -= 1
+        if not races:
+            raise RowKeptChangingError(
+                f"{shape.table} {shape.unique}: the conflicting row kept being deleted concurrently"
+            )
+        failure = None
+        try:
+            sent = yield _new(Stmt, (shape.insert, params))
+        except Exception as exc:
+            if not duplicate_entry(exc):
+                raise
+            failure = exc
+        else:
+            made = first_answer(shape, row, sent)
+            if made is not None:
+                return made
 
 
 def _mapping(row: Any) -> Mapping[str, Any]:

@@ -10,8 +10,8 @@ begins one, commits it when the primitive answers and rolls it back when it rais
 A plain Connection inside the caller's transaction is the case where the site has nothing to
 decide (nothing to begin, commit or roll back; the connection is the caller's own), so the
 operation is driven on it directly, without building one. Statements are sent as
-mideng.state.compiled says (``TableSql.driver`` or its typed clause), by ``_execute`` and
-``_aexecute``.
+mideng.state.compiled says (``TableSql.driver`` or its typed clause), by ``execute`` and
+``aexecute``.
 """
 
 from __future__ import annotations
@@ -42,14 +42,14 @@ def _pending(session: Any) -> bool:
     return bool(session.new or session.dirty or session.deleted)
 
 
-def _execute(connection: Any, stmt: Stmt) -> Res:
+def execute(connection: Any, stmt: Stmt) -> Res:
     sql: Any = stmt.sql  # a TableSql: every statement of mideng.state is one
     if sql.driver is None:
         return sql.answer(connection.execute(sql.typed, stmt.params))  # type: ignore[no-any-return]
     return sql.answer(connection.exec_driver_sql(sql.driver, sql.arguments(stmt.params)))  # type: ignore[no-any-return]
 
 
-async def _aexecute(connection: Any, stmt: Stmt) -> Res:
+async def aexecute(connection: Any, stmt: Stmt) -> Res:
     sql: Any = stmt.sql
     if sql.driver is None:
         return sql.answer(await connection.execute(sql.typed, stmt.params))  # type: ignore[no-any-return]
@@ -59,7 +59,7 @@ async def _aexecute(connection: Any, stmt: Stmt) -> Res:
 def run(conn: Any, make: Callable[[Any, Unpack[Ts]], Op[T]], *args: Unpack[Ts]) -> T:
     if type(conn) is Connection and conn.in_transaction():
         dialect = conn.dialect
-        return drive(make(dialect, *args), _execute, conn)
+        return drive(make(dialect, *args), execute, conn)
     site = Site(conn)
     if site.session and conn.autoflush and _pending(conn):
         conn.flush()  # as Session.execute does: the statement sees the ORM's pending rows
@@ -68,7 +68,7 @@ def run(conn: Any, make: Callable[[Any, Unpack[Ts]], Op[T]], *args: Unpack[Ts]) 
     connection = site.connection
     try:
         dialect = connection.dialect
-        answer = drive(make(dialect, *args), _execute, connection)
+        answer = drive(make(dialect, *args), execute, connection)
     except BaseException:
         try:
             site.rollback(whole=False)  # the site's own transaction; never the caller's
@@ -84,7 +84,7 @@ def run(conn: Any, make: Callable[[Any, Unpack[Ts]], Op[T]], *args: Unpack[Ts]) 
 _ASYNC_CONNECTION: Any = None
 
 
-def _async_connection() -> Any:
+def async_connection() -> Any:
     global _ASYNC_CONNECTION
     if _ASYNC_CONNECTION is None:
         from sqlalchemy.ext.asyncio import AsyncConnection
@@ -94,9 +94,9 @@ def _async_connection() -> Any:
 
 
 async def arun(conn: Any, make: Callable[[Any, Unpack[Ts]], Op[T]], *args: Unpack[Ts]) -> T:
-    if type(conn) is (_ASYNC_CONNECTION or _async_connection()) and conn.in_transaction():
+    if type(conn) is (_ASYNC_CONNECTION or async_connection()) and conn.in_transaction():
         dialect = conn.dialect
-        return await adrive(make(dialect, *args), _aexecute, conn)
+        return await adrive(make(dialect, *args), aexecute, conn)
     site = AsyncSite(conn)
     if site.session and conn.sync_session.autoflush and _pending(conn):
         await conn.flush()
@@ -105,7 +105,7 @@ async def arun(conn: Any, make: Callable[[Any, Unpack[Ts]], Op[T]], *args: Unpac
     connection = site.connection
     try:
         dialect = connection.dialect
-        answer = await adrive(make(dialect, *args), _aexecute, connection)
+        answer = await adrive(make(dialect, *args), aexecute, connection)
     except BaseException:
         try:
             await site.rollback(whole=False)
