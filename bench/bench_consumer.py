@@ -7,8 +7,11 @@ IdempotentConsumer dispatching the same messages; and one batch claim (and compl
 
 Every case consumes its own ``--messages`` fresh messages (each a new business key, so every
 one is claimed, run and completed) through the same read/ack loop; only what is done with a
-fetched batch differs. The dedup records live in Redis for mideng and idemkit alike. The
-handler is an ``async def`` that does nothing, so the figures are the consumer's own cost.
+fetched batch differs. One more Redis Streams row runs mideng's adapter itself
+(``redis_streams.consume``: its reads, its Messages, its acks and its checks for retries and
+takeovers between batches) on the same kind of stream. The dedup records live in Redis for
+mideng and idemkit alike. The handler is an ``async def`` that does nothing, so the figures
+are the consumer's own cost.
 Messages/s is the best of ``--repeats`` runs per case (the machine is shared; the best run is
 the one least disturbed).
 """
@@ -130,6 +133,49 @@ async def streams_run(client: Any, n: int, batch: int, process: Batch, prefix: s
         await client.delete(stream)
 
 
+async def adapter_run(client: Any, n: int, batch: int, prefix: str) -> float:
+    """mideng's own Redis Streams adapter end to end (its reads, its Messages, its acks) on
+    the same kind of stream: ``redis_streams.consume`` until every entry ran once."""
+    from mideng.messaging import redis_streams
+
+    stream, group = f"{prefix}:stream:{uuid.uuid4().hex[:8]}", "bench"
+    pipe = client.pipeline(transaction=False)
+    for _ in range(n):
+        pipe.xadd(stream, {"body": b'{"qty": 1}', IDEMPOTENCY_KEY: f"order:{uuid.uuid4().hex}"})
+    await pipe.execute()
+    await client.xgroup_create(stream, group, id="0")
+    store = RedisStore.from_url(REDIS, prefix=f"{prefix}:a{uuid.uuid4().hex[:6]}")
+    stop = asyncio.Event()
+    ran = 0
+
+    async def count(message: Message) -> None:
+        nonlocal ran
+        ran += 1
+        if ran == n:
+            stop.set()
+
+    consumer = IdempotentConsumer(Guard(store), "stock", count)
+    start = time.perf_counter()
+    try:
+        await redis_streams.consume(
+            consumer,
+            REDIS,
+            stream=stream,
+            group=group,
+            name="w1",
+            stop=stop,
+            batch=batch,
+        )
+        rate = n / (time.perf_counter() - start)
+        pending = await client.xpending(stream, group)
+        assert ran == n, (ran, n)
+        assert pending["pending"] == 0, pending
+        return rate
+    finally:
+        await store.aclose()
+        await client.delete(stream)
+
+
 # -- RabbitMQ ---------------------------------------------------------------------------------
 async def rabbit_run(connection: Any, n: int, batch: int, process: Batch) -> float:
     channel = await connection.channel()
@@ -213,6 +259,9 @@ async def main() -> None:
                 q = await rabbit_run(connection, args.messages, args.batch, make())
                 for broker, rate in (("Redis Streams", r), ("RabbitMQ", q)):
                     results[broker][name] = max(results[broker].get(name, 0.0), rate)
+            r = await adapter_run(client, args.messages, args.batch, prefix)
+            name = "mideng, redis_streams.consume"
+            results["Redis Streams"][name] = max(results["Redis Streams"].get(name, 0.0), r)
         redis_store = RedisStore.from_url(REDIS, prefix=f"{prefix}:claims")
         closers.append(redis_store.aclose)
         table_name = f"mideng_bench_{uuid.uuid4().hex[:8]}"
