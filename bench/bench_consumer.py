@@ -104,13 +104,19 @@ def strategies(prefix: str) -> tuple[dict[str, Callable[[], Batch]], list[Callab
 
 
 # -- Redis Streams ----------------------------------------------------------------------------
-async def streams_run(client: Any, n: int, batch: int, process: Batch, prefix: str) -> float:
+async def new_stream(client: Any, n: int, prefix: str) -> tuple[str, str]:
+    """A stream of ``n`` entries, each a new business key, and its group at id 0."""
     stream, group = f"{prefix}:stream:{uuid.uuid4().hex[:8]}", "bench"
     pipe = client.pipeline(transaction=False)
     for _ in range(n):
         pipe.xadd(stream, {"body": b'{"qty": 1}', IDEMPOTENCY_KEY: f"order:{uuid.uuid4().hex}"})
     await pipe.execute()
     await client.xgroup_create(stream, group, id="0")
+    return stream, group
+
+
+async def streams_run(client: Any, n: int, batch: int, process: Batch, prefix: str) -> float:
+    stream, group = await new_stream(client, n, prefix)
     done = 0
     start = time.perf_counter()
     try:
@@ -138,12 +144,7 @@ async def adapter_run(client: Any, n: int, batch: int, prefix: str) -> float:
     the same kind of stream: ``redis_streams.consume`` until every entry ran once."""
     from mideng.messaging import redis_streams
 
-    stream, group = f"{prefix}:stream:{uuid.uuid4().hex[:8]}", "bench"
-    pipe = client.pipeline(transaction=False)
-    for _ in range(n):
-        pipe.xadd(stream, {"body": b'{"qty": 1}', IDEMPOTENCY_KEY: f"order:{uuid.uuid4().hex}"})
-    await pipe.execute()
-    await client.xgroup_create(stream, group, id="0")
+    stream, group = await new_stream(client, n, prefix)
     store = RedisStore.from_url(REDIS, prefix=f"{prefix}:a{uuid.uuid4().hex[:6]}")
     stop = asyncio.Event()
     ran = 0
