@@ -9,11 +9,12 @@ Every case consumes its own ``--messages`` fresh messages (each a new business k
 one is claimed, run and completed) through the same read/ack loop; only what is done with a
 fetched batch differs. One more Redis Streams row runs mideng's adapter itself
 (``redis_streams.consume``: its reads, its Messages, its acks and its checks for retries and
-takeovers between batches) on the same kind of stream. The dedup records live in Redis for
-mideng and idemkit alike. The handler is an ``async def`` that does nothing, so the figures
-are the consumer's own cost.
-Messages/s is the best of ``--repeats`` runs per case (the machine is shared; the best run is
-the one least disturbed).
+takeovers between batches) on the same kind of stream, and another the floor's loop reading
+as that adapter reads (one compact reply a batch, mideng.messaging.redis_read), so that its
+dedup shows against both floors. The dedup records live in Redis for mideng and idemkit
+alike. The handler is an ``async def`` that does nothing, so the figures are the consumer's
+own cost. Messages/s is the best of ``--repeats`` runs per case (the machine is shared; the
+best run is the one least disturbed).
 """
 
 from __future__ import annotations
@@ -177,6 +178,29 @@ async def adapter_run(client: Any, n: int, batch: int, prefix: str) -> float:
         await client.delete(stream)
 
 
+async def compact_floor(client: Any, n: int, batch: int, prefix: str) -> float:
+    """The floor's loop reading as the adapter does (mideng.messaging.redis_read: one compact
+    reply a batch, its XACK carried by the next read): what a consume+ack loop without dedup
+    costs with that read, so the adapter's dedup can be read against it too."""
+    from mideng.messaging.redis_read import CompactReader
+
+    stream, group = await new_stream(client, n, prefix)
+    reader = CompactReader(client)
+    done, acks = 0, list[str]()
+    start = time.perf_counter()
+    try:
+        while done < n:
+            messages = await reader.read(stream, group, "w1", batch, acks)
+            for m in messages:
+                await nothing(m)
+            acks = [str(m.id) for m in messages]
+            done += len(messages)
+        await client.xack(stream, group, *acks)
+        return n / (time.perf_counter() - start)
+    finally:
+        await client.delete(stream)
+
+
 # -- RabbitMQ ---------------------------------------------------------------------------------
 async def rabbit_run(connection: Any, n: int, batch: int, process: Batch) -> float:
     channel = await connection.channel()
@@ -260,9 +284,12 @@ async def main() -> None:
                 q = await rabbit_run(connection, args.messages, args.batch, make())
                 for broker, rate in (("Redis Streams", r), ("RabbitMQ", q)):
                     results[broker][name] = max(results[broker].get(name, 0.0), rate)
-            r = await adapter_run(client, args.messages, args.batch, prefix)
-            name = "mideng, redis_streams.consume"
-            results["Redis Streams"][name] = max(results["Redis Streams"].get(name, 0.0), r)
+            for name, run in (
+                ("mideng, redis_streams.consume", adapter_run),
+                ("raw consume+ack, mideng's compact read (no dedup)", compact_floor),
+            ):
+                r = await run(client, args.messages, args.batch, prefix)
+                results["Redis Streams"][name] = max(results["Redis Streams"].get(name, 0.0), r)
         redis_store = RedisStore.from_url(REDIS, prefix=f"{prefix}:claims")
         closers.append(redis_store.aclose)
         table_name = f"mideng_bench_{uuid.uuid4().hex[:8]}"

@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aredis
 
 from mideng import Guard
-from mideng.messaging import IdempotentConsumer, Message, redis_streams
+from mideng.messaging import IdempotentConsumer, Message, redis_read, redis_streams
 from mideng.stores.memory import MemoryStore
 from tests.brokers import BrokerNames
 from tests.messaging.running import consume_until
@@ -142,21 +142,35 @@ def test_a_dead_members_entries_are_taken_over_once_idle(broker_names: BrokerNam
     assert sorted(m.headers["idempotency-key"] for m in seen) == ["order:0", "order:1", "order:2"]
 
 
+@pytest.mark.parametrize("path", ["compact read", "xreadgroup"])
 def test_a_failed_xack_loses_nothing_and_the_redelivery_is_not_run_again(
-    broker_names: BrokerNames, monkeypatch: pytest.MonkeyPatch
+    broker_names: BrokerNames, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
+    """The settled entries' XACK fails once: on the compact read that carries it, or (a client
+    that decodes replies, which reads with XREADGROUP) the XACK itself."""
     names = broker_names.redis_stream()
     seen: list[Message] = []
     consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", seen.append)
-    real = aredis.Redis.xack
     failures = [ConnectionError("connection reset by peer")]
+    if path == "compact read":
+        real_read = redis_read.CompactReader.read
 
-    async def flaky(self: Any, *args: Any) -> Any:
-        if failures:
-            raise failures.pop()
-        return await real(self, *args)
+        async def flaky_read(self: Any, *args: Any) -> Any:
+            if failures and args[-1]:  # only a read that carries acks
+                raise failures.pop()
+            return await real_read(self, *args)
 
-    monkeypatch.setattr(aredis.Redis, "xack", flaky)
+        monkeypatch.setattr(redis_read.CompactReader, "read", flaky_read)
+    else:
+        real = aredis.Redis.xack
+
+        async def flaky(self: Any, *args: Any) -> Any:
+            if failures:
+                raise failures.pop()
+            return await real(self, *args)
+
+        monkeypatch.setattr(aredis.Redis, "xack", flaky)
+    options: dict[str, Any] = {} if path == "compact read" else {"decode_responses": True}
 
     async def scenario() -> None:
         client: Any = aredis.from_url(REDIS_URL)
@@ -164,7 +178,13 @@ def test_a_failed_xack_loses_nothing_and_the_redelivery_is_not_run_again(
 
         def run(stop: asyncio.Event) -> Any:
             return redis_streams.consume(
-                consumer, REDIS_URL, stream=names.stream, group=names.group, name="w1", stop=stop
+                consumer,
+                REDIS_URL,
+                stream=names.stream,
+                group=names.group,
+                name="w1",
+                stop=stop,
+                **options,
             )
 
         async def drained() -> bool:
@@ -178,3 +198,4 @@ def test_a_failed_xack_loses_nothing_and_the_redelivery_is_not_run_again(
     asyncio.run(scenario())
     assert not failures
     assert len(seen) == 1
+    assert seen[0].body == b"x"

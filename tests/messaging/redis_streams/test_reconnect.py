@@ -2,7 +2,8 @@
 real (CLIENT KILL by its client name, no other client touched) while it blocks in XREADGROUP,
 after handlers ran and before the XACK, and in the middle of a dead letter; every message's
 effect happens once and nothing is left pending. A server that stays down is retried with a
-bounded backoff, and ``stop`` still ends the call while it waits.
+bounded backoff, and ``stop`` still ends the call while it waits; acks lost at stop leave
+their entries pending for the next run, which acks them unrun.
 
 redis-py retries a failed command itself (ten times over some seconds by default); these
 consumers are given ``retry=Retry(NoBackoff(), 0)`` so that each kill outlasts the client's
@@ -196,6 +197,46 @@ def test_a_connection_killed_in_the_middle_of_a_dead_letter_copies_it_once(
     assert runs == Counter(["order:1", "order:2"])
     assert outcomes(caplog, "connection_lost") == 1
     assert outcomes(caplog, "reconnected") == 1
+
+
+def test_acks_lost_at_stop_leave_the_entries_pending_for_the_next_run(
+    broker_names: BrokerNames, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A batch's XACK rides on the next read; at stop it is sent on its own, and here it
+    meets a killed connection: the call logs ``left_pending`` and returns, the batch stays
+    pending, and the next run under the same name acks it without running it again."""
+    runs: Counter[str] = Counter()
+    stop = asyncio.Event()
+
+    def handler(message: Message) -> None:
+        runs.update([message.headers[KEY]])
+        if len(runs) == 10:  # the batch's last: stop, and cut the connection the XACK needs
+            stop.set()
+            kill_named(run.client_name)
+
+    run = Run(broker_names, handler)
+
+    async def pending() -> int:
+        client: Any = aredis.from_url(REDIS_URL)
+        try:
+            return int((await client.xpending(run.names.stream, run.names.group))["pending"])
+        finally:
+            await client.aclose()
+
+    async def scenario() -> tuple[int, int]:
+        await run.publish([f"order:{n}" for n in range(10)])
+        await asyncio.wait_for(run.consume(stop, batch=10, block=0.2), 15)
+        left = await pending()
+        await consume_until(lambda s: run.consume(s, batch=10, block=0.2), run.drained)
+        return left, await pending()
+
+    with caplog.at_level(logging.WARNING):
+        left, after = asyncio.run(scenario())
+    assert left == 10
+    assert outcomes(caplog, "left_pending") == 1
+    assert after == 0
+    assert runs == Counter(f"order:{n}" for n in range(10))  # each once, the rerun included
+    assert outcomes(caplog, "replay") >= 10
 
 
 def closed_port() -> int:

@@ -78,6 +78,7 @@ from mideng.observability.logs.messaging import (
     rabbitmq_connection_lost,
     rabbitmq_reconnected,
     redis_stream_connection_lost,
+    redis_stream_left_pending,
     redis_stream_reconnected,
 )
 from mideng.observability.logs.outbox import (
@@ -141,6 +142,7 @@ __all__ = [
     "redis_copy_kept",
     "redis_down",
     "redis_stream_connection_lost",
+    "redis_stream_left_pending",
     "redis_stream_reconnected",
     "relay_batch_failed",
     "response_unguarded",

@@ -304,3 +304,16 @@ def consumer_turn_missed(scope: str, key: str) -> None:
         key,
         extra=fields(scope, key, "lease_lost"),
     )
+
+
+def redis_stream_left_pending(stream: str, name: str, count: int, exc: BaseException) -> None:
+    """At stop, the XACK of the last settled entries met a lost connection: they stay in this
+    member's pending list, and its next run (or a takeover once idle) acks them unrun."""
+    messaging_log.warning(
+        "member %r on stream %r stopped with %d settled entries unacked (%r): left pending",
+        name,
+        stream,
+        count,
+        exc,
+        extra=fields(outcome="left_pending"),
+    )
