@@ -17,6 +17,19 @@ from tests.messaging.running import consume_until
 from tests.services import REDIS_URL
 
 
+def consuming(consumer: Any, names: Any, stop: asyncio.Event, **options: Any) -> Any:
+    """``redis_streams.consume`` as member w1 of the test's stream and group."""
+    return redis_streams.consume(
+        consumer,
+        REDIS_URL,
+        stream=names.stream,
+        group=names.group,
+        name="w1",
+        stop=stop,
+        **options,
+    )
+
+
 async def pending(client: Any, stream: str, group: str) -> int:
     return int((await client.xpending(stream, group))["pending"])
 
@@ -124,18 +137,7 @@ def test_a_dead_members_entries_are_taken_over_once_idle(broker_names: BrokerNam
         async def done() -> bool:
             return len(seen) == 3 and not await pending(client, names.stream, names.group)
 
-        await consume_until(
-            lambda stop: redis_streams.consume(
-                consumer,
-                REDIS_URL,
-                stream=names.stream,
-                group=names.group,
-                name="w1",
-                stop=stop,
-                claim_idle=0.3,
-            ),
-            done,
-        )
+        await consume_until(lambda stop: consuming(consumer, names, stop, claim_idle=0.3), done)
         await client.aclose()
 
     asyncio.run(scenario())
@@ -177,15 +179,7 @@ def test_a_failed_xack_loses_nothing_and_the_redelivery_is_not_run_again(
         await client.xadd(names.stream, {"body": b"x", "idempotency-key": "order:1"})
 
         def run(stop: asyncio.Event) -> Any:
-            return redis_streams.consume(
-                consumer,
-                REDIS_URL,
-                stream=names.stream,
-                group=names.group,
-                name="w1",
-                stop=stop,
-                **options,
-            )
+            return consuming(consumer, names, stop, **options)
 
         async def drained() -> bool:
             return len(seen) == 1 and not await pending(client, names.stream, names.group)
