@@ -164,3 +164,21 @@ def test_a_row_deleted_before_its_read_back_is_inserted_again(
     assert isinstance(got, Inserted)
     assert got.row["amount"] == 7
     assert db.rows(orders, order_no=key) == [dict(got.row)]
+
+
+def test_a_clash_on_another_key_in_the_callers_transaction_is_raised(db: Db, side: Side) -> None:
+    """Inside the caller's open transaction too, reusing another row's primary key is the
+    database's error (the insert is the caller's own statement, so their transaction decides
+    what happens next), never an Existing; rolled back, nothing of it is stored."""
+    orders, key = db.tables["orders"], new_key()
+    conn = side.connect()
+    first = side.insert_once(conn, orders, {"order_no": key, "amount": 1}, unique="order_no")
+    other = new_key()
+    side.begin(conn)
+    with pytest.raises(IntegrityError):
+        side.insert_once(
+            conn, orders, {"id": first.row["id"], "order_no": other, "amount": 1}, unique="order_no"
+        )
+    side.rollback(conn)
+    side.release(conn)
+    assert db.rows(orders, order_no=other) == []

@@ -112,9 +112,7 @@ def insert_once(conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
     # always sent as its typed clause (mideng.state.compiled), so its rows are read here
     # as ops.first_answer would read them, without the Res a runner's execute builds.
     dialect = conn.dialect
-    served, shape = plan.last  # as _shape, without the call
-    if shape is None or served() is not dialect:
-        shape = plan.shape(dialect)
+    shape = _shape(plan, dialect)
     params, row = insert_params(shape, values, dialect)
     sql = shape.insert
     try:
@@ -139,7 +137,7 @@ async def ainsert_once(
     plan = _planned(table, values, unique)
     if type(conn) is not async_connection() or not conn.in_transaction():
         return await arun(conn, _insert, plan, values)
-    dialect = conn.dialect  # as insert_once
+    dialect = conn.dialect
     shape = _shape(plan, dialect)
     params, row = insert_params(shape, values, dialect)
     sql = shape.insert
@@ -159,6 +157,7 @@ async def ainsert_once(
     return await adrive(after_insert(shape, values, params, row, None), aexecute, conn)
 
 
+# -- decrement -----------------------------------------------------------------------------
 def _decrement(
     table: Any, where: Mapping[str, Any], column: str, amount: Any
 ) -> Make[DecrementAnswer]:
