@@ -62,7 +62,9 @@ class StopsAfterCommit:
 
     def __init__(self, inner: IdempotentConsumer, key: str, marker: Path) -> None:
         self.inner, self.key, self.marker = inner, key, marker
-        self.policy = inner.policy  # what an adapter reads of it (the lease)
+        # What an adapter reads of it: the lease; whether it is transactional (Redis Streams
+        # decides one batch at a time then).
+        self.policy, self.engine = inner.policy, inner.engine
 
     async def _park_if(self, message: Message) -> None:
         if message.headers.get(IDEMPOTENCY_KEY) == self.key:

@@ -48,6 +48,7 @@ from mideng.messaging.message import Message
 from mideng.messaging.outcome import RetryRules, after_failure, standing
 from mideng.messaging.transactional import check as check_transactional
 from mideng.messaging.transactional import handle as handle_in_transaction
+from mideng.messaging.turns import handlers_done, run_handler
 from mideng.messaging.unwritten import Unwritten, kept, write_kept
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs, watch
@@ -262,6 +263,7 @@ class IdempotentConsumer:
                         out[i], completion = await self._run(messages[i], call, claim, held, n)
                 if completion is not None:
                     ran.append((i, call, completion))
+            handlers_done()
             try:
                 answers = await complete_all(store, [c for _, _, c in ran])
             except Exception as exc:  # as in _handle: what ran is kept, never run again
@@ -315,10 +317,7 @@ class IdempotentConsumer:
                 logs.consumer_turn_missed(call.scope, call.key)
                 return Retry(self.rules.retry_delay, "lease not held at the handler's turn"), None
         try:
-            if self.coroutine:
-                await self.handler(message)
-            elif inspect.isawaitable(done := await asyncio.to_thread(self.handler, message)):
-                await done  # a def that hands back a coroutine (a lambda over an async def)
+            await run_handler(self.handler, self.coroutine, message)
         except Exception as exc:
             stop()
             return await self._failed(call, ticket, claim.record.attempts, exc), None

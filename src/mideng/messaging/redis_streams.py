@@ -4,16 +4,24 @@
                                 group="stock", name="worker-1", stop=stop)
 
 Entries are read with XREADGROUP and acked with XACK only after the consumer decided (after
-the commit, in the transactional mode); duplicates are acked too. The group is created at id 0
-(so entries added before the first consumer started are read) unless it exists. An entry's
-``body`` field is the message body and every other field a header; ``Message.id`` is the entry
-id and ``attempt`` the group's delivery count when the entry was taken over or retried.
+the commit, in the transactional mode); duplicates are acked too. A batch of new entries is
+decided while the next one is read and decided: its claims and completions wait on the store,
+and the next batch's Python fills those waits, so up to two batches (``2 * batch`` entries)
+are in hand at once, each acked only after it was decided; their handlers still run one at a
+time, in the order the entries were read (mideng.messaging.turns), and a transactional
+consumer decides one batch at a time. A
+copy of a key in the batch beside it finds that key in flight and is retried after
+``in_flight_delay``. The group is
+created at id 0 (so entries added before the first consumer started are read) unless it
+exists. An entry's ``body`` field is the message body and every other field a header;
+``Message.id`` is the entry id and ``attempt`` the group's delivery count when the entry was
+taken over or retried.
 
 Entries left pending by a member that died are taken over with XAUTOCLAIM once idle for
 ``claim_idle`` seconds (the consumer's lease unless given); this member's own pending entries,
 left by an earlier run under the same name, are read first. A Retry keeps the entry pending and
 claims it again after the delay; a DeadLetter adds it to ``dead_stream`` (``<stream>:dead``),
-with its reason, and acks it in one MULTI. When ``stop`` is set the batch in hand is finished
+with its reason, and acks it in one MULTI. When ``stop`` is set the batches in hand are finished
 and the call returns; scheduled retries stay pending, for this name's next run or a takeover.
 
 A dropped connection (once redis-py's own retries are spent) does not end the call: it is
@@ -26,6 +34,8 @@ finished one is acked without running again).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import heapq
 import time
 from collections.abc import Sequence
@@ -36,6 +46,7 @@ from mideng.messaging.consumer import IdempotentConsumer
 from mideng.messaging.message import Message
 from mideng.messaging.reconnect import Backoff
 from mideng.messaging.redis_read import CompactReader
+from mideng.messaging.turns import TURN, Turn, handlers_done
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
 
@@ -97,21 +108,77 @@ class _Member:
         # Settled entries whose XACK rides on the next compact read (one round trip fewer a
         # batch); sent on their own before any other read, and at stop.
         self.unacked: list[str] = []
+        # The batch read last, being decided while the next is read: a batch's claims and
+        # completions wait on the store, and the next batch's reading and the consumer's own
+        # Python for it fill that wait. Settled by the next step.
+        self.deciding: tuple[list[Message], asyncio.Future[list[Verdict]]] | None = None
+        self.turn: Turn | None = None  # the last batch's place in the handlers' line
 
     async def step(self, block: float) -> None:
-        """One look for work and its settling: the group first, after a start or a reconnect."""
-        if not self.ready:
-            await self.create_group()
-            self.ready = True
-        messages = await self.due_retries()
-        if not messages:
-            messages = await self.own_pending()
-        if not messages:
-            messages = await self.takeovers()
-        if not messages:
-            messages = await self.fresh(self.wait_for(block))
-        if messages:
+        """One look for work and its settling: the group first, after a start or a reconnect.
+
+        New entries are read while the batch before them is still being decided (see
+        ``deciding``); anything else (a due retry, this name's own pending entries, a
+        takeover, the group's creation) waits until that batch is settled."""
+        if not self.ready or self._looks_around():
+            await self.settle_deciding()
+            if not self.ready:
+                await self.create_group()
+                self.ready = True
+            messages = await self.due_retries()
+            if not messages:
+                messages = await self.own_pending()
+            if not messages:
+                messages = await self.takeovers()
+            if messages:
+                await self.settle(messages, await _decide(self.consumer, messages))
+                return
+        ahead = self.deciding is not None
+        messages = await self.fresh(self.wait_for(block), wait=not ahead)
+        previous, self.deciding = self.deciding, None
+        if messages and self.consumer.engine is not None:
+            # Transactional: each message is its own transaction, claim to commit, and two
+            # batches at once would be two writers (one file's lock, on SQLite); one at a time.
             await self.settle(messages, await _decide(self.consumer, messages))
+        elif messages:
+            self.turn = turn = Turn(self.turn)
+            context = contextvars.copy_context()
+            context.run(TURN.set, turn)
+            task = context.run(asyncio.ensure_future, _decide_in_turn(self.consumer, messages))
+            self.deciding = (messages, task)
+        if previous is not None:
+            await self.settle(previous[0], await previous[1])
+
+    def _looks_around(self) -> bool:
+        """Whether this step has more to do than read new entries."""
+        return (
+            self.pending_from is not None
+            or (bool(self.retries) and self.retries[0][0] <= time.monotonic())
+            or time.monotonic() >= self.next_takeover
+        )
+
+    async def settle_deciding(self) -> None:
+        """Wait for the batch being decided and settle it."""
+        if self.deciding is not None:
+            messages, task = self.deciding
+            self.deciding = None
+            await self.settle(messages, await task)
+
+    async def abandon_deciding(self) -> None:
+        """After a lost connection: let the batch being decided finish (its handlers run to
+        the end and its records are written), keep its retries' schedule, and leave its
+        entries pending, for this name's reread to answer from their records."""
+        if self.deciding is not None:
+            messages, task = self.deciding
+            self.deciding = None
+            for message, verdict in zip(messages, await task, strict=True):
+                if isinstance(verdict, Retry):
+                    self.schedule(message, verdict)
+
+    def cancel_deciding(self) -> None:
+        if self.deciding is not None:
+            self.deciding[1].cancel()
+            self.deciding = None
 
     def connection_lost(self) -> None:
         """Whatever was read and not acked is still in this name's pending list: read it all
@@ -186,16 +253,22 @@ class _Member:
             await self.client.xack(self.stream, self.group, *gone)
         return [message_of(i, f) for i, f in answer[1] if f and _text(i) not in self.scheduled]
 
-    async def fresh(self, block: float) -> list[Message]:
+    async def fresh(self, block: float, wait: bool = True) -> list[Message]:
         """New entries: in one compact reply while there are some (mideng.messaging.redis_read),
-        else waiting up to ``block`` in XREADGROUP for the next."""
+        else waiting up to ``block`` in XREADGROUP for the next (unless not to ``wait``: a
+        batch being decided is settled first)."""
         if self.compact is not None:
             acks, self.unacked = self.unacked, []
             messages = await self.compact.read(self.stream, self.group, self.name, self.batch, acks)
-            if messages:
+            if messages or not wait:
                 return messages
         else:
             await self.flush()
+            if not wait:
+                found = await self.client.xreadgroup(
+                    self.group, self.name, {self.stream: ">"}, count=self.batch
+                )
+                return self._messages(found, attempt=1)
         found = await self.client.xreadgroup(
             self.group,
             self.name,
@@ -212,12 +285,16 @@ class _Member:
             if isinstance(verdict, Ack):
                 acks.append(message.id)
             elif isinstance(verdict, Retry):
-                if message.id not in self.scheduled:
-                    self.scheduled.add(message.id)
-                    heapq.heappush(self.retries, (time.monotonic() + verdict.delay, message.id))
+                self.schedule(message, verdict)
             else:
                 await self.dead_letter(message, verdict)
         self.unacked.extend(acks)  # acked by the next read (see fresh) or flush
+
+    def schedule(self, message: Message, verdict: Retry) -> None:
+        assert message.id is not None
+        if message.id not in self.scheduled:
+            self.scheduled.add(message.id)
+            heapq.heappush(self.retries, (time.monotonic() + verdict.delay, message.id))
 
     async def flush(self) -> None:
         """XACK the settled entries still waiting for a read to carry them."""
@@ -280,6 +357,7 @@ async def consume(
                 await member.step(block)
             except lost as exc:
                 # The pool drops the broken connection and the next command opens a new one.
+                await member.abandon_deciding()
                 member.connection_lost()
                 delay = backoff.failed()
                 logs.redis_stream_connection_lost(stream, name, backoff.failures, delay, exc)
@@ -287,12 +365,17 @@ async def consume(
                 continue
             if failures := backoff.reset():
                 logs.redis_stream_reconnected(stream, name, failures)
+        # A batch still being decided is finished; if its dead letters meet a lost
+        # connection, its entries stay pending and the next run answers them unrun.
+        with contextlib.suppress(*lost):
+            await member.settle_deciding()
         settled = len(member.unacked)
         try:
             await member.flush()
         except lost as exc:  # still pending: this name's next run acks them unrun
             logs.redis_stream_left_pending(stream, name, settled, exc)
     finally:
+        member.cancel_deciding()
         await client.aclose()
 
 
@@ -302,6 +385,17 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
     from redis import exceptions
 
     return (exceptions.ConnectionError, exceptions.TimeoutError, ConnectionError, TimeoutError)
+
+
+async def _decide_in_turn(
+    consumer: IdempotentConsumer, messages: Sequence[Message]
+) -> list[Verdict]:
+    """A batch decided beside the next: its handlers in its turn (mideng.messaging.turns),
+    the next batch's free to start once it is decided, whatever happened."""
+    try:
+        return await _decide(consumer, messages)
+    finally:
+        handlers_done()
 
 
 async def _decide(consumer: IdempotentConsumer, messages: Sequence[Message]) -> list[Verdict]:

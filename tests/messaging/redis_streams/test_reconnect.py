@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +31,7 @@ from mideng.messaging import IdempotentConsumer, Message, redis_streams
 from mideng.messaging.reconnect import Backoff
 from mideng.stores.memory import MemoryStore
 from tests.brokers import BrokerNames, token
+from tests.messaging.redis_streams.held import HeldStore
 from tests.messaging.running import consume_until
 from tests.services import REDIS_URL
 
@@ -57,10 +59,13 @@ def outcomes(caplog: pytest.LogCaptureFixture, outcome: str) -> int:
 class Run:
     """A consumer on a fresh stream whose connection is called ``client_name``."""
 
-    def __init__(self, names: BrokerNames, handler: Any, **consumer: Any) -> None:
+    def __init__(
+        self, names: BrokerNames, handler: Any, store: Any = None, **consumer: Any
+    ) -> None:
         self.names = names.redis_stream("reconnect")
         self.client_name = f"mideng-test-{token()[:10]}"
-        self.consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", handler, **consumer)
+        self.store = store if store is not None else MemoryStore()
+        self.consumer = IdempotentConsumer(Guard(self.store), "stock", handler, **consumer)
 
     def consume(self, stop: asyncio.Event, **options: Any) -> Any:
         return redis_streams.consume(
@@ -142,8 +147,11 @@ def test_a_connection_killed_after_the_handlers_and_before_the_xack_loses_and_re
 
     def handler(message: Message) -> None:
         runs.update([message.headers[KEY]])
-        if sum(kills) < 3:  # cut the connection the XACK will need, in three batches
-            kills.append(kill_named(run.client_name))
+        # Cut the connection the XACK will need, three times. A kill lands only on a live
+        # connection: between a kill and the reconnect, the handlers of the batch in hand (and
+        # of the batch decided beside it) find none, so only kills that landed are counted.
+        if len(kills) < 3 and (killed := kill_named(run.client_name)):
+            kills.append(killed)
 
     run = Run(broker_names, handler)
 
@@ -153,17 +161,66 @@ def test_a_connection_killed_after_the_handlers_and_before_the_xack_loses_and_re
         async def done() -> bool:
             return len(runs) == 15 and await run.drained()
 
-        await consume_until(lambda stop: run.consume(stop, batch=4, block=0.2), done)
+        await consume_until(lambda stop: run.consume(stop, batch=2, block=0.2), done)
 
     with caplog.at_level(logging.WARNING):
         asyncio.run(scenario())
-    assert sum(kills) == 3
+    assert len(kills) == 3
     assert runs == Counter(f"order:{n}" for n in range(15))
     assert outcomes(caplog, "connection_lost") >= 3
     assert outcomes(caplog, "reconnected") >= 1
     # The entries whose XACK was lost were read again and acked without running (the five
     # keys published twice add five more of these).
     assert outcomes(caplog, "replay") >= 3 + 5
+
+
+def test_a_connection_killed_while_a_batch_is_decided_loses_and_reruns_nothing(
+    broker_names: BrokerNames, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a and b are one batch, its completion held back; c and d, the next, are read and run
+    # meanwhile, and c cuts the connection, so the read after them fails while c and d are
+    # still in hand. Both batches still finish; their entries stay pending and the reread
+    # acks them unrun, except d, whose first run failed: it waits out its retry delay.
+    ran: dict[str, list[float]] = {}
+    kills: list[int] = []
+    store = HeldStore()
+
+    async def handler(message: Message) -> None:
+        key = message.headers[KEY]
+        ran.setdefault(key, []).append(time.monotonic())
+        if key == "d" and len(ran[key]) == 1:
+            raise RuntimeError("the first try fails")
+        if key == "c" and not kills:
+            kills.append(await asyncio.to_thread(kill_named, run.client_name))
+            store.go.set()
+
+    run = Run(broker_names, handler, store=store, retry_delay=1.0)
+
+    async def scenario() -> None:
+        await run.publish(["a", "b", "c", "d", "e"])
+
+        async def done() -> bool:
+            return len(ran.get("d", [])) == 2 and len(ran) == 5 and await run.drained()
+
+        await consume_until(lambda stop: run.consume(stop, batch=2, block=0.2), done)
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(scenario())
+    assert not store.starved
+    assert kills == [1]
+    assert outcomes(caplog, "connection_lost") >= 1
+    assert {key: len(times) for key, times in ran.items()} == {
+        "a": 1,
+        "b": 1,
+        "c": 1,
+        "d": 2,
+        "e": 1,
+    }
+    assert ran["d"][1] - ran["d"][0] >= 1.0
+    # d's retry kept its schedule through the loss: the reread left it alone rather than
+    # claiming it again early and finding it held.
+    assert outcomes(caplog, "in_progress") == 0
+    assert outcomes(caplog, "replay") >= 3  # a, b and c read again and acked unrun
 
 
 def test_a_connection_killed_in_the_middle_of_a_dead_letter_copies_it_once(
