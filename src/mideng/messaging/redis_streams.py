@@ -9,13 +9,11 @@ decided while the next one is read and decided: its claims and completions wait 
 and the next batch's Python fills those waits, so up to two batches (``2 * batch`` entries)
 are in hand at once, each acked only after it was decided; their handlers still run one at a
 time, in the order the entries were read (mideng.messaging.turns), and a transactional
-consumer decides one batch at a time. A
-copy of a key in the batch beside it finds that key in flight and is retried after
-``in_flight_delay``. The group is
-created at id 0 (so entries added before the first consumer started are read) unless it
-exists. An entry's ``body`` field is the message body and every other field a header;
-``Message.id`` is the entry id and ``attempt`` the group's delivery count when the entry was
-taken over or retried.
+consumer decides one batch at a time. A copy of a key in the batch beside it finds that key
+in flight and is retried after ``in_flight_delay``. The group is created at id 0 (so entries
+added before the first consumer started are read) unless it exists. An entry's ``body`` field
+is the message body and every other field a header; ``Message.id`` is the entry id and
+``attempt`` the group's delivery count when the entry was taken over or retried.
 
 Entries left pending by a member that died are taken over with XAUTOCLAIM once idle for
 ``claim_idle`` seconds (the consumer's lease unless given); this member's own pending entries,
@@ -133,9 +131,9 @@ class _Member:
             if messages:
                 await self.settle(messages, await _decide(self.consumer, messages))
                 return
-        ahead = self.deciding is not None
-        messages = await self.fresh(self.wait_for(block), wait=not ahead)
-        previous, self.deciding = self.deciding, None
+        # Taken only after the read: a read that fails leaves it for abandon_deciding.
+        messages = await self.fresh(self.wait_for(block), wait=self.deciding is None)
+        previous = self._taken()
         if messages and self.consumer.engine is not None:
             # Transactional: each message is its own transaction, claim to commit, and two
             # batches at once would be two writers (one file's lock, on SQLite); one at a time.
@@ -157,28 +155,28 @@ class _Member:
             or time.monotonic() >= self.next_takeover
         )
 
+    def _taken(self) -> tuple[list[Message], asyncio.Future[list[Verdict]]] | None:
+        taken, self.deciding = self.deciding, None
+        return taken
+
     async def settle_deciding(self) -> None:
         """Wait for the batch being decided and settle it."""
-        if self.deciding is not None:
-            messages, task = self.deciding
-            self.deciding = None
-            await self.settle(messages, await task)
+        if (taken := self._taken()) is not None:
+            await self.settle(taken[0], await taken[1])
 
     async def abandon_deciding(self) -> None:
         """After a lost connection: let the batch being decided finish (its handlers run to
         the end and its records are written), keep its retries' schedule, and leave its
         entries pending, for this name's reread to answer from their records."""
-        if self.deciding is not None:
-            messages, task = self.deciding
-            self.deciding = None
+        if (taken := self._taken()) is not None:
+            messages, task = taken
             for message, verdict in zip(messages, await task, strict=True):
                 if isinstance(verdict, Retry):
                     self.schedule(message, verdict)
 
     def cancel_deciding(self) -> None:
-        if self.deciding is not None:
-            self.deciding[1].cancel()
-            self.deciding = None
+        if (taken := self._taken()) is not None:
+            taken[1].cancel()
 
     def connection_lost(self) -> None:
         """Whatever was read and not acked is still in this name's pending list: read it all
@@ -264,17 +262,12 @@ class _Member:
                 return messages
         else:
             await self.flush()
-            if not wait:
-                found = await self.client.xreadgroup(
-                    self.group, self.name, {self.stream: ">"}, count=self.batch
-                )
-                return self._messages(found, attempt=1)
         found = await self.client.xreadgroup(
             self.group,
             self.name,
             {self.stream: ">"},
             count=self.batch,
-            block=max(int(block * 1000), 1),
+            block=max(int(block * 1000), 1) if wait else None,
         )
         return self._messages(found, attempt=1)
 
