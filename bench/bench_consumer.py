@@ -12,16 +12,20 @@ fetched batch differs. One more Redis Streams row runs mideng's adapter itself
 takeovers between batches, one batch decided while the next is read and decided) on the same
 kind of stream; two more run the floor's loop as that adapter runs: with the next batch read
 while one is processed, and reading as the adapter reads (one compact reply a batch,
-mideng.messaging.redis_read), so that its dedup shows against each floor. The dedup records
-live in Redis for mideng and idemkit alike. The handler is an ``async def`` that does
-nothing, so the figures are the consumer's own cost. Messages/s is the best of ``--repeats``
-runs per case (the machine is shared; the best run is the one least disturbed).
+mideng.messaging.redis_read), so that its dedup shows against each floor. On RabbitMQ, one
+more row runs mideng's adapter (``rabbitmq.consume``, with a prefetch of ``--batch``: a
+batch is what has been delivered, acked with one ``multiple`` ack), and one more the floor's
+loop acking each batch that way. The dedup records live in Redis for mideng and idemkit
+alike. The handler is an ``async def`` that does nothing, so the figures are the consumer's
+own cost. Messages/s is the best of ``--repeats`` runs per case (the machine is shared; the
+best run is the one least disturbed).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import platform
 import statistics
@@ -236,13 +240,26 @@ async def compact_floor(client: Any, n: int, batch: int, prefix: str) -> float:
 
 
 # -- RabbitMQ ---------------------------------------------------------------------------------
-async def rabbit_run(connection: Any, n: int, batch: int, process: Batch) -> float:
+async def rabbit_queue(
+    connection: Any, n: int, prefetch: int, auto_delete: bool = True
+) -> tuple[Any, Any]:
+    """A channel with ``prefetch`` and a fresh queue holding ``n`` messages, each a new key."""
     channel = await connection.channel()
-    await channel.set_qos(prefetch_count=batch)
-    queue = await channel.declare_queue(f"mideng-bench-{uuid.uuid4().hex[:8]}", auto_delete=True)
+    await channel.set_qos(prefetch_count=prefetch)
+    name = f"mideng-bench-{uuid.uuid4().hex[:8]}"
+    queue = await channel.declare_queue(name, auto_delete=auto_delete)
     for _ in range(n):
         body = aio_pika.Message(b'{"qty": 1}', headers={IDEMPOTENCY_KEY: f"o:{uuid.uuid4().hex}"})
         await channel.default_exchange.publish(body, routing_key=queue.name)
+    return channel, queue
+
+
+async def rabbit_run(
+    connection: Any, n: int, batch: int, process: Batch, multiple: bool = False
+) -> float:
+    """The bench's own loop: a batch is what the prefetch window has delivered, up to
+    ``batch``; each message acked on its own, or the batch with one ``multiple`` ack."""
+    channel, queue = await rabbit_queue(connection, n, batch)
     inbox: asyncio.Queue[Any] = asyncio.Queue()
     done = 0
     start = time.perf_counter()
@@ -256,14 +273,60 @@ async def rabbit_run(connection: Any, n: int, batch: int, process: Batch) -> flo
             for m in got
         ]
         await process(messages)
-        for m in got:
-            await m.ack()
+        if multiple:
+            await got[-1].ack(multiple=True)
+        else:
+            for m in got:
+                await m.ack()
         done += len(got)
     rate = n / (time.perf_counter() - start)
     await queue.cancel(tag)
     await queue.delete()
     await channel.close()
     return rate
+
+
+async def rabbit_multiple_floor(connection: Any, n: int, batch: int, prefix: str) -> float:
+    """The floor's loop acking each batch with one ``multiple`` ack, as the adapter does."""
+
+    async def floor(messages: Sequence[Message]) -> None:
+        for m in messages:
+            await nothing(m)
+
+    return await rabbit_run(connection, n, batch, floor, multiple=True)
+
+
+async def rabbit_adapter_run(connection: Any, n: int, batch: int, prefix: str) -> float:
+    """mideng's own RabbitMQ adapter end to end (its Messages, its batches, its acks) with
+    a prefetch of ``batch``: ``rabbitmq.consume`` until every message ran once."""
+    from mideng.messaging import rabbitmq
+
+    # Not auto-deleted: the adapter's consumer going away must leave it to be checked empty.
+    channel, queue = await rabbit_queue(connection, n, batch, auto_delete=False)
+    store = RedisStore.from_url(REDIS, prefix=f"{prefix}:q{uuid.uuid4().hex[:6]}")
+    stop = asyncio.Event()
+    ran = 0
+
+    async def count(message: Message) -> None:
+        nonlocal ran
+        ran += 1
+        if ran == n:
+            stop.set()
+
+    consumer = IdempotentConsumer(Guard(store), "stock", count)
+    start = time.perf_counter()
+    try:
+        await rabbitmq.consume(consumer, AMQP, queue=queue.name, stop=stop, prefetch=batch)
+        rate = n / (time.perf_counter() - start)
+        assert ran == n, (ran, n)
+        left = await channel.declare_queue(queue.name, passive=True)
+        assert not left.declaration_result.message_count, left.declaration_result
+        return rate
+    finally:
+        await store.aclose()
+        with contextlib.suppress(Exception):
+            await queue.delete()
+        await channel.close()
 
 
 # -- one batch claim against single claims ----------------------------------------------------
@@ -325,6 +388,12 @@ async def main() -> None:
             ):
                 r = await run(client, args.messages, args.batch, prefix)
                 results["Redis Streams"][name] = max(results["Redis Streams"].get(name, 0.0), r)
+            for name, rabbit in (
+                ("mideng, rabbitmq.consume", rabbit_adapter_run),
+                ("raw consume, one multiple ack a batch (no dedup)", rabbit_multiple_floor),
+            ):
+                q = await rabbit(connection, args.messages, args.batch, prefix)
+                results["RabbitMQ"][name] = max(results["RabbitMQ"].get(name, 0.0), q)
         redis_store = RedisStore.from_url(REDIS, prefix=f"{prefix}:claims")
         closers.append(redis_store.aclose)
         table_name = f"mideng_bench_{uuid.uuid4().hex[:8]}"

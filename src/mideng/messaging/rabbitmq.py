@@ -4,8 +4,9 @@
 
 The queue is used as it is if it exists (its arguments, such as a dead-letter exchange, are
 the operator's); otherwise it is declared durable. ``prefetch`` messages are in flight at
-most; when more than one is waiting they are decided as one batch (one claim round trip). An
-Ack acks; a Retry holds the message for its delay, then rejects it with requeue (RabbitMQ has
+most; when more than one is waiting they are decided as one batch (one claim round trip), and
+the batch's acks go out as one ``basic.ack`` with ``multiple`` set unless a Retry still holds a
+delivery below them (see ``_Settler``). An Ack acks; a Retry holds the message for its delay, then rejects it with requeue (RabbitMQ has
 no delayed requeue of its own), so it is redelivered; a DeadLetter either publishes the message
 to ``dead_letter_queue`` (declared durable, the reason in the ``x-dead-reason`` header) and acks
 it, or, without one, rejects it without requeue, which routes it to the queue's dead-letter
@@ -76,35 +77,67 @@ async def _queue(connection: Any, name: str) -> tuple[Any, Any]:
 
 
 class _Settler:
-    """Carries out verdicts on one channel; a Retry's delayed requeue is a timer it owns."""
+    """Carries out verdicts on one channel; a Retry's delayed requeue is a timer it owns.
+
+    A batch's acks go out as one ``basic.ack`` with ``multiple`` set where that is exact: it
+    acks every unacked delivery of the channel up to its tag, and the only unacked deliveries
+    below a batch's tags are ones a Retry holds for its delay (batches are settled in
+    delivery order, and those still in the inbox came later). So the acks below the lowest
+    held tag are one frame; any above it are acked one by one. A held tag stays held until
+    its requeue has been sent, not only until its timer fired."""
 
     def __init__(self, channel: Any, dead_letter_queue: str | None) -> None:
         self.channel = channel
         self.dead_letter_queue = dead_letter_queue
         self.waiting: dict[int, tuple[asyncio.TimerHandle, Any]] = {}
+        self.held: set[int] = set()  # delivery tags a Retry keeps unacked, until requeued
         self.requeues: set[asyncio.Task[None]] = set()
 
     async def settle(self, messages: Sequence[Message], verdicts: Sequence[Verdict]) -> None:
+        acks: list[Any] = []
         for message, verdict in zip(messages, verdicts, strict=True):
             incoming = message.raw
             if isinstance(verdict, Ack):
-                await incoming.ack()
+                acks.append(incoming)
             elif isinstance(verdict, Retry):
                 self._later(incoming, verdict.delay)
             else:
                 await self.dead_letter(message, verdict)
+        if acks:
+            await self._ack(acks)
+
+    async def _ack(self, acks: list[Any]) -> None:
+        bound = min(self.held, default=None)
+        if bound is None:
+            below, above = acks, []
+        else:
+            below = [m for m in acks if m.delivery_tag < bound]
+            above = [m for m in acks if m.delivery_tag > bound]
+        if len(below) == 1:
+            await below[0].ack()
+        elif below:
+            await max(below, key=_tag).ack(multiple=True)
+        for incoming in above:
+            await incoming.ack()
 
     def _later(self, incoming: Any, delay: float) -> None:
         tag = incoming.delivery_tag
         loop = asyncio.get_running_loop()
         handle = loop.call_later(delay, self._requeue_now, tag)
         self.waiting[tag] = (handle, incoming)
+        self.held.add(tag)
 
     def _requeue_now(self, tag: int) -> None:
         _handle, incoming = self.waiting.pop(tag)
-        task = asyncio.ensure_future(_requeue(incoming))
+        task = asyncio.ensure_future(self._requeue(incoming))
         self.requeues.add(task)
         task.add_done_callback(self.requeues.discard)
+
+    async def _requeue(self, incoming: Any) -> None:
+        try:
+            await _requeue(incoming)
+        finally:
+            self.held.discard(incoming.delivery_tag)
 
     async def dead_letter(self, message: Message, verdict: DeadLetter) -> None:
         incoming = message.raw
@@ -128,15 +161,20 @@ class _Settler:
         for handle, _incoming in self.waiting.values():
             handle.cancel()
         self.waiting.clear()
+        self.held.clear()
 
     async def give_back(self) -> None:
         """Requeue every retry still waiting, now, and wait for requeues under way."""
         for handle, incoming in list(self.waiting.values()):
             handle.cancel()
-            await _requeue(incoming)
+            await self._requeue(incoming)
         self.waiting.clear()
         if self.requeues:
             await asyncio.gather(*self.requeues, return_exceptions=True)
+
+
+def _tag(incoming: Any) -> int:
+    return int(incoming.delivery_tag)
 
 
 async def _requeue(incoming: Any) -> None:
