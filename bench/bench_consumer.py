@@ -18,7 +18,8 @@ batch is what has been delivered, acked with one ``multiple`` ack), and one more
 loop acking each batch that way. The dedup records live in Redis for mideng and idemkit
 alike. The handler is an ``async def`` that does nothing, so the figures are the consumer's
 own cost. Messages/s is the best of ``--repeats`` runs per case (the machine is shared; the
-best run is the one least disturbed).
+best run is the one least disturbed); mideng per message against idemkit is also given
+repeat by repeat, each pair run one after the other.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ REDIS = "redis://127.0.0.1:6379/0"
 AMQP = "amqp://guest:guest@127.0.0.1:5672/"
 POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 Batch = Callable[[Sequence[Message]], Awaitable[None]]
+PER_MESSAGE = "mideng, per message"
 
 
 async def nothing(message: Message) -> None:
@@ -102,7 +104,7 @@ def strategies(prefix: str) -> tuple[dict[str, Callable[[], Batch]], list[Callab
 
     cases = {
         "raw consume+ack (floor)": lambda: floor,
-        "mideng, per message": mideng(False),
+        PER_MESSAGE: mideng(False),
         "mideng, batched": mideng(True),
         "idemkit IdempotentConsumer": idemkit,
     }
@@ -354,11 +356,22 @@ async def claim_costs(store: Any, batch: int, rounds: int) -> tuple[float, ...]:
     return tuple(statistics.median(x) for x in (singles, batches, single_done, batch_done))
 
 
-def table(title: str, rates: dict[str, float]) -> str:
+def table(title: str, runs: dict[str, list[float]]) -> str:
+    """Best of the runs per case against the best floor; and mideng per message against
+    idemkit repeat by repeat (the two ran one after the other in each), since round-trip
+    bound rows move with the loopback's latency and a best-of-each can pair a calm run of
+    one with a disturbed run of the other."""
+    rates = {name: max(rs) for name, rs in runs.items()}
     floor = rates["raw consume+ack (floor)"]
     lines = [f"**{title}**", "", "| case | messages/s | x floor |", "|---|---:|---:|"]
     for name, rate in rates.items():
         lines.append(f"| {name} | {rate:,.0f} | {rate / floor:.2f} |")
+    paired = [
+        m / i for m, i in zip(runs[PER_MESSAGE], runs["idemkit IdempotentConsumer"], strict=True)
+    ]
+    each = ", ".join(f"{r:.2f}" for r in paired)
+    lines += ["", f"mideng per message / idemkit, each repeat: {each} (median "]
+    lines[-1] += f"{statistics.median(paired):.2f}x)"
     return "\n".join(lines)
 
 
@@ -373,27 +386,27 @@ async def main() -> None:
     cases, closers = strategies(prefix)
     client = aredis.from_url(REDIS)
     connection = await aio_pika.connect(AMQP)
-    results: dict[str, dict[str, float]] = {"Redis Streams": {}, "RabbitMQ": {}}
+    results: dict[str, dict[str, list[float]]] = {"Redis Streams": {}, "RabbitMQ": {}}
     try:
         for _ in range(args.repeats):  # interleaved, so load drifts hit every case alike
             for name, make in cases.items():
                 r = await streams_run(client, args.messages, args.batch, make(), prefix)
                 q = await rabbit_run(connection, args.messages, args.batch, make())
                 for broker, rate in (("Redis Streams", r), ("RabbitMQ", q)):
-                    results[broker][name] = max(results[broker].get(name, 0.0), rate)
+                    results[broker].setdefault(name, []).append(rate)
             for name, run in (
                 ("mideng, redis_streams.consume", adapter_run),
                 ("raw consume+ack, next batch read ahead (no dedup)", ahead_floor),
                 ("raw consume+ack, mideng's compact read (no dedup)", compact_floor),
             ):
                 r = await run(client, args.messages, args.batch, prefix)
-                results["Redis Streams"][name] = max(results["Redis Streams"].get(name, 0.0), r)
+                results["Redis Streams"].setdefault(name, []).append(r)
             for name, rabbit in (
                 ("mideng, rabbitmq.consume", rabbit_adapter_run),
                 ("raw consume, one multiple ack a batch (no dedup)", rabbit_multiple_floor),
             ):
                 q = await rabbit(connection, args.messages, args.batch, prefix)
-                results["RabbitMQ"][name] = max(results["RabbitMQ"].get(name, 0.0), q)
+                results["RabbitMQ"].setdefault(name, []).append(q)
         redis_store = RedisStore.from_url(REDIS, prefix=f"{prefix}:claims")
         closers.append(redis_store.aclose)
         table_name = f"mideng_bench_{uuid.uuid4().hex[:8]}"
