@@ -18,7 +18,8 @@ batch is what has been delivered, acked with one ``multiple`` ack), and one more
 loop acking each batch that way. The dedup records live in Redis for mideng and idemkit
 alike. The handler is an ``async def`` that does nothing, so the figures are the consumer's
 own cost. Messages/s is the best of ``--repeats`` runs per case (the machine is shared; the
-best run is the one least disturbed); mideng per message against idemkit is also given
+best run is the one least disturbed), beside this process's CPU time a message (median of
+the runs: round trips are not in it); mideng per message against idemkit is also given
 repeat by repeat, each pair run one after the other.
 """
 
@@ -54,6 +55,21 @@ PER_MESSAGE = "mideng, per message"
 
 async def nothing(message: Message) -> None:
     return None
+
+
+# This process's CPU time a message in the last run (user and system, all threads): round
+# trips do not count in it, so it is steadier than the rates when the loopback is slow.
+LAST_CPU = [0.0]
+
+
+def began() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def rate_since(n: int, start: tuple[float, float]) -> float:
+    """Messages a second since ``start``; the CPU µs a message is kept in LAST_CPU."""
+    LAST_CPU[0] = (time.process_time() - start[1]) / n * 1e6
+    return n / (time.perf_counter() - start[0])
 
 
 def strategies(prefix: str) -> tuple[dict[str, Callable[[], Batch]], list[Callable[[], Any]]]:
@@ -126,7 +142,7 @@ async def new_stream(client: Any, n: int, prefix: str) -> tuple[str, str]:
 async def streams_run(client: Any, n: int, batch: int, process: Batch, prefix: str) -> float:
     stream, group = await new_stream(client, n, prefix)
     done = 0
-    start = time.perf_counter()
+    start = began()
     try:
         while done < n:
             found = await client.xreadgroup(group, "w1", {stream: ">"}, count=batch)
@@ -142,7 +158,7 @@ async def streams_run(client: Any, n: int, batch: int, process: Batch, prefix: s
             await process(messages)
             await client.xack(stream, group, *[m.id for m in messages])
             done += len(messages)
-        return n / (time.perf_counter() - start)
+        return rate_since(n, start)
     finally:
         await client.delete(stream)
 
@@ -165,7 +181,7 @@ async def ahead_floor(client: Any, n: int, batch: int, prefix: str) -> float:
         ]
 
     done = 0
-    start = time.perf_counter()
+    start = began()
     try:
         messages = await read()
         while done < n:
@@ -175,7 +191,7 @@ async def ahead_floor(client: Any, n: int, batch: int, prefix: str) -> float:
             await client.xack(stream, group, *[m.id for m in messages])
             done += len(messages)
             messages = await ahead if ahead is not None else []
-        return n / (time.perf_counter() - start)
+        return rate_since(n, start)
     finally:
         await client.delete(stream)
 
@@ -197,7 +213,7 @@ async def adapter_run(client: Any, n: int, batch: int, prefix: str) -> float:
             stop.set()
 
     consumer = IdempotentConsumer(Guard(store), "stock", count)
-    start = time.perf_counter()
+    start = began()
     try:
         await redis_streams.consume(
             consumer,
@@ -208,7 +224,7 @@ async def adapter_run(client: Any, n: int, batch: int, prefix: str) -> float:
             stop=stop,
             batch=batch,
         )
-        rate = n / (time.perf_counter() - start)
+        rate = rate_since(n, start)
         pending = await client.xpending(stream, group)
         assert ran == n, (ran, n)
         assert pending["pending"] == 0, pending
@@ -227,7 +243,7 @@ async def compact_floor(client: Any, n: int, batch: int, prefix: str) -> float:
     stream, group = await new_stream(client, n, prefix)
     reader = CompactReader(client)
     done, acks = 0, list[str]()
-    start = time.perf_counter()
+    start = began()
     try:
         while done < n:
             messages = await reader.read(stream, group, "w1", batch, acks)
@@ -236,7 +252,7 @@ async def compact_floor(client: Any, n: int, batch: int, prefix: str) -> float:
             acks = [str(m.id) for m in messages]
             done += len(messages)
         await client.xack(stream, group, *acks)
-        return n / (time.perf_counter() - start)
+        return rate_since(n, start)
     finally:
         await client.delete(stream)
 
@@ -264,7 +280,7 @@ async def rabbit_run(
     channel, queue = await rabbit_queue(connection, n, batch)
     inbox: asyncio.Queue[Any] = asyncio.Queue()
     done = 0
-    start = time.perf_counter()
+    start = began()
     tag = await queue.consume(inbox.put)
     while done < n:
         got = [await inbox.get()]
@@ -281,7 +297,7 @@ async def rabbit_run(
             for m in got:
                 await m.ack()
         done += len(got)
-    rate = n / (time.perf_counter() - start)
+    rate = rate_since(n, start)
     await queue.cancel(tag)
     await queue.delete()
     await channel.close()
@@ -316,10 +332,10 @@ async def rabbit_adapter_run(connection: Any, n: int, batch: int, prefix: str) -
             stop.set()
 
     consumer = IdempotentConsumer(Guard(store), "stock", count)
-    start = time.perf_counter()
+    start = began()
     try:
         await rabbitmq.consume(consumer, AMQP, queue=queue.name, stop=stop, prefetch=batch)
-        rate = n / (time.perf_counter() - start)
+        rate = rate_since(n, start)
         assert ran == n, (ran, n)
         left = await channel.declare_queue(queue.name, passive=True)
         assert not left.declaration_result.message_count, left.declaration_result
@@ -356,16 +372,18 @@ async def claim_costs(store: Any, batch: int, rounds: int) -> tuple[float, ...]:
     return tuple(statistics.median(x) for x in (singles, batches, single_done, batch_done))
 
 
-def table(title: str, runs: dict[str, list[float]]) -> str:
+def table(title: str, runs: dict[str, list[float]], cpu: dict[str, list[float]]) -> str:
     """Best of the runs per case against the best floor; and mideng per message against
     idemkit repeat by repeat (the two ran one after the other in each), since round-trip
     bound rows move with the loopback's latency and a best-of-each can pair a calm run of
     one with a disturbed run of the other."""
     rates = {name: max(rs) for name, rs in runs.items()}
     floor = rates["raw consume+ack (floor)"]
-    lines = [f"**{title}**", "", "| case | messages/s | x floor |", "|---|---:|---:|"]
+    lines = [f"**{title}**", "", "| case | messages/s | x floor | CPU µs a message |"]
+    lines.append("|---|---:|---:|---:|")
     for name, rate in rates.items():
-        lines.append(f"| {name} | {rate:,.0f} | {rate / floor:.2f} |")
+        used = statistics.median(cpu[name])
+        lines.append(f"| {name} | {rate:,.0f} | {rate / floor:.2f} | {used:.0f} |")
     paired = [
         m / i for m, i in zip(runs[PER_MESSAGE], runs["idemkit IdempotentConsumer"], strict=True)
     ]
@@ -387,13 +405,19 @@ async def main() -> None:
     client = aredis.from_url(REDIS)
     connection = await aio_pika.connect(AMQP)
     results: dict[str, dict[str, list[float]]] = {"Redis Streams": {}, "RabbitMQ": {}}
+    cpu: dict[str, dict[str, list[float]]] = {"Redis Streams": {}, "RabbitMQ": {}}
     try:
         for _ in range(args.repeats):  # interleaved, so load drifts hit every case alike
             for name, make in cases.items():
                 r = await streams_run(client, args.messages, args.batch, make(), prefix)
+                r_cpu = LAST_CPU[0]
                 q = await rabbit_run(connection, args.messages, args.batch, make())
-                for broker, rate in (("Redis Streams", r), ("RabbitMQ", q)):
+                for broker, rate, used in (
+                    ("Redis Streams", r, r_cpu),
+                    ("RabbitMQ", q, LAST_CPU[0]),
+                ):
                     results[broker].setdefault(name, []).append(rate)
+                    cpu[broker].setdefault(name, []).append(used)
             for name, run in (
                 ("mideng, redis_streams.consume", adapter_run),
                 ("raw consume+ack, next batch read ahead (no dedup)", ahead_floor),
@@ -401,12 +425,14 @@ async def main() -> None:
             ):
                 r = await run(client, args.messages, args.batch, prefix)
                 results["Redis Streams"].setdefault(name, []).append(r)
+                cpu["Redis Streams"].setdefault(name, []).append(LAST_CPU[0])
             for name, rabbit in (
                 ("mideng, rabbitmq.consume", rabbit_adapter_run),
                 ("raw consume, one multiple ack a batch (no dedup)", rabbit_multiple_floor),
             ):
                 q = await rabbit(connection, args.messages, args.batch, prefix)
                 results["RabbitMQ"].setdefault(name, []).append(q)
+                cpu["RabbitMQ"].setdefault(name, []).append(LAST_CPU[0])
         redis_store = RedisStore.from_url(REDIS, prefix=f"{prefix}:claims")
         closers.append(redis_store.aclose)
         table_name = f"mideng_bench_{uuid.uuid4().hex[:8]}"
@@ -428,7 +454,7 @@ async def main() -> None:
     print(f"Python {platform.python_version()}, {args.messages} messages per case, ", end="")
     print(f"batches of {args.batch}, best of {args.repeats}\n")
     for broker, rates in results.items():
-        print(table(broker, rates), end="\n\n")
+        print(table(broker, rates, cpu[broker]), end="\n\n")
     for what, at in (("claim", 0), ("completion", 2)):
         print(
             f"| store | {args.batch} single {what}s, µs/message | one batch {what} of "

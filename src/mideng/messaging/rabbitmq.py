@@ -107,12 +107,11 @@ class _Settler:
             await self._ack(acks)
 
     async def _ack(self, acks: list[Any]) -> None:
-        bound = min(self.held, default=None)
-        if bound is None:
-            below, above = acks, []
-        else:
+        below, above = acks, []
+        if self.held:
+            bound = min(self.held)
             below = [m for m in acks if m.delivery_tag < bound]
-            above = [m for m in acks if m.delivery_tag > bound]
+            above = [m for m in acks if m.delivery_tag >= bound]
         if len(below) == 1:
             await below[0].ack()
         elif below:
