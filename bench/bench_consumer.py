@@ -196,23 +196,29 @@ async def ahead_floor(client: Any, n: int, batch: int, prefix: str) -> float:
         await client.delete(stream)
 
 
+class Counted:
+    """An IdempotentConsumer on a fresh Redis store whose handler counts its runs and sets
+    ``stop`` at the ``n``-th: an adapter's run ends when every message ran once."""
+
+    def __init__(self, n: int, prefix: str) -> None:
+        self.n, self.ran, self.stop = n, 0, asyncio.Event()
+        self.store = RedisStore.from_url(REDIS, prefix=f"{prefix}{uuid.uuid4().hex[:6]}")
+        self.consumer = IdempotentConsumer(Guard(self.store), "stock", self.count)
+
+    async def count(self, message: Message) -> None:
+        self.ran += 1
+        if self.ran == self.n:
+            self.stop.set()
+
+
 async def adapter_run(client: Any, n: int, batch: int, prefix: str) -> float:
     """mideng's own Redis Streams adapter end to end (its reads, its Messages, its acks) on
     the same kind of stream: ``redis_streams.consume`` until every entry ran once."""
     from mideng.messaging import redis_streams
 
     stream, group = await new_stream(client, n, prefix)
-    store = RedisStore.from_url(REDIS, prefix=f"{prefix}:a{uuid.uuid4().hex[:6]}")
-    stop = asyncio.Event()
-    ran = 0
-
-    async def count(message: Message) -> None:
-        nonlocal ran
-        ran += 1
-        if ran == n:
-            stop.set()
-
-    consumer = IdempotentConsumer(Guard(store), "stock", count)
+    counted = Counted(n, f"{prefix}:a")
+    consumer, stop, store = counted.consumer, counted.stop, counted.store
     start = began()
     try:
         await redis_streams.consume(
@@ -226,7 +232,7 @@ async def adapter_run(client: Any, n: int, batch: int, prefix: str) -> float:
         )
         rate = rate_since(n, start)
         pending = await client.xpending(stream, group)
-        assert ran == n, (ran, n)
+        assert counted.ran == n, (counted.ran, n)
         assert pending["pending"] == 0, pending
         return rate
     finally:
@@ -321,22 +327,13 @@ async def rabbit_adapter_run(connection: Any, n: int, batch: int, prefix: str) -
 
     # Not auto-deleted: the adapter's consumer going away must leave it to be checked empty.
     channel, queue = await rabbit_queue(connection, n, batch, auto_delete=False)
-    store = RedisStore.from_url(REDIS, prefix=f"{prefix}:q{uuid.uuid4().hex[:6]}")
-    stop = asyncio.Event()
-    ran = 0
-
-    async def count(message: Message) -> None:
-        nonlocal ran
-        ran += 1
-        if ran == n:
-            stop.set()
-
-    consumer = IdempotentConsumer(Guard(store), "stock", count)
+    counted = Counted(n, f"{prefix}:q")
+    consumer, stop, store = counted.consumer, counted.stop, counted.store
     start = began()
     try:
         await rabbitmq.consume(consumer, AMQP, queue=queue.name, stop=stop, prefetch=batch)
         rate = rate_since(n, start)
-        assert ran == n, (ran, n)
+        assert counted.ran == n, (counted.ran, n)
         left = await channel.declare_queue(queue.name, passive=True)
         assert not left.declaration_result.message_count, left.declaration_result
         return rate
