@@ -159,4 +159,4 @@ def test_on_a_broker_retries_inside_big_batches_run_again_and_the_rest_is_acked_
     asyncio.run(scenario())
     assert runs == {k: 2 if k in flaky else 1 for k in keys}
     assert any(acks), "no batch was acked with one multiple ack"
-    assert len(acks) < len(keys) + len(flaky)
+    assert len(acks) < len(keys)  # fewer frames than the 60 deliveries acked
