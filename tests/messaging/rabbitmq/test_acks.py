@@ -160,3 +160,45 @@ def test_on_a_broker_retries_inside_big_batches_run_again_and_the_rest_is_acked_
     assert runs == {k: 2 if k in flaky else 1 for k in keys}
     assert any(acks), "no batch was acked with one multiple ack"
     assert len(acks) < len(keys)  # fewer frames than the 60 deliveries acked
+
+
+def test_a_failed_multiple_ack_loses_nothing_and_reruns_nothing(
+    broker_names: BrokerNames, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one frame acking a batch fails once (the connection drops with it): the broker
+    requeues the whole batch, and each message comes back to be acked unrun."""
+    queue = broker_names.rabbitmq_queue()
+    keys = [f"order:{n}" for n in range(20)]
+    runs: dict[str, int] = {}
+    real = aio_pika.IncomingMessage.ack
+    failed: list[bool] = []
+
+    async def flaky(self: Any, multiple: bool = False) -> None:
+        if multiple and not failed:
+            failed.append(True)
+            raise ConnectionError("connection reset by peer")
+        await real(self, multiple)
+
+    monkeypatch.setattr(aio_pika.IncomingMessage, "ack", flaky)
+
+    def handler(message: Message) -> None:
+        key = message.headers["idempotency-key"]
+        runs[key] = runs.get(key, 0) + 1
+
+    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", handler)
+
+    async def scenario() -> None:
+        await publish(queue, *keys)
+
+        async def done() -> bool:
+            return bool(failed) and len(runs) == len(keys) and await ready(queue) == 0
+
+        await consume_until(
+            lambda stop: rabbitmq.consume(consumer, AMQP_URL, queue=queue, stop=stop, prefetch=20),
+            done,
+        )
+        assert await ready(queue) == 0
+
+    asyncio.run(scenario())
+    assert failed
+    assert runs == dict.fromkeys(keys, 1)
