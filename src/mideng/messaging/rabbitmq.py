@@ -4,14 +4,15 @@
 
 The queue is used as it is if it exists (its arguments, such as a dead-letter exchange, are
 the operator's); otherwise it is declared durable. ``prefetch`` messages are in flight at
-most; when more than one is waiting they are decided as one batch (one claim round trip), and
-the batch's acks go out as one ``basic.ack`` with ``multiple`` set unless a Retry still holds a
-delivery below them (see ``_Settler``). An Ack acks; a Retry holds the message for its delay, then rejects it with requeue (RabbitMQ has
-no delayed requeue of its own), so it is redelivered; a DeadLetter either publishes the message
-to ``dead_letter_queue`` (declared durable, the reason in the ``x-dead-reason`` header) and acks
-it, or, without one, rejects it without requeue, which routes it to the queue's dead-letter
-exchange when it has one. ``Message.id`` is the AMQP ``message_id``; ``attempt`` comes from a
-quorum queue's ``x-delivery-count``.
+most; when more than one is waiting they are decided as one batch (one claim round trip),
+and the batch's acks go out as one ``basic.ack`` with ``multiple`` set unless a Retry still
+holds a delivery below them (see ``_Settler``). An Ack acks; a Retry holds the message for
+its delay, then rejects it with requeue (RabbitMQ has no delayed requeue of its own), so it
+is redelivered; a DeadLetter either publishes the message to ``dead_letter_queue`` (declared
+durable, the reason in the ``x-dead-reason`` header) and acks it, or, without one, rejects
+it without requeue, which routes it to the queue's dead-letter exchange when it has one.
+``Message.id`` is the AMQP ``message_id``; ``attempt`` comes from a quorum queue's
+``x-delivery-count``.
 
 When ``stop`` is set the consumer is cancelled (no new deliveries), the batch in hand is
 finished, messages delivered but not started and retries still waiting go back to the queue,
