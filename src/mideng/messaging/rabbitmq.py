@@ -134,9 +134,9 @@ class _Settler:
         task.add_done_callback(self.requeues.discard)
 
     async def _requeue(self, incoming: Any) -> None:
-        try:
-            await _requeue(incoming)
-        finally:
+        # A reject that failed leaves the delivery unacked on the channel until it closes
+        # (which requeues it): still held, or a later multiple ack would take it as done.
+        if await _requeue(incoming):
             self.held.discard(incoming.delivery_tag)
 
     async def dead_letter(self, message: Message, verdict: DeadLetter) -> None:
@@ -177,9 +177,14 @@ def _tag(incoming: Any) -> int:
     return int(incoming.delivery_tag)
 
 
-async def _requeue(incoming: Any) -> None:
-    with contextlib.suppress(Exception):  # a closed channel requeues it by itself
+async def _requeue(incoming: Any) -> bool:
+    """Reject with requeue; whether the reject was sent (a closed channel requeues it by
+    itself, so a failure is not raised)."""
+    try:
         await incoming.reject(requeue=True)
+    except Exception:
+        return False
+    return True
 
 
 async def consume(

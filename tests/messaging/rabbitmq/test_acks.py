@@ -31,12 +31,16 @@ class Delivery:
     def __init__(self, tag: int, frames: list[tuple[str, int, bool]], gate: asyncio.Event):
         self.delivery_tag = tag
         self.frames, self.gate = frames, gate
+        self.fail: list[bool] = []  # one entry: the next reject raises
 
     async def ack(self, multiple: bool = False) -> None:
         self.frames.append(("ack", self.delivery_tag, multiple))
 
     async def reject(self, requeue: bool = False) -> None:
         await self.gate.wait()  # a requeue still on its way to the broker until opened
+        if self.fail:
+            self.fail.pop()
+            raise ConnectionError("connection reset by peer")
         self.frames.append(("reject", self.delivery_tag, requeue))
 
 
@@ -104,6 +108,19 @@ def test_a_retry_whose_requeue_is_still_being_sent_is_not_covered() -> None:
         await asyncio.sleep(0.05)
         assert b.frames[-1] == ("reject", 1, True)
         assert await b.settle((5, ACK), (6, ACK)) == [("ack", 6, True)]
+
+    run(body)
+
+
+def test_a_retry_whose_requeue_failed_stays_held_and_is_never_covered() -> None:
+    async def body() -> None:
+        b = Batch()
+        delivery = Delivery(1, b.frames, b.gate)
+        delivery.fail.append(True)
+        await b.settler.settle([Message(b"", {}, None, None, delivery)], [retry(0.01)])
+        await asyncio.sleep(0.1)  # the timer fired and its reject raised
+        assert ("reject", 1, True) not in b.frames
+        assert await b.settle((2, ACK), (3, ACK)) == [("ack", 2, False), ("ack", 3, False)]
 
     run(body)
 
