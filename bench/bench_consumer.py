@@ -57,6 +57,12 @@ async def nothing(message: Message) -> None:
     return None
 
 
+async def floor(messages: Sequence[Message]) -> None:
+    """The floor's batch: the handler on each message, no dedup."""
+    for m in messages:
+        await nothing(m)
+
+
 # This process's CPU time a message in the last run (user and system, all threads): round
 # trips do not count in it, so it is steadier than the rates when the loopback is slow.
 LAST_CPU = [0.0]
@@ -113,10 +119,6 @@ def strategies(prefix: str) -> tuple[dict[str, Callable[[], Batch]], list[Callab
                 await peer.dispatch(m)
 
         return each
-
-    async def floor(messages: Sequence[Message]) -> None:
-        for m in messages:
-            await nothing(m)
 
     cases = {
         "raw consume+ack (floor)": lambda: floor,
@@ -312,10 +314,6 @@ async def rabbit_run(
 
 async def rabbit_multiple_floor(connection: Any, n: int, batch: int, prefix: str) -> float:
     """The floor's loop acking each batch with one ``multiple`` ack, as the adapter does."""
-
-    async def floor(messages: Sequence[Message]) -> None:
-        for m in messages:
-            await nothing(m)
 
     return await rabbit_run(connection, n, batch, floor, multiple=True)
 
