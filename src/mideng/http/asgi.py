@@ -114,7 +114,10 @@ def _begin(
         request.query = query.decode("latin-1") if query else ""
         raw_headers = scope.get("headers", ())
         # Headers.of_bytes(raw_headers), its usual case inline: one lower-case name per field.
-        joined = dict(raw_headers) if type(raw_headers) is list else None
+        try:
+            joined = dict(raw_headers) if type(raw_headers) is list else None
+        except TypeError:  # a bytearray name can't be a dict key: of_bytes reads it
+            joined = None
         if joined is not None and len(joined) == len(raw_headers) and b"".join(joined).islower():
             made = _new(_BytesHeaders)
             made._raw, made._bytes = raw_headers, joined

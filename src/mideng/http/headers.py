@@ -31,10 +31,13 @@ class Headers:
         """Headers from a server's (name, value) bytes, as ASGI has them; each is decoded as
         latin-1 when it is read."""
         pairs = raw if isinstance(raw, list) else list(raw)
-        joined = dict(pairs)
+        try:
+            joined = dict(pairs)
+        except TypeError:  # a bytearray name (unhashable), as a layer in front may hand on:
+            joined = {}  # the general path decodes it like bytes, rather than a 500
         # One lower-case name per field, as ASGI servers send them: values are looked up as
         # bytes and decoded when read. Anything else (a repeated field, a name with upper-case
-        # letters) takes the general path.
+        # letters, a bytearray) takes the general path.
         if len(joined) == len(pairs) and b"".join(joined).islower():
             made = _new(_BytesHeaders)  # its fields set here: no __init__ frame per request
             made._raw, made._bytes = pairs, joined
