@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from mideng.context import get_request_id
-from mideng.core.record import Claim, ClaimRequest
+from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import StoreUnavailableError
 from mideng.http.core import Incoming
 from mideng.stores.memory import MemoryStore
@@ -86,6 +86,37 @@ class FlakyStore(MemoryStore):
         if self.down:
             raise StoreUnavailableError("store is down (test)")
         return super().claim(req)
+
+
+class FaultyStore(MemoryStore):
+    """A memory store whose ``claim``, ``complete`` or ``release`` (sync and async alike) raises
+    the exception set for it, ``times`` times (None: always) — a raw ``ConnectionError`` or
+    ``TimeoutError`` as a store that let its driver's error through would, or the
+    ``StoreUnavailableError`` a store should raise."""
+
+    def __init__(self, **faults: BaseException) -> None:
+        super().__init__()
+        self.faults = faults
+        self.times: int | None = None
+        self.raised = 0
+
+    def _fault(self, operation: str) -> None:
+        exc = self.faults.get(operation)
+        if exc is not None and (self.times is None or self.raised < self.times):
+            self.raised += 1
+            raise exc
+
+    def claim(self, req: ClaimRequest) -> Claim:
+        self._fault("claim")
+        return super().claim(req)
+
+    def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
+        self._fault("complete")
+        return super().complete(ticket, result, codec, ttl)
+
+    def release(self, ticket: Ticket) -> None:
+        self._fault("release")
+        super().release(ticket)
 
 
 def tenant_of(request: Incoming) -> str | None:

@@ -155,6 +155,27 @@ def test_store_down_is_503() -> None:
     assert runs(f"-/{k}") == 0
 
 
+def test_a_store_io_error_is_503_and_a_failed_release_keeps_the_response() -> None:
+    """A store that lets its driver's I/O error through: 503 before the view runs; a stream
+    passed through stands when its release then fails."""
+    from tests.http.http_apps import FaultyStore
+
+    guard = views().guard
+    saved = guard.store
+    try:
+        guard.store = FaultyStore(claim=ConnectionError("reset by peer (test)"))
+        k = key()
+        problem(post(client(), "/orders", k), 503, "store-unavailable")
+        assert runs(f"-/{k}") == 0
+        guard.store = FaultyStore(release=TimeoutError("timed out (test)"))
+        k = key()
+        big = post(client(), "/big", k)
+        assert len(b"".join(big.streaming_content)) == 10_000
+        assert runs(f"-/{k}") == 1
+    finally:
+        guard.store = saved
+
+
 def test_request_id_is_bound_and_echoed() -> None:
     response = post(client(), "/orders", key(), x_request_id="dj-1")
     assert response["X-Request-Id"] == "dj-1"

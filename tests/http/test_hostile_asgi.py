@@ -10,9 +10,13 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
 from mideng import Guard
+from mideng.errors import StoreUnavailableError
 from mideng.http import asgi
 from mideng.stores.memory import MemoryStore
+from tests.http.http_apps import FaultyStore
 
 Raw = list[tuple[bytes, bytes]]
 Message = dict[str, Any]
@@ -133,3 +137,63 @@ def test_a_bytearray_header_name_is_read_like_bytes() -> None:
     assert unguarded.status == 201
     assert unguarded.headers["x-request-id"] == "rid-1"
     assert runs == [1, 1]
+
+
+# -- store faults ----------------------------------------------------------------------------
+IO_ERRORS = [ConnectionError("reset by peer"), TimeoutError("read timed out"), OSError("EPIPE")]
+
+
+@pytest.mark.parametrize("exc", IO_ERRORS, ids=lambda e: type(e).__name__)
+def test_a_store_io_error_at_the_claim_is_503_and_nothing_runs(exc: Exception) -> None:
+    """A store is meant to raise StoreUnavailableError; one that lets its driver's I/O error
+    through (a custom store, a wrapper) made the claim's error a 500. Nothing ran, so it is
+    the 503 a dead store gets, and a retry once it is back runs the body once."""
+    runs: list[int] = []
+    store = FaultyStore(claim=exc)
+    store.times = 1
+    app = middleware(counting(runs), store)
+    refused = run(call(app))
+    assert refused.status == 503
+    assert refused.problem() == "store-unavailable"
+    assert refused.headers["retry-after"] == "1"
+    assert runs == []
+    first, again = run(call(app)), run(call(app))
+    assert first.status == again.status == 201
+    assert again.headers["idempotent-replayed"] == "true"
+    assert runs == [1]
+
+
+@pytest.mark.parametrize(
+    "exc", [*IO_ERRORS, StoreUnavailableError("down")], ids=lambda e: type(e).__name__
+)
+def test_a_failed_completion_sends_the_response_and_a_retry_never_reruns(exc: Exception) -> None:
+    runs: list[int] = []
+    store = FaultyStore(complete=exc)
+    app = middleware(counting(runs), store)
+    first = run(call(app))
+    assert (first.status, first.body) == (201, b"xx")
+    retry = run(call(app))  # the claim stays until its lease runs out: in progress, not rerun
+    assert retry.status == 409
+    assert retry.problem() == "key-in-use"
+    assert runs == [1]
+
+
+@pytest.mark.parametrize(
+    "exc", [*IO_ERRORS, StoreUnavailableError("down")], ids=lambda e: type(e).__name__
+)
+@pytest.mark.parametrize("kind", ["too-big", "event-stream", "5xx"])
+def test_a_failed_release_still_lets_the_response_through(exc: Exception, kind: str) -> None:
+    """A response that is not stored releases its key. When the release fails with an error
+    the store did not wrap, a streamed response had gone out already, and the error escaped
+    to the server after it; a 5xx was sent. Each goes out whole; nothing escapes."""
+    runs: list[int] = []
+    app_of = {
+        "too-big": counting(runs, 200, size=600, parts=3),
+        "event-stream": counting(runs, 200, content_type=b"text/event-stream"),
+        "5xx": counting(runs, 503),
+    }
+    app = middleware(app_of[kind], FaultyStore(release=exc), max_response=1000)
+    got = run(call(app))
+    assert got.status == (503 if kind == "5xx" else 200)
+    assert got.body == (b"x" * 1800 if kind == "too-big" else b"xx")
+    assert runs == [1]

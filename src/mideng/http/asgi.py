@@ -266,7 +266,7 @@ def _exchange(
         current[0] if current and current[0][0] is base else opts.current()
     )
     exchange.opts, exchange.downstream = opts, capture
-    exchange.ran, exchange.original = False, None
+    exchange.ran, exchange.original, exchange.passed = False, None, False
     headers = request.headers
     if type(headers) is _BytesHeaders:
         raw = headers._bytes.get(b"content-type")

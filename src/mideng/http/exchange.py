@@ -17,13 +17,19 @@ walk; a replay gets the plain JSON back as the C scanner reads it, checked and r
 
 from __future__ import annotations
 
+import asyncio
 import binascii
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from mideng.core.record import blank
-from mideng.errors import CodecError, IdempotencyError, PayloadMismatchError
+from mideng.errors import (
+    CodecError,
+    IdempotencyError,
+    PayloadMismatchError,
+    StoreUnavailableError,
+)
 from mideng.http.core import (
     NOT_REPLAYED,
     REPLAYED_HEADER,
@@ -159,11 +165,15 @@ def replay_of(plain: Any, opts: HttpOptions) -> StoredResponse:
 
 Captured = StoredResponse | None  # None: too big or a stream; the app's own response went out
 
+# A store's I/O errors, which it should have raised as StoreUnavailableError (a custom store or
+# a wrapper may let its driver's through). asyncio.TimeoutError is TimeoutError from 3.11 on.
+STORE_IO = (OSError, asyncio.TimeoutError)
+
 
 class Exchange:
     """One guarded request's state: did the body run here, and what did the app answer."""
 
-    __slots__ = ("downstream", "opts", "original", "ran", "retention")
+    __slots__ = ("downstream", "opts", "original", "passed", "ran", "retention")
     # What runs the application: a callable returning the captured response (``run``'s), or
     # over ASGI the request's Capture, which the body runs itself (asgi_capture.produce).
     downstream: Any
@@ -178,12 +188,14 @@ class Exchange:
         self.downstream = downstream
         self.ran = False
         self.original: StoredResponse | None = None
+        self.passed = False  # the application's response went out as it came (not kept)
         # The Idempotency-Retention header of the policy the call runs under.
         self.retention = opts.retention() if retention is None else retention
 
     def keep(self, captured: Captured) -> Any:
         if captured is None:
             logs.response_unguarded(self.opts.max_response)
+            self.passed = True
             raise NotStored(Reply(None, own=True))
         self.original = captured
         status, store = captured.status, self.opts.store_status
@@ -230,6 +242,13 @@ class Exchange:
         if isinstance(exc, NotStored):
             return exc.reply
         if self.ran:
+            if self.passed:
+                # The app's response went out as it came (a stream, too big) and releasing the
+                # key then failed with an error the store did not wrap: the response stands, as
+                # it does for a release's StoreUnavailableError, rather than an error raised to
+                # the server after it (or, over WSGI, sent in place of it).
+                logs.response_unstored(exc)
+                return Reply(None, own=True)
             if self.original is None:
                 return None  # raised by the app itself, even an IdempotencyError of its own
             # The body ran but its result could not be stored (store down, lease lost): the
@@ -238,6 +257,15 @@ class Exchange:
             return Reply(self.original, own=True)
         if isinstance(exc, IdempotencyError):
             return Reply(self.opts.problem_for(exc))
+        if isinstance(exc, STORE_IO):
+            # Nothing ran, so an I/O error can only be the store's, let through unwrapped: the
+            # 503 of a store that is down (fail-closed), not a 500.
+            logs.http_log.warning(
+                "mideng: store failed before the request ran (answered 503): %r",
+                exc,
+                extra=logs.fields(outcome="store_unavailable"),
+            )
+            return Reply(self.opts.problem_for(StoreUnavailableError(str(exc))))
         return None
 
 

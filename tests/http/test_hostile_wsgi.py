@@ -1,0 +1,167 @@
+"""Hostile input to the WSGI middleware with hand-built environs, and the same store faults
+through the Flask view decorator and the Django middleware: a 4xx or 503 for what the client
+or the store did wrong, the application's own response for what it did, no body run twice."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import flask
+import pytest
+
+from mideng import Guard
+from mideng.errors import StoreUnavailableError
+from mideng.http import wsgi
+from mideng.http.flask import idempotent
+from mideng.stores.memory import MemoryStore
+from tests.http.http_apps import FaultyStore
+
+IO_ERRORS = [ConnectionError("reset by peer"), TimeoutError("read timed out"), OSError("EPIPE")]
+ALL_ERRORS = [*IO_ERRORS, StoreUnavailableError("down")]
+
+
+def environ(key: str | None = '"k"', body: bytes = b"{}", **extra: Any) -> dict[str, Any]:
+    made: dict[str, Any] = {
+        "REQUEST_METHOD": "POST",
+        "SCRIPT_NAME": "",
+        "PATH_INFO": "/x",
+        "QUERY_STRING": "",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(body)),
+        "SERVER_NAME": "t",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(body),
+    }
+    if key is not None:
+        made["HTTP_IDEMPOTENCY_KEY"] = key
+    made.update(extra)
+    return made
+
+
+class Got:
+    def __init__(self, status: str, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.status = int(status.split(" ", 1)[0])
+        self.headers = {n.lower(): v for n, v in headers}
+        self.body = body
+
+    def problem(self) -> str:
+        assert self.headers["content-type"] == "application/problem+json", self.body
+        return str(json.loads(self.body)["type"]).rpartition(":")[2]
+
+
+def call(app: Any, env: dict[str, Any] | None = None) -> Got:
+    started: list[tuple[str, list[tuple[str, str]]]] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        started.append((status, headers))
+        return lambda chunk: None
+
+    result = app(environ() if env is None else env, start_response)
+    try:
+        body = b"".join(result)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+    return Got(*started[-1], body)
+
+
+WSGIApp = Callable[[dict[str, Any], Any], Iterable[bytes]]
+
+
+def counting(
+    runs: list[int],
+    status: str = "201 Created",
+    *,
+    chunks: int = 1,
+    size: int = 2,
+    content_type: str = "text/plain",
+    hold: float = 0.0,
+) -> WSGIApp:
+    def app(env: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        runs.append(1)
+        env["wsgi.input"].read()
+        if hold:
+            time.sleep(hold)
+        start_response(status, [("Content-Type", content_type)])
+        return [b"x" * size for _ in range(chunks)]
+
+    return app
+
+
+def middleware(app: WSGIApp, store: Any = None, **options: Any) -> wsgi.IdempotencyMiddleware:
+    return wsgi.IdempotencyMiddleware(app, guard=Guard(store or MemoryStore()), **options)
+
+
+# -- store faults ----------------------------------------------------------------------------
+@pytest.mark.parametrize("exc", IO_ERRORS, ids=lambda e: type(e).__name__)
+def test_a_store_io_error_at_the_claim_is_503_and_nothing_runs(exc: Exception) -> None:
+    runs: list[int] = []
+    store = FaultyStore(claim=exc)
+    store.times = 1
+    app = middleware(counting(runs), store)
+    refused = call(app)
+    assert (refused.status, refused.problem()) == (503, "store-unavailable")
+    assert runs == []
+    first, again = call(app), call(app)
+    assert first.status == again.status == 201
+    assert again.headers["idempotent-replayed"] == "true"
+    assert runs == [1]
+
+
+@pytest.mark.parametrize("exc", ALL_ERRORS, ids=lambda e: type(e).__name__)
+def test_a_failed_completion_sends_the_response_and_a_retry_never_reruns(exc: Exception) -> None:
+    runs: list[int] = []
+    app = middleware(counting(runs), FaultyStore(complete=exc))
+    first = call(app)
+    assert (first.status, first.body) == (201, b"xx")
+    retry = call(app)
+    assert (retry.status, retry.problem()) == (409, "key-in-use")
+    assert runs == [1]
+
+
+@pytest.mark.parametrize("exc", ALL_ERRORS, ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("kind", ["too-big", "event-stream", "5xx"])
+def test_a_failed_release_still_sends_the_response(exc: Exception, kind: str) -> None:
+    """Over WSGI a streamed response is sent after the Guard returns: a release failing with
+    an error the store did not wrap was a 500 in its place, though the app had run."""
+    runs: list[int] = []
+    app_of = {
+        "too-big": counting(runs, "200 OK", chunks=3, size=600),
+        "event-stream": counting(runs, "200 OK", content_type="text/event-stream"),
+        "5xx": counting(runs, "503 Service Unavailable"),
+    }
+    app = middleware(app_of[kind], FaultyStore(release=exc), max_response=1000)
+    got = call(app)
+    assert got.status == (503 if kind == "5xx" else 200)
+    assert got.body == (b"x" * 1800 if kind == "too-big" else b"xx")
+    assert runs == [1]
+
+
+def test_flask_view_store_io_error_is_503() -> None:
+    store = FaultyStore(claim=ConnectionError("reset"))
+    runs: list[int] = []
+    app = flask.Flask(__name__)
+
+    @app.post("/pay")
+    @idempotent(Guard(store))
+    def pay() -> tuple[str, int]:
+        runs.append(1)
+        return "paid", 201
+
+    with app.test_client() as c:
+        refused = c.post("/pay", headers={"Idempotency-Key": '"f"'})
+        assert refused.status_code == 503
+        assert refused.json is not None
+        assert refused.json["type"] == "urn:mideng:problem:store-unavailable"
+        store.faults.clear()
+        assert c.post("/pay", headers={"Idempotency-Key": '"f"'}).status_code == 201
+        again = c.post("/pay", headers={"Idempotency-Key": '"f"'})
+        assert again.headers["Idempotent-Replayed"] == "true"
+    assert runs == [1]
