@@ -1,13 +1,11 @@
-"""Hostile input to the ASGI middleware, driven with hand-built scopes and messages: raw header
-bytes no HTTP client would send, bodies cut short, applications that break the protocol and
-stores that fail at every step. Each answer is a 4xx or 503 (never an exception out of the
-middleware the app itself did not raise), and no key's body runs twice."""
+"""Hostile input to the ASGI middleware, driven with hand-built scopes and messages: bodies
+cut short or odd, applications that break the protocol, stores that fail at every step, and
+duplicates at once. Each answer is a 4xx or 503 (never an exception out of the middleware the
+app itself did not raise), and no key's body runs twice."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -16,128 +14,19 @@ from mideng import Guard
 from mideng.errors import StoreUnavailableError
 from mideng.http import asgi
 from mideng.stores.memory import MemoryStore
+from tests.http.asgi_calls import (
+    DISCONNECT,
+    KEY,
+    App,
+    Got,
+    Message,
+    call,
+    counting,
+    middleware,
+    request,
+    run,
+)
 from tests.http.http_apps import FaultyStore
-
-Raw = list[tuple[bytes, bytes]]
-Message = dict[str, Any]
-KEY: Raw = [(b"idempotency-key", b'"k"')]
-
-
-def request(body: bytes = b"", more: bool = False) -> Message:
-    return {"type": "http.request", "body": body, "more_body": more}
-
-
-DISCONNECT: Message = {"type": "http.disconnect"}
-
-
-class Got:
-    """What the client saw: the status (None: nothing sent), headers and body."""
-
-    def __init__(self, sent: list[Message]) -> None:
-        start = next((m for m in sent if m["type"] == "http.response.start"), None)
-        self.status: int | None = None if start is None else start["status"]
-        self.headers = {
-            bytes(k).decode(): bytes(v).decode("latin-1")
-            for k, v in ([] if start is None else start["headers"])
-        }
-        self.body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-
-    def problem(self) -> str:
-        assert self.headers["content-type"] == "application/problem+json", self.body
-        doc = json.loads(self.body)
-        assert doc["status"] == self.status
-        return str(doc["type"]).rpartition(":")[2]
-
-
-async def call(
-    app: Any,
-    headers: Any = KEY,
-    body: bytes = b"{}",
-    messages: list[Message] | None = None,
-    method: str = "POST",
-) -> Got:
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "path": "/x",
-        "raw_path": b"/x",
-        "query_string": b"",
-        "headers": headers,
-    }
-    queue = list(messages) if messages is not None else [request(body)]
-    sent: list[Message] = []
-
-    async def receive() -> Message:
-        if queue:
-            return queue.pop(0)
-        await asyncio.sleep(3600)  # a client that sent everything and waits
-        raise AssertionError("unreachable")
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    await app(scope, receive, send)
-    return Got(sent)
-
-
-def run(coro: Awaitable[Any]) -> Any:
-    return asyncio.run(coro)  # type: ignore[arg-type]
-
-
-App = Callable[[Any, Any, Any], Awaitable[None]]
-
-
-def counting(
-    runs: list[int],
-    status: int = 201,
-    *,
-    size: int = 2,
-    parts: int = 1,
-    content_type: bytes = b"text/plain",
-) -> App:
-    """An app that reads its body and answers ``parts`` chunks of ``size`` bytes."""
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        runs.append(1)
-        while (await receive()).get("more_body", False):
-            pass
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [(b"content-type", content_type)],
-            }
-        )
-        for i in range(parts):
-            await send(
-                {"type": "http.response.body", "body": b"x" * size, "more_body": i < parts - 1}
-            )
-
-    return app
-
-
-def middleware(app: App, store: Any = None, **options: Any) -> asgi.IdempotencyMiddleware:
-    return asgi.IdempotencyMiddleware(app, guard=Guard(store or MemoryStore()), **options)
-
-
-# -- header bytes ----------------------------------------------------------------------------
-def test_a_bytearray_header_name_is_read_like_bytes() -> None:
-    """ASGI servers send bytes, but a layer in front may hand on a bytearray (Starlette's own
-    header classes accept one). It was an unhashable dict key: every request, guarded or not,
-    was a TypeError out of the middleware."""
-    runs: list[int] = []
-    app = middleware(counting(runs))
-    key = [(bytearray(b"idempotency-key"), b'"ba"'), (b"content-type", b"text/plain")]
-    first, again = run(call(app, key)), run(call(app, key))
-    assert first.status == again.status == 201
-    assert again.headers["idempotent-replayed"] == "true"
-    unguarded = run(call(app, [(bytearray(b"x-request-id"), b"rid-1")]))
-    assert unguarded.status == 201
-    assert unguarded.headers["x-request-id"] == "rid-1"
-    assert runs == [1, 1]
-
 
 # -- store faults ----------------------------------------------------------------------------
 IO_ERRORS = [ConnectionError("reset by peer"), TimeoutError("read timed out"), OSError("EPIPE")]
@@ -196,4 +85,252 @@ def test_a_failed_release_still_lets_the_response_through(exc: Exception, kind: 
     got = run(call(app))
     assert got.status == (503 if kind == "5xx" else 200)
     assert got.body == (b"x" * 1800 if kind == "too-big" else b"xx")
+    assert runs == [1]
+
+
+# -- request bodies --------------------------------------------------------------------------
+def echo(runs: list[int]) -> App:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        runs.append(1)
+        parts = []
+        while True:
+            message = await receive()
+            parts.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        await send({"type": "http.response.start", "status": 201, "headers": []})
+        await send({"type": "http.response.body", "body": b"".join(parts)})
+
+    return app
+
+
+@pytest.mark.parametrize(
+    ("messages", "status"),
+    [
+        ([request(b"")], 201),
+        ([{"type": "http.request"}], 201),  # no body field at all
+        ([request(b"x" * 10)], 201),
+        ([request(b"x" * 11)], 413),
+        ([request(b"x", True)] * 9 + [request(b"x")], 201),
+        ([request(b"x", True)] * 10 + [request(b"x")], 413),
+        ([request(b"", True)] * 50 + [request(b"x" * 10)], 201),
+    ],
+    ids=["empty", "no-body-field", "max", "max+1", "10-chunks", "11-chunks", "empty-chunks"],
+)
+def test_bodies_at_the_limit_in_one_or_many_messages(messages: list[Message], status: int) -> None:
+    runs: list[int] = []
+    app = middleware(echo(runs), max_body=10)
+    got = run(call(app, messages=messages))
+    assert got.status == status
+    body = b"".join(m.get("body", b"") for m in messages)
+    assert got.body == (body if status == 201 else got.body)
+    assert runs == ([1] if status == 201 else [])
+    if status == 201:
+        again = run(call(app, messages=[request(body)]))  # the same bytes in one message
+        assert again.headers["idempotent-replayed"] == "true"
+        assert runs == [1]
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [[DISCONNECT], [request(b"x", True), DISCONNECT], [request(b"x", True)] * 3 + [DISCONNECT]],
+)
+def test_a_client_gone_mid_body_gets_nothing_and_leaves_the_key_unused(
+    messages: list[Message],
+) -> None:
+    runs: list[int] = []
+    guard = Guard(MemoryStore())
+    app = asgi.IdempotencyMiddleware(echo(runs), guard=guard)
+    got = run(call(app, messages=messages))
+    assert got.status is None
+    assert guard.get("http:-", "k") is None
+    assert runs == []
+    assert run(call(app, body=b"x")).status == 201  # the key is still free
+
+
+JSON_BODIES = {
+    "invalid": b'{"a":',
+    "duplicate keys": b'{"a":1,"a":2}',
+    "deep": b"[" * 100_000 + b"]" * 100_000,
+    "deep object": b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+    "NaN": b"[NaN]",
+    "Infinity": b'{"a":Infinity,"b":-Infinity}',
+    "lone surrogate": b'["\\ud800"]',
+    "reversed pair": b'["\\udc00\\ud800"]',
+    "5000 digits": b"[" + b"1" * 5000 + b"]",
+    "overflowing float": b"[1e999]",
+    "invalid UTF-8": b'{"a":"\xff"}',
+    "UTF-16": '{"a": 1}'.encode("utf-16"),
+    "BOM": b'\xef\xbb\xbf{"a":1}',
+    "NUL key": b'{"\\u0000":1}',
+    "trailing junk": b'{"a":1} x',
+}
+
+
+@pytest.mark.parametrize("body", JSON_BODIES.values(), ids=JSON_BODIES.keys())
+@pytest.mark.parametrize("content_type", [b"application/json", b"application/x+json; q=1"])
+def test_odd_json_bodies_run_once_replay_and_tell_another_body_apart(
+    body: bytes, content_type: bytes
+) -> None:
+    runs: list[int] = []
+    app = middleware(echo(runs), max_body=1 << 20)
+    headers = [*KEY, (b"content-type", content_type)]
+    first, again = run(call(app, headers, body)), run(call(app, headers, body))
+    assert first.status == again.status == 201
+    assert again.body == first.body == body
+    assert again.headers["idempotent-replayed"] == "true"
+    other = run(call(app, headers, body + b" 0"))
+    assert (other.status, other.problem()) == (422, "key-reused")
+    assert runs == [1]
+
+
+def test_json_with_duplicate_keys_reads_as_its_last_value() -> None:
+    """As Python's json (and so the app) reads it: documented in docs/http.md."""
+    runs: list[int] = []
+    app = middleware(echo(runs))
+    headers = [*KEY, (b"content-type", b"application/json")]
+    run(call(app, headers, b'{"a":1,"a":2}'))
+    assert run(call(app, headers, b'{ "a": 2 }')).headers["idempotent-replayed"] == "true"
+    assert run(call(app, headers, b'{"a":2,"a":1}')).status == 422
+    assert runs == [1]
+
+
+# -- applications that misbehave -------------------------------------------------------------
+START: Message = {"type": "http.response.start", "status": 201, "headers": []}
+BODY: Message = {"type": "http.response.body", "body": b"ok"}
+
+
+def scripted(runs: list[int], steps: list[Message], fail_at: int | None = None) -> App:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        runs.append(1)
+        for i, message in enumerate(steps):
+            if i == fail_at:
+                raise RuntimeError("the app failed")
+            await send(message)
+        if fail_at == len(steps):
+            raise RuntimeError("the app failed after its response")
+
+    return app
+
+
+@pytest.mark.parametrize(
+    ("steps", "fail_at"),
+    [
+        ([START, BODY], 0),  # before the start
+        ([START, BODY], 1),  # after the start, before the body
+        ([], None),  # returns without sending anything
+        ([START], None),  # a start and no body
+        ([BODY], None),  # a body without a start
+        ([dict(BODY, more_body=True)], None),  # a body left open
+    ],
+    ids=["before-start", "after-start", "nothing", "start-only", "no-start", "open-body"],
+)
+def test_an_app_failing_before_its_response_is_complete_releases_the_key(
+    steps: list[Message], fail_at: int | None
+) -> None:
+    """The error is the app's and is raised to the server (its 500), nothing is stored or
+    half-sent, and the retry runs again, as documented."""
+    runs: list[int] = []
+    guard = Guard(MemoryStore())
+    app = asgi.IdempotencyMiddleware(scripted(runs, steps, fail_at), guard=guard)
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            run(call(app))
+    assert guard.get("http:-", "k") is None
+    assert runs == [1, 1]
+
+
+def test_an_error_after_a_complete_response_keeps_it() -> None:
+    runs: list[int] = []
+    app = middleware(scripted(runs, [START, BODY], 2))
+    with pytest.raises(RuntimeError):
+        run(call(app))
+    again = run(call(app))
+    assert (again.status, again.body) == (201, b"ok")
+    assert runs == [1]
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 408, 425, 429])
+def test_retry_later_statuses_reach_the_client_and_are_not_stored(status: int) -> None:
+    runs: list[int] = []
+    app = middleware(counting(runs, status))
+    first, second = run(call(app)), run(call(app))
+    assert first.status == second.status == status
+    assert "idempotent-replayed" not in second.headers
+    assert runs == [1, 1]
+
+
+def test_response_headers_replay_byte_for_byte() -> None:
+    runs: list[int] = []
+    raw = [(b"X-Caf\xe9", b"V\xe9\xff"), (b"content-type", b"text/plain; charset=latin-1")]
+    app = middleware(scripted(runs, [dict(START, headers=raw), BODY]))
+    first, again = run(call(app)), run(call(app))
+    assert first.headers["x-caf\xe9"] == again.headers["x-caf\xe9"] == "V\xe9\xff"
+    assert again.headers["content-length"] == "2"
+    assert runs == [1]
+
+
+@pytest.mark.parametrize(
+    ("parts", "content_type"), [(3, b"text/plain"), (1, b"text/event-stream; charset=utf-8")]
+)
+def test_a_stream_is_passed_through_whole_and_its_key_released(
+    parts: int, content_type: bytes
+) -> None:
+    runs: list[int] = []
+    guard = Guard(MemoryStore())
+    app = asgi.IdempotencyMiddleware(
+        counting(runs, 200, size=600, parts=parts, content_type=content_type),
+        guard=guard,
+        max_response=1000,
+    )
+    got = run(call(app))
+    assert (got.status, got.body) == (200, b"x" * 600 * parts)
+    assert guard.get("http:-", "k") is None
+    assert runs == [1]
+
+
+# -- concurrency -----------------------------------------------------------------------------
+def slow(runs: list[int]) -> App:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        runs.append(1)
+        body = (await receive())["body"]
+        await asyncio.sleep(0.05)
+        await send({"type": "http.response.start", "status": 201, "headers": []})
+        await send({"type": "http.response.body", "body": body + b" #%d" % len(runs)})
+
+    return app
+
+
+@pytest.mark.parametrize("in_progress", ["raise", "wait"])
+def test_identical_requests_at_once_run_the_body_once(in_progress: str) -> None:
+    runs: list[int] = []
+    app = middleware(slow(runs), in_progress=in_progress)
+
+    async def together() -> list[Got]:
+        return list(await asyncio.gather(*[call(app, body=b"same") for _ in range(8)]))
+
+    got = run(together())
+    assert runs == [1]
+    done = [g for g in got if g.status == 201]
+    assert {g.body for g in done} == {b"same #1"}
+    if in_progress == "wait":
+        assert len(done) == 8
+    else:
+        assert len(done) == 1
+        assert all(g.problem() == "key-in-use" for g in got if g.status != 201)
+
+
+def test_a_different_body_under_a_running_key_is_refused_not_run() -> None:
+    runs: list[int] = []
+    app = middleware(slow(runs), in_progress="wait")
+
+    async def together() -> list[Got]:
+        first = asyncio.ensure_future(call(app, body=b"one"))
+        await asyncio.sleep(0.01)
+        other = await call(app, body=b"two")
+        return [await first, other]
+
+    first, other = run(together())
+    assert first.status == 201
+    assert (other.status, other.problem()) == (422, "key-reused")
     assert runs == [1]
