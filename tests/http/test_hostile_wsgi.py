@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -165,3 +166,120 @@ def test_flask_view_store_io_error_is_503() -> None:
         again = c.post("/pay", headers={"Idempotency-Key": '"f"'})
         assert again.headers["Idempotent-Replayed"] == "true"
     assert runs == [1]
+
+
+# -- request headers and bodies --------------------------------------------------------------
+@pytest.mark.parametrize(
+    "key",
+    [
+        "",
+        "  ",
+        '""',
+        '"' + "k" * 256 + '"',
+        "k" * 10_000,
+        '"caf\xe9"',
+        '"\xff\xfe"',
+        '"a\x00b"',
+        "a\x01b",
+        '"a", "b"',
+        '"a","a"',
+        "?0",
+        '"a\\nb"',
+        '"open',
+    ],
+)
+def test_malformed_keys_are_400(key: str) -> None:
+    runs: list[int] = []
+    got = call(middleware(counting(runs)), environ(key))
+    assert (got.status, got.problem()) == (400, "key-malformed")
+    assert runs == []
+
+
+@pytest.mark.parametrize(
+    ("length", "body", "seen"),
+    [
+        ("-3", b"{}", b""),  # no length: PEP 3333 reads no body
+        ("abc", b"{}", b""),
+        ("9" * 5000, b"{}", b""),
+        ("10", b"{}", b"{}"),  # longer than the body: what there is
+        ("1", b"{}", b"{"),  # shorter: the declared bytes, to the app as to the fingerprint
+        (" 2 ", b"{}", b"{}"),
+    ],
+)
+def test_a_content_length_that_lies_is_never_a_500(length: str, body: bytes, seen: bytes) -> None:
+    bodies: list[bytes] = []
+
+    def app(env: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        bodies.append(env["wsgi.input"].read())
+        start_response("201 Created", [])
+        return [b"ok"]
+
+    guarded = middleware(app, max_body=100)
+    first = call(guarded, environ(body=body, CONTENT_LENGTH=length))
+    again = call(guarded, environ(body=body, CONTENT_LENGTH=length))
+    assert first.status == again.status == 201
+    assert again.headers["idempotent-replayed"] == "true"
+    assert bodies == [seen]
+
+
+def test_bodies_at_the_limit_with_a_length_or_terminated_input() -> None:
+    runs: list[int] = []
+    app = middleware(counting(runs), max_body=10)
+    assert call(app, environ('"a"', b"x" * 10)).status == 201
+    assert call(app, environ('"b"', b"x" * 11)).problem() == "body-too-large"
+    ended = {"CONTENT_LENGTH": "", "wsgi.input_terminated": True}
+    assert call(app, environ('"c"', b"x" * 10, **ended)).status == 201
+    assert call(app, environ('"d"', b"x" * 11, **ended)).problem() == "body-too-large"
+    no_input = environ('"e"')
+    del no_input["wsgi.input"]
+    assert call(app, no_input).status == 201
+    assert runs == [1, 1, 1]
+
+
+# -- applications ----------------------------------------------------------------------------
+def test_an_app_that_never_starts_its_response_is_its_own_error_and_releases() -> None:
+    runs: list[int] = []
+
+    def app(env: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        runs.append(1)
+        return [b"no start"]
+
+    guard = Guard(MemoryStore())
+    guarded = wsgi.IdempotencyMiddleware(app, guard=guard)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="start_response"):
+            call(guarded)
+    assert guard.get("http:-", "k") is None
+    assert runs == [1, 1]
+
+
+@pytest.mark.parametrize("status", ["500 Internal Server Error", "503 X", "429 Too Many"])
+def test_retry_later_statuses_are_sent_not_stored(status: str) -> None:
+    runs: list[int] = []
+    app = middleware(counting(runs, status))
+    assert call(app).status == call(app).status == int(status[:3])
+    assert runs == [1, 1]
+
+
+# -- concurrency -----------------------------------------------------------------------------
+@pytest.mark.parametrize("in_progress", ["raise", "wait"])
+def test_identical_requests_in_threads_run_the_body_once(in_progress: str) -> None:
+    runs: list[int] = []
+    app = middleware(counting(runs, hold=0.2), in_progress=in_progress)
+    got: list[Got] = []
+    lock = threading.Lock()
+
+    def one() -> None:
+        answer = call(app, environ(body=b'{"same": 1}'))
+        with lock:
+            got.append(answer)
+
+    threads = [threading.Thread(target=one) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert runs == [1]
+    statuses = sorted(g.status for g in got)
+    assert statuses == ([201] * 6 if in_progress == "wait" else [201] + [409] * 5)
+    assert call(app, environ(body=b'{"same": 2}')).problem() == "key-reused"
