@@ -334,3 +334,36 @@ def test_a_different_body_under_a_running_key_is_refused_not_run() -> None:
     assert first.status == 201
     assert (other.status, other.problem()) == (422, "key-reused")
     assert runs == [1]
+
+
+# -- resubmit tokens -------------------------------------------------------------------------
+def test_fastapi_token_that_cannot_be_restored_leaves_the_endpoints_error() -> None:
+    import httpx
+    from fastapi import Depends, FastAPI
+
+    from mideng.http.fastapi import require_token
+    from mideng.tokens import TokenService
+
+    class NoRestore(MemoryStore):
+        issued = 0
+
+        def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
+            if self.issued:
+                raise StoreUnavailableError("down while restoring (test)")
+            self.issued += 1
+            super().put_token(scope, key, token, ttl)
+
+    tokens = TokenService(NoRestore(), ttl=60)
+    app = FastAPI()
+
+    @app.post("/submit", dependencies=[Depends(require_token(tokens, lambda r: "bob:submit"))])
+    async def submit() -> None:
+        raise LookupError("the endpoint's own error")
+
+    async def post() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            await c.post("/submit", headers={"x-resubmit-token": tokens.issue("bob:submit")})
+
+    with pytest.raises(LookupError):
+        run(post())

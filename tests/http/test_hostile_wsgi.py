@@ -283,3 +283,41 @@ def test_identical_requests_in_threads_run_the_body_once(in_progress: str) -> No
     statuses = sorted(g.status for g in got)
     assert statuses == ([201] * 6 if in_progress == "wait" else [201] + [409] * 5)
     assert call(app, environ(body=b'{"same": 2}')).problem() == "key-reused"
+
+
+# -- resubmit tokens -------------------------------------------------------------------------
+def test_a_token_that_cannot_be_restored_leaves_the_views_answer() -> None:
+    """A view that failed gives its token back; when the store is down for that, the view's
+    own 5xx (or its exception) still stands, not the store's error in its place."""
+    from mideng.http.flask import require_token
+    from mideng.tokens import TokenService
+
+    class NoRestore(MemoryStore):
+        issued = 0
+
+        def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
+            if self.issued:  # issuing works; the restore after the view finds the store down
+                raise StoreUnavailableError("down while restoring (test)")
+            self.issued += 1
+            super().put_token(scope, key, token, ttl)
+
+    store = NoRestore()
+    tokens = TokenService(store, ttl=60)
+    app = flask.Flask(__name__)
+
+    @app.post("/submit")
+    @require_token(tokens, lambda request: "bob:submit")
+    def submit() -> tuple[str, int]:
+        if flask.request.args.get("raise"):
+            raise LookupError("the view's own error")
+        return "try later", 503
+
+    with app.test_client() as c:
+        token = tokens.issue("bob:submit")
+        answer = c.post("/submit", headers={"x-resubmit-token": token})
+        assert (answer.status_code, answer.data) == (503, b"try later")
+        app.testing = True  # the view's exception reaches the test
+        store.issued = 0
+        token = tokens.issue("bob:submit")
+        with pytest.raises(LookupError):
+            c.post("/submit?raise=1", headers={"x-resubmit-token": token})

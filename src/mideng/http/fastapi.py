@@ -149,7 +149,7 @@ def require_token(
         try:
             yield token
         except Exception:
-            await service.arestore(key, token)
+            await gate.arestore(key, token)  # best effort: the endpoint's error stands
             raise
 
     return resubmit_token

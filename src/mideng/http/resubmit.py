@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from mideng.errors import IdempotencyError, StoreUnavailableError
 from mideng.http import problem as p
 from mideng.http.core import Incoming, StoredResponse, problem_response
+from mideng.observability import logs
 from mideng.tokens import TokenService
 
 R = TypeVar("R")
@@ -25,6 +26,14 @@ TOKEN_FIELD = "resubmit_token"
 
 #: From the request to the business key a token is bound to, e.g. ``f"{user}:order_create"``.
 BizKey = Callable[[Incoming], str]
+
+
+def restore_failed(exc: IdempotencyError) -> None:
+    logs.http_log.warning(
+        "mideng: a resubmit token could not be given back after the view failed: %s",
+        exc,
+        extra=logs.fields(outcome="token_not_restored"),
+    )
 
 
 @dataclass(frozen=True)
@@ -77,11 +86,27 @@ class TokenGate:
         try:
             response = view()
         except Exception:
-            self.service.restore(key, token)
+            self._restore(key, token)
             raise
         if status(response) >= 500:
-            self.service.restore(key, token)
+            self._restore(key, token)
         return response
+
+    def _restore(self, key: str, token: str) -> None:
+        """Give the token back, best effort: a store down for it leaves the view's own answer
+        (its 5xx, its exception) to the client, logged, not the store's error in its place;
+        the user fetches a new token."""
+        try:
+            self.service.restore(key, token)
+        except IdempotencyError as exc:
+            restore_failed(exc)
+
+    async def arestore(self, key: str, token: str) -> None:
+        """``_restore`` for the async service."""
+        try:
+            await self.service.arestore(key, token)
+        except IdempotencyError as exc:
+            restore_failed(exc)
 
     # -- the token endpoint ----------------------------------------------------------------
     def issued(self, request: Incoming) -> StoredResponse:
