@@ -95,7 +95,7 @@ class Capture:
         self.size = 0
         self.complete = False
         self.passing = False
-        self.late_error: Exception | None = None
+        self.late_error: BaseException | None = None
 
     async def receive(self) -> Message:
         body = self.body
@@ -165,11 +165,13 @@ async def produce(exchange: Exchange) -> Any:
     capture: Capture = exchange.downstream
     try:
         await capture.app(capture.scope, capture.receive, capture.send)
-    except Exception as exc:
+    except BaseException as exc:
         if not capture.complete or capture.passing:
             raise
-        # Raised after a complete response (a failing background task): the response
-        # stands, as it would without the capture; the error is raised once it is sent.
+        # Raised after a complete response (a failing background task, or the request's task
+        # cancelled while one runs): the response stands, as it would without the capture, and
+        # is stored, since the body has run; the error is raised once the response is sent.
+        # Released instead, a cancelled request's retry would run the body a second time.
         capture.late_error = exc
     if capture.passing:
         return exchange.keep(None)
