@@ -300,3 +300,50 @@ def test_to_django_sends_only_what_was_stored(headers: tuple[tuple[str, str], ..
     assert native.status_code == 201
     assert native.content == b"body"
     assert {name.lower(): value for name, value in native.items()} == joined
+
+
+def test_a_body_another_middleware_consumed_is_a_plain_configuration_error() -> None:
+    """A middleware ahead of ours read ``request.POST`` of a multipart form: the body is gone,
+    and the error says which order the middlewares need (not Django's stream message)."""
+    from django.core.exceptions import ImproperlyConfigured
+    from django.test import RequestFactory
+
+    from mideng.http.django import IdempotencyMiddleware
+
+    ran: list[int] = []
+
+    def view(request: Any) -> Any:
+        ran.append(1)
+
+    middleware = IdempotencyMiddleware(view)
+    request = RequestFactory().post("/orders", {"item": "pen"}, HTTP_IDEMPOTENCY_KEY=key())
+    assert request.POST["item"] == "pen"  # read from the stream, as such a middleware does
+    with pytest.raises(ImproperlyConfigured, match="before any middleware that reads"):
+        middleware(request)
+    assert ran == []
+
+
+def test_a_body_the_client_stopped_sending_is_a_bad_request_and_claims_nothing() -> None:
+    from django.core.exceptions import BadRequest
+    from django.test import RequestFactory
+
+    from mideng.http.django import IdempotencyMiddleware
+
+    class Gone:
+        def read(self, *args: Any) -> bytes:
+            raise OSError("connection reset mid-body (test)")
+
+        def close(self) -> None:
+            pass
+
+    k = key()
+    middleware = IdempotencyMiddleware(views().orders)
+    request = RequestFactory().generic(
+        "POST", "/orders", b"{}", "application/json", HTTP_IDEMPOTENCY_KEY=k
+    )
+    request._stream = Gone()  # type: ignore[assignment]
+    with pytest.raises(BadRequest):
+        middleware(request)
+    assert runs(f"-/{k}") == 0
+    assert post(client(), "/orders", k).status_code == 201  # the key was never claimed
+    assert runs(f"-/{k}") == 1

@@ -23,8 +23,9 @@ from typing import Any, cast
 from urllib.parse import unquote_to_bytes, urlsplit
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
+from django.core.exceptions import BadRequest, ImproperlyConfigured, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
+from django.http.request import RawPostDataException, UnreadablePostError
 from django.http.response import HttpResponseBase, StreamingHttpResponse
 from django.utils.module_loading import import_string
 
@@ -182,6 +183,18 @@ class IdempotencyMiddleware:
             body = request.body
         except RequestDataTooBig:
             body = None
+        except RawPostDataException as exc:
+            # An earlier middleware read request.POST or request.FILES from the stream: the body
+            # is gone, so nothing can be fingerprinted. Said plainly rather than Django's own
+            # "You cannot access body after reading from request's data stream".
+            raise ImproperlyConfigured(
+                "mideng's IdempotencyMiddleware must come before any middleware that reads "
+                "request.POST or request.FILES (the request body was already consumed)"
+            ) from exc
+        except UnreadablePostError as exc:
+            # The client went away mid-body: Django's 400 for a bad request, not a 500 (and
+            # nothing was claimed, so a retry starts afresh).
+            raise BadRequest("the request body could not be read") from exc
         if body is None or len(body) > opts.max_body:
             return to_django(opts.too_large())
         produced: list[HttpResponseBase] = []
