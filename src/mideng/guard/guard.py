@@ -22,6 +22,7 @@ from mideng.core.settle import UNSET, Settle, completion, raised, resolution, re
 from mideng.errors import CodecError, ConfigurationError, IdempotencyError
 from mideng.guard.aheartbeat import renew_store
 from mideng.guard.bodies import LIMIT, learn
+from mideng.guard.cancelled import asettle, give_back, settle_anyway
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.operations import Operations
@@ -272,6 +273,9 @@ class Guard(Operations):
                 if not store_error(call, None, exc):
                     raise
                 return await fn(*args, **kwargs)
+            except asyncio.CancelledError:  # it may have landed: not left held (guard.cancelled)
+                await give_back(store, call)
+                raise
             action = call.next(claim)
             if action is RUN:
                 break
@@ -281,7 +285,7 @@ class Guard(Operations):
             if action is RAISE:
                 raise call.error
             await asyncio.sleep(call.delay)
-        # _aexecute(call, fn, args, kwargs), spelt here with the completion's _asettle: every
+        # _aexecute(call, fn, args, kwargs), spelt here with the completion (no settle step): every
         # first call runs them, and each awaited coroutine is a frame and its set-up.
         p, ticket = call.policy, call.ticket
         stop = renew_store(p.lease, store, ticket, p.ttl) if p.heartbeat else _no_heartbeat
@@ -289,7 +293,7 @@ class Guard(Operations):
             result = await fn(*args, **kwargs)
         except BaseException as exc:
             stop()
-            await self._asettle(call, ticket, raised(p, exc))
+            await asettle(store, call, ticket, raised(p, exc))
             raise
         stop()
         # returned(p, result) and its step, spelt for a result the codec encodes (no step
@@ -298,13 +302,16 @@ class Guard(Operations):
         try:
             data = codec.encode(result)
         except CodecError as exc:
-            await self._asettle(call, ticket, unencodable(p, exc))
+            await asettle(store, call, ticket, unencodable(p, exc))
             raise
         try:
             await store.acomplete(ticket, data, codec.name, p.ttl)
         except IdempotencyError as exc:
             if not store_error(call, completion(p, data), exc):
                 raise
+        except asyncio.CancelledError:  # the body ran: released or left, it would run again
+            await settle_anyway(store, call, ticket, completion(p, data))
+            raise
         return result
 
     # -- running the body ---------------------------------------------------------------------
@@ -339,13 +346,6 @@ class Guard(Operations):
     def _settle(self, call: Call, ticket: Ticket, step: Settle) -> None:
         try:
             getattr(self.store, step.op[0])(ticket, *step.args)
-        except IdempotencyError as exc:
-            if not store_error(call, step, exc):
-                raise
-
-    async def _asettle(self, call: Call, ticket: Ticket, step: Settle) -> None:
-        try:
-            await getattr(self.store, step.op[1])(ticket, *step.args)
         except IdempotencyError as exc:
             if not store_error(call, step, exc):
                 raise

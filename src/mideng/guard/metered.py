@@ -35,6 +35,7 @@ from mideng.core.record import Claim, Ticket
 from mideng.core.settle import Settle, completion, raised, returned, unencodable
 from mideng.errors import CodecError, IdempotencyError
 from mideng.guard.aheartbeat import renew_store
+from mideng.guard.cancelled import asettle, give_back, settle_anyway
 from mideng.guard.guard import Guard, _no_heartbeat
 from mideng.guard.store_errors import store_error
 from mideng.observability import instrument, logs, watch
@@ -116,24 +117,27 @@ async def _plain_aexecute(
         result = await fn(*args, **kwargs)
     except BaseException as exc:
         stop()
-        await self._asettle(call, ticket, raised(p, exc))
+        await asettle(self.store, call, ticket, raised(p, exc))
         raise
     stop()
     codec = p.codec
     try:
         data = codec.encode(result)
     except CodecError as exc:
-        await self._asettle(call, ticket, unencodable(p, exc))
+        await asettle(self.store, call, ticket, unencodable(p, exc))
         raise
     try:
         await self.store.acomplete(ticket, data, codec.name, p.ttl)
     except IdempotencyError as exc:
         if not store_error(call, completion(p, data), exc):
             raise
+    except asyncio.CancelledError:  # as in Guard.adrive: the body ran
+        await settle_anyway(self.store, call, ticket, completion(p, data))
+        raise
     return result
 
 
-async def adrive(
+async def adrive(  # noqa: PLR0915 (one frame, as the module's docstring says)
     self: Guard,
     call: Call,
     fn: Callable[..., Awaitable[R]],
@@ -155,6 +159,9 @@ async def adrive(
         if not store_error(call, None, exc):
             raise
         return await fn(*args, **kwargs)
+    except asyncio.CancelledError:  # as in Guard.adrive: it may have landed
+        await give_back(store, call)
+        raise
     ended = _clock()
     by_scope = _claimed(meter, call, claim, ended)
     action = call.next(claim)
@@ -190,6 +197,9 @@ async def adrive(
             if not _unsettled(meter, call, ticket, completion(p, data), ended, exc):
                 raise
             return result
+        except asyncio.CancelledError:  # as in Guard.adrive: the body ran
+            await settle_anyway(store, call, ticket, completion(p, data))
+            raise
         _settled(meter, by_scope, "complete", ticket.scope, begun, ended)
         return result
     logs.duplicate(call)
@@ -326,6 +336,9 @@ async def _asettle(
         if not _unsettled(meter, call, ticket, step, acquired, exc):
             raise
         return
+    except asyncio.CancelledError:  # as in Guard.adrive: done to its end, then raised
+        await settle_anyway(self.store, call, ticket, step)
+        raise
     _settled(meter, by_scope, step.op[0], ticket.scope, begun, acquired)
 
 

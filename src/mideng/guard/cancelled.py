@@ -1,0 +1,84 @@
+"""What an async guarded call still writes when its task is cancelled at a store call.
+
+A cancellation (a client gone, an ``asyncio.timeout`` run out, a consumer stopping) arrives
+at whatever the task awaits. At the completion, the body has already run: left processing,
+the record is taken over once its lease runs out and the body runs a second time, though its
+holder never died; released, a retry runs it again at once. So a settling cut short (the
+completion, a failure recorded, the release of a cancelled body) is done again, to its end,
+and only then is the cancellation raised: ``settle_anyway``. Done again, a write that did
+land changes nothing: it is fenced by the claim's (owner, fence), and meets LeaseLostError.
+
+A claim cut short may have landed with its answer lost: then the key is held by a call that
+is gone, until its lease runs out (under ``on_expiry="unknown"``, never: the next caller
+would find it UNKNOWN though nothing ran). ``give_back`` looks for that claim, by its owner,
+and releases it. A claim still in flight at the store when the look is made can land after
+it; that one is left to its lease.
+
+None of this is on the way of a call that is not cancelled: the drivers catch the
+cancellation and call here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from mideng.core.flow import Call
+from mideng.core.record import PROCESSING, Ticket
+from mideng.core.settle import Settle
+from mideng.errors import IdempotencyError, LeaseLostError
+from mideng.guard.store_errors import store_error
+from mideng.observability import logs
+
+T = TypeVar("T")
+
+
+async def through(start: Callable[[], Awaitable[T]]) -> T:
+    """``await start()``, carried to its end however often the awaiting task is cancelled
+    meanwhile; its result, or its own error. The caller raises its cancellation after."""
+    task = asyncio.ensure_future(start())
+    while not task.done():
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError:
+            continue  # the write goes on; the cancellation the caller holds is raised after
+    return task.result()  # a task cancelled itself (its loop closing) raises CancelledError
+
+
+async def settle_anyway(store: Any, call: Call, ticket: Ticket, step: Settle) -> None:
+    """Do ``step`` (a completion, a failure recorded, a release) again, uncancellable: the
+    cancellation cut it short, and the caller raises that once this returns."""
+    try:
+        await through(lambda: getattr(store, step.op[1])(ticket, *step.args))
+    except LeaseLostError:
+        pass  # the cut-short write had landed (or the key was taken over): nothing to do
+    except IdempotencyError as exc:
+        logs.unsettled(call, asyncio.CancelledError(), exc)
+
+
+async def asettle(store: Any, call: Call, ticket: Ticket, step: Settle) -> None:
+    """``step`` done on the store, or, cancelled, done to its end before the cancellation is
+    raised; a store error goes where every other one goes (``store_error``)."""
+    try:
+        await getattr(store, step.op[1])(ticket, *step.args)
+    except IdempotencyError as exc:
+        if not store_error(call, step, exc):
+            raise
+    except asyncio.CancelledError:
+        await settle_anyway(store, call, ticket, step)
+        raise
+
+
+async def give_back(store: Any, call: Call) -> None:
+    """The claim of ``call`` was cut short: if it landed, release it (the body never ran)."""
+
+    async def own() -> None:
+        record = await store.aget(call.scope, call.key)
+        if record is not None and record.status is PROCESSING and record.owner == call.owner:
+            await store.arelease(Ticket.of(record))
+
+    try:
+        await through(own)
+    except IdempotencyError as exc:  # left to its lease
+        logs.unsettled(call, asyncio.CancelledError(), exc)

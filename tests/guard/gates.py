@@ -1,0 +1,68 @@
+"""Stores that stop at a chosen await until the test lets them go, so a test can cancel the
+task waiting there: ``gate(store, "acomplete")`` makes the store's next ``acomplete`` wait.
+
+``before=True`` (the default) stops before the store is asked (the write never started);
+``before=False`` stops after it answered (the write landed, its answer not yet seen: a
+cancellation there is one that cut a call short in flight). Only the first ``times`` calls
+stop; later ones (a write done again) pass straight through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from typing import Any
+
+
+class Gate:
+    def __init__(self) -> None:
+        self.reached = asyncio.Event()
+        self.go = asyncio.Event()
+        self.calls = 0
+
+
+def gate(store: Any, name: str, *, before: bool = True, times: int = 1) -> Gate:
+    """Make ``store.<name>`` stop at its first ``times`` calls until ``Gate.go`` is set."""
+    original = getattr(store, name)
+    stop = Gate()
+
+    async def gated(*args: Any, **kwargs: Any) -> Any:
+        stop.calls += 1
+        if stop.calls > times:
+            return await original(*args, **kwargs)
+        if before:
+            stop.reached.set()
+            await stop.go.wait()
+            return await original(*args, **kwargs)
+        answer = await original(*args, **kwargs)
+        stop.reached.set()
+        await stop.go.wait()
+        return answer
+
+    setattr(store, name, gated)
+    return stop
+
+
+async def cancel_at(task: asyncio.Task[Any], stop: Gate) -> None:
+    """Cancel ``task`` once it waits at ``stop``; return when it has ended (cancelled)."""
+    await stop.reached.wait()
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        return
+    raise AssertionError("the task was not cancelled")
+
+
+def gate_class(store: Any, name: str, *, before: bool = True, times: int = 1) -> Gate:
+    """``gate``, on the store's class (a subclass made for this store): for callers that take
+    the class's own operation, as the Guard's loops do while metrics are on."""
+    holder = types.SimpleNamespace(**{name: getattr(type(store), name)})  # the plain function
+    stop = gate(holder, name, before=before, times=times)
+    gated = getattr(holder, name)
+
+    async def operation(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await gated(self, *args, **kwargs)
+
+    store.__class__ = type(f"Gated{type(store).__name__}", (type(store),), {name: operation})
+    return stop
