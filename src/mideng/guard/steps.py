@@ -8,6 +8,8 @@ need no extra argument; a step called outside an operation raises ConfigurationE
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -21,7 +23,8 @@ from typing import Any
 from mideng.core.calls import is_async
 from mideng.core.codec import Codec, get_codec
 from mideng.core.keys import fast_binder
-from mideng.errors import ConfigurationError
+from mideng.errors import ConfigurationError, IdempotencyError
+from mideng.guard.cancelled import through
 from mideng.stores.sql.steps import astep_transaction, step_transaction
 from mideng.stores.sql.table import RecordTable
 from mideng.stores.steps import Finished, StepStore
@@ -138,7 +141,7 @@ def step_wrapper(
             try:
                 if conn is None:
                     result = await fn(*args, **kwargs)
-                    await running.store.arecord_step(*_entry(running, step_id, result))
+                    await _arecord(running, _entry(running, step_id, result))
                     return result
                 table = _table(running.store)
                 async with astep_transaction(connection(args, kwargs), table) as record:
@@ -175,6 +178,18 @@ def _entry(running: Running, step_id: str, result: Any) -> tuple[str, str, str, 
     """A finished step as the store records it: under the operation's claim."""
     data = running.codec.encode(result)
     return running.scope, running.key, running.owner, step_id, data, running.codec.name
+
+
+async def _arecord(running: Running, entry: tuple[str, str, str, str, bytes, str]) -> None:
+    """Record a finished step; cancelled meanwhile, record it to the end, then raise."""
+    try:
+        await running.store.arecord_step(*entry)
+    except asyncio.CancelledError:
+        # The step's effect has happened: recorded, the operation's re-run resumes after it
+        # instead of doing it again (a cancellation is no crash; rule 4 is for those).
+        with contextlib.suppress(IdempotencyError):
+            await through(lambda: running.store.arecord_step(*entry))
+        raise
 
 
 def _replayed(running: Running, done: Finished, hint: Any) -> Any:
