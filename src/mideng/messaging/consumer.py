@@ -49,7 +49,7 @@ from mideng.messaging.outcome import RetryRules, after_failure, standing
 from mideng.messaging.transactional import check as check_transactional
 from mideng.messaging.transactional import handle as handle_in_transaction
 from mideng.messaging.turns import handlers_done, run_handler
-from mideng.messaging.unwritten import Unwritten, kept, write_kept
+from mideng.messaging.unwritten import Unwritten, finish, kept, release_quietly, write_kept
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs, watch
 from mideng.stores.batch import Completion
@@ -216,6 +216,9 @@ class IdempotentConsumer:
             _lapsed(call, exc)
         except Exception as exc:  # whatever failed, the run happened: it must not run again
             return kept(self, key, completion, exc)
+        except asyncio.CancelledError:  # as much so: written to its end first (unwritten)
+            await finish(self, [(key, completion)])
+            raise
         return verdict
 
     async def _run_batch(
@@ -274,12 +277,14 @@ class IdempotentConsumer:
                 if isinstance(answer, LeaseLostError):
                     _lapsed(call, answer)
         except BaseException:
-            # Cancelled mid-batch: the keys not started yet are given back, so their
-            # redeliveries run at once instead of waiting out the lease.
+            # Cancelled mid-batch: what ran is completed (redelivered, it is acked unrun), and
+            # the keys not started yet are given back, so their redeliveries run at once
+            # instead of waiting out the lease.
             given = held.unstarted(started)
+            await finish(self, [(call.key, completion) for _, call, completion in ran])
             held.stop()
             for ticket in given:
-                await _quietly_release(store, ticket)
+                await release_quietly(store, ticket)
             raise
         finally:
             held.stop()
@@ -317,13 +322,13 @@ class IdempotentConsumer:
                 logs.consumer_turn_missed(call.scope, call.key)
                 return Retry(self.rules.retry_delay, "lease not held at the handler's turn"), None
         try:
-            await run_handler(self.handler, self.coroutine, message)
+            cancelled = await run_handler(self.handler, self.coroutine, message)
         except Exception as exc:
             stop()
             return await self._failed(call, ticket, claim.record.attempts, exc), None
         except BaseException:
             stop()  # cancelled or interrupted: the next delivery may run it at once
-            await _quietly_release(store, ticket)
+            await release_quietly(store, ticket)
             raise
         if held is None:
             stop()
@@ -333,6 +338,10 @@ class IdempotentConsumer:
         completion = blank(Completion)  # Completion(...) without the class call, per message
         completion.ticket, completion.result = ticket, nothing
         completion.codec, completion.ttl = codec.name, p.ttl
+        if cancelled is not None:  # a def ran on in its thread, to its end: completed first
+            await finish(self, [(call.key, completion)])
+            stop()
+            raise cancelled
         return _RAN, completion
 
     async def _failed(self, call: Call, ticket: Ticket, attempt: int, exc: Exception) -> Verdict:
@@ -389,10 +398,3 @@ def _lapsed(call: Call, exc: LeaseLostError) -> None:
     # Ran, but the lease lapsed and someone took the key over: the work is done, so the message
     # is acked; the taker may run it again, the hazard every lease has.
     logs.consumer_claim_lost(call.scope, call.key, exc)
-
-
-async def _quietly_release(store: Any, ticket: Ticket) -> None:
-    try:
-        await store.arelease(ticket)
-    except Exception as exc:
-        logs.consumer_release_failed(ticket.scope, ticket.key, exc)

@@ -15,9 +15,13 @@ acks) overlaps. Elsewhere ``TURN`` is unset and ``run_handler`` waits for nothin
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 from contextvars import ContextVar
 from typing import Any
+
+from mideng.guard.cancelled import through
 
 
 class Turn:
@@ -38,16 +42,39 @@ class Turn:
 TURN: ContextVar[Turn | None] = ContextVar("mideng_handler_turn", default=None)
 
 
-async def run_handler(handler: Any, coroutine: bool, message: Any) -> None:
-    """``handler(message)``: awaited, or run in a thread when it is a ``def``, in its turn."""
+async def run_handler(handler: Any, coroutine: bool, message: Any) -> asyncio.CancelledError | None:
+    """``handler(message)``: awaited, or run in a thread when it is a ``def``, in its turn.
+
+    None, or the cancellation that arrived while a ``def`` ran in its thread and returned: a
+    thread can't be stopped, so the handler's run is waited for, and the caller completes it
+    before it raises that cancellation (released while the thread ran on, the key would let a
+    redelivery run the handler beside it). A ``def`` that failed meanwhile raises the
+    cancellation: that run is given back, as a cancelled one is."""
     turn = TURN.get()
     if turn is not None and turn.after is not None:
         await turn.after  # the batch before has run its last handler
         turn.after = None
     if coroutine:
         await handler(message)
-    elif inspect.isawaitable(done := await asyncio.to_thread(handler, message)):
+        return None
+    # asyncio.to_thread, with the thread's future shielded from the task's cancellation.
+    call = functools.partial(contextvars.copy_context().run, handler, message)
+    thread = asyncio.get_running_loop().run_in_executor(None, call)
+    try:
+        done = await asyncio.shield(thread)
+    except asyncio.CancelledError as cancelled:
+        try:
+            done = await through(lambda: thread)
+        except Exception:
+            raise cancelled from None
+        if inspect.isawaitable(done):  # its coroutine not started: nothing ran
+            if inspect.iscoroutine(done):
+                done.close()
+            raise
+        return cancelled
+    if inspect.isawaitable(done):
         await done  # a def that hands back a coroutine (a lambda over an async def)
+    return None
 
 
 def handlers_done() -> None:

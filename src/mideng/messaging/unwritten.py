@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from mideng.core.flow import Call
 from mideng.core.record import Ticket
 from mideng.errors import LeaseLostError
+from mideng.guard.cancelled import through
 from mideng.guard.driver import Driver
 from mideng.messaging.batch import complete_all
 from mideng.messaging.outcome import RetryRules
@@ -125,3 +126,28 @@ async def _record_anew(
         return kept(consumer, key, fresh, exc)
     logs.consumer_completion_written(consumer.scope, key)
     return Ack(ran=False)
+
+
+async def finish(consumer: Consumer, ran: Sequence[tuple[str, Completion]]) -> None:
+    """Handlers ran (by key, their completions) and the task deciding them is cancelled: the
+    completions are written to their end before it raises that cancellation. Left
+    processing, each record would be taken over once its lease ran out and its redelivered
+    message run again; written, the redelivery is acked unrun. What the store refuses is kept,
+    as after any failed completion."""
+    if not ran:
+        return
+    store = consumer.guard.store
+    try:
+        await through(lambda: complete_all(store, [c for _, c in ran]))
+    except Exception as exc:  # LeaseLostError comes back as an answer: landed, or taken over
+        for key, completion in ran:
+            kept(consumer, key, completion, exc)
+
+
+async def release_quietly(store: Any, ticket: Ticket) -> None:
+    """Give back the claim of a run that was cancelled or interrupted, to its end however
+    often the task is cancelled meanwhile; a store error is logged (the lease runs out)."""
+    try:
+        await through(lambda: store.arelease(ticket))
+    except Exception as exc:
+        logs.consumer_release_failed(ticket.scope, ticket.key, exc)
