@@ -1,6 +1,14 @@
 """Every outbox operation as a statement generator (mideng.db): the writer's ``add``, the
-relay's ``claim``, ``settle`` and ``purge``. They run on the caller's connection (``add``) or
+relay's ``claim``, ``settle`` and the purge. They run on the caller's connection (``add``) or
 the relay's own, sync or async, unchanged.
+
+On MySQL/MariaDB each of the relay's transactions that holds key rows takes its locks first
+and only then changes anything, each change by primary key among the rows it locked
+(mideng.outbox.statements), so none of its changes waits for a writer while it holds a key
+row the writer may want. The locks are taken with ``FOR UPDATE SKIP LOCKED``, or on MariaDB
+(``Queries.nowait``) with ``NOWAIT`` by key (``_lock_free``): MariaDB's SKIP LOCKED queues
+for a held row for an instant before it skips it, long enough for a deadlock search to see
+the relay waiting for a writer that waits for it (docs/outbox.md, deadlocks).
 """
 
 from __future__ import annotations
@@ -9,9 +17,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from mideng.db.dialect import lock_timed_out
 from mideng.db.statements import Op, Stmt
 from mideng.errors import StoreUnavailableError
 from mideng.outbox.statements import Queries
+
+#: Locking reads a ``NOWAIT`` lock of a list may see fail before it leaves the keys it has
+#: not tried yet for next time: each failure is a round trip (``_lock_free``).
+LOCK_MISSES = 8
 
 
 class Row(NamedTuple):
@@ -75,13 +88,21 @@ def claim(
     leased."""
     lease = {"token": token, "until": until, "now": now, "limit": keys}
     if q.mysql:
-        found = yield Stmt(q.select_keys, lease)
-        names = [row[0] for row in found.rows]
+        # Both locking reads before either update (module docstring); the unkeyed rows
+        # first, while no key row a writer may wait for is held yet.
+        found = yield Stmt(q.select_rows, {**lease, "limit": rows})
+        unkeyed = [_row(values) for values in found.rows]
+        if q.nowait:
+            # More keys read than leased: some of those due are a writer's at the moment.
+            due = yield Stmt(q.due_keys, {**lease, "limit": keys * 4})
+            found_keys = [row[0] for row in due.rows]
+            names = yield from _lock_free(q, "lock_due", found_keys, {"now": now}, keys, keys)
+        else:
+            found = yield Stmt(q.select_keys, lease)
+            names = [row[0] for row in found.rows]
         if names:
             params = {"token": token, "until": until, **_ids(names)}
             yield Stmt(q.in_list("claim_keys", len(names)), params)
-        found = yield Stmt(q.select_rows, {**lease, "limit": rows})
-        unkeyed = [_row(values) for values in found.rows]
         if unkeyed:
             params = {"token": token, "until": until, **_ids([row.id for row in unkeyed])}
             yield Stmt(q.in_list("claim_rows", len(unkeyed)), params)
@@ -102,8 +123,10 @@ def settle(
     failures: Sequence[Failure],
     keys: Sequence[str],
 ) -> Op[list[str]]:
-    """Write back one batch: rows sent, failures counted (dead after the last attempt), then
-    the batch's ``keys`` (``settle_keys``); the keys a writer held, still to do."""
+    """Write back one batch: the batch's ``keys`` no writer holds locked, rows sent, failures
+    counted (dead after the last attempt), then those keys settled (``settle_keys``); the keys
+    a writer held, still to do."""
+    locked = yield from _lock_keys(q, token, keys)
     if sent and q.kind == "postgresql":
         yield Stmt(q.sent_array, {"now": now, "ids": list(sent)})
     elif sent:
@@ -119,7 +142,7 @@ def settle(
                 "retry_at": None if failure.key is not None else failure.retry_at,
             },
         )
-    return (yield from settle_keys(q, token, keys, failures))
+    return (yield from _settle_locked(q, token, keys, failures, locked))
 
 
 def settle_keys(
@@ -133,12 +156,71 @@ def settle_keys(
     a writer that holds one of the batch's keys and waits for another never waits in a cycle
     with the write-back. The keys skipped, still leased to ``token``, are returned: the relay
     settles them in a transaction of their own once the writer is done."""
+    locked = yield from _lock_keys(q, token, keys)
+    return (yield from _settle_locked(q, token, keys, failures, locked))
+
+
+def _lock_keys(q: Queries, token: str, keys: Sequence[str]) -> Op[list[str] | None]:
+    """The batch's key rows still leased to ``token`` that no writer holds, now locked; None
+    on SQLite, which has no row locks (nothing to skip)."""
+    if q.lock_keys is None:
+        return None
+    if not q.mysql:
+        found = yield Stmt(q.lock_keys, {"token": token})
+    elif q.nowait:
+        locked = yield from _lock_free(q, "lock_keys", list(keys), {"token": token})
+        return sorted(locked)
+    elif keys:
+        found = yield Stmt(q.in_list("lock_keys", len(keys)), {"token": token, **_ids(keys)})
+    else:
+        return []
+    return sorted(row[0] for row in found.rows)
+
+
+def _lock_free(
+    q: Queries,
+    name: str,
+    keys: list[str],
+    params: dict[str, Any],
+    limit: int | None = None,
+    size: int = 500,
+) -> Op[list[str]]:
+    """Of ``keys`` (up to ``limit`` of them), those the ``name`` read (``FOR UPDATE NOWAIT``,
+    ``size`` keys a statement) finds, now locked, without ever queueing for a lock. A read
+    that meets a row locked elsewhere fails at once (the rows it locked before it stay locked
+    until this transaction ends, unused); its keys are tried again in halves, down to the
+    held one, which is left out. After ``LOCK_MISSES`` such failures the keys not yet tried
+    are left out too: this transaction is not theirs, the next one may be."""
+    limit = len(keys) if limit is None else limit
+    todo = [keys[start : start + size] for start in range(0, len(keys), size)][::-1]
+    locked: list[str] = []
+    misses = 0
+    while todo and len(locked) < limit and misses < LOCK_MISSES:
+        part = todo.pop()[: limit - len(locked)]
+        try:
+            found = yield Stmt(q.in_list(name, len(part)), {**params, **_ids(part)})
+        except Exception as exc:
+            if not lock_timed_out(getattr(exc, "orig", exc)):
+                raise
+            misses += 1
+            if len(part) > 1:
+                todo += [part[len(part) // 2 :], part[: len(part) // 2]]
+            continue
+        locked += [row[0] for row in found.rows]
+    return locked
+
+
+def _settle_locked(
+    q: Queries,
+    token: str,
+    keys: Sequence[str],
+    failures: Sequence[Failure],
+    locked: list[str] | None,
+) -> Op[list[str]]:
     fenced: dict[str, Any] = {"token": token}
     ready: list[str] | None = None  # None: the token alone names the rows to change
     everything = True
-    if q.lock_keys is not None:  # SQLite has no row locks: nothing to skip
-        found = yield Stmt(q.lock_keys, fenced)
-        locked = sorted(row[0] for row in found.rows)
+    if locked is not None:
         everything = set(locked).issuperset(keys)
         # PostgreSQL locks only the rows an UPDATE's whole condition picks, all of them
         # locked here already when ``everything``. InnoDB's scan for ``claimed_by`` (a whole
@@ -180,18 +262,31 @@ def _back_off(
     return waiting
 
 
-def purge(q: Queries, cutoff: float) -> Op[int]:
-    """Delete rows sent before ``cutoff``, then the key rows nothing refers to any more."""
+def purge_rows(q: Queries, cutoff: float) -> Op[int]:
+    """Delete rows sent before ``cutoff``; how many."""
     res = yield Stmt(q.purge_rows, {"cutoff": cutoff})
+    return res.rowcount
+
+
+def purge_keys(q: Queries) -> Op[None]:
+    """Delete the key rows nothing refers to any more (rows purged in a transaction before):
+    the idle ones no writer holds are locked first, then deleted by key."""
     if q.lock_idle_keys is None:
         yield Stmt(q.purge_keys, {})
-        return res.rowcount
-    found = yield Stmt(q.lock_idle_keys, {})
-    names = [row[0] for row in found.rows]
+        return
+    if q.nowait:
+        idle = yield Stmt(q.idle_keys, {})
+        names = yield from _lock_free(q, "lock_idle", [row[0] for row in idle.rows], {})
+    else:
+        found = yield Stmt(q.lock_idle_keys, {})
+        names = [row[0] for row in found.rows]
+    if q.mysql:
+        for name in names:
+            yield Stmt(q.purge_key, {"key": name})
+        return
     for start in range(0, len(names), 500):  # a bounded list of binds per statement
         chunk = names[start : start + 500]
         yield Stmt(q.in_list("purge_keys", len(chunk)), _ids(chunk))
-    return res.rowcount
 
 
 def counts(q: Queries) -> Op[dict[int, int]]:

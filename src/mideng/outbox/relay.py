@@ -33,7 +33,7 @@ from mideng.errors import ConfigurationError
 from mideng.messaging.publish import Outgoing, Publisher, open_publisher
 from mideng.observability import logs
 from mideng.outbox.engines import async_engine, listen_conninfo
-from mideng.outbox.ops import Failure, Row, claim, purge, settle, settle_keys
+from mideng.outbox.ops import Failure, Row, claim, purge_keys, purge_rows, settle, settle_keys
 from mideng.outbox.pipeline import NOTHING, Batch, drain
 from mideng.outbox.schema import DEFAULT_TABLE, channel
 from mideng.outbox.statements import Queries
@@ -126,7 +126,15 @@ class Relay:
         if self._started:
             return
         async with self.engine.connect() as connection:
-            self._queries = Queries(kind_of(connection.dialect), self.table)
+            kind = kind_of(connection.dialect)
+            nowait = False
+            if kind == "mariadb":
+                # NOWAIT (mideng.outbox.statements) relies on a failed lock undoing only its
+                # own statement: with innodb_rollback_on_timeout it would undo the whole
+                # transaction, locks already taken included, and the relay takes SKIP LOCKED.
+                undo_all = await connection.exec_driver_sql("SELECT @@innodb_rollback_on_timeout")
+                nowait = not int(undo_all.scalar_one())
+            self._queries = Queries(kind, self.table, nowait=nowait)
         await self.publisher.start()
         await self.wake.start()
         self._started = True
@@ -256,7 +264,12 @@ class Relay:
         await self.start()
         self._purged_at = time.time()
         cutoff = time.time() - self.retention
-        return await self._transact(lambda: purge(self.q, cutoff))
+        deleted = await self._transact(lambda: purge_rows(self.q, cutoff))
+        # The key rows in a transaction of their own: its locking read of the idle keys then
+        # comes before any change (mideng.outbox.ops), and it holds no deleted row while it
+        # locks (the row deletes may wait for writers' new rows, which is a wait, no cycle).
+        await self._transact(lambda: purge_keys(self.q))
+        return deleted
 
     # -- inside a batch --------------------------------------------------------------------
     @property
@@ -277,8 +290,10 @@ class Relay:
                     if autocommit:
                         await connection.execution_options(isolation_level="AUTOCOMMIT")
                     elif self.q.mysql:
-                        # InnoDB's REPEATABLE READ would lock every key row an UPDATE scans,
-                        # writers' included; READ COMMITTED locks only the rows it changes.
+                        # InnoDB's REPEATABLE READ would keep the lock of every row a
+                        # statement reads, and of the gaps between; READ COMMITTED lets go of
+                        # those it does not change. That a statement asks for no other row's
+                        # lock at all is the statements' part (mideng.outbox.statements).
                         await connection.execution_options(isolation_level="READ COMMITTED")
                     site = AsyncSite(connection)
                     await site.open(savepoint=False)

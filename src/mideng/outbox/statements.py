@@ -6,6 +6,15 @@ SKIP LOCKED`` so two relays never wait on each other's rows); MySQL/MariaDB cann
 table it selects from in a sub-select, so there the claim is a locking ``SELECT … SKIP LOCKED``
 and an ``UPDATE`` of what it returned, in the same transaction. Lists of ids are spelled with
 one bind each; their texts are built once per length and kept.
+
+On MySQL/MariaDB every statement that changes or locks rows named by a list reaches them
+through the primary key (``FORCE INDEX (PRIMARY)``, or one ``DELETE`` per key): on a small
+table InnoDB would rather scan it, and a scan asks for the lock of every row it passes, those
+a writer holds included. With ``nowait`` (MariaDB) the relay's locking reads of key rows are
+``FOR UPDATE NOWAIT`` over a list read beforehand without locks: MariaDB's ``SKIP LOCKED``
+queues for a held row for an instant before it skips it, and a deadlock search in that
+instant sees a cycle; ``NOWAIT`` fails the read instead, without queueing (docs/outbox.md,
+deadlocks).
 """
 
 from __future__ import annotations
@@ -20,14 +29,17 @@ _DUE = "(claimed_until IS NULL OR claimed_until < :now)"
 
 
 class Queries:
-    def __init__(self, kind: str, table: str) -> None:
+    def __init__(self, kind: str, table: str, *, nowait: bool = False) -> None:
         if kind not in ("postgresql", "mariadb", "mysql", "sqlite"):
             raise ConfigurationError(f"the outbox has no statements for {kind!r}")
         self.kind = kind
         self.table = t = check_table(table)
         self.keys = k = keys_table(table)
         self.mysql = kind in ("mariadb", "mysql")
+        self.nowait = nowait and self.mysql
         lock = " FOR UPDATE SKIP LOCKED" if kind != "sqlite" else ""
+        # The index hint that keeps a by-list statement on its own rows (module docstring).
+        self._by_pk = " FORCE INDEX (PRIMARY)" if self.mysql else ""
         self._lists: dict[tuple[str, int], Sql] = {}
 
         # -- writer ----------------------------------------------------------------------
@@ -65,6 +77,8 @@ class Queries:
         )
         # MySQL/MariaDB: a locking select, then an update of what it returned.
         self.select_keys = Sql(due_keys + lock)
+        # With ``nowait``: the keys due, read without a lock, to lock by key (``lock_due``).
+        self.due_keys = Sql(due_keys)
         self.select_rows = Sql(due_rows.format(ROW_COLUMNS) + lock)
         # PostgreSQL and SQLite: one statement each.
         # RETURNING: the write-back needs the keys a batch holds (MySQL's locking read says).
@@ -89,6 +103,7 @@ class Queries:
         # The key rows a write-back may change now: a writer holding one (its transaction
         # bumped the key and goes on to lock others) is skipped, never waited for, so the
         # write-back holds no key row while it waits on another (docs/outbox.md, deadlocks).
+        # PostgreSQL finds them by token; MySQL/MariaDB by the batch's keys (``in_list``).
         # SQLite has no row locks to wait on: its writers take the file's lock.
         self.lock_keys = (
             Sql(f"SELECT aggregateid FROM {k} WHERE claimed_by = :token{lock}")
@@ -111,19 +126,19 @@ class Queries:
         # Rows a relay published form a prefix of the key's unsent rows (it publishes a key in
         # order and stops at its first failure), so the highest finished one is the new mark.
         self._advance = (
-            f"UPDATE {k} SET sent_seq = COALESCE((SELECT MAX(o.seq) FROM {t} o "
+            f"SET sent_seq = COALESCE((SELECT MAX(o.seq) FROM {t} o "
             f"WHERE o.aggregateid = {k}.aggregateid AND o.state <> {PENDING}), sent_seq)"
         )
-        self.advance = Sql(f"{self._advance} WHERE claimed_by = :token")
+        self.advance = Sql(f"UPDATE {k} {self._advance} WHERE claimed_by = :token")
         self.back_off = Sql(
             f"UPDATE {k} SET claimed_by = NULL, claimed_until = :retry_at "
             "WHERE aggregateid = :key AND claimed_by = :token"
         )
         self._release = (
-            f"UPDATE {k} SET pending = CASE WHEN last_seq > sent_seq THEN 1 ELSE 0 END, "
+            "SET pending = CASE WHEN last_seq > sent_seq THEN 1 ELSE 0 END, "
             "claimed_by = NULL, claimed_until = NULL"
         )
-        self.release = Sql(f"{self._release} WHERE claimed_by = :token")
+        self.release = Sql(f"UPDATE {k} {self._release} WHERE claimed_by = :token")
 
         # -- relay: retention ----------------------------------------------------------------
         self.purge_rows = Sql(f"DELETE FROM {t} WHERE state = {SENT} AND sent_at < :cutoff")
@@ -131,7 +146,11 @@ class Queries:
             f"pending = 0 AND claimed_by IS NULL AND NOT EXISTS "
             f"(SELECT 1 FROM {t} o WHERE o.aggregateid = {k}.aggregateid)"
         )
+        self._idle = idle
         self.purge_keys = Sql(f"DELETE FROM {k} WHERE {idle}")
+        self.idle_keys = Sql(f"SELECT aggregateid FROM {k} WHERE {idle}")  # ``nowait``
+        # InnoDB takes no index hint in a DELETE: one statement per key is a lookup by key.
+        self.purge_key = Sql(f"DELETE FROM {k} WHERE aggregateid = :key")
         # As in a write-back: the idle key rows no writer holds, locked, then deleted by
         # primary key, so the purge never holds a deleted key row while it waits for another.
         self.lock_idle_keys = (
@@ -148,7 +167,7 @@ class Queries:
         if known is not None:
             return known
         binds = ", ".join(f":i{n}" for n in range(count))
-        t, k = self.table, self.keys
+        t, k = f"{self.table}{self._by_pk}", f"{self.keys}{self._by_pk}"
         texts = {
             "claim_keys": f"UPDATE {k} SET claimed_by = :token, claimed_until = :until "
             f"WHERE aggregateid IN ({binds})",
@@ -156,12 +175,20 @@ class Queries:
             f"WHERE id IN ({binds})",
             "sent": f"UPDATE {t} SET state = {SENT}, sent_at = :now, claimed_by = NULL, "
             f"claimed_until = NULL WHERE id IN ({binds})",
-            # Key rows this transaction locked as leased to its token (``lock_keys``): by
-            # primary key alone, since InnoDB would lock every row it scans on the way
-            # through a ``claimed_by`` index, the ones a writer holds included.
-            "purge_keys": f"DELETE FROM {k} WHERE aggregateid IN ({binds})",
-            "advance": f"{self._advance} WHERE aggregateid IN ({binds})",
-            "release": f"{self._release} WHERE aggregateid IN ({binds})",
+            # MySQL/MariaDB: a batch's key rows still leased to its token and held by no
+            # writer, looked up by key, so the locking read tries no other key row.
+            "lock_keys": f"SELECT aggregateid FROM {k} WHERE aggregateid IN ({binds}) "
+            f"AND claimed_by = :token FOR UPDATE {'NOWAIT' if self.nowait else 'SKIP LOCKED'}",
+            # ``nowait``: keys read as due, or as idle, locked if they still are.
+            "lock_due": f"SELECT aggregateid FROM {k} WHERE aggregateid IN ({binds}) "
+            f"AND pending = 1 AND {_DUE} FOR UPDATE NOWAIT",
+            "lock_idle": f"SELECT aggregateid FROM {k} WHERE aggregateid IN ({binds}) "
+            f"AND {self._idle} FOR UPDATE NOWAIT",
+            # Key rows this transaction locked as idle (``lock_idle_keys``), PostgreSQL.
+            "purge_keys": f"DELETE FROM {self.keys} WHERE aggregateid IN ({binds})",
+            # Key rows this transaction locked (``lock_keys``): by primary key alone.
+            "advance": f"UPDATE {k} {self._advance} WHERE aggregateid IN ({binds})",
+            "release": f"UPDATE {k} {self._release} WHERE aggregateid IN ({binds})",
         }
         sql = self._lists[(name, count)] = Sql(texts[name])
         return sql
