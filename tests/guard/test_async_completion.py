@@ -85,3 +85,27 @@ def test_with_fail_open_a_failed_completion_is_logged_and_the_result_returned(
     warnings = [r.getMessage() for r in caplog.records if r.name == "mideng"]
     assert len(warnings) == 2
     assert warnings[0].replace("open-sync", "open-async") == warnings[1]
+
+
+def test_a_result_pickle_cant_store_is_recorded_and_raised_not_left_processing() -> None:
+    """pickle raises its own errors (PicklingError, AttributeError for a local object); the
+    codec answers CodecError, as the JSON codec does, so the failure is recorded. Left as the
+    pickle error, the record stayed processing and, once its lease ran out, a take-over ran the
+    body a second time."""
+    guard = Guard(MemoryStore(), codec="pickle")
+
+    def local() -> None:  # a local function: pickle can't name it
+        pass
+
+    for value in (local, lambda: None):
+        sync, asynchronous = _both(guard, f"unpicklable-{id(value)}", value)
+        assert isinstance(sync, CodecError)
+        assert isinstance(asynchronous, CodecError)
+        for mode in ("sync", "async"):
+            record = guard.get("s", f"unpicklable-{id(value)}-{mode}")
+            assert record is not None
+            assert record.status is Status.FAILED
+    runs: list[int] = []
+    with pytest.raises(CodecError):
+        guard.run("s", f"unpicklable-{id(local)}-sync", lambda: runs.append(1))
+    assert runs == []  # the recorded failure answers; the body does not run again

@@ -22,6 +22,8 @@ from mideng.errors import CodecError, ConfigurationError
 class Codec(Protocol):
     name: str
 
+    # A value it can't encode raises CodecError (and only that): the caller records the
+    # failure; any other error leaves the call's record as it was, processing.
     def encode(self, value: Any) -> bytes: ...
 
     def decode(self, data: bytes, type_hint: Any = None) -> Any: ...
@@ -116,7 +118,15 @@ class PickleCodec:
     name = "pickle"
 
     def encode(self, value: Any) -> bytes:
-        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            # pickle's own errors (PicklingError for a lambda, AttributeError for a local
+            # object, TypeError for a lock, whatever a __reduce__ raises), as the CodecError
+            # every caller of a codec handles: raised as they were, the body's result was
+            # neither stored nor recorded as failed, and its record stayed processing until a
+            # take-over ran the body again.
+            raise CodecError(f"result can't be pickled: {exc}") from exc
 
     def decode(self, data: bytes, type_hint: Any = None) -> Any:
         return pickle.loads(data)
