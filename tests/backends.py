@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,3 +67,15 @@ BACKENDS: list[Backend] = [
 
 def by_name(name: str) -> Backend:
     return next(b for b in BACKENDS if b.name == name)
+
+
+def opened_store(name: str, ctx: Ctx) -> Iterator[Store]:
+    """A store fixture's body: backend ``name``'s store (its service required), closed after."""
+    from tests.services import need
+
+    backend = by_name(name)
+    if backend.service is not None:
+        need(backend.service)
+    opened = backend.make(ctx)
+    yield opened.store
+    opened.store.close()

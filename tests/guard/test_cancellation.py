@@ -21,19 +21,14 @@ from mideng.errors import InProgressError
 from mideng.guard import aheartbeat
 from mideng.stores.base import Store
 from mideng.stores.memory import MemoryStore
-from tests.backends import Ctx, by_name
+from tests.backends import Ctx, by_name, opened_store
 from tests.guard.gates import cancel_at, gate, gate_class
 from tests.services import need
 
 
 @pytest.fixture(params=["memory", "redis", "postgresql"])
 def store(request: pytest.FixtureRequest, ctx: Ctx) -> Iterator[Store]:
-    backend = by_name(request.param)
-    if backend.service is not None:
-        need(backend.service)
-    opened = backend.make(ctx)
-    yield opened.store
-    opened.store.close()
+    yield from opened_store(request.param, ctx)
 
 
 def _run(store: Store, scenario: Callable[[], Awaitable[None]]) -> None:

@@ -10,19 +10,13 @@ import pytest
 
 from mideng import Guard
 from mideng.stores.base import Store
-from tests.backends import Ctx, by_name
+from tests.backends import Ctx, opened_store
 from tests.guard.gates import cancel_at, gate
-from tests.services import need
 
 
 @pytest.fixture(params=["memory", "redis", "postgresql"])
 def store(request: pytest.FixtureRequest, ctx: Ctx) -> Iterator[Store]:
-    backend = by_name(request.param)
-    if backend.service is not None:
-        need(backend.service)
-    opened = backend.make(ctx)
-    yield opened.store
-    opened.store.close()
+    yield from opened_store(request.param, ctx)
 
 
 def test_a_step_cancelled_at_its_record_is_not_run_again(store: Store) -> None:

@@ -19,8 +19,7 @@ from mideng.http.core import Incoming
 from mideng.http.debounce import Debouncer
 from mideng.stores.base import Store
 from mideng.stores.memory import MemoryStore
-from tests.backends import Ctx, by_name
-from tests.services import need
+from tests.backends import Ctx, opened_store
 
 
 @pytest.fixture
@@ -34,12 +33,7 @@ def user_of(request: Incoming) -> str | None:
 
 @pytest.fixture(params=["memory", "sqlite", "redis"])
 def store(request: pytest.FixtureRequest, ctx: Ctx) -> Iterator[Store]:
-    backend = by_name(request.param)
-    if backend.service is not None:
-        need(backend.service)
-    opened = backend.make(ctx)
-    yield opened.store
-    opened.store.close()
+    yield from opened_store(request.param, ctx)
 
 
 def test_sliding_window_on_the_store_clock() -> None:

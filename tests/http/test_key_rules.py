@@ -11,18 +11,12 @@ from mideng.http.core import Incoming
 from mideng.http.debounce import DebounceGate, Debouncer
 from mideng.http.headers import Headers
 from mideng.stores.base import Store
-from tests.backends import Ctx, by_name
-from tests.services import need
+from tests.backends import Ctx, opened_store
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgresql", "redis"])
 def store(request: pytest.FixtureRequest, ctx: Ctx) -> Iterator[Store]:
-    backend = by_name(request.param)
-    if backend.service is not None:
-        need(backend.service)
-    opened = backend.make(ctx)
-    yield opened.store
-    opened.store.close()
+    yield from opened_store(request.param, ctx)
 
 
 def test_debounce_at_the_edge_spells_out_a_lone_surrogate(store: Store) -> None:

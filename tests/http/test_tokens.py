@@ -22,8 +22,7 @@ from mideng.http.core import Incoming
 from mideng.stores.base import Store
 from mideng.stores.memory import MemoryStore
 from mideng.tokens import TokenService
-from tests.backends import Ctx, by_name
-from tests.services import need
+from tests.backends import Ctx, opened_store
 
 CONCURRENT = 100
 
@@ -35,12 +34,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(params=["memory", "sqlite", "redis"])
 def store(request: pytest.FixtureRequest, ctx: Ctx) -> Iterator[Store]:
-    backend = by_name(request.param)
-    if backend.service is not None:
-        need(backend.service)
-    opened = backend.make(ctx)
-    yield opened.store
-    opened.store.close()
+    yield from opened_store(request.param, ctx)
 
 
 def test_concurrent_consumes_have_exactly_one_winner(store: Store) -> None:

@@ -18,19 +18,13 @@ from mideng import Guard
 from mideng.core.record import Status
 from mideng.messaging import Ack, IdempotentConsumer, Message, Retry
 from mideng.stores.base import Store
-from tests.backends import Ctx, by_name
+from tests.backends import Ctx, opened_store
 from tests.guard.gates import cancel_at, gate
-from tests.services import need
 
 
 @pytest.fixture(params=["memory", "redis"])
 def store(request: pytest.FixtureRequest, ctx: Ctx) -> Iterator[Store]:
-    backend = by_name(request.param)
-    if backend.service is not None:
-        need(backend.service)
-    opened = backend.make(ctx)
-    yield opened.store
-    opened.store.close()
+    yield from opened_store(request.param, ctx)
 
 
 def msg(key: str) -> Message:
