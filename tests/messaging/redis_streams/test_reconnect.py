@@ -52,6 +52,20 @@ def kill_named(name: str, command: str | None = None) -> int:
         client.close()
 
 
+@pytest.fixture(autouse=True)
+def half_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A killed connection stays in the pool as a half-open one would: redis-py 8.2's pool
+    probes each connection it hands out and quietly reconnects one whose end of stream it has
+    already read, so a kill between two commands never reached the consumer there. A
+    connection a middlebox dropped, or a server that restarted without a word, gives no such
+    sign until the next command fails on it; that is the loss these tests make."""
+
+    async def connected_only(self: Any, connection: Any) -> None:
+        await connection.connect()
+
+    monkeypatch.setattr(aredis.ConnectionPool, "ensure_connection", connected_only)
+
+
 def outcomes(caplog: pytest.LogCaptureFixture, outcome: str) -> int:
     return sum(1 for r in caplog.records if getattr(r, "mideng_outcome", None) == outcome)
 
