@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import types
+from collections.abc import Coroutine
 from typing import Any
 
 
@@ -66,3 +67,23 @@ def gate_class(store: Any, name: str, *, before: bool = True, times: int = 1) ->
 
     store.__class__ = type(f"Gated{type(store).__name__}", (type(store),), {name: operation})
     return stop
+
+
+async def cancelled_at_completion(store: Any, consume: Coroutine[Any, Any, Any]) -> None:
+    """Run ``consume`` until its first completion (one message's, or a batch's) reaches
+    ``store``, cancel it there, let the completion written again pass, and see it raise its
+    cancellation: the broker adapters' shared scenario."""
+    one, many = gate(store, "acomplete"), gate(store, "acomplete_many")
+    task = asyncio.ensure_future(consume)
+    waits = [asyncio.ensure_future(g.reached.wait()) for g in (one, many)]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for waiting in waits:
+        waiting.cancel()
+    task.cancel()
+    one.go.set()  # the completion written again (by either call) passes
+    many.go.set()
+    try:
+        await task
+    except asyncio.CancelledError:
+        return
+    raise AssertionError("the consume was not cancelled")

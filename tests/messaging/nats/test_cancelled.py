@@ -13,7 +13,7 @@ from mideng import Guard
 from mideng.core.record import Status
 from mideng.messaging import IdempotentConsumer, Message
 from mideng.stores.memory import MemoryStore
-from tests.guard.gates import gate
+from tests.guard.gates import cancelled_at_completion
 from tests.messaging.nats.conftest import NatsSide
 from tests.messaging.nats.test_consume import consuming
 
@@ -35,18 +35,8 @@ def test_a_consume_cancelled_at_the_completion_runs_nothing_twice(
     nats_side.publish([(key, b"{}") for key in keys])
 
     async def scenario() -> None:
-        # One message, or a batch of those fetched together: the first completion waits.
-        one, many = gate(store, "acomplete"), gate(store, "acomplete_many")
-        task = asyncio.create_task(consuming(consumer, nats_side, asyncio.Event()))
-        waits = [asyncio.ensure_future(g.reached.wait()) for g in (one, many)]
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        for waiting in waits:
-            waiting.cancel()
-        task.cancel()
-        one.go.set()  # the completion written again (by either call) passes
-        many.go.set()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        # One message, or a batch of those fetched together: cancelled at the first completion.
+        await cancelled_at_completion(store, consuming(consumer, nats_side, asyncio.Event()))
         assert runs  # the handlers in hand ran once; their messages went unacked
 
         def finished() -> bool:

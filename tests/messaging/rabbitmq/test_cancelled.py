@@ -13,7 +13,7 @@ from mideng.core.record import Status
 from mideng.messaging import IdempotentConsumer, Message, rabbitmq
 from mideng.stores.memory import MemoryStore
 from tests.brokers import AMQP_URL, BrokerNames
-from tests.guard.gates import gate
+from tests.guard.gates import cancelled_at_completion
 from tests.messaging.rabbitmq.test_adapter import publish, ready
 from tests.messaging.running import consume_until
 
@@ -34,21 +34,11 @@ def test_a_consume_cancelled_at_the_completion_runs_nothing_twice(
 
     async def scenario() -> None:
         await publish(queue, *keys)
-        # One delivery, or a batch of those that arrived: the first completion waits.
-        one, many = gate(store, "acomplete"), gate(store, "acomplete_many")
-        stop = asyncio.Event()
-        task = asyncio.create_task(
-            rabbitmq.consume(consumer, AMQP_URL, queue=queue, stop=stop, prefetch=10)
+        # One delivery, or a batch of those that arrived: cancelled at the first completion.
+        await cancelled_at_completion(
+            store,
+            rabbitmq.consume(consumer, AMQP_URL, queue=queue, stop=asyncio.Event(), prefetch=10),
         )
-        waits = [asyncio.ensure_future(g.reached.wait()) for g in (one, many)]
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        for waiting in waits:
-            waiting.cancel()
-        task.cancel()
-        one.go.set()  # the completion written again (by either call) passes
-        many.go.set()
-        with pytest.raises(asyncio.CancelledError):
-            await task
         ran = list(runs)
         assert ran  # the handlers in hand ran once, their deliveries went back unacked
 
