@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import types
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 
@@ -87,3 +87,15 @@ async def cancelled_at_completion(store: Any, consume: Coroutine[Any, Any, Any])
     except asyncio.CancelledError:
         return
     raise AssertionError("the consume was not cancelled")
+
+
+def run_closing(store: Any, scenario: Callable[[], Awaitable[None]]) -> None:
+    """``asyncio.run(scenario())``, the store closed on the same loop afterwards."""
+
+    async def main() -> None:
+        try:
+            await scenario()
+        finally:
+            await store.aclose()
+
+    asyncio.run(main())

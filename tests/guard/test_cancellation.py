@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,23 +22,13 @@ from mideng.guard import aheartbeat
 from mideng.stores.base import Store
 from mideng.stores.memory import MemoryStore
 from tests.backends import Ctx, by_name, opened_store
-from tests.guard.gates import cancel_at, gate, gate_class
+from tests.guard.gates import cancel_at, gate, gate_class, run_closing
 from tests.services import need
 
 
 @pytest.fixture(params=["memory", "redis", "postgresql"])
 def store(request: pytest.FixtureRequest, ctx: Ctx) -> Iterator[Store]:
     yield from opened_store(request.param, ctx)
-
-
-def _run(store: Store, scenario: Callable[[], Awaitable[None]]) -> None:
-    async def main() -> None:
-        try:
-            await scenario()
-        finally:
-            await store.aclose()
-
-    asyncio.run(main())
 
 
 class Body:
@@ -77,7 +67,7 @@ def test_cancelled_at_the_completion_the_result_is_stored(store: Store) -> None:
         assert body.runs == 1
         assert _beats() == 0
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 def test_cancelled_in_flight_at_the_completion_the_result_is_stored(store: Store) -> None:
@@ -91,7 +81,7 @@ def test_cancelled_in_flight_at_the_completion_the_result_is_stored(store: Store
         assert await guard.arun("s", "k", body) == "done"
         assert body.runs == 1
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is 3.11's")
@@ -116,7 +106,7 @@ def test_a_timeout_at_the_completion_stores_the_result_and_is_a_timeout(store: S
         assert await guard.arun("s", "k", body) == "done"
         assert body.runs == 1
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 def test_cancelled_again_while_the_completion_is_done_again_it_still_lands() -> None:
@@ -145,7 +135,7 @@ def test_cancelled_again_while_the_completion_is_done_again_it_still_lands() -> 
         assert await guard.arun("s", "k", body) == "done"
         assert body.runs == 1
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 def test_after_a_cancelled_completion_no_take_over_runs_the_body_again() -> None:
@@ -162,7 +152,7 @@ def test_after_a_cancelled_completion_no_take_over_runs_the_body_again() -> None
         assert await guard.arun("s", "k", body) == "done"
         assert body.runs == 1
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 def test_cancelled_in_the_body_the_key_is_released_and_its_beat_stopped(store: Store) -> None:
@@ -182,7 +172,7 @@ def test_cancelled_in_the_body_the_key_is_released_and_its_beat_stopped(store: S
         assert await guard.arun("s", "k", body) == "done"
         assert body.runs == 2
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 def test_cancelled_again_during_the_release_the_key_is_still_released(store: Store) -> None:
@@ -198,7 +188,7 @@ def test_cancelled_again_during_the_release_the_key_is_still_released(store: Sto
         assert await guard.aget("s", "k") is None
         assert _beats() == 0
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 def test_cancelled_while_a_failure_is_recorded_it_is_recorded(store: Store) -> None:
@@ -214,7 +204,7 @@ def test_cancelled_while_a_failure_is_recorded_it_is_recorded(store: Store) -> N
             await guard.arun("s", "k", body)
         assert body.runs == 1
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 def test_cancelled_while_an_unstorable_result_is_recorded_it_is_recorded(store: Store) -> None:
@@ -228,7 +218,7 @@ def test_cancelled_while_an_unstorable_result_is_recorded_it_is_recorded(store: 
         assert record.status is Status.FAILED
         assert body.runs == 1
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 def test_cancelled_before_the_claim_is_asked_nothing_is_held(store: Store) -> None:
@@ -241,7 +231,7 @@ def test_cancelled_before_the_claim_is_asked_nothing_is_held(store: Store) -> No
         assert body.runs == 0
         assert _beats() == 0
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 def test_a_claim_cut_short_after_it_landed_is_given_back(store: Store) -> None:
@@ -258,7 +248,7 @@ def test_a_claim_cut_short_after_it_landed_is_given_back(store: Store) -> None:
         assert await guard.arun("s", "k", body) == "done"
         assert body.runs == 1
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 def test_a_claim_cut_short_gives_back_only_its_own() -> None:
@@ -278,7 +268,7 @@ def test_a_claim_cut_short_gives_back_only_its_own() -> None:
         first.hold.set()
         assert await holder == "done"
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 @pytest.mark.parametrize("where", ["acomplete", "aclaim", "afail"])
@@ -308,6 +298,6 @@ def test_with_metrics_on_the_metered_loop_settles_alike(
         assert body.runs == 1
 
     try:
-        _run(store, scenario)
+        run_closing(store, scenario)
     finally:
         store.close()

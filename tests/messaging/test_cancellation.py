@@ -19,7 +19,7 @@ from mideng.core.record import Status
 from mideng.messaging import Ack, IdempotentConsumer, Message, Retry
 from mideng.stores.base import Store
 from tests.backends import Ctx, opened_store
-from tests.guard.gates import cancel_at, gate
+from tests.guard.gates import cancel_at, gate, run_closing
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -49,16 +49,6 @@ class Handler:
         self.finished[key] = self.finished.get(key, 0) + 1
 
 
-def _run(store: Store, scenario: Any) -> None:
-    async def main() -> None:
-        try:
-            await scenario()
-        finally:
-            await store.aclose()
-
-    asyncio.run(main())
-
-
 async def _status(guard: Guard, key: str) -> Status | None:
     record = await guard.aget("stock", key)
     return None if record is None else record.status
@@ -75,7 +65,7 @@ def test_cancelled_at_the_completion_the_redelivery_is_acked_unrun(store: Store)
         assert await consumer.handle(msg("order:1")) == Ack(ran=False)
         assert handler.finished == {"order:1": 1}
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 def test_cancelled_at_a_batch_completion_the_redeliveries_are_acked_unrun(store: Store) -> None:
@@ -91,7 +81,7 @@ def test_cancelled_at_a_batch_completion_the_redeliveries_are_acked_unrun(store:
         assert await consumer.handle_batch(batch) == [Ack(ran=False)] * 3
         assert handler.finished == {"order:1": 1, "order:2": 1, "order:3": 1}
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 def test_a_batch_cancelled_mid_way_completes_what_ran(store: Store) -> None:
@@ -115,7 +105,7 @@ def test_a_batch_cancelled_mid_way_completes_what_ran(store: Store) -> None:
         assert await consumer.handle_batch(batch) == [Ack(ran=False), Ack(ran=True), Ack(ran=True)]
         assert handler.finished == {"order:1": 1, "order:2": 1, "order:3": 1}
 
-    _run(store, scenario)
+    run_closing(store, scenario)
 
 
 class Blocking:
@@ -166,4 +156,4 @@ def test_a_def_handler_cancelled_in_its_thread_is_not_run_beside_itself(
             assert await _status(guard, "order:2") is None
         assert handler.finished == 1
 
-    _run(store, scenario)
+    run_closing(store, scenario)
