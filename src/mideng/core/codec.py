@@ -22,8 +22,10 @@ from mideng.errors import CodecError, ConfigurationError
 class Codec(Protocol):
     name: str
 
-    # A value it can't encode raises CodecError (and only that): the caller records the
-    # failure; any other error leaves the call's record as it was, processing.
+    # A value it can't encode raises CodecError: the caller records the failure. A codec that
+    # is not mideng's own is held to that by ``checked`` (any other error, or a result that
+    # is not bytes, becomes a CodecError), or the record would stay processing and its body
+    # run again once the lease ran out.
     def encode(self, value: Any) -> bytes: ...
 
     def decode(self, data: bytes, type_hint: Any = None) -> Any: ...
@@ -73,6 +75,7 @@ def _loads(text: str) -> Any:
 
 class JsonCodec:
     name = "json"
+    raises_codec_error = True  # keeps the protocol itself: ``checked`` leaves it as it is
 
     def encode(self, value: Any) -> bytes:
         try:
@@ -116,6 +119,7 @@ class PickleCodec:
     """Only for trusted stores: unpickling a tampered record runs code."""
 
     name = "pickle"
+    raises_codec_error = True
 
     def encode(self, value: Any) -> bytes:
         try:
@@ -129,7 +133,61 @@ class PickleCodec:
             raise CodecError(f"result can't be pickled: {exc}") from exc
 
     def decode(self, data: bytes, type_hint: Any = None) -> Any:
-        return pickle.loads(data)
+        try:
+            return pickle.loads(data)
+        except Exception as exc:  # a truncated or foreign record: every reader handles this
+            raise CodecError(f"stored result can't be unpickled: {exc}") from exc
+
+
+class CheckedCodec:
+    """An application's codec held to the protocol: whatever its ``encode`` or ``decode``
+    raises reaches the caller as a CodecError (chained to the original), and an encoding that
+    is not bytes is refused (a bytearray or memoryview is copied to bytes). Every caller of a
+    codec handles CodecError: the body ran, so its failure is recorded and a duplicate gets
+    the same error; another exception would leave the record processing, to be taken over and
+    run a second time."""
+
+    __slots__ = ("inner", "name")
+
+    raises_codec_error = True
+
+    def __init__(self, inner: Codec) -> None:
+        name = getattr(inner, "name", None)
+        if type(name) is not str or not name:
+            raise ConfigurationError(f"codec {inner!r} needs a name: a non-empty str")
+        self.inner = inner
+        self.name = name
+
+    def encode(self, value: Any) -> bytes:
+        try:
+            data: object = self.inner.encode(value)  # the protocol says bytes; checked here
+        except CodecError:
+            raise
+        except Exception as exc:
+            raise CodecError(
+                f"codec {self.name!r} failed to encode a {type(value).__name__}: {exc!r}"
+            ) from exc
+        if type(data) is bytes:
+            return data
+        if isinstance(data, bytearray | memoryview):
+            return bytes(data)
+        raise CodecError(f"codec {self.name!r} encoded a {type(data).__name__}, not bytes")
+
+    def decode(self, data: bytes, type_hint: Any = None) -> Any:
+        try:
+            return self.inner.decode(data, type_hint)
+        except CodecError:
+            raise
+        except Exception as exc:
+            raise CodecError(
+                f"codec {self.name!r} failed to decode a stored result: {exc!r}"
+            ) from exc
+
+
+def checked(codec: Codec) -> Codec:
+    """``codec`` itself when it keeps the protocol (mideng's own say so with a true
+    ``raises_codec_error``), else a ``CheckedCodec`` around it."""
+    return codec if getattr(codec, "raises_codec_error", False) is True else CheckedCodec(codec)
 
 
 JSON_CODEC: Codec = JsonCodec()
@@ -137,12 +195,14 @@ _CODECS: dict[str, Codec] = {"json": JSON_CODEC, "pickle": PickleCodec()}
 
 
 def register_codec(codec: Codec) -> None:
+    """Make ``codec`` known by its name (records name the codec that wrote them)."""
+    codec = checked(codec)
     _CODECS[codec.name] = codec
 
 
 def get_codec(codec: str | Codec) -> Codec:
     if not isinstance(codec, str):
-        return codec
+        return checked(codec)
     try:
         return _CODECS[codec]
     except KeyError:

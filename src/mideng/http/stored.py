@@ -57,6 +57,7 @@ class ResponseCodec:
     anything else, and every record read back, is the JSON codec's."""
 
     name = JSON_CODEC.name
+    raises_codec_error = True  # the JSON codec's errors, or its own CodecError
 
     def encode(self, value: Any) -> bytes:
         if type(value) is not Form:
