@@ -240,6 +240,21 @@ def test_an_app_failing_before_its_response_is_complete_releases_the_key(
     assert runs == [1, 1]
 
 
+def test_a_body_past_the_limit_before_any_start_is_the_apps_error() -> None:
+    """A body over ``max_response`` sent before its start: there is nothing to pass through
+    (an assert stopped it; under ``python -O`` an AttributeError). A RuntimeError naming the
+    broken protocol, as for every other incomplete response; the key released."""
+    runs: list[int] = []
+    guard = Guard(MemoryStore())
+    big = dict(BODY, body=b"x" * 64, more_body=True)
+    app = asgi.IdempotencyMiddleware(scripted(runs, [big], None), guard=guard, max_response=16)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="body before its start"):
+            run(call(app))
+    assert guard.get("http:-", "k") is None
+    assert runs == [1, 1]
+
+
 def test_an_error_after_a_complete_response_keeps_it() -> None:
     runs: list[int] = []
     app = middleware(scripted(runs, [START, BODY], 2))

@@ -137,9 +137,11 @@ class Capture:
                 self.complete = True
 
     async def _pass_through(self, more: bool | None) -> None:
-        assert self.start is not None
+        start = self.start
+        if start is None:  # an app's broken protocol: the incomplete response's error
+            raise RuntimeError("the application sent a response body before its start")
         self.passing = True
-        await self.upstream(self.start if self.tag is None else tagged(self.start, self.tag))
+        await self.upstream(start if self.tag is None else tagged(start, self.tag))
         if more is not None:
             await self.upstream(
                 {"type": "http.response.body", "body": b"".join(self.chunks), "more_body": more}
