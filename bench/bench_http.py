@@ -317,11 +317,14 @@ def sync_ratios(m: dict[str, float]) -> list[str]:
 
 
 async def main(args: argparse.Namespace) -> str:
+    from http_floor import floor_cases, floor_lines
+
     logging.getLogger("mideng").setLevel(logging.ERROR)
     logging.getLogger("idemkit").setLevel(logging.ERROR)
     cases: list[tuple[str, Batch]] = [("bare endpoint", requests(endpoint_app(), lambda n: None))]
     cases += middleware_cases(mideng_app(MemoryStore()), "mideng + memory store")
     cases += middleware_cases(idemkit_app(), "idemkit + its memory backend")
+    cases += floor_cases(endpoint_app, middleware_cases, requests)
     cases += store_cases(MemoryStore(), "memory")
     if not args.no_sync:
         from http_sync_cases import django_cases, wsgi_cases
@@ -350,7 +353,7 @@ async def main(args: argparse.Namespace) -> str:
     bare = m["bare endpoint"]
     lines = ["| case | µs/call | x bare endpoint |", "|---|---:|---:|"]
     lines += [f"| {name} | {us:.1f} | {us / bare:.2f} |" for name, us in m.items()]
-    lines += ["", *over_stores(m, stores), "", *sync_ratios(m)]
+    lines += [*floor_lines(m), "", *over_stores(m, stores), "", *sync_ratios(m)]
     mem_first, mem_replay = (
         m["mideng + memory store, first request"],
         m["mideng + memory store, replay"],
