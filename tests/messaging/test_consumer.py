@@ -411,3 +411,35 @@ def test_a_batch_gives_each_message_its_own_request_id_and_none_to_those_without
         assert record is not None
         assert record.request_id == rid
     assert get_request_id() is None
+
+
+class NoneRefused:
+    """A codec that can't store None, the result every consumer's completion holds."""
+
+    name = "no-none"
+
+    def encode(self, value: Any) -> bytes:
+        if value is None:
+            raise ValueError("None is not stored here")
+        return b"1"
+
+    def decode(self, data: bytes, type_hint: Any = None) -> Any:
+        return 1
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_codec_that_cannot_store_none_runs_no_handler(batch: bool) -> None:
+    # The completion's bytes are made before the handler runs: made after it, their failure
+    # left the claim to lapse, and the copy that came back ran the handler again.
+    runs = Runs()
+    guard = Guard(MemoryStore(), lease=5, codec=NoneRefused())
+    c = IdempotentConsumer(guard, "stock", runs, retry_delay=0.05)
+    messages = [msg("order:1"), msg("order:2")]
+    for _ in range(3):
+        verdicts = run(c.handle_batch(messages)) if batch else [run(c.handle(m)) for m in messages]
+        assert all(isinstance(v, Retry) and "CodecError" in v.reason for v in verdicts), verdicts
+    assert runs.keys == []
+    # Given back, not left held for the lease: another consumer's claim is granted at once.
+    for key in ("order:1", "order:2"):
+        claim = guard.store.claim(ClaimRequest("stock", key, "probe", 5.0, 60.0))
+        assert claim.acquired, claim

@@ -33,6 +33,7 @@ from mideng.core.flow import Call
 from mideng.core.keys import check_scope
 from mideng.core.record import Claim, Ticket, blank
 from mideng.errors import (
+    CodecError,
     IdempotencyError,
     InvalidKeyError,
     LeaseLostError,
@@ -321,6 +322,18 @@ class IdempotentConsumer:
                 stop()
                 logs.consumer_turn_missed(call.scope, call.key)
                 return Retry(self.rules.retry_delay, "lease not held at the handler's turn"), None
+        codec, nothing = self._nothing
+        if codec is not p.codec:  # the handler's result is not kept: the codec's None is
+            try:
+                nothing = p.codec.encode(None)
+            except CodecError:
+                # Encoded before the handler runs: a completion that could not be written
+                # after it ran would leave the claim to lapse and a copy to run it again.
+                stop()
+                await release_quietly(store, ticket)
+                raise
+            codec = p.codec
+            self._nothing = codec, nothing
         try:
             cancelled = await run_handler(self.handler, self.coroutine, message)
         except Exception as exc:
@@ -332,9 +345,6 @@ class IdempotentConsumer:
             raise
         if held is None:
             stop()
-        codec, nothing = self._nothing
-        if codec is not p.codec:  # the handler's result is not kept: the codec's None is
-            codec, nothing = self._nothing = p.codec, p.codec.encode(None)
         completion = blank(Completion)  # Completion(...) without the class call, per message
         completion.ticket, completion.result = ticket, nothing
         completion.codec, completion.ttl = codec.name, p.ttl
