@@ -167,3 +167,38 @@ async def test_new_records_carry_version_2(guard: Guard) -> None:
     assert record is not None
     assert record.fingerprint is not None
     assert record.fingerprint.startswith(V2)
+
+
+def test_a_kept_head_digests_as_one_made_afresh() -> None:
+    # The head's hash state is kept per endpoint and copied: the digest must be the spelled
+    # head's and the body's, whether the head was kept, made afresh, or made by threads at once.
+    import hashlib
+
+    from mideng.http import identity
+
+    body = b'{"b": 2, "a": 1}'
+    head = b'{"body":"json","headers":{},"method":"POST","path":"/a","query":"q=1"}\n'
+    expected = V2 + hashlib.sha256(head + b'{"a":1,"b":2}').hexdigest()
+    args = ("POST", "/a", "q=1", b"/a", "application/json", body, "{}")
+    identity._HEADS.clear()
+    assert http_digest(*args) == expected  # made
+    assert http_digest(*args) == expected  # kept
+    assert http_digest("POST", "/b", *args[2:]) != expected
+    seen: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def digests() -> None:
+        barrier.wait()
+        seen.extend(http_digest(*args) for _ in range(500))
+
+    threads = [threading.Thread(target=digests) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == [expected] * 4000
+    # Paths that carry ids never repeat: what is kept stays bounded.
+    for n in range(identity._HEADS_KEPT + 10):
+        http_digest("POST", f"/orders/{n}", "", None, "application/json", body, "{}")
+    assert 0 < len(identity._HEADS) <= identity._HEADS_KEPT
+    assert http_digest(*args) == expected

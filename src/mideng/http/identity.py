@@ -243,6 +243,28 @@ def http_fingerprint(
 #: Starts a version-2 fingerprint (``http_digest``); one without it is version 1
 #: (``http_fingerprint``), as records stored before version 2 carry.
 V2 = "h2:"
+# The head's hash state by its fields (http_digest); copies are taken, the kept state is never
+# updated, so threads share it (a hashlib object's copy holds its lock).
+_HEADS: dict[tuple[str, str, str, str, str, bytes | None], hashlib._Hash] = {}
+_HEADS_KEPT = 1024
+
+
+def _head(
+    kind: str, headers: str, method: str, path: str, query: str, raw: bytes | None
+) -> hashlib._Hash:
+    """The hash of a version-2 head: version 1's canonical JSON with the body's kind in place
+    of its digest, and a newline."""
+    if (method.isascii() and path.isascii() and query.isascii()) and (
+        raw is None or raw.isascii()
+    ):  # ASCII text is its own form (exact, path_form)
+        fields = _string(method), _string(path), _string(query)
+    else:
+        fields = _form(exact(method)), _form(path_form(path, raw)), _form(exact(query))
+    head = (
+        f'{{"body":"{kind}","headers":{headers},"method":{fields[0]},'
+        f'"path":{fields[1]},"query":{fields[2]}}}\n'
+    )
+    return _sha256(head.encode("utf-8"))
 
 
 def http_digest(
@@ -279,16 +301,15 @@ def http_digest(
             pass
     if kind is None:
         kind, data = body_form(content_type, body)
-    if (method.isascii() and path.isascii() and query.isascii()) and (
-        raw is None or raw.isascii()
-    ):  # ASCII text is its own form (exact, path_form)
-        fields = _string(method), _string(path), _string(query)
-    else:
-        fields = _form(exact(method)), _form(path_form(path, raw)), _form(exact(query))
-    head = (
-        f'{{"body":"{kind}","headers":{headers},"method":{fields[0]},'
-        f'"path":{fields[1]},"query":{fields[2]}}}\n'
-    )
-    digest = _sha256(head.encode("utf-8"))
+    # The head is the same for every request to one endpoint: its hash state is kept per
+    # fields and copied, rather than the fields checked, spelt, encoded and hashed each time.
+    fields = (kind, headers, method, path, query, raw)
+    start = _HEADS.get(fields)
+    if start is None:
+        start = _head(kind, headers, method, path, query, raw)
+        if len(_HEADS) >= _HEADS_KEPT:  # paths that carry ids don't repeat: start afresh
+            _HEADS.clear()
+        _HEADS[fields] = start
+    digest = start.copy()
     digest.update(data)
     return V2 + digest.hexdigest()
