@@ -10,6 +10,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+import pydantic
 import pytest
 
 from mideng import Guard
@@ -443,3 +444,31 @@ def test_a_codec_that_cannot_store_none_runs_no_handler(batch: bool) -> None:
     for key in ("order:1", "order:2"):
         claim = guard.store.claim(ClaimRequest("stock", key, "probe", 5.0, 60.0))
         assert claim.acquired, claim
+
+
+class Held(pydantic.BaseModel):
+    """What a handler's error may carry: a model whose dump raises."""
+
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    lock: object
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_last_failure_that_cannot_be_spelt_is_dead_lettered_once(batch: bool) -> None:
+    # The failure is written after the handler's last attempt: one that couldn't be spelt once
+    # escaped with the claim held ("undecided"), and every copy after it ran the handler again.
+    runs = Runs()
+
+    def refuse(message: Message) -> None:
+        runs(message)
+        raise ValueError(Held(lock=threading.Lock()))
+
+    c, guard = consumer(refuse, max_attempts=1)
+    for _ in range(3):
+        m = msg("order:1")
+        verdict = run(c.handle_batch([m]))[0] if batch else run(c.handle(m))
+        assert isinstance(verdict, DeadLetter), verdict
+    assert runs.keys == ["order:1"]
+    record = guard.get("stock", "order:1")
+    assert record is not None
+    assert record.status is Status.FAILED

@@ -288,6 +288,49 @@ def test_record_mode_replays_the_failure(opened: Opened, runner: Runner) -> None
     assert record.status is Status.FAILED
 
 
+class Untold(Exception):
+    """A business error whose text is made from a field it never got."""
+
+    def __str__(self) -> str:
+        return f"refused: {self.reason}"  # type: ignore[attr-defined]
+
+
+class Held(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    lock: object
+
+
+def test_record_mode_records_a_failure_it_cannot_spell(opened: Opened, runner: Runner) -> None:
+    # The failure is stored as data after the body ran: a part of it that can't be spelt
+    # (a model_dump that raises, arguments that contain themselves, a str() that raises) once
+    # escaped with the claim held, and the retry that took the lapsed lease ran the body again.
+    guard = Guard(opened.store, on_error="record")
+    looped: list[object] = []
+    looped.append(looped)
+    errors = {
+        "p4": ValueError(Held(lock=threading.Lock())),
+        "p5": ValueError(looped),
+        "p6": Untold(),
+    }
+    runs = Counter()
+    for key, error in errors.items():
+
+        def body(error: BaseException = error) -> str:
+            runs.bump()
+            raise error
+
+        with pytest.raises(type(error)) as info:
+            runner.call(guard, "pay", key, body)
+        assert info.value is error
+        record = guard.get("pay", key)
+        assert record is not None
+        assert record.status is Status.FAILED
+        with pytest.raises(RecordedFailureError) as replayed:
+            runner.call(guard, "pay", key, body)
+        assert replayed.value.type_name.endswith(type(error).__qualname__)
+    assert runs.n == len(errors)
+
+
 def test_take_over_after_lease_expiry_and_fenced_late_write(opened: Opened, runner: Runner) -> None:
     guard = Guard(opened.store, lease=30)
     # Connect (a cluster client learns its slot map, the server its functions) before the

@@ -16,14 +16,22 @@ from mideng.errors import RecordedFailureError
 
 
 def encode_failure(exc: BaseException) -> bytes:
+    """The failure as stored. Never raises: it is spelt after the body ran, and an error here
+    would leave the claim held, for a retry to take over once its lease lapsed and run the body
+    again. So arguments that can't be spelt (a model_dump that raises, a value that contains
+    itself) are left out, and a ``str()`` that raises is named instead of quoted."""
     cls = type(exc)
+    name = f"{cls.__module__}:{cls.__qualname__}"
     try:
-        args: Any = to_jsonable(list(exc.args))
-    except TypeError:
-        args = None
-    return json.dumps(
-        {"type": f"{cls.__module__}:{cls.__qualname__}", "message": str(exc), "args": args}
-    ).encode("utf-8")
+        message = str(exc)
+    except Exception as err:
+        message = f"{cls.__qualname__} (its str() raised {type(err).__name__})"
+    try:
+        return json.dumps(
+            {"type": name, "message": message, "args": to_jsonable(list(exc.args))}
+        ).encode("utf-8")
+    except Exception:  # TypeError, and whatever else spelling the arguments raises
+        return json.dumps({"type": name, "message": message, "args": None}).encode("utf-8")
 
 
 def rebuild_failure(data: bytes) -> BaseException:
