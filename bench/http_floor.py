@@ -9,6 +9,9 @@ the same run, and what reaching a layer in FastAPI's stack costs.
 - "a layer that answers at once": installed where the middleware is (``add_middleware``), it
   sends a fixed 201 without calling the endpoint: FastAPI's own layers around the middleware
   and this benchmark's request, which every replay pays before the middleware runs.
+- "a raw ASGI application": the endpoint's answer sent by a bare ASGI function, with mideng's
+  middleware (memory store) and the minimal layer around it: each layer's own cost, apart from
+  FastAPI's (whose code running between the layer's parts slows them on a small CPU cache).
 """
 
 from __future__ import annotations
@@ -92,6 +95,13 @@ class AnswersAtOnce:
         await send({"type": "http.response.body", "body": ANSWER, "more_body": False})
 
 
+async def raw_app(scope: Any, receive: Any, send: Any) -> None:
+    await receive()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(ANSWER))]
+    await send({"type": "http.response.start", "status": 201, "headers": headers})
+    await send({"type": "http.response.body", "body": ANSWER, "more_body": False})
+
+
 def floor_cases(
     endpoint_app: Callable[[], Any],
     middleware_cases: Callable[[Any, str], tuple[tuple[str, Any], tuple[str, Any]]],
@@ -101,9 +111,17 @@ def floor_cases(
     minimal.add_middleware(MinimalIdempotency)
     answering = endpoint_app()
     answering.add_middleware(AnswersAtOnce)
+    from mideng import Guard
+    from mideng.http.asgi import IdempotencyMiddleware
+    from mideng.stores.memory import MemoryStore
+
+    around = IdempotencyMiddleware(raw_app, guard=Guard(MemoryStore()))
     return [
         *middleware_cases(minimal, "a hand-written minimal layer"),
         ("a layer that answers at once", requests(answering, lambda n: None)),
+        ("a raw ASGI application", requests(raw_app, lambda n: None)),
+        *middleware_cases(around, "mideng + memory store around it"),
+        *middleware_cases(MinimalIdempotency(raw_app), "the minimal layer around it"),
     ]
 
 
@@ -120,4 +138,20 @@ def floor_lines(m: dict[str, float]) -> list[str]:
         f"hand-written minimal layer {low_first - bare:.1f} µs ({first / low_first:.2f}x its "
         f"time). Replays, past the {reach:.1f} µs of reaching the layer: mideng "
         f"{replay - reach:.1f} µs, the minimal layer {low_replay - reach:.1f} µs.",
+        "",
+        own_lines(m),
     ]
+
+
+def own_lines(m: dict[str, float]) -> str:
+    """Each layer's own cost around the raw ASGI application."""
+    raw = m["a raw ASGI application"]
+    mw_first = m["mideng + memory store around it, first request"] - raw
+    mw_replay = m["mideng + memory store around it, replay"] - raw
+    low_first = m["the minimal layer around it, first request"] - raw
+    low_replay = m["the minimal layer around it, replay"] - raw
+    return (
+        f"Around a raw ASGI application ({raw:.1f} µs), each layer's own cost: mideng "
+        f"{mw_first:.1f} µs a first request, {mw_replay:.1f} µs a replay; the minimal layer "
+        f"{low_first:.1f} µs and {low_replay:.1f} µs."
+    )
