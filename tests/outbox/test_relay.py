@@ -4,6 +4,7 @@ purge and the NOTIFY wake-up."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import Counter
@@ -141,6 +142,40 @@ def test_a_database_failure_loses_nothing_and_repeats_the_same_ids(db: Db, step:
     assert set(counted) == set(ids)
     assert set(counted.values()) == ({2} if step == "settle" else {1})
     assert _in_order(publisher.sent)
+
+
+class Garbled(Recording):
+    """A broker whose refusal of one key's rows echoes bytes it got: text with a NUL and a
+    lone surrogate, which no text column stores as it is."""
+
+    async def publish(self, message: Outgoing) -> None:
+        if message.key == "order:0":
+            raise ValueError("refused b\x00dy \udcff")
+        await super().publish(message)
+
+
+def test_a_failure_text_no_column_stores_still_settles_the_batch(db: Db) -> None:
+    # The failure's text is written back after the batch published: a text the database
+    # refused failed the whole write-back, and every row the batch had sent went out again
+    # once its keys' lease lapsed, batch after batch.
+    ids = fill(db, keys=3, per_key=2, unkeyed=2)
+    publisher = Garbled()
+
+    async def main() -> None:
+        async with _relay(db, publisher, lease=0.5, backoff=Backoff(first=60)) as relay:
+            for _ in range(2):
+                # A write-back refused raises here; the relay's run loop logs it and goes on.
+                with contextlib.suppress(Exception):
+                    await relay.run_once()
+                await asyncio.sleep(0.6)
+
+    asyncio.run(main())
+    counted = Counter(message.message_id for message in publisher.sent)
+    assert len(counted) == len(ids) - 2  # order:0's two rows wait for their retry
+    assert set(counted.values()) == {1}
+    (failed,) = [row for row in db.rows() if row["attempts"]]
+    assert failed["aggregateid"] == "order:0"
+    assert "ValueError: refused b" in failed["last_error"]
 
 
 def test_two_relays_at_once_publish_each_row_once_in_key_order(db: Db) -> None:

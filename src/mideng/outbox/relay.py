@@ -42,6 +42,18 @@ from mideng.outbox.wake import Listen, Poll
 T = TypeVar("T")
 
 
+def _error_text(exc: Exception) -> str:
+    """A failed publish's error as its row keeps it. Written back with the whole batch after
+    it published: a text the database refuses (PostgreSQL stores no NUL, no column a lone
+    surrogate) or a ``str()`` that raises failed that write-back, and every row the batch sent
+    went out again once its keys' lease lapsed, batch after batch."""
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:
+        text = type(exc).__name__
+    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @dataclass(frozen=True)
 class Backoff:
     """Retry delay after a failed publish: ``first * 2**(attempt-1)``, at most ``cap``."""
@@ -337,7 +349,7 @@ class Relay:
                                 row.id,
                                 row.key,
                                 attempts,
-                                f"{type(exc).__name__}: {exc}",
+                                _error_text(exc),
                                 attempts >= self.max_attempts,
                                 time.time() + self.backoff.delay(attempts),
                             )
