@@ -190,8 +190,30 @@ def checked(codec: Codec) -> Codec:
     return codec if getattr(codec, "raises_codec_error", False) is True else CheckedCodec(codec)
 
 
+class UnstoredCodec:
+    """What a task (``on_error="retry"``) stores when its body ran and its result could not
+    be stored: the codec's error, spelt as a recorded failure, in a completed record. Recorded
+    as a failed attempt, the claim rule of every store would grant the next attempt, and run
+    the body again; completed, every duplicate gets the error back from ``decode``."""
+
+    name = "mideng.unstored"
+    raises_codec_error = True
+
+    def encode(self, value: Any) -> bytes:
+        raise CodecError(f"{self.name} holds errors, not results")
+
+    def decode(self, data: bytes, type_hint: Any = None) -> Any:
+        from mideng.core.failure import rebuild_failure  # failure imports this module's peers
+
+        error = rebuild_failure(data)
+        if isinstance(error, CodecError):
+            raise error
+        raise CodecError(f"the result of the first run could not be stored: {error}") from error
+
+
 JSON_CODEC: Codec = JsonCodec()
-_CODECS: dict[str, Codec] = {"json": JSON_CODEC, "pickle": PickleCodec()}
+UNSTORED = UnstoredCodec.name
+_CODECS: dict[str, Codec] = {"json": JSON_CODEC, "pickle": PickleCodec(), UNSTORED: UnstoredCodec()}
 
 
 def register_codec(codec: Codec) -> None:

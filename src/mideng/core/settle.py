@@ -14,6 +14,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from mideng.core.codec import UNSTORED
 from mideng.core.failure import encode_failure
 from mideng.core.policy import OnError, Policy
 from mideng.errors import CodecError, ConfigurationError, IdempotencyError, StoreUnavailableError
@@ -68,7 +69,11 @@ def returned(policy: Policy, result: Any) -> Settle:
 
 def unencodable(policy: Policy, exc: CodecError) -> Settle:
     """``returned``'s step when the codec can't store the result: the failure recorded, the
-    codec's error raised."""
+    codec's error raised. On a task scope (failures retried) the claim is completed with the
+    error in place of the result (``UnstoredCodec``): a failed attempt would be granted again,
+    by every store's claim rule, and the body that ran would run again."""
+    if policy.retry_limit:
+        return Settle(COMPLETE, (encode_failure(exc), UNSTORED, policy.ttl), exc)
     return Settle(FAIL, (encode_failure(exc), policy.ttl), exc)
 
 
@@ -78,7 +83,11 @@ def completion(policy: Policy, data: bytes) -> Settle:
 
 
 def raised(policy: Policy, exc: BaseException) -> Settle:
-    """The body raised ``exc``: record it (``on_error="record"``) or release the claim."""
+    """The body raised ``exc``: record it (``on_error="record"``) or release the claim. A
+    CodecError (a result, a step's or a nested call's, that could not be stored) ends a task
+    as an unstorable result of its own does: what ran before it is not run again."""
+    if policy.retry_limit and isinstance(exc, CodecError):
+        return unencodable(policy, exc)
     failure = failure_to_record(policy, exc)
     if failure is None:
         return Settle(RELEASE, (), exc)
