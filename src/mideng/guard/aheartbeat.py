@@ -12,11 +12,11 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mideng.core.loops import running_loop
 from mideng.guard.lease import Lease
 
 _INF = float("inf")
 _new = object.__new__
-_get_running_loop = asyncio.get_running_loop
 
 
 class AsyncBeat(Lease):
@@ -143,7 +143,7 @@ def renew_store(lease: float, store: Any, ticket: object, ttl: float | None) -> 
     """``start_async(lease, lambda: store.aheartbeat(ticket, lease, ttl), ticket)``: the beat
     holds the store and the arguments instead of a closure made per guarded call, and looks
     ``aheartbeat`` up as the closure did, when it renews."""
-    loop = _get_running_loop()
+    loop = running_loop()  # asyncio.get_running_loop() without its getpid() system call
     beats = _LAST[0]  # _loop_beats()'s usual case inline
     if beats is None or beats.loop is not loop:
         beats = _loop_beats()
@@ -185,7 +185,7 @@ _LAST: list[_LoopBeats | None] = [None]
 
 
 def _loop_beats() -> _LoopBeats:
-    loop = asyncio.get_running_loop()
+    loop = running_loop()
     last = _LAST[0]
     if last is not None and last.loop is loop:
         return last

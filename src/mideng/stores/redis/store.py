@@ -19,6 +19,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, TypeVar, overload
 
+from mideng.core.loops import running_loop
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import Store
@@ -135,7 +136,7 @@ class RedisStore(Store, BatchStore, RedisSteps, RedisSurvey):
         )
 
     async def _aconnection(self) -> Connection:
-        loop = asyncio.get_running_loop()
+        loop = running_loop()  # every async operation asks: no getpid() system call
         conn = self._async.get(loop)
         if conn is None:
             conn = await self._aconnect(loop)

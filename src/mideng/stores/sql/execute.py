@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mideng.core.decide import decide, fresh
+from mideng.core.loops import running_loop
 from mideng.core.record import ACQUIRED, Claim, ClaimRequest, blank
 from mideng.db.dialect import kind_of, retryable
 from mideng.db.drive import AsyncExecute, adrive, drive
@@ -287,7 +288,7 @@ class AsyncExecutor:
         """The running loop's engine, made on first use."""
         if self._pid != Process.pid:
             self.forget()  # a forked child: the parent's connections are not ours to use
-        loop = asyncio.get_running_loop()
+        loop = running_loop()  # every async operation asks: no getpid() system call
         entry = self._loops.get(loop)
         if entry is not None:
             return entry
