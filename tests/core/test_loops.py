@@ -99,3 +99,30 @@ def test_a_child_forked_while_a_loop_runs_is_refused_the_parents_loop() -> None:
         answer = f.read()
     assert status == 0
     assert answer == b"refused"
+
+
+def test_to_thread_runs_in_the_default_executor_in_a_copy_of_the_context() -> None:
+    import contextvars
+
+    from mideng.core.loops import to_thread
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+
+    def where(tag: str) -> tuple[str, int, str]:
+        seen = var.get()
+        var.set("changed in the thread")  # a copy's: the caller's context keeps its value
+        return tag, threading.get_ident(), seen
+
+    def fails() -> None:
+        raise KeyError("from the thread")
+
+    async def main() -> None:
+        var.set("the caller's")
+        tag, ident, seen = await to_thread(where, "t")
+        assert (tag, seen) == ("t", "the caller's")
+        assert ident != threading.get_ident()
+        assert var.get() == "the caller's"
+        with pytest.raises(KeyError, match="from the thread"):
+            await to_thread(fails)
+
+    asyncio.run(main())

@@ -18,8 +18,14 @@ time.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import os
 import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _get_ident = threading.get_ident
 _get_running_loop = asyncio.get_running_loop
@@ -39,6 +45,13 @@ def running_loop() -> asyncio.AbstractEventLoop:
     if isinstance(found, _BASE):
         _LAST[0] = found
     return found
+
+
+async def to_thread(fn: Callable[..., T], /, *args: Any) -> T:
+    """``asyncio.to_thread(fn, *args)``: run in the loop's default executor, in a copy of this
+    context, the loop found by ``running_loop``."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    return await running_loop().run_in_executor(None, call)
 
 
 def _forget() -> None:

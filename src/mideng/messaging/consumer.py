@@ -31,6 +31,7 @@ from mideng.core.calls import is_async
 from mideng.core.failure import encode_failure
 from mideng.core.flow import Call
 from mideng.core.keys import check_scope
+from mideng.core.loops import running_loop
 from mideng.core.record import Claim, Ticket, blank
 from mideng.errors import (
     CodecError,
@@ -230,7 +231,7 @@ class IdempotentConsumer:
         out: list[Any],
     ) -> None:
         store = self.guard.store
-        sent = asyncio.get_running_loop().time()
+        sent = running_loop().time()
         try:
             claims = await claim_all(store, [call.request() for _, call in calls])
         except StoreUnavailableError as exc:

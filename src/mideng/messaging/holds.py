@@ -21,6 +21,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from mideng.core.loops import running_loop
 from mideng.core.record import Ticket
 from mideng.errors import LeaseLostError
 from mideng.guard.aheartbeat import AsyncBeat, hold_async
@@ -74,7 +75,7 @@ class BatchHold:
         sent: float,
     ) -> None:
         self.store, self.lease, self.ttl = store, lease, ttl
-        self.loop = asyncio.get_running_loop()
+        self.loop = running_loop()
         self.tickets = tickets  # None: not acquired, nothing to hold
         self.held = [t is not None for t in tickets]
         self.count = sum(self.held)  # keys still held

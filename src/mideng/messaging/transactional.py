@@ -14,12 +14,12 @@ the attempts are used up), so the next run knows how many came before it.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mideng.core.failure import encode_failure
+from mideng.core.loops import to_thread
 from mideng.core.policy import Policy
 from mideng.core.record import Ticket
 from mideng.errors import (
@@ -77,7 +77,7 @@ async def handle(consumer: IdempotentConsumer, message: Message, key: str) -> Ve
         if consumer.async_engine:
             return await _arun(consumer, message, key)
         # to_thread copies the context: the request id goes with the handler.
-        return await asyncio.to_thread(_run, consumer, message, key)
+        return await to_thread(_run, consumer, message, key)
     except _HandlerFailed as failed:
         return await _count_failure(consumer, key, failed)
     except Exception as exc:

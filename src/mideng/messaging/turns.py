@@ -21,6 +21,7 @@ import inspect
 from contextvars import ContextVar
 from typing import Any
 
+from mideng.core.loops import running_loop
 from mideng.guard.cancelled import through
 
 
@@ -32,7 +33,7 @@ class Turn:
 
     def __init__(self, before: Turn | None) -> None:
         self.after: asyncio.Future[None] | None = None if before is None else before.done
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.done: asyncio.Future[None] = running_loop().create_future()
 
     def finish(self) -> None:
         if not self.done.done():
@@ -59,7 +60,7 @@ async def run_handler(handler: Any, coroutine: bool, message: Any) -> asyncio.Ca
         return None
     # asyncio.to_thread, with the thread's future shielded from the task's cancellation.
     call = functools.partial(contextvars.copy_context().run, handler, message)
-    thread = asyncio.get_running_loop().run_in_executor(None, call)
+    thread = running_loop().run_in_executor(None, call)
     try:
         done = await asyncio.shield(thread)
     except asyncio.CancelledError as cancelled:

@@ -11,13 +11,13 @@ core's rules, applied here, and their async twins those same operations offloade
 from __future__ import annotations
 
 import abc
-import asyncio
 import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from mideng.core import decide as rules
 from mideng.core import keys
+from mideng.core.loops import to_thread
 from mideng.core.record import Claim, ClaimRequest, Record, Status, Ticket
 from mideng.errors import IdempotencyError, LeaseLostError
 
@@ -204,7 +204,7 @@ class LocalStore(Store):
     async def _offload(self, fn: Callable[..., T], *args: Any) -> T:
         if not self.blocking_io:
             return fn(*args)
-        return await asyncio.to_thread(fn, *args)
+        return await to_thread(fn, *args)  # asyncio's, without its getpid() system call
 
     async def aclaim(self, req: ClaimRequest) -> Claim:
         return await self._offload(self.claim, req)

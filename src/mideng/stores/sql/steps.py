@@ -11,7 +11,6 @@ SQLiteStore) and inside a caller's transaction (a transactional step, through mi
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import sqlite3
 import time
@@ -19,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+from mideng.core.loops import to_thread
 from mideng.core.record import Record
 from mideng.db.drive import drive
 from mideng.db.site import AsyncSite, Site
@@ -343,21 +343,21 @@ class SQLiteSteps(StepStore):
     async def abegin_steps(
         self, scope: str, key: str, owner: str, arguments: bytes, codec: str
     ) -> dict[str, Finished]:
-        return await asyncio.to_thread(self.begin_steps, scope, key, owner, arguments, codec)
+        return await to_thread(self.begin_steps, scope, key, owner, arguments, codec)
 
     async def arecord_step(
         self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
     ) -> None:
-        await asyncio.to_thread(self.record_step, scope, key, owner, step, result, codec)
+        await to_thread(self.record_step, scope, key, owner, step, result, codec)
 
     async def aclear_steps(self, scope: str, key: str) -> None:
-        await asyncio.to_thread(self.clear_steps, scope, key)
+        await to_thread(self.clear_steps, scope, key)
 
     async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return await asyncio.to_thread(self.operations, scope, limit)
+        return await to_thread(self.operations, scope, limit)
 
     async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]:
-        return await asyncio.to_thread(self.running, scope, limit)
+        return await to_thread(self.running, scope, limit)
 
 
 @functools.cache
