@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mideng.errors import LeaseLostError, StoreUnavailableError
+from mideng import Guard, open_store
+from mideng.errors import InProgressError, LeaseLostError, StoreUnavailableError
 from mideng.guard import lease
 from mideng.guard.aheartbeat import start_async
 from mideng.guard.heartbeat import Heartbeats
@@ -359,3 +362,63 @@ def test_renew_stores_beat_has_the_fields_start_gives() -> None:
         assert beat.ident not in beats.beats
 
     asyncio.run(scenario())
+
+
+class _RefusingFilter(logging.Filter):
+    """An application's filter on the "mideng" logger that raises on the first record it
+    sees: logging calls filters outside its own error handling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.refused:
+            self.refused.append(record.getMessage())
+            raise KeyError("no such field (injected)")
+        return True
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_an_async_beat_whose_failure_line_raises_goes_on_renewing(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One renewal fails and its WARNING raises in the application's filter: the beat still
+    renews, so a retry while the body runs finds it in progress and the body runs once."""
+    store = open_store("memory://" if kind == "memory" else f"sqlite:///{tmp_path / 'm.db'}")
+    renew = store.aheartbeat
+    failed: list[int] = []
+
+    async def blink(ticket: Any, lease: float, ttl: float | None) -> Any:
+        if not failed:
+            failed.append(1)
+            raise StoreUnavailableError("connection reset (injected)")
+        return await renew(ticket, lease, ttl)
+
+    monkeypatch.setattr(store, "aheartbeat", blink)
+    hook = _RefusingFilter()
+    logger = logging.getLogger("mideng")
+    logger.addFilter(hook)
+    guard = Guard(store, lease=0.3)
+    runs: list[int] = []
+
+    async def slow() -> str:
+        runs.append(1)
+        await asyncio.sleep(1.2)  # four leases: held only by its renewals
+        return "done"
+
+    async def scenario() -> None:
+        first = asyncio.create_task(guard.arun("jobs", "j-1", slow))
+        await asyncio.sleep(0.9)  # the lease would have run out twice without renewals
+        with pytest.raises(InProgressError):
+            await guard.arun("jobs", "j-1", slow)
+        assert await first == "done"
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        logger.removeFilter(hook)
+        guard.close()
+    assert failed == [1]
+    assert "heartbeat" in hook.refused[0]
+    assert runs == [1]

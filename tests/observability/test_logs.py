@@ -4,17 +4,21 @@ every one is written by the mideng.observability.logs package."""
 from __future__ import annotations
 
 import ast
+import asyncio
 import io
 import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from mideng import Guard, open_store
 from mideng.context import request_id_scope
-from mideng.observability import logs
+from mideng.errors import StoreUnavailableError
+from mideng.observability import logs, metrics
 from mideng.observability.logs import FIELDS, MidengFields
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "mideng"
@@ -149,3 +153,110 @@ def test_observability_is_a_leaf() -> None:
                 ), f"{path.name} imports {node.module}"
             if isinstance(node, ast.Import):
                 assert not any(a.name.startswith("mideng") for a in node.names), path.name
+
+
+class Refusing(logging.Handler):
+    """An application's handler that raises on the first record it is given (a remote sink
+    whose connection was reset): logging contains only what a handler hands to handleError,
+    and a handler's own ``emit`` raises through ``log.warning``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.refused:
+            self.refused.append(record.getMessage())
+            raise ConnectionResetError("log sink reset (injected)")
+
+
+class RefusingFilter(logging.Filter):
+    """A filter that raises once: logging calls filters outside its own error handling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.refused:
+            self.refused.append(record.getMessage())
+            raise KeyError("no such field (injected)")
+        return True
+
+
+@pytest.fixture(params=["handler", "filter"])
+def refusing(request: pytest.FixtureRequest) -> Iterator[list[str]]:
+    """The "mideng" logger with a handler, or a filter, whose first record raises; the
+    messages it refused."""
+    logger = logging.getLogger("mideng")
+    old = logger.level
+    logger.setLevel(logging.DEBUG)
+    if request.param == "handler":
+        handler = Refusing()
+        logger.addHandler(handler)
+        yield handler.refused
+        logger.removeHandler(handler)
+    else:
+        hook = RefusingFilter()
+        logger.addFilter(hook)
+        yield hook.refused
+        logger.removeFilter(hook)
+    logger.setLevel(old)
+
+
+def _store(kind: str, tmp_path: Path) -> Any:
+    return open_store("memory://" if kind == "memory" else f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.parametrize("metered", [False, True], ids=["plain", "metrics"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_duplicate_line_that_raises_still_replays(
+    kind: str, metered: bool, tmp_path: Path, refusing: list[str]
+) -> None:
+    if metered:
+        metrics.enable(CollectorRegistry())
+    guard = Guard(_store(kind, tmp_path))
+    runs: list[int] = []
+
+    def charge() -> str:
+        runs.append(1)
+        return "charged"
+
+    assert guard.run("pay", "p-1", charge) == "charged"
+    assert guard.run("pay", "p-1", charge) == "charged"  # its duplicate line raised
+    assert [m.split(" scope=")[0] for m in refusing] == ["mideng duplicate"]
+
+    async def acharge() -> str:
+        runs.append(1)
+        return "charged"
+
+    refusing.clear()
+    assert asyncio.run(guard.arun("pay", "p-2", acharge)) == "charged"
+    assert asyncio.run(guard.arun("pay", "p-2", acharge)) == "charged"
+    assert len(refusing) == 1
+    assert runs == [1, 1]
+    guard.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_fail_open_line_that_raises_after_the_body_still_answers(
+    kind: str, tmp_path: Path, refusing: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(kind, tmp_path)
+
+    def down(*args: object) -> None:
+        raise StoreUnavailableError("store lost after the body (injected)")
+
+    monkeypatch.setattr(store, "complete", down)
+    monkeypatch.setattr(store, "acomplete", down)
+    guard = Guard(store, fail_open=True)
+    assert guard.run("notify", "n-1", lambda: "sent") == "sent"
+    assert "runs unguarded (fail_open)" in refusing[0]
+
+    async def send() -> str:
+        return "sent"
+
+    refusing.clear()
+    assert asyncio.run(guard.arun("notify", "n-2", send)) == "sent"
+    assert len(refusing) == 1
+    guard.close()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import sys
-from collections.abc import Iterator
-from typing import Any
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any, ParamSpec
 
 from mideng.context import get_request_id
 
@@ -17,6 +19,37 @@ outbox_log = logging.getLogger("mideng.outbox")
 
 #: The attributes every mideng record carries; stable names for formatters and queries.
 FIELDS = ("mideng_request_id", "mideng_scope", "mideng_key", "mideng_outcome")
+
+P = ParamSpec("P")
+
+
+def contained(line: Callable[P, None]) -> Callable[P, None]:
+    """A log line that never raises into the code writing it.
+
+    logging contains what a stdlib handler's ``emit`` raises (``Handler.handleError``), but a
+    filter on a logger or handler, an application's handler whose ``emit`` raises itself, or a
+    record factory raise through ``log.warning(...)``. mideng writes its lines where that
+    would undo a guarded call's work: a replay or a body that ran turned into an error, an
+    async heartbeat stopped mid-body (its lease then runs out and a retry runs the body
+    again). So what a line raises is reported as logging reports a handler's failure."""
+
+    @functools.wraps(line)
+    def write(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            line(*args, **kwargs)
+        except Exception:
+            unwritten()
+
+    return write
+
+
+def unwritten() -> None:
+    """A line raised: its traceback on stderr while ``logging.raiseExceptions`` is set (its
+    default), as ``Handler.handleError`` does; nothing otherwise."""
+    if logging.raiseExceptions:
+        with contextlib.suppress(Exception):  # stderr closed or gone: nothing left to tell
+            sys.stderr.write("--- mideng: a log line raised ---\n")
+            traceback.print_exc(file=sys.stderr)
 
 
 def fields(

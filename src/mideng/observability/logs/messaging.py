@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from mideng.observability.logs.fields import fields, log, messaging_log
+from mideng.observability.logs.fields import contained, fields, log, messaging_log
 
 
 # -- consumers --------------------------------------------------------------------------------
+@contained
 def consumer_attempt_failed(scope: str, key: str, attempt: int, exc: BaseException) -> None:
     log.warning(
         "mideng consumer %s attempt %d raised %r",
@@ -16,6 +17,7 @@ def consumer_attempt_failed(scope: str, key: str, attempt: int, exc: BaseExcepti
     )
 
 
+@contained
 def consumer_uncompleted(scope: str, key: str, exc: BaseException) -> None:
     """The handler ran but the store refused its completion: the consumer keeps it and writes
     it when the message comes back (mideng.messaging.unwritten)."""
@@ -28,6 +30,7 @@ def consumer_uncompleted(scope: str, key: str, exc: BaseException) -> None:
     )
 
 
+@contained
 def consumer_completion_dropped(scope: str, key: str, limit: int) -> None:
     """More completions kept than the bound: the oldest is dropped, and its message, when it
     comes back, runs again once the record's lease lapses."""
@@ -41,6 +44,7 @@ def consumer_completion_dropped(scope: str, key: str, limit: int) -> None:
     )
 
 
+@contained
 def consumer_completion_written(scope: str, key: str) -> None:
     """A kept completion is written: the redelivered copy is acked without running."""
     log.info(
@@ -51,6 +55,7 @@ def consumer_completion_written(scope: str, key: str) -> None:
     )
 
 
+@contained
 def consumer_undecided(scope: str, count: int, exc: BaseException) -> None:
     """A store or driver failure left messages without a verdict: they come back later."""
     log.error(
@@ -63,6 +68,7 @@ def consumer_undecided(scope: str, count: int, exc: BaseException) -> None:
     )
 
 
+@contained
 def consumer_dead_letters(message_id: str | None, reason: str) -> None:
     log.error(
         "mideng consumer dead-letters message %r: %s",
@@ -72,6 +78,7 @@ def consumer_dead_letters(message_id: str | None, reason: str) -> None:
     )
 
 
+@contained
 def dead_letter_hook_failed(exc: BaseException, message_id: str | None) -> None:
     """``on_dead_letter`` raised: the message is retried rather than dropped."""
     log.error(
@@ -82,6 +89,7 @@ def dead_letter_hook_failed(exc: BaseException, message_id: str | None) -> None:
     )
 
 
+@contained
 def consumer_claim_lost(scope: str, key: str, exc: BaseException) -> None:
     """The handler ran, but its lease lapsed and another caller took the key over: the
     message is acked, and the taker may run it again."""
@@ -94,6 +102,7 @@ def consumer_claim_lost(scope: str, key: str, exc: BaseException) -> None:
     )
 
 
+@contained
 def consumer_release_failed(scope: str, key: str, exc: BaseException) -> None:
     """An interrupted run kept its claim: the next copy waits out the lease."""
     log.warning(
@@ -105,6 +114,7 @@ def consumer_release_failed(scope: str, key: str, exc: BaseException) -> None:
     )
 
 
+@contained
 def consumer_transaction_failed(scope: str, key: str, exc: BaseException) -> None:
     """Nothing of the transactional handler committed: the message comes back and runs again."""
     log.warning(
@@ -115,6 +125,7 @@ def consumer_transaction_failed(scope: str, key: str, exc: BaseException) -> Non
     )
 
 
+@contained
 def consumer_failure_uncounted(scope: str, key: str, exc: BaseException) -> None:
     """The failed attempt is not on the record, so the next copy counts from the old total."""
     log.warning(
@@ -126,6 +137,7 @@ def consumer_failure_uncounted(scope: str, key: str, exc: BaseException) -> None
 
 
 # -- brokers: a line's ``where`` is the broker's own name for the place (a Kafka partition) ---
+@contained
 def kafka_records_unhandled(count: int, partition: str, exc: BaseException) -> None:
     """The consumer gave no verdict (its store is down): the partition rewinds to them."""
     messaging_log.error(
@@ -137,12 +149,14 @@ def kafka_records_unhandled(count: int, partition: str, exc: BaseException) -> N
     )
 
 
+@contained
 def kafka_record_dead_lettered(message_id: str | None, reason: str) -> None:
     messaging_log.warning(
         "record %s dead-lettered: %s", message_id, reason, extra=fields(outcome="dead_letter")
     )
 
 
+@contained
 def kafka_dead_letter_copy_failed(message_id: str | None, topic: str, exc: BaseException) -> None:
     """The record is not skipped without its copy: the partition rewinds and it comes back."""
     messaging_log.error(
@@ -154,6 +168,7 @@ def kafka_dead_letter_copy_failed(message_id: str | None, topic: str, exc: BaseE
     )
 
 
+@contained
 def kafka_offset_uncommitted(offset: int, partition: str) -> None:
     """A rebalance took the partition first: its next owner reads these records again and the
     consumer's records answer them as duplicates."""
@@ -165,6 +180,7 @@ def kafka_offset_uncommitted(offset: int, partition: str) -> None:
     )
 
 
+@contained
 def kafka_leave_abandoned(seconds: float) -> None:
     """The broker did not answer the group leave (or the join it was in) while stopping: the
     group drops the member after its session timeout; nothing uncommitted is lost."""
@@ -175,6 +191,7 @@ def kafka_leave_abandoned(seconds: float) -> None:
     )
 
 
+@contained
 def nats_fetch_failed(durable: str, exc: BaseException) -> None:
     """Nothing was handed out (reconnecting, a JetStream API blip): the fetch is tried again."""
     messaging_log.warning(
@@ -185,6 +202,7 @@ def nats_fetch_failed(durable: str, exc: BaseException) -> None:
     )
 
 
+@contained
 def nats_messages_unhandled(count: int, exc: BaseException) -> None:
     """The consumer gave no verdict (its store is down): every message comes back later."""
     messaging_log.error(
@@ -195,6 +213,7 @@ def nats_messages_unhandled(count: int, exc: BaseException) -> None:
     )
 
 
+@contained
 def nats_settle_failed(message_id: str | None, exc: BaseException) -> None:
     """It comes back after ack_wait and the consumer's record answers it."""
     messaging_log.error(
@@ -205,6 +224,7 @@ def nats_settle_failed(message_id: str | None, exc: BaseException) -> None:
     )
 
 
+@contained
 def nats_dead_letter_copy_failed(subject: str, message_id: str | None, exc: BaseException) -> None:
     """The message is not terminated without its copy: it comes back and is dead-lettered
     again."""
@@ -217,12 +237,14 @@ def nats_dead_letter_copy_failed(subject: str, message_id: str | None, exc: Base
     )
 
 
+@contained
 def nats_message_dead_lettered(message_id: str | None, reason: str) -> None:
     messaging_log.warning(
         "message %s dead-lettered: %s", message_id, reason, extra=fields(outcome="dead_letter")
     )
 
 
+@contained
 def redis_stream_connection_lost(
     stream: str, name: str, failures: int, delay: float, exc: BaseException
 ) -> None:
@@ -240,6 +262,7 @@ def redis_stream_connection_lost(
     )
 
 
+@contained
 def redis_stream_reconnected(stream: str, name: str, failures: int) -> None:
     messaging_log.warning(
         "member %r on stream %r reconnected after %d failure(s); rereading its pending entries",
@@ -250,6 +273,7 @@ def redis_stream_reconnected(stream: str, name: str, failures: int) -> None:
     )
 
 
+@contained
 def rabbitmq_connection_lost(queue: str, failures: int, delay: float, exc: BaseException) -> None:
     """The broker requeues what the closed channel held unacked; the finished ones come back
     as duplicates and are acked without running."""
@@ -263,6 +287,7 @@ def rabbitmq_connection_lost(queue: str, failures: int, delay: float, exc: BaseE
     )
 
 
+@contained
 def rabbitmq_reconnected(queue: str, failures: int) -> None:
     messaging_log.warning(
         "consuming %r again after %d failure(s)",
@@ -272,6 +297,7 @@ def rabbitmq_reconnected(queue: str, failures: int) -> None:
     )
 
 
+@contained
 def nats_connection_lost(durable: str, failures: int, delay: float, exc: BaseException) -> None:
     """nats-py gave up reconnecting (or never got through): a new client after the delay; what
     was fetched and not acked is redelivered after ack_wait."""
@@ -285,6 +311,7 @@ def nats_connection_lost(durable: str, failures: int, delay: float, exc: BaseExc
     )
 
 
+@contained
 def nats_reconnected(durable: str, failures: int) -> None:
     messaging_log.warning(
         "consuming %r again after %d failure(s)",
@@ -294,6 +321,7 @@ def nats_reconnected(durable: str, failures: int) -> None:
     )
 
 
+@contained
 def consumer_turn_missed(scope: str, key: str) -> None:
     """A batched message's lease was not renewed while earlier handlers of its batch ran (or
     was taken over): it is not started, and goes back to the broker."""
@@ -306,6 +334,7 @@ def consumer_turn_missed(scope: str, key: str) -> None:
     )
 
 
+@contained
 def redis_stream_left_pending(stream: str, name: str, count: int, exc: BaseException) -> None:
     """At stop, the XACK of the last settled entries met a lost connection: they stay in this
     member's pending list, and its next run (or a takeover once idle) acks them unrun."""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from mideng.observability.logs.fields import fields, outbox_log
+from mideng.observability.logs.fields import contained, fields, outbox_log
 
 
+@contained
 def relay_batch_failed(exc: BaseException) -> None:
     """The database or the broker is down: the relay waits, then tries again."""
     outbox_log.error(
@@ -12,11 +13,13 @@ def relay_batch_failed(exc: BaseException) -> None:
     )
 
 
+@contained
 def purge_failed(exc: BaseException) -> None:
     """Sent rows past their retention stay until the next purge."""
     outbox_log.error("outbox purge failed", exc_info=exc, extra=fields(outcome="purge_failed"))
 
 
+@contained
 def publish_failed(row_id: str, key: str | None, attempts: int, dead: bool, error: str) -> None:
     """A row the broker did not take: retried after its backoff, or dead once out of attempts."""
     outbox_log.warning(
@@ -30,6 +33,7 @@ def publish_failed(row_id: str, key: str | None, attempts: int, dead: bool, erro
     )
 
 
+@contained
 def keys_left_leased(count: int) -> None:
     """Writers held some of a batch's keys until its lease ran out: those keys are published
     again only once the lease lapses (their sent rows stay sent)."""
@@ -40,6 +44,7 @@ def keys_left_leased(count: int) -> None:
     )
 
 
+@contained
 def listen_unavailable(exc: BaseException) -> None:
     """No LISTEN connection: the relay finds new rows by polling until it gets one."""
     outbox_log.warning(
@@ -47,6 +52,7 @@ def listen_unavailable(exc: BaseException) -> None:
     )
 
 
+@contained
 def listen_lost(exc: BaseException) -> None:
     outbox_log.warning(
         "outbox relay lost its LISTEN connection: %s", exc, extra=fields(outcome="polling")
