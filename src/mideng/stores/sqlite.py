@@ -44,6 +44,7 @@ from mideng.stores.sql.schema import DEFAULT_TABLE, ddl
 from mideng.stores.sql.stats import SQLiteSurvey
 from mideng.stores.sql.steps import SQLiteSteps
 from mideng.stores.sql.table import RecordTable
+from mideng.stores.sqlite_inline import InlineCalls
 
 PURGE_BATCH = 1000
 #: Scopes whose replay read the store writes out for them (``SQLiteStatements.replay_in``):
@@ -65,7 +66,7 @@ class _Pid:
 os.register_at_fork(after_in_child=_Pid.forked)
 
 
-class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
+class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
     def __init__(
         self,
         path: str,
@@ -74,6 +75,7 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         timeout: float = 30.0,
         synchronous: str = "NORMAL",
         read_first: bool | None = None,
+        inline: bool | None = None,
     ) -> None:
         check_table(table)
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
@@ -91,6 +93,9 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         self._replays: dict[str, tuple[str, str]] = {}
         self._timeout = timeout
         self._synchronous = synchronous.upper()
+        #: Whether async calls run on the loop's thread when they need not wait
+        #: (``sqlite_inline``): by default, unless every commit flushes the disk.
+        self.inline = self._synchronous in ("OFF", "NORMAL") if inline is None else bool(inline)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
@@ -108,12 +113,15 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
             value: Any = values[-1]
             if name == "timeout":
                 value = float(value)
-            elif name == "read_first":
+            elif name in ("read_first", "inline"):
                 value = value.lower() in ("1", "true", "yes", "on")
             options.setdefault(name, value)
         return cls(path, **options)
 
     # -- connections --------------------------------------------------------------------------
+    def _pid(self) -> int:
+        return _Pid.pid
+
     def _conn(self) -> sqlite3.Connection:
         local = self._local
         conn: sqlite3.Connection | None = getattr(local, "conn", None)

@@ -1,0 +1,98 @@
+"""The SQLite store's async calls (``Guard.arun``) run in place against the same calls made in
+the loop's executor (``inline=False``, what every embedded store did before) and the sync
+calls (``Guard.run``), in one run.
+
+    .venv/bin/python bench/bench_sqlite_async.py [--calls 200] [--rounds 15]
+
+"first" is a call on a new key (claim, body, completion), "duplicate" a call on a finished key
+(one read). Contenders run interleaved, one batch each per round; each figure is the median of
+the rounds' per-call means (µs). The duplicate warning log is silenced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+
+from mideng import Guard
+from mideng.stores.sqlite import SQLiteStore
+
+Batch = Callable[[list[int]], Awaitable[None]]
+
+
+def body() -> dict[str, int]:
+    return {"ok": 1}
+
+
+async def abody() -> dict[str, int]:
+    return {"ok": 1}
+
+
+def contenders(folder: str) -> list[tuple[str, Batch]]:
+    cases: list[tuple[str, Batch]] = []
+    for label, inline in (("async, in place", True), ("async, in the executor", False)):
+        guard = Guard(SQLiteStore(os.path.join(folder, f"{inline}.db"), inline=inline))
+
+        async def firsts(numbers: list[int], guard: Guard = guard) -> None:
+            for n in numbers:
+                await guard.arun("b", f"k{n}", abody)
+
+        async def duplicates(numbers: list[int], guard: Guard = guard) -> None:
+            for _ in numbers:
+                await guard.arun("b", "same", abody)
+
+        cases += [(f"{label}, first", firsts), (f"{label}, duplicate", duplicates)]
+    sync = Guard(SQLiteStore(os.path.join(folder, "sync.db")))
+
+    async def sync_firsts(numbers: list[int]) -> None:
+        for n in numbers:
+            sync.run("b", f"k{n}", body)
+
+    async def sync_duplicates(numbers: list[int]) -> None:
+        for _ in numbers:
+            sync.run("b", "same", body)
+
+    return [*cases, ("sync, first", sync_firsts), ("sync, duplicate", sync_duplicates)]
+
+
+async def measure(cases: list[tuple[str, Batch]], calls: int, rounds: int) -> dict[str, float]:
+    numbers = iter(range(10**12))
+    times: dict[str, list[float]] = {name: [] for name, _ in cases}
+    for round_ in range(rounds + 1):  # round 0 warms up (and stores the duplicates' key)
+        for name, batch in cases:
+            chunk = [next(numbers) for _ in range(calls)]
+            gc.collect()
+            start = time.perf_counter()
+            await batch(chunk)
+            if round_:
+                times[name].append((time.perf_counter() - start) / calls * 1e6)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args()
+    logging.getLogger("mideng").setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory(prefix=f"mideng-bench-{uuid.uuid4().hex[:6]}") as folder:
+        m = asyncio.run(measure(contenders(folder), args.calls, args.rounds))
+    load = os.getloadavg()
+    cpus = os.cpu_count()
+    print(f"{args.rounds} rounds of {args.calls} calls; load average {load[0]:.2f}, {cpus} CPUs\n")
+    print("| contender | µs/call | x sync |\n|---|---:|---:|")
+    for name, us in m.items():
+        sync = m["sync, first"] if name.endswith("first") else m["sync, duplicate"]
+        print(f"| {name} | {us:.1f} | {us / sync:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
