@@ -30,13 +30,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import os
 import platform
-import statistics
 import sys
-import time
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable
@@ -47,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fastapi import FastAPI
 
+from common import interleaved
 from mideng import Guard, open_store
 from mideng.core.record import ClaimRequest, Ticket
 from mideng.http.asgi import IdempotencyMiddleware
@@ -268,18 +266,7 @@ def postgresql_store(url: str) -> tuple[Store, Callable[[], None]] | None:
     return store, cleanup
 
 
-async def measure(cases: list[tuple[str, Batch]], calls: int, rounds: int) -> dict[str, float]:
-    numbers = iter(range(10**12))
-    times: dict[str, list[float]] = {name: [] for name, _ in cases}
-    for round_ in range(rounds + 1):  # round 0 warms up (and stores the replay keys)
-        for name, batch in cases:
-            chunk = [next(numbers) for _ in range(calls)]
-            gc.collect()
-            start = time.perf_counter()
-            await batch(chunk)
-            if round_:
-                times[name].append((time.perf_counter() - start) / calls * 1e6)
-    return {name: statistics.median(values) for name, values in times.items()}
+measure = interleaved
 
 
 def over_stores(m: dict[str, float], stores: list[str]) -> list[str]:

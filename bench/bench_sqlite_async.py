@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import os
-import statistics
 import tempfile
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 
+from common import interleaved
 from mideng import Guard
 from mideng.stores.sqlite import SQLiteStore
 
@@ -63,18 +61,7 @@ def contenders(folder: str) -> list[tuple[str, Batch]]:
     return [*cases, ("sync, first", sync_firsts), ("sync, duplicate", sync_duplicates)]
 
 
-async def measure(cases: list[tuple[str, Batch]], calls: int, rounds: int) -> dict[str, float]:
-    numbers = iter(range(10**12))
-    times: dict[str, list[float]] = {name: [] for name, _ in cases}
-    for round_ in range(rounds + 1):  # round 0 warms up (and stores the duplicates' key)
-        for name, batch in cases:
-            chunk = [next(numbers) for _ in range(calls)]
-            gc.collect()
-            start = time.perf_counter()
-            await batch(chunk)
-            if round_:
-                times[name].append((time.perf_counter() - start) / calls * 1e6)
-    return {name: statistics.median(values) for name, values in times.items()}
+measure = interleaved
 
 
 def main() -> None:

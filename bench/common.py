@@ -159,3 +159,22 @@ def case_table(
             f"{dup:.1f} | {ratio(dup, floor_dup)} |"
         )
     return [*lines, ""]
+
+
+async def interleaved(
+    cases: list[tuple[str, Callable[[list[int]], Awaitable[None]]]], calls: int, rounds: int
+) -> dict[str, float]:
+    """Each case's median over ``rounds`` of its per-call µs, the cases run interleaved, one
+    batch of ``calls`` each per round (so a change in the machine's load hits them alike),
+    after a round 0 that warms up. Every batch gets numbers never handed out before."""
+    numbers = iter(range(10**12))
+    times: dict[str, list[float]] = {name: [] for name, _ in cases}
+    for round_ in range(rounds + 1):
+        for name, batch in cases:
+            chunk = [next(numbers) for _ in range(calls)]
+            gc.collect()
+            start = time.perf_counter()
+            await batch(chunk)
+            if round_:
+                times[name].append((time.perf_counter() - start) / calls * 1e6)
+    return {name: statistics.median(values) for name, values in times.items()}
