@@ -1,6 +1,7 @@
 """Idempotency middleware cost on a trivial FastAPI endpoint, against the bare endpoint, against
-idemkit's ASGI middleware, and against the store's own calls, in one run; the WSGI and Django
-middlewares against their own bare applications in the same run.
+idemkit's ASGI middleware, and against the store's own calls (memory, the SQLite default,
+Redis, PostgreSQL), in one run; the WSGI and Django middlewares against their own bare
+applications in the same run.
 
     .venv/bin/python bench/bench_http.py [--calls 300] [--rounds 9] [--redis URL] [--postgresql URL]
         [--waits] [--no-sync] [--no-write]
@@ -45,7 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fastapi import FastAPI
 
 from common import interleaved
-from mideng import Guard, open_store
+from http_stores import postgresql_store, redis_store, sqlite_store
+from mideng import Guard
 from mideng.core.record import ClaimRequest, Ticket
 from mideng.http.asgi import IdempotencyMiddleware
 from mideng.stores.base import Store
@@ -227,45 +229,6 @@ def waits_cases(url: str) -> list[tuple[str, Batch]]:
     ]
 
 
-def redis_store(url: str) -> tuple[Store, Callable[[], None]] | None:
-    try:
-        import redis
-    except ImportError:
-        return None
-    prefix = f"mideng-bench-{uuid.uuid4().hex[:8]}"
-    try:
-        store = open_store(url, prefix=prefix)
-        client = redis.Redis.from_url(url)
-        client.ping()
-    except Exception as exc:  # any failure (no server, no store module) drops the Redis rows
-        print(f"redis rows skipped: {exc}", file=sys.stderr)
-        return None
-
-    def cleanup() -> None:
-        for name in client.scan_iter(match=f"{prefix}:*", count=1000):
-            client.delete(name)
-        client.close()
-
-    return store, cleanup
-
-
-def postgresql_store(url: str) -> tuple[Store, Callable[[], None]] | None:
-    table = f"mideng_bench_http_{uuid.uuid4().hex[:8]}"
-    try:
-        store = open_store(url, table=table)
-    except Exception as exc:
-        print(f"postgresql rows skipped: {exc}", file=sys.stderr)
-        return None
-
-    def cleanup() -> None:
-        engine: Any = store.engine  # type: ignore[attr-defined]
-        with engine.begin() as conn:
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
-        store.close()
-
-    return store, cleanup
-
-
 measure = interleaved
 
 
@@ -320,6 +283,7 @@ async def main(args: argparse.Namespace) -> str:
     cleanups: list[Callable[[], None]] = []
     stores: list[str] = ["memory"]
     for label, opened in (
+        ("SQLite", sqlite_store()),
         ("Redis", redis_store(args.redis)),
         ("PostgreSQL", postgresql_store(args.postgresql)),
     ):

@@ -50,6 +50,7 @@ STORES = tuple(
 
 def asgi_child(case: str, calls: int) -> None:
     import bench_http
+    import http_stores
     from mideng import Guard
     from mideng.http.core import StoredResponse
     from mideng.http.exchange import stored_form
@@ -63,9 +64,9 @@ def asgi_child(case: str, calls: int) -> None:
         from tests.services import POSTGRES_URL, REDIS_URL
 
         opened = (
-            bench_http.redis_store(REDIS_URL)
+            http_stores.redis_store(REDIS_URL)
             if where == "redis"
-            else bench_http.postgresql_store(POSTGRES_URL)
+            else http_stores.postgresql_store(POSTGRES_URL)
         )
         if opened is None:
             raise SystemExit(f"{case}: no {where} server")

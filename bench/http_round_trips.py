@@ -22,6 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench_http
+import http_stores
 from tests.services import POSTGRES_URL, REDIS_URL
 
 seen: Counter[str] = Counter()
@@ -64,8 +65,8 @@ async def per_request(batch: bench_http.Batch, calls: int, base: int) -> tuple[f
 async def main(calls: int) -> None:
     logging.getLogger("mideng").setLevel(logging.ERROR)
     opened: list[tuple[str, tuple[Any, Callable[[], None]] | None]] = [
-        ("Redis", bench_http.redis_store(REDIS_URL)),
-        ("PostgreSQL", bench_http.postgresql_store(POSTGRES_URL)),
+        ("Redis", http_stores.redis_store(REDIS_URL)),
+        ("PostgreSQL", http_stores.postgresql_store(POSTGRES_URL)),
     ]
     print("| store | case | round trips / request | commands |\n|---|---|---:|---|")
     for base, (label, got) in enumerate(opened):

@@ -25,6 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench_http
+import http_stores
 from tests.services import POSTGRES_URL, REDIS_URL
 
 Timed = dict[str, list[float]]
@@ -83,9 +84,9 @@ def main() -> None:
     args = parser.parse_args()
     logging.getLogger("mideng").setLevel(logging.ERROR)
     opened = (
-        bench_http.redis_store(REDIS_URL)
+        http_stores.redis_store(REDIS_URL)
         if args.store == "redis"
-        else bench_http.postgresql_store(POSTGRES_URL)
+        else http_stores.postgresql_store(POSTGRES_URL)
     )
     if opened is None:
         raise SystemExit(f"no {args.store} server")
