@@ -67,6 +67,11 @@ class MemoryTracer(trace.Tracer):
         self.spans = spans
         self.lock = lock
 
+    def make(
+        self, name: str, parent: SpanContext | None, attributes: Mapping[str, Any]
+    ) -> RecordedSpan:
+        return RecordedSpan(name, parent, attributes)
+
     def start_span(
         self,
         name: str,
@@ -79,7 +84,7 @@ class MemoryTracer(trace.Tracer):
         set_status_on_exception: bool = True,
     ) -> Span:
         parent = trace.get_current_span(context).get_span_context()
-        span = RecordedSpan(name, parent if parent.is_valid else None, attributes or {})
+        span = self.make(name, parent if parent.is_valid else None, attributes or {})
         with self.lock:
             self.spans.append(span)
         return span
@@ -118,3 +123,55 @@ class MemoryTracerProvider(trace.TracerProvider):
 
     def named(self, name: str) -> list[RecordedSpan]:
         return [s for s in self.spans if s.name == name]
+
+
+class RefusingTracerProvider(MemoryTracerProvider):
+    """A provider whose span named ``target[0]`` fails once at ``target[1]``: ``"start"`` (a
+    sampler or span processor's ``on_start`` raising), ``"end"`` (a processor's ``on_end``, or
+    an exporter it runs, raising as the span ends) or ``"attributes"`` (setting attributes on
+    it). ``refused`` counts the failures; ``target`` None fails nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.target: tuple[str, str] | None = None
+        self.refused = 0
+
+    def refuse(self, name: str, phase: str) -> None:
+        if self.target == (name, phase) and not self.refused:
+            self.refused += 1
+            raise RuntimeError(f"{name} {phase} failed (injected)")
+
+    def get_tracer(
+        self,
+        instrumenting_module_name: str,
+        instrumenting_library_version: str | None = None,
+        schema_url: str | None = None,
+        attributes: Any = None,
+    ) -> trace.Tracer:
+        return RefusingTracer(self)
+
+
+class RefusingSpan(RecordedSpan):
+    provider: RefusingTracerProvider
+
+    def end(self, end_time: int | None = None) -> None:
+        super().end(end_time)
+        self.provider.refuse(self.name, "end")
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        self.provider.refuse(self.name, "attributes")
+        super().set_attributes(attributes)
+
+
+class RefusingTracer(MemoryTracer):
+    def __init__(self, provider: RefusingTracerProvider) -> None:
+        super().__init__(provider.spans, provider._lock)
+        self.provider = provider
+
+    def make(
+        self, name: str, parent: SpanContext | None, attributes: Mapping[str, Any]
+    ) -> RecordedSpan:
+        self.provider.refuse(name, "start")
+        span = RefusingSpan(name, parent, attributes)
+        span.provider = self.provider
+        return span

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -9,10 +10,11 @@ from opentelemetry.trace import StatusCode
 
 from mideng import Guard, open_store
 from mideng.context import request_id_scope
+from mideng.core.record import SUCCEEDED
 from mideng.errors import ConfigurationError, PayloadMismatchError
 from mideng.observability import tracing
 from mideng.observability.tracing import key_hash
-from tests.observability.otel import MemoryTracerProvider
+from tests.observability.otel import MemoryTracerProvider, RefusingTracerProvider
 
 
 def test_one_span_per_call_with_its_attributes(tmp_path: Path, spans: MemoryTracerProvider) -> None:
@@ -109,3 +111,52 @@ def test_the_key_in_plain_only_when_asked() -> None:
     assert not {"mideng.key", "mideng.key_hash"} & set(omitted.attributes)
     with pytest.raises(ConfigurationError):
         tracing.enable(provider, key="clear")
+
+
+# A span's own failure at each step of a call: at the claim (acquired, or the replay), around
+# the completion (before it is written: the body has run), and the call's span itself.
+REFUSALS = [
+    ("mideng.call", "start"),
+    ("mideng.store.claim", "start"),
+    ("mideng.store.claim", "end"),
+    ("mideng.call", "attributes"),
+    ("mideng.store.complete", "start"),
+    ("mideng.store.complete", "end"),
+    ("mideng.call", "end"),
+]
+
+
+@pytest.mark.parametrize("driver", ["run", "arun"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("target", REFUSALS, ids=[f"{n}-{p}" for n, p in REFUSALS])
+def test_a_span_that_fails_never_fails_the_call(
+    target: tuple[str, str], kind: str, driver: str, tmp_path: Path
+) -> None:
+    provider = RefusingTracerProvider()
+    tracing.enable(provider)
+    store = open_store("memory://" if kind == "memory" else f"sqlite:///{tmp_path / 'm.db'}")
+    guard = Guard(store, lease=30.0)
+    runs: list[int] = []
+
+    def charge() -> str:
+        runs.append(1)
+        return "charged"
+
+    async def acharge() -> str:
+        return charge()
+
+    def call() -> str:
+        if driver == "run":
+            return guard.run("pay", "p-1", charge)
+        return asyncio.run(guard.arun("pay", "p-1", acharge))
+
+    provider.target = target
+    assert call() == "charged"
+    assert provider.refused == 1
+    record = guard.get("pay", "p-1")
+    assert record is not None
+    assert record.status is SUCCEEDED  # its completion was written
+    provider.refused = 0  # the replay's span fails once too, where it has that span
+    assert call() == "charged"
+    assert runs == [1]
+    guard.close()

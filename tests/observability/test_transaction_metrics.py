@@ -21,7 +21,8 @@ from mideng import Guard, open_store
 from mideng.core.record import ClaimRequest
 from mideng.db.dialect import kind_of
 from mideng.errors import InProgressError, PayloadMismatchError
-from tests.observability.otel import MemoryTracerProvider
+from mideng.observability import tracing
+from tests.observability.otel import MemoryTracerProvider, RefusingTracerProvider
 from tests.observability.scrape import series
 from tests.services import MYSQL_URL, POSTGRES_URL, need
 
@@ -237,3 +238,31 @@ def test_a_failing_statement_is_recorded_on_its_span(db: Db, spans: MemoryTracer
     assert claim.status.status_code is StatusCode.ERROR
     assert block.status.status_code is StatusCode.ERROR
     assert len(claim.exceptions) == 1
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        ("mideng.transaction", "attributes"),
+        ("mideng.store.complete", "start"),
+        ("mideng.store.complete", "end"),
+        ("mideng.transaction", "end"),
+    ],
+    ids="-".join,
+)
+def test_a_span_that_fails_never_fails_the_block(db: Db, target: tuple[str, str]) -> None:
+    provider = RefusingTracerProvider()
+    tracing.enable(provider)
+    provider.target = target
+    with (
+        db.engine.connect() as conn,
+        db.guard.transaction(conn, SCOPE, "s3", payload={"n": 3}) as tx,
+    ):
+        tx.set_result(3)
+    assert provider.refused == 1
+    with (
+        db.engine.connect() as conn,
+        db.guard.transaction(conn, SCOPE, "s3", payload={"n": 3}) as tx,
+    ):
+        assert tx.replayed  # the block committed with its record
+        assert tx.result == 3

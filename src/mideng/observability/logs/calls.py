@@ -111,6 +111,20 @@ def rollback_failed(exc: Exception) -> None:
     log.warning("mideng could not roll back the transactional block: %s", exc, extra=fields())
 
 
+@contained
+def span_failed(span: str, step: str, exc: Exception) -> None:
+    """The tracer (a span processor, sampler or exporter of the application's) raised; the
+    call went on, that span left unrecorded or unended."""
+    log.warning(
+        "mideng tracing failed at %s %s, the call goes on: %s: %s",
+        span,
+        step,
+        type(exc).__name__,
+        exc,
+        extra=fields(outcome="span_failed"),
+    )
+
+
 # -- heartbeats: ``what`` names the claim (a Ticket from the Guard; anything printable) -------
 def _claim(what: object) -> str:
     scope, key, fence = (getattr(what, name, None) for name in ("scope", "key", "fence"))
