@@ -182,3 +182,18 @@ def test_only_a_lock_refusal_sends_a_call_to_the_executor() -> None:
     assert not sqlite_inline.waited(failure(13))  # SQLITE_FULL: raised, not retried
     assert not sqlite_inline.waited(failure(None))
     assert not sqlite_inline.waited(StoreUnavailableError("no cause"))
+
+
+def test_a_failed_checkpoint_is_logged_not_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # It runs after a call that is done: its failure must not become that call's.
+    store = SQLiteStore(str(tmp_path / "s.db"))
+
+    def broken() -> sqlite3.Connection:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store, "_conn", broken)
+    store._checkpoint()
+    assert any("checkpoint failed" in r.getMessage() for r in caplog.records)
+    store.close()

@@ -260,11 +260,7 @@ class Exchange:
         if isinstance(exc, STORE_IO):
             # Nothing ran, so an I/O error can only be the store's, let through unwrapped: the
             # 503 of a store that is down (fail-closed), not a 500.
-            logs.http_log.warning(
-                "mideng: store failed before the request ran (answered 503): %r",
-                exc,
-                extra=logs.fields(outcome="store_unavailable"),
-            )
+            logs.store_io_failed(exc)
             return Reply(self.opts.problem_for(StoreUnavailableError(str(exc))))
         return None
 

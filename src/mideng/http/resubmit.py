@@ -29,11 +29,7 @@ BizKey = Callable[[Incoming], str]
 
 
 def restore_failed(exc: IdempotencyError) -> None:
-    logs.http_log.warning(
-        "mideng: a resubmit token could not be given back after the view failed: %s",
-        exc,
-        extra=logs.fields(outcome="token_not_restored"),
-    )
+    logs.token_not_restored(exc)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ they are rarer, or long, or more than one row.
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -32,13 +31,13 @@ from typing import Any
 
 from mideng.core.loops import to_thread
 from mideng.errors import StoreUnavailableError
+from mideng.observability import logs
 from mideng.stores.base import T
 
 #: The operations made in place: one record's autocommit statements each.
 INLINE = frozenset({"claim", "complete", "fail", "release", "heartbeat", "get"})
 CHECKPOINT_EVERY = 256
 _WAITED = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (the primary result codes)
-_log = logging.getLogger("mideng.store")
 
 
 class _Inline:
@@ -135,7 +134,7 @@ class InlineCalls:
         try:
             self._conn().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except (sqlite3.Error, StoreUnavailableError) as exc:
-            _log.warning("mideng: SQLite store %s: a checkpoint failed: %r", self.path, exc)
+            logs.checkpoint_failed(self.path, exc)
 
     def _conn(self) -> sqlite3.Connection:
         raise NotImplementedError  # the store's: this thread's connection

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from mideng.observability.logs.calls import (
     CallLike,
+    checkpoint_failed,
     duplicate,
     duplicate_insert,
     fail_open,
@@ -37,8 +38,10 @@ from mideng.observability.logs.calls import (
     stale_task,
     statement_rollback_failed,
     steps_kept,
+    store_io_failed,
     stuck_record,
     survey_failed,
+    token_not_restored,
     unsettled,
 )
 from mideng.observability.logs.fields import (
@@ -116,6 +119,9 @@ __all__ = [
     "heartbeat_lost",
     "heartbeat_recovered",
     "heartbeat_thread_died",
+    "checkpoint_failed",
+    "store_io_failed",
+    "token_not_restored",
     "http_log",
     "kafka_dead_letter_copy_failed",
     "kafka_leave_abandoned",

@@ -233,6 +233,38 @@ def response_unstored(exc: Exception) -> None:
     http_log.warning("mideng: response sent but not stored: %s", exc, extra=fields(outcome=outcome))
 
 
+@contained
+def store_io_failed(exc: Exception) -> None:
+    """A store's own I/O error, let through unwrapped before the request ran: answered 503."""
+    http_log.warning(
+        "mideng: store failed before the request ran (answered 503): %r",
+        exc,
+        extra=fields(outcome="store_unavailable"),
+    )
+
+
+@contained
+def token_not_restored(exc: Exception) -> None:
+    """A resubmit token could not be given back after the view failed."""
+    http_log.warning(
+        "mideng: a resubmit token could not be given back after the view failed: %s",
+        exc,
+        extra=fields(outcome="token_not_restored"),
+    )
+
+
+# -- stores -----------------------------------------------------------------------------------
+@contained
+def checkpoint_failed(path: str, exc: Exception) -> None:
+    """A SQLite store's passive checkpoint failed; the next one picks up where it stopped."""
+    log.warning(
+        "mideng: SQLite store %s: a checkpoint failed: %r",
+        path,
+        exc,
+        extra=fields(outcome="checkpoint_failed"),
+    )
+
+
 # -- operator views ---------------------------------------------------------------------------
 @contained
 def stuck_record(scope: str, key: str, fence: int, lapsed: float, request_id: str | None) -> None:
