@@ -54,8 +54,8 @@ def test_uncontended_calls_run_in_place(tmp_path: Path, hops: Counter[str]) -> N
         assert (await store.aget("s", "k1")) is not None
 
     asyncio.run(calls())
-    # 301 calls in place, and the one checkpoint their number asks for: nothing else hopped.
-    assert hops == Counter({"_checkpoint": 301 // sqlite_inline.CHECKPOINT_EVERY})
+    # 301 calls in place, 200 rows written (fewer than a checkpoint waits for): none hopped.
+    assert hops == Counter()
     store.close()
 
 
@@ -112,29 +112,40 @@ def test_a_lock_held_elsewhere_is_waited_for_off_the_loop(
     store.close()
 
 
-def test_checkpoints_run_off_the_loop(
-    tmp_path: Path, hops: Counter[str], monkeypatch: pytest.MonkeyPatch
+def test_checkpoints_run_off_the_loop_and_no_call_waits_for_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_inline, "CHECKPOINT_EVERY", 10)
+    monkeypatch.setattr(sqlite_inline, "CHECKPOINT_ROWS", 10)
     store = SQLiteStore(str(tmp_path / "s.db"))
     guard = Guard(store)
     where: list[int] = []
+    gate = threading.Event()
     real = store._checkpoint
 
     def checkpoint() -> None:
         where.append(threading.get_ident())
+        assert gate.wait(10)  # the first is held until the loop has seen its call return
         real()
 
     monkeypatch.setattr(store, "_checkpoint", checkpoint)
 
-    async def calls() -> int:
-        for n in range(25):
-            await guard.arun("s", f"k{n}", ok)  # 50 calls in place: 5 checkpoints
-        return threading.get_ident()
+    async def calls() -> tuple[int, int]:
+        for n in range(25):  # two rows a first call: one checkpoint every five calls
+            await guard.arun("s", f"k{n}", ok)
+            running = store._local.inline.checkpoint
+            if running is not None and not gate.is_set():
+                assert not running.done()  # started, and the call that started it returned
+                gate.set()
+            if running is not None:
+                await running
+        written = len(where)
+        for n in range(100):  # replays write nothing: they start no checkpoint
+            await guard.arun("s", f"k{n % 25}", ok)
+        assert len(where) == written
+        return threading.get_ident(), written
 
-    loop_thread = asyncio.run(calls())
-    assert hops == Counter({"checkpoint": 5})
-    assert len(where) == 5
+    loop_thread, written = asyncio.run(calls())
+    assert written == 5
     assert loop_thread not in where
     # The checkpoints copied the WAL back: a passive one now finds nothing left to copy.
     conn = sqlite3.connect(str(tmp_path / "s.db"))

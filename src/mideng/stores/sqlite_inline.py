@@ -13,9 +13,10 @@ on a connection of the loop thread's own that never waits:
   whose connection waits up to the store's ``timeout`` as before. The loop is never held for
   the lock.
 - it never checkpoints (``wal_autocheckpoint=0``): a checkpoint writes the WAL back and flushes
-  the file, which may take milliseconds. Every ``CHECKPOINT_EVERY`` calls made in place, a
-  passive checkpoint (which waits for nothing) runs in the executor instead, and the executor's
-  own connections checkpoint as they always did.
+  the file, which may take milliseconds. Once ``CHECKPOINT_ROWS`` rows were written in place
+  since the last one (about as many WAL pages as SQLite's own 1000-page default lets grow), a
+  passive checkpoint (which waits for nothing) is started in the executor, one at a time, and
+  no call waits for it; the executor's own connections checkpoint as they always did.
 - with ``synchronous=FULL`` or ``EXTRA`` every commit flushes the disk: nothing runs in place.
 
 Batches, tokens, windows, the operator's scans and the operations' steps keep the executor:
@@ -24,30 +25,32 @@ they are rarer, or long, or more than one row.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from mideng.core.loops import to_thread
+from mideng.core.loops import running_loop, to_thread
 from mideng.errors import StoreUnavailableError
 from mideng.observability import logs
 from mideng.stores.base import T
 
 #: The operations made in place: one record's autocommit statements each.
 INLINE = frozenset({"claim", "complete", "fail", "release", "heartbeat", "get"})
-CHECKPOINT_EVERY = 256
+CHECKPOINT_ROWS = 512
 _WAITED = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (the primary result codes)
 
 
 class _Inline:
-    """The loop thread's own connection, its claim cursor, the process it was opened in and
-    the calls made on it since the last checkpoint."""
+    """The loop thread's own connection, its claim cursor, the process it was opened in, the
+    rows it had written when the last checkpoint started, and that checkpoint."""
 
-    __slots__ = ("calls", "conn", "cur", "pid")
+    __slots__ = ("checkpoint", "conn", "cur", "pid", "written")
 
     def __init__(self, conn: sqlite3.Connection, pid: int) -> None:
-        self.conn, self.pid, self.calls = conn, pid, 0
+        self.conn, self.pid, self.written = conn, pid, 0
+        self.checkpoint: asyncio.Future[None] | None = None
         self.cur: sqlite3.Cursor | None = conn.cursor()
 
 
@@ -98,10 +101,10 @@ class InlineCalls:
                     else:
                         seen[name] = value
             if result is not _WAIT:
-                own.calls += 1
-                if own.calls >= CHECKPOINT_EVERY:
-                    own.calls = 0
-                    await to_thread(self._checkpoint)
+                # Rows written (total_changes counts them; a read writes none), not calls: a
+                # replay leaves nothing in the WAL to copy back.
+                if own.conn.total_changes - own.written >= CHECKPOINT_ROWS:
+                    self._start_checkpoint(own)
                 return result
         return await to_thread(fn, *args)
 
@@ -126,6 +129,12 @@ class InlineCalls:
         own = _Inline(conn, self._pid())
         self._local.inline = own
         return own
+
+    def _start_checkpoint(self, own: _Inline) -> None:
+        running = own.checkpoint
+        if running is None or running.done():
+            own.written = own.conn.total_changes
+            own.checkpoint = running_loop().run_in_executor(None, self._checkpoint)
 
     def _checkpoint(self) -> None:
         """A passive checkpoint on this (executor) thread's connection: it copies what no
