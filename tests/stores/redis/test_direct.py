@@ -246,3 +246,59 @@ def test_pack_sends_what_redis_py_packs(size: int) -> None:
 def test_pack_refuses_what_it_cannot_send() -> None:
     with pytest.raises(TypeError):
         pack(("SET", "k", 1.5))
+
+
+@pytest.mark.anyio
+async def test_async_commands_are_written_without_redis_pys_send(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # redis-py's send makes a Task, a future and a timer per command (asyncio.wait_for); an
+    # open connection's command is written to its stream here instead.
+    sends: list[int] = []
+    real = redis.asyncio.connection.AbstractConnection.send_packed_command
+
+    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        sends.append(1)
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.asyncio.connection.AbstractConnection, "send_packed_command", counted)
+    store = store_for(server)
+    await async_sender_of(store)
+    before = len(sends)
+    for i in range(20):
+        assert (await store.aclaim(claim(f"w{i}"))).outcome is Outcome.ACQUIRED
+    assert len(sends) == before
+    # A closed stream takes redis-py's own path, which connects again (and sends its
+    # connection's set-up commands).
+    sender = await async_sender_of(store)
+    sender.free[0]._writer.transport.close()
+    await asyncio.sleep(0)
+    assert (await store.aclaim(claim("reopened"))).outcome is Outcome.ACQUIRED
+    assert len(sends) > before
+    await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_async_a_write_left_in_the_buffer_is_waited_for_with_the_timeout(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A command the socket did not take at once (the server stopped reading, say) is waited
+    # for no longer than socket_timeout: the call fails closed and the connection is dropped.
+    store = store_for(server, socket_timeout=0.2)
+    sender = await async_sender_of(store)
+    conn = sender.free[0]
+    transport = conn._writer.transport
+
+    async def stuck() -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(transport, "get_write_buffer_size", lambda: 1)
+    monkeypatch.setattr(conn._writer, "drain", stuck)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailableError):
+        await store.aclaim(claim("stuck"))
+    assert time.monotonic() - started < 5
+    assert conn not in sender.free  # disconnected, handed back to the pool to reconnect
+    monkeypatch.undo()
+    assert (await store.aclaim(claim("after"))).outcome is Outcome.ACQUIRED
+    await store.aclose()

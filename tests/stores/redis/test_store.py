@@ -19,7 +19,7 @@ import redis.asyncio.connection
 from mideng import Guard, open_store
 from mideng.core.record import ClaimRequest, ExpiryPolicy, Outcome, Status, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
-from mideng.stores.redis import RedisStore
+from mideng.stores.redis import RedisStore, direct
 from mideng.stores.redis import scripts as redis_scripts
 from mideng.stores.redis.connect import parse, redact
 from tests.backends_redis import delete_prefix, expiry_ms
@@ -67,20 +67,34 @@ def request(
 
 # -- one round trip -------------------------------------------------------------------------------
 class Sends:
-    """Counts what redis-py writes to its sockets (a pipeline counts once: one round trip)."""
+    """Counts what is written to the sockets (a pipeline counts once: one round trip): by
+    redis-py, and by the async direct sender, which writes to the stream itself."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.n = 0
+        self.direct = False  # inside the direct sender's write: its fallback is not counted again
         for cls in (
             redis.connection.AbstractConnection,
             redis.asyncio.connection.AbstractConnection,
         ):
             original = cls.send_packed_command
             monkeypatch.setattr(cls, "send_packed_command", self._counting(original))
+        write = direct._send
+
+        async def direct_send(conn: Any, command: list[bytes]) -> None:
+            self.n += 1
+            self.direct = True
+            try:
+                await write(conn, command)
+            finally:
+                self.direct = False
+
+        monkeypatch.setattr(direct, "_send", direct_send)
 
     def _counting(self, original: Any) -> Any:
         def send(conn: Any, *args: Any, **kwargs: Any) -> Any:
-            self.n += 1
+            if not self.direct:
+                self.n += 1
             return original(conn, *args, **kwargs)
 
         return send

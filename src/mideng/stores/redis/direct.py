@@ -26,6 +26,7 @@ writes to a socket its parent is using.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import os
@@ -229,7 +230,7 @@ class AsyncDirectSender:
     async def call(self, command: list[bytes]) -> Any:
         conn = await self._take()
         try:
-            await conn.send_packed_command(command)
+            await _send(conn, command)
             reply = await conn.read_response()
         except self.reply_error:
             await self._give(conn)
@@ -246,7 +247,7 @@ class AsyncDirectSender:
         conn = await self._take()
         replies: list[Any] = []
         try:
-            await conn.send_packed_command([b for command in commands for b in command])
+            await _send(conn, [b for command in commands for b in command])
             for _ in commands:
                 try:
                     replies.append(await conn.read_response())
@@ -270,3 +271,20 @@ class AsyncDirectSender:
         for conn in free:
             await conn.disconnect()
             await self.pool.release(conn)
+
+
+async def _send(conn: Any, command: list[bytes]) -> None:
+    """``conn.send_packed_command(command)``, written to the connection's stream here when it
+    is open and has no health check due: redis-py bounds every send with ``asyncio.wait_for``,
+    a Task, a future and a timer made per command and an extra turn of the loop, where a
+    command that fits the socket's buffer is sent by the write itself. One that does not (the
+    transport keeps the rest) is waited for, bounded by the socket timeout, as redis-py does;
+    any other state takes redis-py's own path (it connects, checks health, raises its errors).
+    """
+    writer = getattr(conn, "_writer", None)
+    if writer is None or conn.health_check_interval or writer.transport.is_closing():
+        await conn.send_packed_command(command)
+        return
+    writer.writelines(command)
+    if writer.transport.get_write_buffer_size():
+        await asyncio.wait_for(writer.drain(), conn.socket_timeout)
