@@ -472,3 +472,33 @@ def test_a_last_failure_that_cannot_be_spelt_is_dead_lettered_once(batch: bool) 
     record = guard.get("stock", "order:1")
     assert record is not None
     assert record.status is Status.FAILED
+
+
+class Unspeakable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no words")
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_failure_whose_text_cannot_be_read_still_counts_its_attempts(batch: bool) -> None:
+    # The verdict's reason quotes the error: a str() that raised left the claim held, the
+    # attempt uncounted, and every redelivery ran the handler again, past max_attempts.
+    runs: list[int] = []
+
+    def handler(message: Message) -> None:
+        runs.append(1)
+        raise Unspeakable
+
+    guard = Guard(MemoryStore(), lease=5)
+    c = IdempotentConsumer(guard, "stock", handler, max_attempts=2, retry_delay=0.05)
+    m = msg("order:1")
+    verdicts = []
+    for _ in range(4):
+        got = run(c.handle_batch([m]))[0] if batch else run(c.handle(m))
+        verdicts.append(got)
+        if isinstance(got, Retry):  # the failed attempt holds the key for its backoff
+            time.sleep(got.delay + 0.02)
+    assert runs == [1, 1]
+    assert isinstance(verdicts[0], Retry)
+    assert "Unspeakable" in verdicts[0].reason
+    assert all(isinstance(v, DeadLetter) for v in verdicts[1:]), verdicts

@@ -15,6 +15,15 @@ from mideng.core.canonical import to_jsonable
 from mideng.errors import RecordedFailureError
 
 
+def message_of(exc: BaseException) -> str:
+    """``str(exc)``, or, when that raises, the exception's type named instead: a failure's
+    text is written after the work ran, where an error of its own would leave it unsettled."""
+    try:
+        return str(exc)
+    except Exception as err:
+        return f"{type(exc).__qualname__} (its str() raised {type(err).__name__})"
+
+
 def encode_failure(exc: BaseException) -> bytes:
     """The failure as stored. Never raises: it is spelt after the body ran, and an error here
     would leave the claim held, for a retry to take over once its lease lapsed and run the body
@@ -22,10 +31,7 @@ def encode_failure(exc: BaseException) -> bytes:
     itself) are left out, and a ``str()`` that raises is named instead of quoted."""
     cls = type(exc)
     name = f"{cls.__module__}:{cls.__qualname__}"
-    try:
-        message = str(exc)
-    except Exception as err:
-        message = f"{cls.__qualname__} (its str() raised {type(err).__name__})"
+    message = message_of(exc)
     try:
         return json.dumps(
             {"type": name, "message": message, "args": to_jsonable(list(exc.args))}

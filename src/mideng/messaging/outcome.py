@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mideng.core.failure import message_of
 from mideng.core.policy import doubled
 from mideng.core.record import FAILED, IN_PROGRESS, MISMATCH, REPLAY, Claim
 from mideng.errors import ConfigurationError
@@ -65,7 +66,7 @@ def standing(claim: Claim, now: float, rules: RetryRules) -> Verdict:
 
 def after_failure(where: str, attempt: int, exc: BaseException, rules: RetryRules) -> Verdict:
     """The verdict after the handler's ``attempt``-th run raised ``exc``."""
-    what = f"{type(exc).__name__}: {exc}"
+    what = f"{type(exc).__name__}: {message_of(exc)}"  # a str() that raises: its type named
     if rules.exhausted(attempt):
         return DeadLetter(f"{where} failed {attempt} time(s); last error {what}")
     return Retry(rules.backoff(attempt), f"{where} attempt {attempt} failed: {what}")
