@@ -28,7 +28,7 @@ from typing import Any
 
 from mideng.context import get_request_id, request_id_scope
 from mideng.core.calls import is_async
-from mideng.core.failure import encode_failure
+from mideng.core.failure import encode_failure, message_of
 from mideng.core.flow import Call
 from mideng.core.keys import check_scope
 from mideng.core.loops import running_loop
@@ -155,7 +155,7 @@ class IdempotentConsumer:
         # Not a handler error (those have their rules) but a store or driver failure no rule
         # named: the message comes back later, and consume goes on.
         logs.consumer_undecided(self.scope, count, exc)
-        return Retry(self.rules.retry_delay, f"undecided: {type(exc).__name__}: {exc}")
+        return Retry(self.rules.retry_delay, f"undecided: {type(exc).__name__}: {message_of(exc)}")
 
     async def _decide_batch(self, messages: Sequence[Message]) -> list[Verdict]:
         verdicts: list[Verdict | None] = [None] * len(messages)
@@ -397,7 +397,7 @@ class IdempotentConsumer:
                 await answer
         except Exception as exc:
             logs.dead_letter_hook_failed(exc, message.id)
-            return Retry(self.rules.max_retry_delay, f"on_dead_letter raised: {exc}")
+            return Retry(self.rules.max_retry_delay, f"on_dead_letter raised: {message_of(exc)}")
         return verdict
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from mideng.core.failure import encode_failure
+from mideng.core.failure import encode_failure, message_of
 from mideng.core.loops import to_thread
 from mideng.core.policy import Policy
 from mideng.core.record import Ticket
@@ -138,11 +138,13 @@ def _refused(consumer: IdempotentConsumer, key: str, exc: Exception) -> Verdict:
     if isinstance(exc, UnresolvedError):
         return Retry(rules.max_retry_delay, f"{where} is unresolved; resolve it to go on")
     if isinstance(exc, RecordedFailureError) or getattr(exc, "__mideng_replayed__", False):
-        return DeadLetter(f"{where} failed before and was given up on: {exc}")
+        return DeadLetter(f"{where} failed before and was given up on: {message_of(exc)}")
     # A lost connection, a deadlock past its retries, a failed commit: nothing committed, so
     # the message comes back and runs again.
     logs.consumer_transaction_failed(consumer.scope, key, exc)
-    return Retry(rules.retry_delay, f"{where} transaction failed: {type(exc).__name__}: {exc}")
+    return Retry(
+        rules.retry_delay, f"{where} transaction failed: {type(exc).__name__}: {message_of(exc)}"
+    )
 
 
 async def _count_failure(consumer: IdempotentConsumer, key: str, failed: _HandlerFailed) -> Verdict:
