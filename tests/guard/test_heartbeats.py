@@ -20,6 +20,7 @@ from mideng.guard import lease
 from mideng.guard.aheartbeat import start_async
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.lease import Lease
+from tests.observability.test_logs import RefusingFilter
 
 
 def test_stop_waits_for_an_in_flight_renewal() -> None:
@@ -364,21 +365,6 @@ def test_renew_stores_beat_has_the_fields_start_gives() -> None:
     asyncio.run(scenario())
 
 
-class _RefusingFilter(logging.Filter):
-    """An application's filter on the "mideng" logger that raises on the first record it
-    sees: logging calls filters outside its own error handling."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.refused: list[str] = []
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not self.refused:
-            self.refused.append(record.getMessage())
-            raise KeyError("no such field (injected)")
-        return True
-
-
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_an_async_beat_whose_failure_line_raises_goes_on_renewing(
     kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -396,7 +382,7 @@ def test_an_async_beat_whose_failure_line_raises_goes_on_renewing(
         return await renew(ticket, lease, ttl)
 
     monkeypatch.setattr(store, "aheartbeat", blink)
-    hook = _RefusingFilter()
+    hook = RefusingFilter()
     logger = logging.getLogger("mideng")
     logger.addFilter(hook)
     guard = Guard(store, lease=0.3)
