@@ -9,6 +9,7 @@ scope as on the server stores (``claims.ClaimOrder``): a first call is the inser
 completion, a duplicate of a finished call one read (of the columns such a row does not imply,
 ``rows.REPLAYED``). WAL lets readers run beside the single writer; a writer waits
 up to ``timeout`` for the lock (SQLite's busy handler), then fails as StoreUnavailableError.
+Async calls run on the event loop's thread when they need not wait (``sqlite_inline``).
 """
 
 from __future__ import annotations
