@@ -15,7 +15,6 @@ Async calls run on the event loop's thread when they need not wait (``sqlite_inl
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import threading
 import time
@@ -39,6 +38,7 @@ from mideng.stores.base import Step, T
 from mideng.stores.local_batch import LocalBatch
 from mideng.stores.sql import ops
 from mideng.stores.sql.claims import ClaimOrder, HeldClaims
+from mideng.stores.sql.connections import Process
 from mideng.stores.sql.embedded import SQLiteStatements, execute_sqlite, purge, records, transact
 from mideng.stores.sql.rows import sqlite_current, sqlite_replayed, sqlite_replayed_as
 from mideng.stores.sql.schema import DEFAULT_TABLE, ddl
@@ -51,20 +51,6 @@ PURGE_BATCH = 1000
 #: Scopes whose replay read the store writes out for them (``SQLiteStatements.replay_in``):
 #: each is one more statement in every connection's cache, which sqlite3 keeps at 128.
 REPLAY_SCOPES = 32
-
-
-class _Pid:
-    """This process's id, kept by a fork hook: ``os.getpid()`` is a system call, and the store
-    checks for a fork on every operation."""
-
-    pid = os.getpid()
-
-    @classmethod
-    def forked(cls) -> None:
-        cls.pid = os.getpid()
-
-
-os.register_at_fork(after_in_child=_Pid.forked)
 
 
 class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
@@ -120,13 +106,10 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
         return cls(path, **options)
 
     # -- connections --------------------------------------------------------------------------
-    def _pid(self) -> int:
-        return _Pid.pid
-
     def _conn(self) -> sqlite3.Connection:
         local = self._local
         conn: sqlite3.Connection | None = getattr(local, "conn", None)
-        if conn is not None and local.pid == _Pid.pid:
+        if conn is not None and local.pid == Process.pid:
             return conn
         try:
             conn = sqlite3.connect(
@@ -141,7 +124,7 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
             raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
         # The claim's own statements run on one cursor per connection, made once: a cursor
         # per statement (``conn.execute``) is another object made and torn down each time.
-        local.conn, local.cur, local.pid = conn, conn.cursor(), _Pid.pid
+        local.conn, local.cur, local.pid = conn, conn.cursor(), Process.pid
         with self._all_lock:
             self._all.append(conn)
         return conn
@@ -208,7 +191,7 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
         s, order = self.statements, self.claim_order
         local = self._local  # _conn's common case, inline
         cur = getattr(local, "cur", None)
-        if cur is None or local.pid != _Pid.pid:
+        if cur is None or local.pid != Process.pid:
             cur = self._cursor()
         scope = req.scope
         first, share = order.fixed, None  # a pinned order asks nothing of the learned one
@@ -297,7 +280,7 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
         # ours), so the operation's generator is not entered.
         local = self._local  # _conn's common case, inline, and the claim's cursor
         cur = getattr(local, "cur", None)
-        if cur is None or local.pid != _Pid.pid:
+        if cur is None or local.pid != Process.pid:
             cur = self._cursor()
         now = time.time()
         # fmt: off

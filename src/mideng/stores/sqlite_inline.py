@@ -35,6 +35,7 @@ from mideng.core.loops import running_loop, to_thread
 from mideng.errors import StoreUnavailableError
 from mideng.observability import logs
 from mideng.stores.base import T
+from mideng.stores.sql.connections import Process
 
 #: The operations made in place: one record's autocommit statements each.
 INLINE = frozenset({"claim", "complete", "fail", "release", "heartbeat", "get"})
@@ -83,7 +84,7 @@ class InlineCalls:
             local = self._local
             seen = local.__dict__
             own: _Inline | None = seen.get("inline")
-            if own is None or own.pid != self._pid():
+            if own is None or own.pid != Process.pid:
                 own = self._open_inline()
             kept = seen.get("conn"), seen.get("cur"), seen.get("pid")
             seen["conn"], seen["cur"], seen["pid"] = own.conn, own.cur, own.pid
@@ -108,9 +109,6 @@ class InlineCalls:
                 return result
         return await to_thread(fn, *args)
 
-    def _pid(self) -> int:
-        raise NotImplementedError  # the store's: its fork-kept process id
-
     def _open_inline(self) -> _Inline:
         try:
             conn = sqlite3.connect(
@@ -126,7 +124,7 @@ class InlineCalls:
             raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
         with self._all_lock:
             self._all.append(conn)
-        own = _Inline(conn, self._pid())
+        own = _Inline(conn, Process.pid)
         self._local.inline = own
         return own
 
