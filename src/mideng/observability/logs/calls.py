@@ -196,6 +196,17 @@ def heartbeat_thread_died(exc: BaseException) -> None:
 
 # -- stores -----------------------------------------------------------------------------------
 @contained
+def checkpoint_failed(path: str, exc: Exception) -> None:
+    """A SQLite store's passive checkpoint failed; the next one picks up where it stopped."""
+    log.warning(
+        "mideng: SQLite store %s: a checkpoint failed: %r",
+        path,
+        exc,
+        extra=fields(outcome="checkpoint_failed"),
+    )
+
+
+@contained
 def redis_down(exc: StoreUnavailableError, quiet: int) -> None:
     log.warning(
         "redis unavailable, answering from durable store: %s "
@@ -250,18 +261,6 @@ def token_not_restored(exc: Exception) -> None:
         "mideng: a resubmit token could not be given back after the view failed: %s",
         exc,
         extra=fields(outcome="token_not_restored"),
-    )
-
-
-# -- stores -----------------------------------------------------------------------------------
-@contained
-def checkpoint_failed(path: str, exc: Exception) -> None:
-    """A SQLite store's passive checkpoint failed; the next one picks up where it stopped."""
-    log.warning(
-        "mideng: SQLite store %s: a checkpoint failed: %r",
-        path,
-        exc,
-        extra=fields(outcome="checkpoint_failed"),
     )
 
 
