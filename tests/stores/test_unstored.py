@@ -12,21 +12,12 @@ from mideng import Guard, Status
 from mideng.errors import CodecError
 from tests.backends import Opened
 from tests.runner import Runner
-
-
-class Tally:
-    def __init__(self) -> None:
-        self.n = 0
-        self.lock = threading.Lock()
-
-    def bump(self) -> None:
-        with self.lock:
-            self.n += 1
+from tests.stores.test_contract import Counter
 
 
 def test_a_result_the_codec_cannot_store_is_not_run_again(opened: Opened, runner: Runner) -> None:
     guard = Guard(opened.store, on_error="retry", max_attempts=3)
-    runs = Tally()
+    runs = Counter()
 
     def body() -> object:
         runs.bump()
@@ -50,7 +41,7 @@ def test_a_step_result_the_codec_cannot_store_ends_the_task(opened: Opened, runn
     # stored) has done what came before it; a retry would do it again.
     guard = Guard(opened.store, on_error="retry", max_attempts=3)
     inner = Guard(opened.store, on_error="record")
-    runs = Tally()
+    runs = Counter()
 
     def body() -> str:
         runs.bump()
