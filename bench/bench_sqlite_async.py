@@ -61,9 +61,6 @@ def contenders(folder: str) -> list[tuple[str, Batch]]:
     return [*cases, ("sync, first", sync_firsts), ("sync, duplicate", sync_duplicates)]
 
 
-measure = interleaved
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=200)
@@ -71,7 +68,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.getLogger("mideng").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(prefix=f"mideng-bench-{uuid.uuid4().hex[:6]}") as folder:
-        m = asyncio.run(measure(contenders(folder), args.calls, args.rounds))
+        m = asyncio.run(interleaved(contenders(folder), args.calls, args.rounds))
     load = os.getloadavg()
     cpus = os.cpu_count()
     print(f"{args.rounds} rounds of {args.calls} calls; load average {load[0]:.2f}, {cpus} CPUs\n")
