@@ -208,3 +208,47 @@ def test_a_failed_checkpoint_is_logged_not_raised(
     store._checkpoint()
     assert any("checkpoint failed" in r.getMessage() for r in caplog.records)
     store.close()
+
+
+def test_a_completion_refused_in_place_is_written_once_in_the_executor(
+    tmp_path: Path, hops: Counter[str]
+) -> None:
+    # The body has run when its completion finds the lock held elsewhere: the completion is
+    # made again in the executor, and the record ends succeeded with the body run once.
+    path = str(tmp_path / "s.db")
+    store = SQLiteStore(path)
+    guard = Guard(store)
+    runs: list[int] = []
+    locked, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        locked.set()
+        release.wait(30)
+        conn.execute("COMMIT")
+        conn.close()
+
+    thread = threading.Thread(target=holder)
+
+    async def body() -> str:
+        runs.append(1)
+        thread.start()  # the lock is taken after the claim, before the completion
+        assert await asyncio.to_thread(locked.wait, 10)
+        asyncio.get_running_loop().call_later(0.1, release.set)
+        return "done"
+
+    try:
+        assert asyncio.run(guard.arun("s", "k", body)) == "done"
+    finally:
+        release.set()
+        thread.join()
+    assert runs == [1]
+    assert hops["complete"] == 1
+    assert hops["claim"] == 0
+    record = store.get("s", "k")
+    assert record is not None
+    assert record.status is Status.SUCCEEDED
+    assert asyncio.run(guard.arun("s", "k", body)) == "done"  # a replay: nothing runs
+    assert runs == [1]
+    store.close()
