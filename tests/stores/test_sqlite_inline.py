@@ -38,6 +38,16 @@ def hops(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return seen
 
 
+def hold_lock(path: str, locked: threading.Event, release: threading.Event) -> None:
+    """Another connection's write transaction on the file, from ``locked`` until ``release``."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    locked.set()
+    release.wait(30)
+    conn.execute("COMMIT")
+    conn.close()
+
+
 async def ok() -> dict[str, int]:
     return {"ok": 1}
 
@@ -69,12 +79,7 @@ def test_a_lock_held_elsewhere_is_waited_for_off_the_loop(
     locked, release, released = threading.Event(), threading.Event(), threading.Event()
 
     def holder() -> None:  # another connection (another process would do the same) writing
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.execute("BEGIN IMMEDIATE")
-        locked.set()
-        release.wait(30)
-        conn.execute("COMMIT")
-        conn.close()
+        hold_lock(path, locked, release)
         released.set()
 
     async def body() -> str:
@@ -221,15 +226,7 @@ def test_a_completion_refused_in_place_is_written_once_in_the_executor(
     runs: list[int] = []
     locked, release = threading.Event(), threading.Event()
 
-    def holder() -> None:
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.execute("BEGIN IMMEDIATE")
-        locked.set()
-        release.wait(30)
-        conn.execute("COMMIT")
-        conn.close()
-
-    thread = threading.Thread(target=holder)
+    thread = threading.Thread(target=hold_lock, args=(path, locked, release))
 
     async def body() -> str:
         runs.append(1)
