@@ -177,3 +177,56 @@ def test_an_async_transactional_step_commits_with_its_writes(postgres: Opened, c
             await store.aclose()
 
     assert asyncio.run(scenario()) == 1
+
+
+def _afailing_once(store: Any, name: str) -> list[int]:
+    """Make the async ``store.<name>`` raise StoreUnavailableError on its next call only."""
+    calls: list[int] = []
+    real = getattr(store, name)
+
+    async def once(*args: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise StoreUnavailableError(f"{name} failed once")
+        return await real(*args)
+
+    setattr(store, name, once)
+    return calls
+
+
+def test_an_async_store_failure_at_each_own_write_never_runs_a_step_twice(some: Opened) -> None:
+    store: Any = some.store
+    guard, scope = Guard(store, lease=30), f"apay-{uuid.uuid4().hex[:6]}"
+    runs: list[str] = []
+
+    @guard.step("mark_paid")
+    async def mark_paid(order: str) -> str:
+        runs.append(f"mark_paid:{order}")
+        return "paid"
+
+    @guard.operation(scope, key="{order}")
+    async def pay(order: str) -> str:
+        return await mark_paid(order)
+
+    async def scenario() -> None:
+        try:
+            _afailing_once(store, "abegin_steps")
+            with pytest.raises(StoreUnavailableError):
+                await pay("o1")
+            assert runs == []
+            assert await pay("o1") == "paid"
+            _afailing_once(store, "arecord_step")
+            with pytest.raises(StoreUnavailableError):
+                await pay("o2")
+            assert await pay("o2") == "paid"
+            _afailing_once(store, "aclear_steps")
+            assert await pay("o3") == "paid"
+            assert await pay("o3") == "paid"
+            assert await guard.apending() == []
+            assert [(r.key, r.outcome) for r in await guard.areconcile()] == [("o3", "cleared")]
+            assert await store.aoperations() == []
+        finally:
+            await store.aclose()
+
+    asyncio.run(scenario())
+    assert runs == ["mark_paid:o1", "mark_paid:o2", "mark_paid:o2", "mark_paid:o3"]

@@ -22,6 +22,7 @@ from mideng.errors import ConfigurationError
 from mideng.guard.guard import Guard
 from mideng.guard.recovery import PendingOperation, Reconciled, StaleTask
 from mideng.guard.steps import current_step
+from mideng.observability import logs
 
 
 def step_key() -> str:
@@ -55,7 +56,11 @@ def reconcile_forever(
     """Reconcile every ``every`` seconds until ``stop`` is set (a worker's thread or main)."""
     stop = stop or threading.Event()
     while not stop.is_set():
-        done = guard.reconcile(scope)
+        try:
+            done = guard.reconcile(scope)
+        except Exception as exc:  # the store may answer the next pass: the loop goes on
+            _failed_pass(scope, exc)
+            done = []
         if report is not None and done:
             report(done)
         stop.wait(every)
@@ -70,10 +75,19 @@ async def areconcile_forever(
 ) -> None:
     """``reconcile_forever`` as a task: cancel it to stop."""
     while True:
-        done = await guard.areconcile(scope)
+        try:
+            done = await guard.areconcile(scope)
+        except Exception as exc:  # the store may answer the next pass: the loop goes on
+            _failed_pass(scope, exc)
+            done = []
         if report is not None and done:
             report(done)
         await asyncio.sleep(every)
+
+
+def _failed_pass(scope: str | None, exc: Exception) -> None:
+    """A whole pass failed (the store could not list the operations): logged, tried again."""
+    logs.reconcile_failed(scope or "(every scope)", "(the pass)", exc)
 
 
 __all__ = [

@@ -36,6 +36,7 @@ from mideng.guard.recovery import (
     PendingOperation,
     Reconciled,
     Register,
+    Rerun,
     StaleTask,
     apending,
     areconcile,
@@ -102,8 +103,8 @@ class Operations:
             check_name(name)
 
         def decorate(fn: F) -> F:
-            wrapper = _operation(guard, scope, key, payload, options, fn)
-            Register.of(guard).add(scope, wrapper, fn, declared, options)
+            wrapper, rerun = _operation(guard, scope, key, payload, options, fn)
+            Register.of(guard).add(scope, wrapper, rerun, fn, declared, options)
             return cast(F, wrapper)
 
         return decorate
@@ -175,17 +176,23 @@ def _operation(
     payload: Callable[..., Any] | None,
     options: dict[str, Any],
     fn: Callable[..., Any],
-) -> Callable[..., Any]:
+) -> tuple[Callable[..., Any], Rerun]:
     signature = inspect.signature(fn)
     binder = fast_binder(signature)
     key_of = _key_of(key)
     payload_of = selector(payload) if payload is not None else None
 
-    def start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Running, bytes]:
+    def start(
+        args: tuple[Any, ...], kwargs: dict[str, Any], stored_key: str | None
+    ) -> tuple[Any, Running, bytes]:
         arguments = binder(args, kwargs)
         policy: Policy = guard.policy(scope, **options)
         body_payload = payload_of(arguments) if payload_of is not None else None
-        call = guard.prepare(scope, key_of(arguments), fn, body_payload, policy)
+        # A re-run from the stored arguments keeps the key they were stored under: rebuilt
+        # (an int passed where a float is declared comes back a float), they may render
+        # another key, a fresh operation whose steps would all run again.
+        key_now = key_of(arguments) if stored_key is None else stored_key
+        call = guard.prepare(scope, key_now, fn, body_payload, policy)
         try:
             stored = policy.codec.encode(arguments)
         except CodecError as exc:
@@ -196,18 +203,23 @@ def _operation(
         running = Running(_steps_of(guard), call.scope, call.key, call.owner, policy.codec)
         return call, running, stored
 
-    wrapper = (_async_operation if is_async(fn) else _sync_operation)(guard, fn, start)
+    wrapper, rerun = (_async_operation if is_async(fn) else _sync_operation)(guard, fn, start)
     wrapper.__mideng_scope__ = scope  # type: ignore[attr-defined]
-    return wrapper
+    return wrapper, rerun
 
 
-Start = Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, Running, bytes]]
+Start = Callable[[tuple[Any, ...], dict[str, Any], str | None], tuple[Any, Running, bytes]]
 
 
-def _sync_operation(guard: Driver, fn: Callable[..., Any], start: Start) -> Callable[..., Any]:
+def _sync_operation(
+    guard: Driver, fn: Callable[..., Any], start: Start
+) -> tuple[Callable[..., Any], Rerun]:
     @functools.wraps(fn)
     def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-        call, running, stored = start(args, kwargs)
+        return run(None, args, kwargs)
+
+    def run(stored_key: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        call, running, stored = start(args, kwargs, stored_key)
         ran = False
 
         def body(*a: Any, **kw: Any) -> Any:
@@ -230,13 +242,18 @@ def _sync_operation(guard: Driver, fn: Callable[..., Any], start: Start) -> Call
                 _left(running, exc)
         return result
 
-    return sync_wrapper
+    return sync_wrapper, run
 
 
-def _async_operation(guard: Driver, fn: Callable[..., Any], start: Start) -> Callable[..., Any]:
+def _async_operation(
+    guard: Driver, fn: Callable[..., Any], start: Start
+) -> tuple[Callable[..., Any], Rerun]:
     @functools.wraps(fn)
     async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-        call, running, stored = start(args, kwargs)
+        return await run(None, args, kwargs)
+
+    async def run(stored_key: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        call, running, stored = start(args, kwargs, stored_key)
         ran = False
 
         async def body(*a: Any, **kw: Any) -> Any:
@@ -259,7 +276,7 @@ def _async_operation(guard: Driver, fn: Callable[..., Any], start: Start) -> Cal
                 _left(running, exc)
         return result
 
-    return async_wrapper
+    return async_wrapper, run
 
 
 def _left(running: Running, exc: Exception) -> None:

@@ -34,12 +34,17 @@ from mideng.stores.steps import OperationEntry, StepStore
 #: States reconcile runs again; the others it reports and leaves.
 RUNNABLE = ("expired", "released", "retrying")
 
+#: An operation run under a given key (the one it is stored under) with given arguments:
+#: what reconcile calls, since arguments rebuilt from storage may render another key.
+Rerun = Callable[[str | None, tuple[Any, ...], dict[str, Any]], Any]
+
 
 @dataclass(frozen=True)
 class Registered:
     """An operation's function as this process knows it."""
 
     wrapper: Callable[..., Any]
+    rerun: Rerun
     signature: inspect.Signature
     hints: dict[str, Any]
     steps: tuple[str, ...]
@@ -66,6 +71,7 @@ class Register:
         self,
         scope: str,
         wrapper: Callable[..., Any],
+        rerun: Rerun,
         fn: Callable[..., Any],
         steps: tuple[str, ...],
         options: dict[str, Any],
@@ -76,6 +82,7 @@ class Register:
             hints = {}
         self.scopes[scope] = Registered(
             wrapper,
+            rerun,
             inspect.signature(fn),
             hints,
             steps,
@@ -229,13 +236,23 @@ def _ran(item: PendingOperation, outcome: Any, error: BaseException | None) -> R
     return Reconciled(item.scope, item.key, "failed", repr(error)[:200])
 
 
+def _not_cleared(entry: OperationEntry, exc: Exception) -> Reconciled:
+    """Kept steps that could not be dropped: reported, and left to the next pass."""
+    logs.reconcile_failed(entry.scope, entry.key, exc)
+    return Reconciled(entry.scope, entry.key, "failed", repr(exc)[:200])
+
+
 def reconcile(guard: Driver, scope: str | None, limit: int) -> list[Reconciled]:
     store = _store(guard)
     entries = store.operations(scope, limit)
     report = []
     for entry in _done(entries):
-        store.clear_steps(entry.scope, entry.key)
-        report.append(Reconciled(entry.scope, entry.key, "cleared"))
+        try:
+            store.clear_steps(entry.scope, entry.key)
+        except Exception as exc:  # one store error must not cost the others their reconcile
+            report.append(_not_cleared(entry, exc))
+        else:
+            report.append(Reconciled(entry.scope, entry.key, "cleared"))
     for item in _pending(guard, entries):
         plan = _plan(guard, item)
         if isinstance(plan, Reconciled):
@@ -245,9 +262,9 @@ def reconcile(guard: Driver, scope: str | None, limit: int) -> list[Reconciled]:
         try:
             args, kwargs = call_of(plan, entry)
             if plan.coroutine:
-                outcome = asyncio.run(plan.wrapper(*args, **kwargs))
+                outcome = asyncio.run(plan.rerun(entry.key, tuple(args), kwargs))
             else:
-                outcome = plan.wrapper(*args, **kwargs)
+                outcome = plan.rerun(entry.key, tuple(args), kwargs)
         except Exception as exc:
             report.append(_ran(item, None, exc))
         else:
@@ -260,8 +277,12 @@ async def areconcile(guard: Driver, scope: str | None, limit: int) -> list[Recon
     entries = await store.aoperations(scope, limit)
     report = []
     for entry in _done(entries):
-        await store.aclear_steps(entry.scope, entry.key)
-        report.append(Reconciled(entry.scope, entry.key, "cleared"))
+        try:
+            await store.aclear_steps(entry.scope, entry.key)
+        except Exception as exc:  # one store error must not cost the others their reconcile
+            report.append(_not_cleared(entry, exc))
+        else:
+            report.append(Reconciled(entry.scope, entry.key, "cleared"))
     for item in _pending(guard, entries):
         plan = _plan(guard, item)
         if isinstance(plan, Reconciled):
@@ -271,9 +292,9 @@ async def areconcile(guard: Driver, scope: str | None, limit: int) -> list[Recon
         try:
             args, kwargs = call_of(plan, entry)
             if plan.coroutine:
-                outcome = await plan.wrapper(*args, **kwargs)
+                outcome = await plan.rerun(entry.key, tuple(args), kwargs)
             else:
-                outcome = await asyncio.to_thread(plan.wrapper, *args, **kwargs)
+                outcome = await asyncio.to_thread(plan.rerun, entry.key, tuple(args), kwargs)
         except Exception as exc:
             report.append(_ran(item, None, exc))
         else:
