@@ -186,6 +186,7 @@ class Capture:
         self.size = 0
         self.passed: Iterable[bytes] | None = None
         self.stream = False  # an event stream, seen when start_response is called
+        self.close_error: Exception | None = None  # raised by close() after a whole response
 
     def start_response(
         self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
@@ -220,7 +221,13 @@ class Capture:
         if self._streaming():
             self.passed = _Rest(self.chunks, iterator, result)
             return None
-        _close(result)
+        try:
+            _close(result)
+        except Exception as exc:
+            # The response is whole: an after-response hook failing in close() does not undo
+            # it. As without this layer, the client gets it (stored, so a retry replays it
+            # rather than running the body again) and the server gets the error after it.
+            self.close_error = exc
         if self.status is None:
             raise RuntimeError("the application returned without calling start_response")
         headers = tuple([(n.lower(), v) for n, v in self.headers])
@@ -233,6 +240,19 @@ def _close(result: Iterable[bytes]) -> None:
     close = getattr(result, "close", None)
     if close is not None:
         close()
+
+
+class _CloseRaises:
+    """A captured response, sent whole, whose close() raises what the application's raised."""
+
+    def __init__(self, body: list[bytes], error: Exception) -> None:
+        self.body, self.error = body, error
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.body)
+
+    def close(self) -> None:
+        raise self.error
 
 
 # -- the idempotency middleware --------------------------------------------------------------
@@ -268,4 +288,7 @@ class IdempotencyMiddleware:
             assert capture.passed is not None
             start_response(capture.status, capture.headers)
             return capture.passed
-        return respond(start_response, reply.response, reply.added)
+        sent = respond(start_response, reply.response, reply.added)
+        if capture.close_error is not None:
+            return _CloseRaises(sent, capture.close_error)
+        return sent
