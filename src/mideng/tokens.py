@@ -12,6 +12,7 @@ Issuing a new token for a business key replaces the earlier one: one live token 
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import secrets
 from collections.abc import AsyncIterator, Iterator
@@ -47,7 +48,9 @@ class TokenService:
         restore_ttl: float | None = None,
     ) -> None:
         for name, value in (("ttl", ttl), ("restore_ttl", restore_ttl)):
-            if value is not None and (isinstance(value, bool) or not value > 0):
+            if value is not None and (
+                isinstance(value, bool) or not value > 0 or not math.isfinite(value)
+            ):
                 raise ConfigurationError(f"{name} must be a positive number of seconds: {value!r}")
         self.store = open_store(store) if isinstance(store, str) else store
         self.ttl = float(ttl)

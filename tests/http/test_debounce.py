@@ -12,7 +12,7 @@ import httpx
 import pytest
 from fastapi import Depends, FastAPI
 
-from mideng.errors import ConfigurationError
+from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.http import fastapi as fa
 from mideng.http import flask as fl
 from mideng.http.core import Incoming
@@ -85,7 +85,16 @@ def test_a_separator_in_the_principal_never_shares_a_window(store: Store) -> Non
 
 
 @pytest.mark.parametrize(
-    "options", [{"window": 0}, {"window": -1}, {"limit": 0}, {"limit": 1.5}, {"window": True}]
+    "options",
+    [
+        {"window": 0},
+        {"window": -1},
+        {"limit": 0},
+        {"limit": 1.5},
+        {"window": True},
+        {"window": float("inf")},
+        {"window": float("nan")},
+    ],
 )
 def test_bad_settings_are_refused(options: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError):
@@ -134,3 +143,32 @@ def test_flask_decorator() -> None:
     assert c.post("/orders", headers={"x-user": "ann"}).status_code == 200
     check_refusal(c.post("/orders", headers={"x-user": "ann"}), 2)
     assert calls == ["ran"]
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [StoreUnavailableError("down (test)"), ConnectionError("reset (test)"), TimeoutError("slow")],
+    ids=lambda e: type(e).__name__,
+)
+def test_a_store_that_is_down_is_503_and_the_view_does_not_run(exc: Exception) -> None:
+    """As for the idempotency middleware, a store's own I/O error let through unwrapped is
+    the store being down (503), not a 500."""
+
+    class Down(MemoryStore):
+        def hit(self, scope: str, key: str, window: float, limit: int) -> float | None:
+            raise exc
+
+    app = flask.Flask(__name__)
+    calls: list[str] = []
+
+    @app.post("/orders")
+    @fl.debounce(Debouncer(Down(), window=2), user_of)
+    def create() -> str:
+        calls.append("ran")
+        return "created"
+
+    refused = app.test_client().post("/orders", headers={"x-user": "ann"})
+    assert refused.status_code == 503
+    assert refused.content_type == "application/problem+json"
+    assert refused.get_json()["type"] == "urn:mideng:problem:store-unavailable"
+    assert calls == []

@@ -12,12 +12,15 @@ refused the same way. Use an Idempotency-Key or a resubmit token to tell retries
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 
 from mideng.core.keys import check_entry_scope, check_text
 from mideng.errors import ConfigurationError, IdempotencyError, StoreUnavailableError
 from mideng.http import problem as p
 from mideng.http.core import Incoming, Principal, StoredResponse, problem_response
+from mideng.http.exchange import STORE_IO
+from mideng.observability import logs
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
 
@@ -38,7 +41,7 @@ class Debouncer:
     def __init__(
         self, store: Store | str, window: float = 2.0, limit: int = 1, scope: str = "debounce"
     ) -> None:
-        if isinstance(window, bool) or not window > 0:
+        if isinstance(window, bool) or not window > 0 or not math.isfinite(window):
             raise ConfigurationError(f"window must be a positive number of seconds: {window!r}")
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ConfigurationError(f"limit must be a whole number >= 1: {limit!r}")
@@ -95,6 +98,9 @@ class DebounceGate:
             return self._answer(self.debouncer.hit(*subject))
         except IdempotencyError as exc:
             return self._failed(exc)
+        except STORE_IO as exc:  # a store's own I/O error, let through unwrapped: it is down
+            logs.store_io_failed(exc)
+            return self._failed(StoreUnavailableError(str(exc)))
 
     async def acheck(self, request: Incoming, route: str | None = None) -> StoredResponse | None:
         subject = self._subject(request, route)
@@ -104,6 +110,9 @@ class DebounceGate:
             return self._answer(await self.debouncer.ahit(*subject))
         except IdempotencyError as exc:
             return self._failed(exc)
+        except STORE_IO as exc:  # a store's own I/O error, let through unwrapped: it is down
+            logs.store_io_failed(exc)
+            return self._failed(StoreUnavailableError(str(exc)))
 
     def _answer(self, wait: float | None) -> StoredResponse | None:
         if wait is None:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from mideng.errors import IdempotencyError, StoreUnavailableError
 from mideng.http import problem as p
 from mideng.http.core import Incoming, StoredResponse, problem_response
+from mideng.http.exchange import STORE_IO
 from mideng.observability import logs
 from mideng.tokens import TokenService
 
@@ -23,13 +24,22 @@ R = TypeVar("R")
 
 TOKEN_HEADER = "X-Resubmit-Token"
 TOKEN_FIELD = "resubmit_token"
+_NOT_PROCESSED = "the submit was not processed; retry later"
+_NOT_ISSUED = "no token was issued; retry later"
 
 #: From the request to the business key a token is bound to, e.g. ``f"{user}:order_create"``.
 BizKey = Callable[[Incoming], str]
 
 
-def restore_failed(exc: IdempotencyError) -> None:
+def restore_failed(exc: Exception) -> None:
     logs.token_not_restored(exc)
+
+
+def unwrapped(exc: Exception) -> StoreUnavailableError:
+    """A store's own I/O error, let through unwrapped: the store is down, as for the
+    idempotency middleware (a 503), not an error of the request."""
+    logs.store_io_failed(exc)
+    return StoreUnavailableError(str(exc))
 
 
 @dataclass(frozen=True)
@@ -60,6 +70,8 @@ class TokenGate:
             return (key, token) if self.service.consume(key, token) else self._rejected()
         except IdempotencyError as exc:
             return self._failed(exc)
+        except STORE_IO as exc:
+            return self._failed(unwrapped(exc))
 
     async def aadmit(
         self, request: Incoming, form: Mapping[str, Any] | None = None
@@ -72,6 +84,8 @@ class TokenGate:
             return (key, token) if await self.service.aconsume(key, token) else self._rejected()
         except IdempotencyError as exc:
             return self._failed(exc)
+        except STORE_IO as exc:
+            return self._failed(unwrapped(exc))
 
     def run_admitted(
         self, admitted: tuple[str, str], view: Callable[[], R], status: Callable[[R], int]
@@ -94,22 +108,36 @@ class TokenGate:
         the user fetches a new token."""
         try:
             self.service.restore(key, token)
-        except IdempotencyError as exc:
+        except (IdempotencyError, *STORE_IO) as exc:
             restore_failed(exc)
 
     async def arestore(self, key: str, token: str) -> None:
         """``_restore`` for the async service."""
         try:
             await self.service.arestore(key, token)
-        except IdempotencyError as exc:
+        except (IdempotencyError, *STORE_IO) as exc:
             restore_failed(exc)
 
     # -- the token endpoint ----------------------------------------------------------------
     def issued(self, request: Incoming) -> StoredResponse:
-        return self._token_response(self.service.issue(self.biz_key(request)))
+        """The token response, or the refusal: 503 when the store is down, 400 for a business
+        key the store can't hold (as the submit answers them)."""
+        key = self.biz_key(request)
+        try:
+            return self._token_response(self.service.issue(key))
+        except IdempotencyError as exc:
+            return self._failed(exc, _NOT_ISSUED)
+        except STORE_IO as exc:
+            return self._failed(unwrapped(exc), _NOT_ISSUED)
 
     async def aissued(self, request: Incoming) -> StoredResponse:
-        return self._token_response(await self.service.aissue(self.biz_key(request)))
+        key = self.biz_key(request)
+        try:
+            return self._token_response(await self.service.aissue(key))
+        except IdempotencyError as exc:
+            return self._failed(exc, _NOT_ISSUED)
+        except STORE_IO as exc:
+            return self._failed(unwrapped(exc), _NOT_ISSUED)
 
     def _token_response(self, token: str) -> StoredResponse:
         body = json.dumps(
@@ -140,12 +168,7 @@ class TokenGate:
             base=self.problem_base,
         )
 
-    def _failed(self, exc: IdempotencyError) -> StoredResponse:
+    def _failed(self, exc: IdempotencyError, detail: str = _NOT_PROCESSED) -> StoredResponse:
         if isinstance(exc, StoreUnavailableError):
-            return problem_response(
-                p.STORE_UNAVAILABLE,
-                "the submit was not processed; retry later",
-                1.0,
-                self.problem_base,
-            )
+            return problem_response(p.STORE_UNAVAILABLE, detail, 1.0, self.problem_base)
         return problem_response(p.TOKEN_MISSING, str(exc), base=self.problem_base)
