@@ -148,6 +148,20 @@ def capture(response: HttpResponseBase, limit: int) -> Captured:
     return StoredResponse(response.status_code, headers, b"".join(chunks))
 
 
+def bad_body(exc: Exception, meta: dict[str, Any]) -> BadRequest | None:
+    """Django's 400 for ``exc``, raised reading a request body, when the client caused it;
+    None when it did not (``exc`` stands)."""
+    if isinstance(exc, UnreadablePostError):  # the client went away mid-body
+        return BadRequest("the request body could not be read")
+    try:
+        # Django reads the length with int() before the body, and a server may pass on what
+        # the client sent (runserver does).
+        int(meta.get("CONTENT_LENGTH") or 0)
+    except (TypeError, ValueError):
+        return BadRequest("the request's Content-Length is not a number")
+    return None
+
+
 class IdempotencyMiddleware:
     """Idempotency-Key handling for Django, options from ``settings.MIDENG_HTTP``."""
 
@@ -191,10 +205,11 @@ class IdempotencyMiddleware:
                 "mideng's IdempotencyMiddleware must come before any middleware that reads "
                 "request.POST or request.FILES (the request body was already consumed)"
             ) from exc
-        except UnreadablePostError as exc:
-            # The client went away mid-body: Django's 400 for a bad request, not a 500 (and
-            # nothing was claimed, so a retry starts afresh).
-            raise BadRequest("the request body could not be read") from exc
+        except (UnreadablePostError, ValueError) as exc:
+            refusal = bad_body(exc, request.META)  # nothing was claimed: a retry starts afresh
+            if refusal is None:
+                raise
+            raise refusal from exc
         if body is None or len(body) > opts.max_body:
             return to_django(opts.too_large())
         produced: list[HttpResponseBase] = []
@@ -234,7 +249,13 @@ def require_token(
     def decorate(view: View) -> View:
         @functools.wraps(view)
         def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            form = request.POST if request.method == "POST" else None
+            try:
+                form = request.POST if request.method == "POST" else None
+            except (UnreadablePostError, ValueError) as exc:
+                refusal = bad_body(exc, request.META)  # no token was consumed yet
+                if refusal is None:
+                    raise
+                raise refusal from exc
             admitted = gate.admit(incoming(request), form)
             if isinstance(admitted, StoredResponse):
                 return to_django(admitted)
