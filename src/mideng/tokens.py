@@ -20,6 +20,7 @@ from typing import TypeGuard
 
 from mideng.core.keys import check_entry_scope, check_key
 from mideng.errors import ConfigurationError, TokenRejectedError
+from mideng.observability import logs
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
 
@@ -83,7 +84,9 @@ class TokenService:
     @contextlib.contextmanager
     def spend(self, biz_key: str, token: str | None) -> Iterator[str]:
         """Consume or raise TokenRejectedError; restore when the block raises an Exception
-        (not on cancellation: whether the work happened is then unknown)."""
+        (not on cancellation: whether the work happened is then unknown). A restore the store
+        refuses is logged and the block's exception stands: replaced by the store's error, the
+        caller's own failure would be lost."""
         if not self.consume(biz_key, token):
             raise TokenRejectedError(
                 f"token for {biz_key!r} was already used, has expired or was never issued"
@@ -92,7 +95,10 @@ class TokenService:
         try:
             yield token
         except Exception:
-            self.restore(biz_key, token)
+            try:
+                self.restore(biz_key, token)
+            except Exception as exc:  # the block's own error is the caller's answer
+                logs.token_not_restored(exc)
             raise
 
     # -- async -------------------------------------------------------------------------------
@@ -121,5 +127,8 @@ class TokenService:
         try:
             yield token
         except Exception:
-            await self.arestore(biz_key, token)
+            try:
+                await self.arestore(biz_key, token)
+            except Exception as exc:  # the block's own error is the caller's answer
+                logs.token_not_restored(exc)
             raise

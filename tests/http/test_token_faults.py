@@ -140,3 +140,41 @@ def test_a_lifetime_no_store_can_keep_is_refused_when_the_service_is_made(
     options: dict[str, Any] = {option: value}
     with pytest.raises(ConfigurationError, match=option):
         TokenService(MemoryStore(), **options)
+
+
+class Declined(Exception):
+    """The business run's own failure."""
+
+
+@pytest.mark.parametrize("exc", DOWN, ids=lambda e: type(e).__name__)
+def test_spend_keeps_the_blocks_error_when_the_restore_fails(
+    exc: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A restore the store refuses is logged; the block's error is what the caller sees
+    (before, the store's error replaced it, and the business failure was lost)."""
+    store = TokenFaults()
+    tokens = TokenService(store)
+    token = tokens.issue("u1:order")
+    store.put = exc
+    with pytest.raises(Declined, match="card declined"), tokens.spend("u1:order", token):
+        raise Declined("card declined")
+    assert [getattr(r, "mideng_outcome", None) for r in caplog.records] == ["token_not_restored"]
+    store.put = None
+    assert not tokens.consume("u1:order", token)  # not restored: the user fetches a new one
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("exc", DOWN, ids=lambda e: type(e).__name__)
+async def test_aspend_keeps_the_blocks_error_when_the_restore_fails(
+    exc: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = TokenFaults()
+    tokens = TokenService(store)
+    token = await tokens.aissue("u1:order")
+    store.put = exc
+    with pytest.raises(Declined, match="card declined"):
+        async with tokens.aspend("u1:order", token):
+            raise Declined("card declined")
+    assert [getattr(r, "mideng_outcome", None) for r in caplog.records] == ["token_not_restored"]
+    store.put = None
+    assert not await tokens.aconsume("u1:order", token)
