@@ -236,6 +236,37 @@ def test_bodies_at_the_limit_with_a_length_or_terminated_input() -> None:
     assert runs == [1, 1, 1]
 
 
+class BrokenInput(io.RawIOBase):
+    """A server's ``wsgi.input`` whose read fails: the client went away mid-body."""
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    def read(self, size: int = -1) -> bytes:
+        raise self.exc
+
+
+@pytest.mark.parametrize("terminated", [False, True], ids=["length", "terminated"])
+@pytest.mark.parametrize("exc", IO_ERRORS, ids=lambda e: type(e).__name__)
+def test_a_body_the_server_could_not_read_is_a_400_and_claims_nothing(
+    exc: Exception, terminated: bool
+) -> None:
+    """Was a 500 from the server (the input's error left the middleware); nothing is claimed,
+    so the client's resend runs once."""
+    runs: list[int] = []
+    app = middleware(counting(runs))
+    extra: dict[str, Any] = {"wsgi.input": BrokenInput(exc)}
+    if terminated:
+        extra.update(CONTENT_LENGTH="", **{"wsgi.input_terminated": True})
+    refused = call(app, environ('"cut"', **extra))
+    assert (refused.status, refused.problem()) == (400, "body-unreadable")
+    assert runs == []
+    first, again = call(app, environ('"cut"')), call(app, environ('"cut"'))
+    assert (first.status, again.status) == (201, 201)
+    assert again.headers["idempotent-replayed"] == "true"
+    assert runs == [1]
+
+
 # -- applications ----------------------------------------------------------------------------
 def test_an_app_that_never_starts_its_response_is_its_own_error_and_releases() -> None:
     runs: list[int] = []

@@ -320,6 +320,13 @@ class HttpOptions:
             f"the request body is larger than {self.max_body} bytes; nothing was stored",
         )
 
+    def unreadable(self) -> StoredResponse:
+        return self.problem(
+            p.BODY_UNREADABLE,
+            "the request body could not be read (the client went away mid-body?); "
+            "nothing was stored, send the request again",
+        )
+
     def payload(self, request: Incoming, body: bytes) -> dict[str, Any]:
         """What a request is fingerprinted by: method, path, query, body, chosen headers."""
         return {

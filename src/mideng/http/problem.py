@@ -32,6 +32,7 @@ REPLAY_UNAVAILABLE = Kind(
     "replay-unavailable", 409, "The response stored for this Idempotency-Key can't be replayed"
 )
 BODY_TOO_LARGE = Kind("body-too-large", 413, "Request body is too large")
+BODY_UNREADABLE = Kind("body-unreadable", 400, "Request body could not be read")
 STORE_UNAVAILABLE = Kind("store-unavailable", 503, "The idempotency store is unavailable")
 TOKEN_MISSING = Kind("token-missing", 400, "A resubmit token is required")
 TOKEN_REJECTED = Kind(
@@ -47,6 +48,7 @@ KINDS = (
     KEY_UNRESOLVED,
     REPLAY_UNAVAILABLE,
     BODY_TOO_LARGE,
+    BODY_UNREADABLE,
     STORE_UNAVAILABLE,
     TOKEN_MISSING,
     TOKEN_REJECTED,

@@ -276,7 +276,12 @@ class IdempotencyMiddleware:
             return self.app(environ, start_response)
         if isinstance(plan, StoredResponse):
             return respond(start_response, plan)
-        body = read_body(environ, opts.max_body)
+        try:
+            body = read_body(environ, opts.max_body)
+        except Exception:  # the server's input stream failed (a client gone mid-body)
+            # Nothing was claimed: the client's resend starts afresh. A 400, as Django and
+            # Werkzeug answer a body they could not read, rather than a 500 from the server.
+            return respond(start_response, opts.unreadable())
         if body is None:
             return respond(start_response, opts.too_large())
         environ["wsgi.input"] = io.BytesIO(body)
