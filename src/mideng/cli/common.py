@@ -52,6 +52,15 @@ def guard_for(store_url: str) -> Guard:
         raise click.UsageError(str(exc)) from exc
     except IdempotencyError as exc:
         raise Problems(str(exc)) from exc
+    except (ValueError, TypeError) as exc:
+        raise click.UsageError(refused_url(exc)) from exc
+
+
+def refused_url(exc: ValueError | TypeError) -> str:
+    """A store's constructor refusing a URL's part (a port that is no number, a query option
+    it does not take or can't read): a usage error. The URL is left out: it may hold a
+    password."""
+    return f"the store URL was refused: {type(exc).__name__}: {exc}"
 
 
 @contextlib.contextmanager

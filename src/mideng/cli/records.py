@@ -74,7 +74,7 @@ def inspect_record(store_url: str, as_json: bool, scope: str, key: str) -> None:
 @store_option
 @json_option
 @click.option("--scope", default=None, help="Only this scope.")
-@click.option("--limit", default=100, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
 def unresolved(store_url: str, as_json: bool, scope: str | None, limit: int) -> None:
     """List UNKNOWN records and processing ones whose lease ran out; exit 1 if any."""
     with opened(store_url) as guard:
@@ -147,7 +147,7 @@ def release(store_url: str, as_json: bool, scope: str, key: str) -> None:
 @click.command()
 @store_option
 @json_option
-@click.option("--limit", type=int, default=None, help="Delete at most this many.")
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="Delete at most this many.")
 @click.option(
     "--older-than",
     "older_than",

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from mideng.errors import IdempotencyError
+from mideng.cli.common import refused_url
+from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.stores.sql.schema import DEFAULT_TABLE, script
 from mideng.stores.sql.steps import ddl as steps_ddl
 
@@ -64,6 +65,10 @@ def schema(url: str, table: str, apply_: bool, steps: bool) -> None:
                 store.create_steps_schema()
         finally:
             store.close()
+    except ConfigurationError as exc:
+        raise click.UsageError(str(exc)) from exc
     except IdempotencyError as exc:
         raise click.ClickException(str(exc)) from exc
+    except (ValueError, TypeError) as exc:
+        raise click.UsageError(refused_url(exc)) from exc
     click.echo(f"-- applied to {table}", err=True)
