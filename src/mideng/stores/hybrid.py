@@ -163,9 +163,9 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
             yield from self._keep(claim.record)  # Redis lost the copy (flush, restart): put it back
         return claim
 
-    def _keep(self, record: Record, *, always: bool = False) -> Steps[None]:
+    def _keep(self, record: Record) -> Steps[None]:
         """Copy a record to Redis if it is final there, else drop any copy; best effort."""
-        if self.outage.down() and not always:
+        if self.outage.down():
             return
         try:
             if replayable(record):
@@ -193,7 +193,16 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
 
     def _resolve(self, scope: str, key: str, settled: dict[str, Any]) -> Steps[Record]:
         record: Record = yield self.durable, _RESOLVE, (scope, key), settled
-        yield from self._keep(record, always=True)
+        # Even mid-outage, and said each time (the outage's own warning may be held back): a
+        # kept failure's copy left behind replays the failure the operator just settled.
+        try:
+            if replayable(record):
+                yield self.fast, _PUT, (record,), _NO_KEYWORDS
+            else:
+                yield self.fast, _FORGET, (scope, key), _NO_KEYWORDS
+        except StoreUnavailableError as exc:
+            self.outage.failed(exc)
+            logs.redis_copy_kept(scope, key)
         return record
 
     def _either(self, names: tuple[str, str], args: tuple[Any, ...]) -> Steps[Any]:
