@@ -7,7 +7,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mideng.context import get_request_id, request_id_scope
-from mideng.core.keys import check_key
+from mideng.core.failure import message_of
+from mideng.core.keys import check_key, check_text
 from mideng.errors import InvalidKeyError
 from mideng.messaging.headers import IDEMPOTENCY_KEY, MESSAGE_ID, REQUEST_ID
 from mideng.messaging.message import Message
@@ -48,7 +49,9 @@ def key_of(message: Message, key: KeyFn) -> str:
     try:
         value = key(message)
     except Exception as exc:
-        raise InvalidKeyError(f"the key function raised {type(exc).__name__}: {exc}") from exc
+        # A str() that raises would escape into the adapter's loop: its type is named instead.
+        what = f"{type(exc).__name__}: {message_of(exc)}"
+        raise InvalidKeyError(f"the key function raised {what}") from exc
     if value is None or value == "":
         raise InvalidKeyError(
             f"message {message.id!r} has no business key (no {MESSAGE_ID!r} or "
@@ -60,7 +63,16 @@ def key_of(message: Message, key: KeyFn) -> str:
 
 
 def request_id_of(message: Message) -> str | None:
-    return header(message.headers, REQUEST_ID)
+    """The ``x-request-id`` header, or None where it is not text every store can hold (a NUL,
+    a lone surrogate): it goes into the claim, which such a store would refuse on every
+    delivery, and it only traces, so the message runs without it."""
+    found = header(message.headers, REQUEST_ID)
+    if found is None or (found.isascii() and "\x00" not in found):
+        return found
+    try:
+        return check_text(found, "request id")
+    except InvalidKeyError:
+        return None
 
 
 _SAME = contextlib.nullcontext()
