@@ -217,6 +217,19 @@ async def _pause(stop: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(stop.wait(), seconds)
 
 
+def _dead_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers of a dead-lettered copy: the message's own, but not the ``Nats-`` ones its
+    publisher addressed to JetStream. Copied, its ``Nats-Msg-Id`` (already in its stream's
+    duplicate window) had the copy dropped as a duplicate and answered as published, and an
+    expectation (``Nats-Expected-Last-Sequence`` ...) that held for the message fails for the
+    copy on every redelivery. The copy's own id is derived from the message's, so a message
+    dead-lettered again (its ``term`` lost) is not copied twice."""
+    out = {k: v for k, v in headers.items() if not k.lower().startswith("nats-")}
+    if (msg_id := headers.get(NATS_MSG_ID)) is not None:
+        out[NATS_MSG_ID] = f"{msg_id}:dead-letter"
+    return out
+
+
 async def _settle(
     jetstream: Any, message: Message, verdict: Verdict, dead_subject: str | None
 ) -> None:
@@ -227,7 +240,8 @@ async def _settle(
         await raw.nak(delay=verdict.delay)
     elif isinstance(verdict, DeadLetter):
         if dead_subject is not None:
-            headers = {**message.headers, DEAD_LETTER_REASON: verdict.reason}
+            headers = _dead_headers(message.headers)
+            headers[DEAD_LETTER_REASON] = verdict.reason
             try:
                 await jetstream.publish(dead_subject, message.body, headers=headers)
             except Exception as exc:
