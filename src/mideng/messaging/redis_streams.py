@@ -348,7 +348,9 @@ async def consume(
         while not stop.is_set():
             try:
                 await member.step(block)
-            except lost as exc:
+            except Exception as exc:
+                if not isinstance(exc, lost) and not _group_gone(exc):
+                    raise
                 # The pool drops the broken connection and the next command opens a new one.
                 await member.abandon_deciding()
                 member.connection_lost()
@@ -378,6 +380,16 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
     from redis import exceptions
 
     return (exceptions.ConnectionError, exceptions.TimeoutError, ConnectionError, TimeoutError)
+
+
+def _group_gone(exc: Exception) -> bool:
+    """The server came back without the group (a restart redis-py's reconnect hid): only the
+    next read, or the one blocked meanwhile, says so. Handled as a lost connection."""
+    from redis import exceptions
+
+    return isinstance(exc, exceptions.ResponseError) and str(exc).startswith(
+        ("NOGROUP", "UNBLOCKED")
+    )
 
 
 async def _decide_in_turn(
