@@ -20,22 +20,28 @@ from typing import Any, NamedTuple
 from mideng.db.dialect import lock_timed_out
 from mideng.db.statements import Op, Stmt
 from mideng.errors import StoreUnavailableError
+from mideng.messaging.publish import Outgoing
 from mideng.outbox.statements import Queries
 
 #: Locking reads a ``NOWAIT`` lock of a list may see fail before it leaves the keys it has
 #: not tried yet for next time: each failure is a round trip (``_lock_free``).
 LOCK_MISSES = 8
 
+#: Ids one statement names at most. A batch holds up to ``batch_rows`` rows of each kind,
+#: more binds than a statement takes on SQLite before 3.32 (999) once over a thousand, or on
+#: MySQL (65,535): one list for all of them failed the batch's write-back every time.
+LIST_MAX = 500
+
 
 class Row(NamedTuple):
-    """A row the relay is about to publish."""
+    """A row the relay is about to publish; ``headers`` as stored (JSON text)."""
 
     id: str
     key: str | None
     seq: int | None
     destination: str
     payload: bytes
-    headers: Mapping[str, str]
+    headers: str
     attempts: int
 
 
@@ -51,16 +57,34 @@ class Failure(NamedTuple):
 
 
 def _row(values: Sequence[Any]) -> Row:
+    # Nothing here may fail on what a row holds: a claim that raised on one row would fail
+    # every batch that met it, and the keys leased beside it would be claimed with it again
+    # and again, never published. The headers are read when the row is published (``message``).
     payload = values[4]
+    if isinstance(payload, str):  # SQLite keeps a text value written to a BLOB column as text
+        payload = payload.encode("utf-8", "surrogatepass")
     return Row(
         str(values[0]),
         values[1],
         None if values[2] is None else int(values[2]),
         str(values[3]),
         bytes(payload) if not isinstance(payload, bytes) else payload,
-        json.loads(values[5]),
+        str(values[5]),
         int(values[6]),
     )
+
+
+def message(row: Row) -> Outgoing:
+    """What publishing ``row`` sends. Headers that are not a JSON object of strings (a row
+    written by something other than ``add``) fail this row's publish, counted and in the end
+    dead like any other failure, with its key waiting behind it."""
+    try:
+        headers = json.loads(row.headers)
+    except ValueError:
+        headers = None
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        raise ValueError(f"the row's headers are not a JSON object of strings: {row.headers:.200}")
+    return Outgoing(row.destination, row.payload, row.id, row.key, headers)
 
 
 def add(q: Queries, values: Mapping[str, Any]) -> Op[None]:
@@ -78,6 +102,13 @@ def add(q: Queries, values: Mapping[str, Any]) -> Op[None]:
 
 def _ids(ids: Sequence[str]) -> dict[str, Any]:
     return {f"i{n}": value for n, value in enumerate(ids)}
+
+
+def _by_list(q: Queries, name: str, ids: Sequence[str], params: dict[str, Any]) -> Op[None]:
+    """``name`` for every id, ``LIST_MAX`` ids a statement."""
+    for start in range(0, len(ids), LIST_MAX):
+        part = ids[start : start + LIST_MAX]
+        yield Stmt(q.in_list(name, len(part)), {**params, **_ids(part)})
 
 
 def claim(
@@ -104,8 +135,8 @@ def claim(
             params = {"token": token, "until": until, **_ids(names)}
             yield Stmt(q.in_list("claim_keys", len(names)), params)
         if unkeyed:
-            params = {"token": token, "until": until, **_ids([row.id for row in unkeyed])}
-            yield Stmt(q.in_list("claim_rows", len(unkeyed)), params)
+            lease_rows = {"token": token, "until": until}
+            yield from _by_list(q, "claim_rows", [row.id for row in unkeyed], lease_rows)
     else:
         leased = yield Stmt(q.claim_keys, lease)
         names = [row[0] for row in leased.rows]
@@ -130,7 +161,7 @@ def settle(
     if sent and q.kind == "postgresql":
         yield Stmt(q.sent_array, {"now": now, "ids": list(sent)})
     elif sent:
-        yield Stmt(q.in_list("sent", len(sent)), {"now": now, **_ids(sent)})
+        yield from _by_list(q, "sent", sent, {"now": now})
     for failure in failures:
         yield Stmt(
             q.failed,
@@ -284,9 +315,7 @@ def purge_keys(q: Queries) -> Op[None]:
         for name in names:
             yield Stmt(q.purge_key, {"key": name})
         return
-    for start in range(0, len(names), 500):  # a bounded list of binds per statement
-        chunk = names[start : start + 500]
-        yield Stmt(q.in_list("purge_keys", len(chunk)), _ids(chunk))
+    yield from _by_list(q, "purge_keys", names, {})
 
 
 def counts(q: Queries) -> Op[dict[int, int]]:

@@ -30,10 +30,19 @@ from mideng.db.dialect import kind_of, retryable
 from mideng.db.site import AsyncSite
 from mideng.db.statements import Op, check_table
 from mideng.errors import ConfigurationError
-from mideng.messaging.publish import Outgoing, Publisher, open_publisher
+from mideng.messaging.publish import Publisher, open_publisher
 from mideng.observability import logs
 from mideng.outbox.engines import async_engine, listen_conninfo
-from mideng.outbox.ops import Failure, Row, claim, purge_keys, purge_rows, settle, settle_keys
+from mideng.outbox.ops import (
+    Failure,
+    Row,
+    claim,
+    message,
+    purge_keys,
+    purge_rows,
+    settle,
+    settle_keys,
+)
 from mideng.outbox.pipeline import NOTHING, Batch, drain
 from mideng.outbox.schema import DEFAULT_TABLE, channel
 from mideng.outbox.statements import Queries
@@ -333,29 +342,50 @@ class Relay:
         sent: list[str] = []
         failures: list[Failure] = []
 
+        def failed(row: Row, exc: Exception) -> None:
+            attempts = row.attempts + 1
+            failures.append(
+                Failure(
+                    row.id,
+                    row.key,
+                    attempts,
+                    _error_text(exc),
+                    attempts >= self.max_attempts,
+                    time.time() + self.backoff.delay(attempts),
+                )
+            )
+
+        async def publish_in_turn(group: list[Row], current: list[Row]) -> None:
+            for row in group:
+                if time.time() >= last_start:
+                    return
+                current[:] = [row]
+                try:
+                    await self.publisher.publish(message(row))
+                except Exception as exc:  # the publisher's own timeouts included
+                    failed(row, exc)
+                    return
+                sent.append(row.id)  # no await before it: a cancellation can't split the two
+                current.clear()
+
         async def one_key(group: list[Row]) -> None:
             async with gate:
-                for row in group:
-                    if time.time() >= last_start:
-                        return
-                    try:
-                        await self.publisher.publish(
-                            Outgoing(row.destination, row.payload, row.id, row.key, row.headers)
+                # A publish the broker never answers (a connection gone quiet) held its batch,
+                # and a stopping relay, for good, and could still land after another relay
+                # had taken the key over: the key's publishes end with its lease. One limit
+                # for the key's rows, not one per publish (a task each, about a tenth of a
+                # message's client time).
+                current: list[Row] = []
+                try:
+                    await asyncio.wait_for(
+                        publish_in_turn(group, current), max(until - time.time(), 0.0)
+                    )
+                except asyncio.TimeoutError:
+                    if current:
+                        unconfirmed = TimeoutError(
+                            "the broker did not confirm before the lease ended"
                         )
-                    except Exception as exc:
-                        attempts = row.attempts + 1
-                        failures.append(
-                            Failure(
-                                row.id,
-                                row.key,
-                                attempts,
-                                _error_text(exc),
-                                attempts >= self.max_attempts,
-                                time.time() + self.backoff.delay(attempts),
-                            )
-                        )
-                        return
-                    sent.append(row.id)
+                        failed(current[0], unconfirmed)
 
         await asyncio.gather(*(one_key(group) for group in groups.values()))
         return sent, failures
