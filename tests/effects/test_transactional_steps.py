@@ -101,3 +101,31 @@ def test_a_step_on_a_connection_needs_a_sql_store() -> None:
 
     with pytest.raises(ConfigurationError, match="SQL store"):
         pay("o1")
+
+
+def test_a_transactional_step_on_an_autocommit_connection_is_refused_before_it_runs(
+    sql: tuple[Opened, Any, str],
+) -> None:
+    """Each statement of an AUTOCOMMIT connection commits on its own: the step's record would
+    commit apart from its writes, and a failure between them would leave writes without a
+    record (run again) or a record without writes. Refused before the step runs."""
+    opened, engine, orders = sql
+    guard, scope = Guard(opened.store, lease=30), f"pay-{uuid.uuid4().hex[:6]}"
+    runs: list[str] = []
+
+    @guard.step("mark_paid", conn="conn")
+    def mark_paid(conn: Any, order: str) -> str:
+        runs.append("mark_paid")
+        conn.execute(sa.text(f"INSERT INTO {orders} VALUES (:id, 'PAID')"), {"id": order})
+        return "paid"
+
+    @guard.operation(scope, key="{order}")
+    def pay(order: str) -> str:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            return mark_paid(conn, order)
+
+    with pytest.raises(ConfigurationError, match="AUTOCOMMIT"):
+        pay("o1")
+    assert runs == []
+    with engine.connect() as conn:
+        assert conn.execute(sa.text(f"SELECT count(*) FROM {orders}")).scalar_one() == 0

@@ -11,7 +11,9 @@
   claim), ``rollback(whole=False)`` leaves it alone.
 
 ``open`` returns the statement kind of the connection (mideng.db.dialect), ``run`` drives an
-operation on it. The rules live in ``_Rules``, written once; the two classes only do the I/O.
+operation on it. ``open(..., atomic=True)`` is for work that must commit as one: it refuses a
+connection in AUTOCOMMIT isolation, whose every statement commits on its own. The rules live
+in ``_Rules``, written once; the two classes only do the I/O.
 """
 
 from __future__ import annotations
@@ -72,6 +74,27 @@ class _Rules:
         self.kind = kind_of(connection.dialect)
         return self.kind
 
+    def _early(self, atomic: bool) -> bool:
+        # Checked before anything is begun, except on a Session the site is to begin: asking
+        # it for its connection first would begin its transaction already.
+        return atomic and not (self.session and self.owned)
+
+    @staticmethod
+    def _atomic(connection: Any) -> None:
+        sync = getattr(connection, "sync_connection", None) or connection
+        # SQLAlchemy 2's own test (no round trip); the execution option where it is absent.
+        check = getattr(sync, "_is_autocommit_isolation", None)
+        if check is not None:
+            autocommit = bool(check())
+        else:
+            autocommit = sync.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+        if autocommit:
+            raise ConfigurationError(
+                "this connection runs in AUTOCOMMIT isolation: each statement would commit on "
+                "its own, so the record would be durable before the block's writes and "
+                "survive their rollback; use a connection in a transactional isolation level"
+            )
+
     def _after_failed_commit(self) -> Callable[[], Any]:
         # A COMMIT that fails leaves SQLAlchemy's transaction inactive but the connection in
         # it: until someone rolls the connection back, its next statement is refused, and a
@@ -125,12 +148,20 @@ class Site(_Rules):
             )
         super().__init__(conn, isinstance(conn, kinds[1]))
 
-    def open(self, savepoint: bool) -> str:
-        """Begin the site's transaction or savepoint, as the rules say; the statement kind."""
+    def open(self, savepoint: bool, *, atomic: bool = False) -> str:
+        """Begin the site's transaction or savepoint, as the rules say; the statement kind.
+        ``atomic``: work that must commit as one (a record with its writes) refuses a
+        connection in AUTOCOMMIT isolation, before any statement is sent."""
+        early = self._early(atomic)
+        if early:
+            self._atomic(self.conn.connection() if self.session else self.conn)
         begin = self._begin(savepoint)
         if begin is not None:
             self.begun = begin()
-        return self._opened(self.conn.connection() if self.session else self.conn)
+        kind = self._opened(self.conn.connection() if self.session else self.conn)
+        if atomic and not early:
+            self._atomic(self.connection)
+        return kind
 
     def run(self, op: Op[T]) -> T:
         return drive(op, _execute_mysql if is_mysql(self.kind) else _execute, self.connection)
@@ -170,11 +201,17 @@ class AsyncSite(_Rules):
             )
         super().__init__(conn, isinstance(conn, kinds[1]))
 
-    async def open(self, savepoint: bool) -> str:
+    async def open(self, savepoint: bool, *, atomic: bool = False) -> str:
+        early = self._early(atomic)
+        if early:
+            self._atomic(await self.conn.connection() if self.session else self.conn)
         begin = self._begin(savepoint)
         if begin is not None:
             self.begun = await begin()
-        return self._opened(await self.conn.connection() if self.session else self.conn)
+        kind = self._opened(await self.conn.connection() if self.session else self.conn)
+        if atomic and not early:
+            self._atomic(self.connection)
+        return kind
 
     async def run(self, op: Op[T]) -> T:
         execute = _aexecute_mysql if is_mysql(self.kind) else _aexecute

@@ -230,7 +230,7 @@ def _carry_out(site: Site, steps: Steps[T]) -> T:
             elif name == "rollback":
                 site.rollback(whole=arg)
             elif name == "open":
-                reply = site.open(arg)
+                reply = site.open(arg, atomic=True)
             else:
                 reply = getattr(site, name)()
         except BaseException as exc:
@@ -254,7 +254,7 @@ async def _acarry_out(site: AsyncSite, steps: Steps[T]) -> T:
             elif name == "rollback":
                 await site.rollback(whole=arg)
             elif name == "open":
-                reply = await site.open(arg)
+                reply = await site.open(arg, atomic=True)
             else:
                 reply = await getattr(site, name)()
         except BaseException as exc:

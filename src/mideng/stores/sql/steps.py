@@ -371,7 +371,14 @@ def step_transaction(conn: Any, table: RecordTable) -> Iterator[Callable[..., No
     active, and then committing it); what it yields records the step there, so the record
     commits or rolls back with the step's own writes."""
     site = Site(conn)
-    s = table.statements(site.open(False))
+    try:
+        # atomic: on an AUTOCOMMIT connection the record would commit apart from the step's
+        # writes. Inside the try: a Session whose connection can't be had is not left in the
+        # transaction begun for it.
+        s = table.statements(site.open(False, atomic=True))
+    except BaseException:
+        site.rollback(whole=False)
+        raise
     try:
         yield lambda *step: site.run(record_step(s, *step))
     except BaseException:
@@ -384,7 +391,11 @@ def step_transaction(conn: Any, table: RecordTable) -> Iterator[Callable[..., No
 async def astep_transaction(conn: Any, table: RecordTable) -> AsyncIterator[Any]:
     """``step_transaction`` on an AsyncConnection / AsyncSession; what it yields is awaited."""
     site = AsyncSite(conn)
-    s = table.statements(await site.open(False))
+    try:
+        s = table.statements(await site.open(False, atomic=True))
+    except BaseException:
+        await site.rollback(whole=False)
+        raise
     try:
         yield lambda *step: site.run(record_step(s, *step))
     except BaseException:
