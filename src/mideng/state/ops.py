@@ -177,10 +177,12 @@ def conditional(
 
 
 def short_of(amount: Any) -> Callable[[Any], Any]:
-    """A decrement's miss: the column holds less than ``amount``."""
+    """A decrement's miss: the column holds less than ``amount``, or NULL (no amount at all,
+    which compares with nothing)."""
 
     def judge(row: Any) -> Any:
-        return Insufficient(row[0]) if row[0] < amount else None
+        current = row[0]
+        return Insufficient(current) if current is None or current < amount else None
 
     return judge
 

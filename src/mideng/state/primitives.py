@@ -13,6 +13,7 @@ statement and the few lines around it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -162,10 +163,9 @@ def _decrement(
     table: Any, where: Mapping[str, Any], column: str, amount: Any
 ) -> Make[DecrementAnswer]:
     core_table(table)
-    number = type(amount) is int or (
-        not isinstance(amount, bool) and isinstance(amount, (int, Decimal, float))
-    )
-    if not number or amount <= 0:
+    if type(amount) is not int:
+        amount = _amount(table, column, amount)
+    if amount <= 0:
         raise ConfigurationError(
             f"decrement of {table.name}.{column} by {amount!r}: the amount must be a positive "
             "number (a zero or negative one would skip the check that keeps it from going "
@@ -186,6 +186,33 @@ def _decrement(
         return conditional(shape.update, shape.read, params, params, APPLIED, short_of(amount))
 
     return make
+
+
+def _amount(table: Any, column: str, amount: Any) -> Any:
+    """A decrement's amount that is not a plain int, checked before anything is sent: a NaN
+    compares false with everything (the statement would miss and the read-back could not say
+    why), and an integer column would have the database round a fraction (taking nothing, or
+    a whole unit, and answering Applied) or reject an infinity, aborting the caller's
+    PostgreSQL transaction. A whole number is taken from an integer column as an int, which
+    every driver binds."""
+    from sqlalchemy import Integer
+
+    col = table.c.get(column)
+    whole = col is not None and isinstance(col.type, Integer)
+    if isinstance(amount, bool) or not isinstance(amount, (int, Decimal, float)):
+        not_a_number, finite = True, False
+    elif isinstance(amount, Decimal):
+        not_a_number, finite = amount.is_nan(), amount.is_finite()  # comparing a NaN Decimal raises
+    elif isinstance(amount, float):
+        not_a_number, finite = math.isnan(amount), math.isfinite(amount)
+    else:
+        not_a_number, finite = False, True
+    if not_a_number or (whole and not (finite and amount == int(amount))):
+        raise ConfigurationError(
+            f"decrement of {table.name}.{column} by {amount!r}: the amount must be a positive "
+            f"number{', a whole one for an integer column' if whole else ''}"
+        )
+    return int(amount) if whole else amount
 
 
 def _decrement_shape(
