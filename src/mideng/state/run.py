@@ -64,9 +64,11 @@ def run(conn: Any, make: Callable[[Any, Unpack[Ts]], Op[T]], *args: Unpack[Ts]) 
     if site.session and conn.autoflush and _pending(conn):
         conn.flush()  # as Session.execute does: the statement sees the ORM's pending rows
         site = Site(conn)  # the flush began the session's transaction: now the caller's
-    site.open(savepoint=False)
-    connection = site.connection
     try:
+        # Inside: a Session's connection is asked for after its transaction is begun, and a
+        # failure to get one must not leave that transaction open in the caller's Session.
+        site.open(savepoint=False)
+        connection = site.connection
         dialect = connection.dialect
         answer = drive(make(dialect, *args), execute, connection)
     except BaseException:
@@ -101,9 +103,9 @@ async def arun(conn: Any, make: Callable[[Any, Unpack[Ts]], Op[T]], *args: Unpac
     if site.session and conn.sync_session.autoflush and _pending(conn):
         await conn.flush()
         site = AsyncSite(conn)
-    await site.open(savepoint=False)
-    connection = site.connection
     try:
+        await site.open(savepoint=False)
+        connection = site.connection
         dialect = connection.dialect
         answer = await adrive(make(dialect, *args), aexecute, connection)
     except BaseException:
