@@ -40,6 +40,8 @@ from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
 
 DEAD_REASON = "x-dead-reason"
+#: Seconds before a message whose dead-letter copy the broker refused is requeued.
+COPY_RETRY_DELAY = 1.0
 
 
 def _aio_pika() -> Any:
@@ -153,7 +155,18 @@ class _Settler:
             content_type=incoming.content_type,
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
         )
-        await self.channel.default_exchange.publish(dead, routing_key=self.dead_letter_queue)
+        try:
+            await self.channel.default_exchange.publish(dead, routing_key=self.dead_letter_queue)
+        except _connection_errors():
+            raise  # the session ends; the broker requeues what the channel held
+        except Exception as exc:
+            # The broker refused the copy (a nack: the dead-letter queue full with
+            # reject-publish, say). Never acked without its copy: requeued after a pause, the
+            # message comes back and is dead-lettered again, and the consumer goes on. Raised,
+            # the error ended consume, and again at every restart.
+            logs.rabbitmq_dead_letter_copy_failed(self.dead_letter_queue, message.id, exc)
+            self._later(incoming, COPY_RETRY_DELAY)
+            return
         await incoming.ack()
 
     def forget(self) -> None:
@@ -261,7 +274,12 @@ class _Session:
             channel, source = await _queue(connection, self.queue)
             await channel.set_qos(prefetch_count=self.prefetch)
             if self.dead_letter_queue is not None:
-                await channel.declare_queue(self.dead_letter_queue, durable=True)
+                # As the queue: an operator's own (a quorum queue, a length limit) is used as
+                # it is. Declared with other arguments, the broker refused it and closed the
+                # channel, and every session failed at its start.
+                side, _ = await _queue(connection, self.dead_letter_queue)
+                with contextlib.suppress(Exception):
+                    await side.close()
             inbox: asyncio.Queue[Any] = asyncio.Queue()
             settler = _Settler(channel, self.dead_letter_queue)
             tag = await source.consume(inbox.put, no_ack=False)

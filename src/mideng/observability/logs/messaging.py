@@ -225,6 +225,20 @@ def nats_settle_failed(message_id: str | None, exc: BaseException) -> None:
 
 
 @contained
+def rabbitmq_dead_letter_copy_failed(
+    queue: str, message_id: str | None, exc: BaseException
+) -> None:
+    """The message is not acked without its copy: it is requeued and dead-lettered again."""
+    messaging_log.error(
+        "dead-letter copy to %r failed; message %s is requeued",
+        queue,
+        message_id,
+        exc_info=exc,
+        extra=fields(outcome="dead_letter_failed"),
+    )
+
+
+@contained
 def nats_dead_letter_copy_failed(subject: str, message_id: str | None, exc: BaseException) -> None:
     """The message is not terminated without its copy: it comes back and is dead-lettered
     again."""
