@@ -108,6 +108,10 @@ class Capture:
         if self.passing:
             await self.upstream(message)
         elif message["type"] == "http.response.start":
+            if self.start is not None or self.chunks:
+                # A server refuses a second start, or one after body: so does the capture,
+                # rather than keep a response the application never validly sent.
+                raise RuntimeError("the application sent a response start after a start or body")
             self.start = message
             # Decoded as they will be stored, and looked at for an event stream, in one pass.
             headers = []
@@ -168,7 +172,7 @@ async def produce(exchange: Exchange) -> Any:
     try:
         await capture.app(capture.scope, capture.receive, capture.send)
     except BaseException as exc:
-        if not capture.complete or capture.passing:
+        if not capture.complete or capture.passing or capture.start is None:
             raise
         # Raised after a complete response (a failing background task, or the request's task
         # cancelled while one runs): the response stands, as it would without the capture, and
