@@ -20,6 +20,7 @@ import functools
 import importlib.util
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from contextlib import AsyncExitStack
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -35,6 +36,8 @@ from mideng.http.resubmit import TOKEN_FIELD, TOKEN_HEADER, BizKey, TokenGate
 from mideng.tokens import TokenService
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+# Where FastAPI's request handler finds the exit stack of function-scoped dependencies.
+_FUNCTION_STACK = "fastapi_function_astack"
 
 
 def incoming(request: Request) -> Incoming:
@@ -65,7 +68,12 @@ class _Guarded(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def endpoint(scope: Scope, receive: Receive, send: Send) -> None:
-            response = await self.handler(Request(scope, receive))
+            # FastAPI closed its stack for function-scoped dependencies before sending this
+            # response, so the endpoint, run only now, gets a stack of its own, closed as
+            # FastAPI closes its: once the endpoint returned, before its response is sent.
+            async with AsyncExitStack() as dependencies:
+                scope[_FUNCTION_STACK] = dependencies
+                response = await self.handler(Request(scope, receive))
             await response(scope, receive, send)
 
         run = functools.partial(guard_asgi, self.opts, endpoint)
