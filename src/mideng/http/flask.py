@@ -50,7 +50,9 @@ def incoming() -> Incoming:
 
 def to_flask(response: StoredResponse) -> Response:
     native = Response(response.body, status=response.status)
-    del native.headers["Content-Type"]  # only what was stored, not the default
+    # Only what was stored (its Content-Length included), not the defaults set beside it.
+    del native.headers["Content-Type"]
+    del native.headers["Content-Length"]
     for name, value in response.headers:
         native.headers.add(name, value)
     return native
