@@ -153,12 +153,15 @@ def problem_response(
     return StoredResponse(prob.status, prob.headers(body), body)
 
 
-#: "Try again later": statuses the default rule never stores (nor any 5xx).
-RETRY_LATER = frozenset({408, 425, 429})
+#: Statuses that ask for the request again, later (408, 425, 429) or at another URI with the
+#: same method and body (307, 308: nothing was done here, and a client that follows sends the
+#: key with another path): the default rule never stores them (nor any 5xx).
+RETRY_LATER = frozenset({307, 308, 408, 425, 429})
 
 
 def storable_status(status: int) -> bool:
-    """Default: store final answers; 5xx and "try again later" statuses release the key."""
+    """Default: store final answers; 5xx and statuses asking for the request again (later, or
+    elsewhere) release the key."""
     return status < 500 and status not in RETRY_LATER
 
 
