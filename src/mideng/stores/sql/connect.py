@@ -72,6 +72,14 @@ class EngineConfig:
             raise ConfigurationError("pool_size must be >= 1 and max_overflow >= 0")
         require("sqlalchemy", self.family)
         self.dbapi = require(MODULES[self.family][0], self.family)
+        # What a driver raises for the database's refusals and lost connections; the async
+        # side's driver adds its own when its first engine is made (asyncmy's errors share
+        # no base with PyMySQL's).
+        self.driver_errors: tuple[type[BaseException], ...] = (
+            self.dbapi.Error,
+            OSError,
+            TimeoutError,
+        )
         self.statement_timeout = statement_timeout
         self.connect_timeout = connect_timeout
         self.returning = returning
@@ -128,7 +136,12 @@ class EngineConfig:
     def make_async_engine(self) -> Any:
         """An async SQLAlchemy engine (one per event loop: its connections belong to it)."""
         require("greenlet", self.family)
-        require(MODULES[self.family][1], self.family)
+        module = MODULES[self.family][1]
+        require(module, self.family)
+        if module == "asyncmy":
+            error = require("asyncmy.errors", self.family).Error
+            if error not in self.driver_errors:
+                self.driver_errors = (*self.driver_errors, error)
         from sqlalchemy.ext.asyncio import create_async_engine
 
         return create_async_engine(
@@ -140,7 +153,7 @@ class EngineConfig:
     def is_db_error(self, exc: BaseException) -> bool:
         from sqlalchemy.exc import SQLAlchemyError
 
-        return isinstance(exc, (self.dbapi.Error, SQLAlchemyError, OSError, TimeoutError))
+        return isinstance(exc, (*self.driver_errors, SQLAlchemyError))
 
     def unavailable(self, exc: BaseException) -> StoreUnavailableError:
         return StoreUnavailableError(
