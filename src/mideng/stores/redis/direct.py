@@ -220,11 +220,17 @@ class AsyncDirectSender:
         # pool ignores its answer when maintenance notifications are on; this sender does not.
         probe = getattr(conn, "can_read", None) or conn.can_read_destructive  # before 8
         try:
-            dirty = await probe()
-        except Exception:  # a closed stream, as the probe of some versions says it
-            dirty = True
-        if dirty:
-            await conn.disconnect()
+            try:
+                dirty = await probe()
+            except Exception:  # a closed stream, as the probe of some versions says it
+                dirty = True
+            if dirty:
+                await conn.disconnect()  # waits a turn of the loop for the transport
+        except BaseException:
+            # Cancelled there: the connection is off the list and not yet the caller's, so
+            # it goes back to the pool, or it would count against max_connections for ever.
+            await self.pool.release(conn)
+            raise
         return conn
 
     async def call(self, command: list[bytes]) -> Any:
