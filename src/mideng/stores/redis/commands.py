@@ -75,7 +75,11 @@ def _ok(reply: Any) -> None:
 def _escape(scope: str) -> str:
     # The first unescaped ':' ends the scope, so ("a:b", "c") and ("a", "b:c") stay apart.
     if ":" in scope or "\\" in scope:
-        return scope.replace("\\", "\\\\").replace(":", "\\:")
+        scope = scope.replace("\\", "\\\\").replace(":", "\\:")
+    if scope[:1] == "}":
+        # "{}" is an empty hash tag, for which Redis hashes the whole key name: the keys
+        # beside the record (steps, token, window) would land in other cluster slots.
+        return "\\" + scope
     return scope
 
 
