@@ -19,6 +19,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from mideng.core.canonical import to_jsonable
+
 Converter = Callable[[Any], Any]
 
 
@@ -67,6 +69,8 @@ def _build(hint: Any) -> Converter:
         return _mapping(*(args or (Any, Any)))
     if hint is None or hint is type(None):
         return _none
+    if typing.is_typeddict(hint):  # a dict class that refuses isinstance checks
+        return _typed_dict(hint)
     if not isinstance(hint, type):
         return _identity
     return _class(hint)
@@ -80,19 +84,49 @@ def _none(value: Any) -> None:
 def _union(options: tuple[Any, ...]) -> Converter:
     nullable = type(None) in options
     members = [converter(o) for o in options if o is not type(None)]
+    if len(members) == 1:  # Optional[X]: nothing to choose between
+        only = members[0]
+
+        def convert_optional(value: Any) -> Any:
+            if value is None and nullable:
+                return None
+            try:
+                return only(value)
+            except (TypeError, ValueError, KeyError) as exc:
+                raise TypeError(f"no member of the union fits: {[str(exc)]}") from exc
+
+        return convert_optional
 
     def convert_union(value: Any) -> Any:
         if value is None and nullable:
             return None
         errors = []
+        loose: list[Any] = []
         for member in members:
             try:
-                return member(value)
+                rebuilt = member(value)
             except (TypeError, ValueError, KeyError) as exc:
                 errors.append(str(exc))
+                continue
+            # A dataclass or model member takes any object whose keys it knows and fills the
+            # rest from defaults, so an earlier member can accept what a later one stored:
+            # the member whose value stores back as exactly what was stored is the one.
+            if _stores_as(rebuilt, value):
+                return rebuilt
+            if not loose:
+                loose.append(rebuilt)
+        if loose:
+            return loose[0]
         raise TypeError(f"no member of the union fits: {errors}")
 
     return convert_union
+
+
+def _stores_as(rebuilt: Any, stored: Any) -> bool:
+    try:
+        return bool(to_jsonable(rebuilt) == stored)
+    except (TypeError, ValueError, RecursionError):
+        return False
 
 
 def _tuple(args: tuple[Any, ...]) -> Converter:
@@ -215,6 +249,8 @@ def _class(cls: type) -> Converter:
         return cls
     if dataclasses.is_dataclass(cls):
         return _dataclass(cls)
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):  # a NamedTuple: stored as a list
+        return _named_tuple(cls)
     validate = getattr(cls, "model_validate", None)
     if callable(validate):  # pydantic v2
         return validate  # type: ignore[no-any-return]
@@ -235,3 +271,32 @@ def _dataclass(cls: type) -> Converter:
         return cls(**{name: conv(value[name]) for name, conv in fields if name in value})
 
     return convert_dataclass
+
+
+def _named_tuple(cls: type) -> Converter:
+    items: list[Converter] = []
+
+    def convert_named_tuple(value: Any) -> Any:
+        if type(value) is not list:
+            raise TypeError(f"expected a list for {cls.__name__}, got {type(value).__name__}")
+        if not items:  # resolved on first use, as a dataclass's fields are
+            hints = typing.get_type_hints(cls)
+            items.extend(converter(hints.get(name, Any)) for name in cls._fields)  # type: ignore[attr-defined]
+        return cls(*(conv(v) for conv, v in zip(items, value, strict=True)))
+
+    return convert_named_tuple
+
+
+def _typed_dict(cls: Any) -> Converter:
+    fields: dict[str, Converter] = {}
+
+    def convert_typed_dict(value: Any) -> Any:
+        if type(value) is not dict:
+            raise TypeError(f"expected an object for {cls.__name__}, got {type(value).__name__}")
+        if not fields:  # resolved on first use, as a dataclass's fields are
+            fields.update(
+                (name, converter(hint)) for name, hint in typing.get_type_hints(cls).items()
+            )
+        return {k: fields[k](v) if k in fields else v for k, v in value.items()}
+
+    return convert_typed_dict
