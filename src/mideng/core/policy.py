@@ -31,6 +31,16 @@ class OnInProgress(str, enum.Enum):
     WAIT = "wait"
 
 
+def _seconds(value: object) -> bool:
+    """Whether ``value`` is a finite positive number of seconds (a bool is not one)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
 @dataclass(frozen=True)
 class Policy:
     lease: float = 60.0
@@ -54,11 +64,17 @@ class Policy:
 
     def __post_init__(self) -> None:
         for name in ("lease", "wait_timeout"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ConfigurationError(f"{name} must be a positive number of seconds: {value!r}")
-        if self.ttl is not None and (not math.isfinite(self.ttl) or self.ttl <= 0):
+            if not _seconds(getattr(self, name)):
+                raise ConfigurationError(
+                    f"{name} must be a positive number of seconds: {getattr(self, name)!r}"
+                )
+        if self.ttl is not None and not _seconds(self.ttl):
             raise ConfigurationError(f"ttl must be positive seconds or None: {self.ttl!r}")
+        # Taken by truth value, "false" or "off" (a setting read from text) would switch a
+        # flag on: fail_open would run bodies unguarded whenever the store is down.
+        for name in ("heartbeat", "fail_open"):
+            if type(getattr(self, name)) is not bool:
+                raise ConfigurationError(f"{name} must be True or False: {getattr(self, name)!r}")
         try:
             object.__setattr__(self, "on_error", OnError(self.on_error))
             object.__setattr__(self, "in_progress", OnInProgress(self.in_progress))
@@ -66,7 +82,8 @@ class Policy:
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from exc
         object.__setattr__(self, "codec", get_codec(self.codec))
-        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+        attempts = self.max_attempts
+        if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
             raise ConfigurationError(f"max_attempts must be an int >= 1: {self.max_attempts!r}")
         limit = self.max_attempts if self.on_error is OnError.RETRY else 0
         object.__setattr__(self, "retry_limit", limit)
