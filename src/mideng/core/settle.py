@@ -11,6 +11,7 @@ duplicates get the same clear error instead of running the body again.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -63,18 +64,41 @@ def returned(policy: Policy, result: Any) -> Settle:
     try:
         data = codec.encode(result)
     except CodecError as exc:
-        return unencodable(policy, exc)
+        return unencodable(policy, exc, result)
     return _settle((COMPLETE, (data, codec.name, policy.ttl), None))
 
 
-def unencodable(policy: Policy, exc: CodecError) -> Settle:
+def unencodable(policy: Policy, exc: CodecError, result: Any = None) -> Settle:
     """``returned``'s step when the codec can't store the result: the failure recorded, the
     codec's error raised. On a task scope (failures retried) the claim is completed with the
     error in place of the result (``UnstoredCodec``): a failed attempt would be granted again,
-    by every store's claim rule, and the body that ran would run again."""
+    by every store's claim rule, and the body that ran would run again.
+
+    A ``result`` that is a coroutine or a generator not yet started (a sync body returning
+    ``charge()`` unawaited, a generator function, an async body missing an ``await``) means
+    the work never ran: recorded, the key would answer CodecError for its whole retention
+    and the work would never run. The claim is released and a ConfigurationError raised."""
+    if _not_started(result):
+        result.close()  # no "never awaited" warning for work that is refused on purpose
+        return Settle(
+            RELEASE,
+            (),
+            ConfigurationError(
+                f"the guarded body returned a {type(result).__name__} that never ran; guard "
+                "an async body with arun() or an async def, and await what it returns"
+            ),
+        )
     if policy.retry_limit:
         return Settle(COMPLETE, (encode_failure(exc), UNSTORED, policy.ttl), exc)
     return Settle(FAIL, (encode_failure(exc), policy.ttl), exc)
+
+
+def _not_started(value: Any) -> bool:
+    if inspect.iscoroutine(value):
+        return inspect.getcoroutinestate(value) == inspect.CORO_CREATED
+    if inspect.isgenerator(value):
+        return inspect.getgeneratorstate(value) == inspect.GEN_CREATED
+    return False
 
 
 def completion(policy: Policy, data: bytes) -> Settle:

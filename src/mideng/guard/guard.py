@@ -302,8 +302,11 @@ class Guard(Operations):
         try:
             data = codec.encode(result)
         except CodecError as exc:
-            await asettle(store, call, ticket, unencodable(p, exc))
-            raise
+            step = unencodable(p, exc, result)
+            await asettle(store, call, ticket, step)
+            if step.error is exc:
+                raise
+            raise (step.error or exc) from exc  # work that never ran: released
         try:
             await store.acomplete(ticket, data, codec.name, p.ttl)
         except IdempotencyError as exc:

@@ -124,8 +124,11 @@ async def _plain_aexecute(
     try:
         data = codec.encode(result)
     except CodecError as exc:
-        await asettle(self.store, call, ticket, unencodable(p, exc))
-        raise
+        step = unencodable(p, exc, result)
+        await asettle(self.store, call, ticket, step)
+        if step.error is exc:
+            raise
+        raise (step.error or exc) from exc  # work that never ran: released
     try:
         await self.store.acomplete(ticket, data, codec.name, p.ttl)
     except IdempotencyError as exc:
@@ -188,8 +191,11 @@ async def adrive(  # noqa: PLR0915 (one frame, as the module's docstring says)
         try:
             data = codec.encode(result)
         except CodecError as exc:
-            await _asettle(self, meter, by_scope, call, ticket, unencodable(p, exc), ended)
-            raise
+            step = unencodable(p, exc, result)
+            await _asettle(self, meter, by_scope, call, ticket, step, ended)
+            if step.error is exc:
+                raise
+            raise (step.error or exc) from exc  # work that never ran: released
         begun = monotonic()
         try:
             await meter.acomplete(store, ticket, data, codec.name, p.ttl)
