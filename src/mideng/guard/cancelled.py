@@ -28,7 +28,6 @@ from mideng.core.flow import Call
 from mideng.core.record import PROCESSING, Ticket
 from mideng.core.settle import Settle
 from mideng.errors import IdempotencyError, LeaseLostError
-from mideng.guard.store_errors import store_error
 from mideng.observability import logs
 
 T = TypeVar("T")
@@ -55,19 +54,6 @@ async def settle_anyway(store: Any, call: Call, ticket: Ticket, step: Settle) ->
         pass  # the cut-short write had landed (or the key was taken over): nothing to do
     except IdempotencyError as exc:
         logs.unsettled(call, asyncio.CancelledError(), exc)
-
-
-async def asettle(store: Any, call: Call, ticket: Ticket, step: Settle) -> None:
-    """``step`` done on the store, or, cancelled, done to its end before the cancellation is
-    raised; a store error goes where every other one goes (``store_error``)."""
-    try:
-        await getattr(store, step.op[1])(ticket, *step.args)
-    except IdempotencyError as exc:
-        if not store_error(call, step, exc):
-            raise
-    except asyncio.CancelledError:
-        await settle_anyway(store, call, ticket, step)
-        raise
 
 
 async def give_back(store: Any, call: Call) -> None:

@@ -17,12 +17,13 @@ from mideng.core.canonical import fingerprint as make_fingerprint
 from mideng.core.flow import RAISE, RETURN, RUN, Call
 from mideng.core.keys import MAX_KEY_LENGTH, KeySpec, check_key, check_scope
 from mideng.core.policy import Policy
-from mideng.core.record import Record, Ticket, blank
-from mideng.core.settle import UNSET, Settle, completion, raised, resolution, returned, unencodable
+from mideng.core.record import Record, blank
+from mideng.core.settle import UNSET, completion, raised, resolution, returned, unencodable
 from mideng.errors import CodecError, ConfigurationError, IdempotencyError
+from mideng.guard.again import asettle, asettle_failed, settle
 from mideng.guard.aheartbeat import renew_store
 from mideng.guard.bodies import LIMIT, learn
-from mideng.guard.cancelled import asettle, give_back, settle_anyway
+from mideng.guard.cancelled import give_back, settle_anyway
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.operations import Operations
@@ -309,9 +310,8 @@ class Guard(Operations):
             raise (step.error or exc) from exc  # work that never ran: released
         try:
             await store.acomplete(ticket, data, codec.name, p.ttl)
-        except IdempotencyError as exc:
-            if not store_error(call, completion(p, data), exc):
-                raise
+        except IdempotencyError as exc:  # made again while the lease holds (guard.again)
+            await asettle_failed(store, call, ticket, completion(p, data), exc)
         except asyncio.CancelledError:  # the body ran: released or left, it would run again
             await settle_anyway(store, call, ticket, completion(p, data))
             raise
@@ -337,21 +337,14 @@ class Guard(Operations):
             result = fn(*args, **kwargs)
         except BaseException as exc:
             stop()
-            self._settle(call, ticket, raised(p, exc))
+            settle(self.store, call, ticket, raised(p, exc))
             raise
         stop()
         step = returned(p, result)
-        self._settle(call, ticket, step)
+        settle(self.store, call, ticket, step)
         if step.error is not None:
             raise step.error
         return result
-
-    def _settle(self, call: Call, ticket: Ticket, step: Settle) -> None:
-        try:
-            getattr(self.store, step.op[0])(ticket, *step.args)
-        except IdempotencyError as exc:
-            if not store_error(call, step, exc):
-                raise
 
     def log_duplicate(self, call: Call) -> None:
         logs.duplicate(call)

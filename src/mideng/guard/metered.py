@@ -34,8 +34,9 @@ from mideng.core.flow import RAISE, RETURN, RUN, Call
 from mideng.core.record import Claim, Ticket
 from mideng.core.settle import Settle, completion, raised, returned, unencodable
 from mideng.errors import CodecError, IdempotencyError
+from mideng.guard.again import asettle, asettle_again, asettle_failed, settle_again
 from mideng.guard.aheartbeat import renew_store
-from mideng.guard.cancelled import asettle, give_back, settle_anyway
+from mideng.guard.cancelled import give_back, settle_anyway
 from mideng.guard.guard import Guard, _no_heartbeat
 from mideng.guard.store_errors import store_error
 from mideng.observability import instrument, logs, watch
@@ -131,9 +132,8 @@ async def _plain_aexecute(
         raise (step.error or exc) from exc  # work that never ran: released
     try:
         await self.store.acomplete(ticket, data, codec.name, p.ttl)
-    except IdempotencyError as exc:
-        if not store_error(call, completion(p, data), exc):
-            raise
+    except IdempotencyError as exc:  # made again while the lease holds (guard.again)
+        await asettle_failed(self.store, call, ticket, completion(p, data), exc)
     except asyncio.CancelledError:  # as in Guard.adrive: the body ran
         await settle_anyway(self.store, call, ticket, completion(p, data))
         raise
@@ -200,8 +200,9 @@ async def adrive(  # noqa: PLR0915 (one frame, as the module's docstring says)
         try:
             await meter.acomplete(store, ticket, data, codec.name, p.ttl)
         except IdempotencyError as exc:
-            if not _unsettled(meter, call, ticket, completion(p, data), ended, exc):
-                raise
+            step = completion(p, data)
+            left = await asettle_again(store, call, ticket, step, exc)
+            _stands(meter, call, ticket, step, ended, exc, left)
             return result
         except asyncio.CancelledError:  # as in Guard.adrive: the body ran
             await settle_anyway(store, call, ticket, completion(p, data))
@@ -258,6 +259,24 @@ def _unsettled(
     return store_error(call, step, exc)
 
 
+def _stands(
+    meter: Any,
+    call: Call,
+    ticket: Ticket,
+    step: Settle,
+    acquired: float,
+    exc: IdempotencyError,
+    left: IdempotencyError | None,
+) -> None:
+    """After a settling write the store failed with ``exc`` and that was made again
+    (``guard.again``): ``left``, the error that stands (None: made), is counted and raised
+    unless the call goes on with it."""
+    if left is not None and not _unsettled(meter, call, ticket, step, acquired, left):
+        if left is exc:
+            raise exc
+        raise left from exc
+
+
 def _execute(
     self: Guard,
     meter: Any,
@@ -292,8 +311,8 @@ def _execute(
     try:
         getattr(meter, name)(self.store, ticket, *step.args)
     except IdempotencyError as exc:
-        if not _unsettled(meter, call, ticket, step, acquired, exc):
-            raise
+        left = settle_again(self.store, call, ticket, step, exc)
+        _stands(meter, call, ticket, step, acquired, exc, left)
     else:
         ended = monotonic()
         try:
@@ -320,8 +339,8 @@ def _settle(
     try:
         getattr(meter, step.op[0])(self.store, ticket, *step.args)
     except IdempotencyError as exc:
-        if not _unsettled(meter, call, ticket, step, acquired, exc):
-            raise
+        left = settle_again(self.store, call, ticket, step, exc)
+        _stands(meter, call, ticket, step, acquired, exc, left)
         return
     _settled(meter, by_scope, step.op[0], ticket.scope, begun, acquired)
 
@@ -339,8 +358,8 @@ async def _asettle(
     try:
         await getattr(meter, step.op[1])(self.store, ticket, *step.args)
     except IdempotencyError as exc:
-        if not _unsettled(meter, call, ticket, step, acquired, exc):
-            raise
+        left = await asettle_again(self.store, call, ticket, step, exc)
+        _stands(meter, call, ticket, step, acquired, exc, left)
         return
     except asyncio.CancelledError:  # as in Guard.adrive: done to its end, then raised
         await settle_anyway(self.store, call, ticket, step)

@@ -107,6 +107,19 @@ def unsettled(call: CallLike, exc: BaseException, store_exc: IdempotencyError) -
 
 
 @contained
+def settled_again(call: CallLike, op: str, tries: int) -> None:
+    """A settling write the store failed once was made again (its body ran once)."""
+    log.warning(
+        "mideng: %s of %s:%s made on try %d after the store failed it",
+        op,
+        call.scope,
+        call.key,
+        tries + 1,
+        extra=fields(call.scope, call.key, "settled_again", call.request_id),
+    )
+
+
+@contained
 def rollback_failed(exc: Exception) -> None:
     log.warning("mideng could not roll back the transactional block: %s", exc, extra=fields())
 
