@@ -125,9 +125,15 @@ def idempotent_task(
                 # Held elsewhere: this delivery goes back; one more retry is always allowed,
                 # since a holder's lease ends (renewed while it lives, taken over once dead).
                 countdown = max(min(exc.retry_after or in_flight_delay, in_flight_delay), MIN_DELAY)
-                raise task.retry(
-                    exc=exc, countdown=countdown, max_retries=task.request.retries + 1
-                ) from exc
+                try:
+                    raise task.retry(
+                        exc=exc, countdown=countdown, max_retries=task.request.retries + 1
+                    ) from exc
+                finally:
+                    # Celery keeps that max_retries on the task object, which every delivery
+                    # of this process shares, and autoretry_for takes it for the next body
+                    # error, whichever delivery that is: its limit would be this one's.
+                    vars(task).pop("override_max_retries", None)
 
         # Not functools.wraps: Celery would read fn's signature through __wrapped__ and check
         # the bound task's arguments against it minus its first parameter. The signature it
