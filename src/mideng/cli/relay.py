@@ -78,6 +78,19 @@ def relay(
         raise click.UsageError(str(exc)) from exc
 
     async def main() -> int:
+        try:
+            await worker.start()
+        except BaseException as exc:
+            # What start opened (the database's pool, a client half connected) is closed
+            # before the error is reported, as ``async with`` would not: it never entered.
+            with contextlib.suppress(Exception):
+                await worker.close()
+            if isinstance(exc, (ValueError, TypeError)):
+                # A client refusing a part of its URL (an option it does not take).
+                raise click.UsageError(f"a URL was refused: {_error(exc)}") from exc
+            if isinstance(exc, Exception) and not isinstance(exc, IdempotencyError):
+                raise click.ClickException(f"the relay could not start: {_error(exc)}") from exc
+            raise
         async with worker:
             if once:
                 total = await worker.run_once()
@@ -93,6 +106,19 @@ def relay(
 
     try:
         code = asyncio.run(main())
+    except click.ClickException:
+        raise
     except IdempotencyError as exc:
         raise click.ClickException(str(exc)) from exc
+    except Exception as exc:
+        # ``--once`` meeting a database or broker that went away mid-run: the same one line
+        # and exit 1 as at start (a long-running relay logs such errors and goes on).
+        raise click.ClickException(f"the relay stopped: {_error(exc)}") from exc
     raise SystemExit(code)
+
+
+def _error(exc: BaseException) -> str:
+    """An error as one line: drivers' messages run over several (SQLAlchemy adds the SQL and a
+    link); the first says what failed. No URL is added, as it may hold a password."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -36,10 +36,14 @@ class KafkaPublisher:
         self._producer: Any = None
 
     async def start(self) -> None:
-        self._producer = self._aiokafka.AIOKafkaProducer(
-            bootstrap_servers=self.servers, **self.options
-        )
-        await self._producer.start()
+        producer = self._aiokafka.AIOKafkaProducer(bootstrap_servers=self.servers, **self.options)
+        try:
+            await producer.start()
+        except BaseException:
+            # A producer that could not bootstrap still holds its client's tasks and sockets.
+            await producer.stop()
+            raise
+        self._producer = producer
 
     async def publish(self, message: Outgoing) -> None:
         await self._producer.send_and_wait(
