@@ -9,6 +9,9 @@ the same run, and what reaching a layer in FastAPI's stack costs.
 - "a layer that answers at once": installed where the middleware is (``add_middleware``), it
   sends a fixed 201 without calling the endpoint: FastAPI's own layers around the middleware
   and this benchmark's request, which every replay pays before the middleware runs.
+- "a lean layer of mideng's parts" (bench/http_lean.py): the parts mideng's middleware calls on
+  a first request, called in one coroutine with no structure around them (first requests
+  only): what the guarantees' parts cost, apart from how the middleware is built.
 - "a raw ASGI application": the endpoint's answer sent by a bare ASGI function, with mideng's
   middleware (memory store) and the minimal layer around it: each layer's own cost, apart from
   FastAPI's (whose code running between the layer's parts slows them on a small CPU cache).
@@ -111,17 +114,22 @@ def floor_cases(
     minimal.add_middleware(MinimalIdempotency)
     answering = endpoint_app()
     answering.add_middleware(AnswersAtOnce)
+    from http_lean import LeanLayer
     from mideng import Guard
     from mideng.http.asgi import IdempotencyMiddleware
     from mideng.stores.memory import MemoryStore
 
     around = IdempotencyMiddleware(raw_app, guard=Guard(MemoryStore()))
+    lean = endpoint_app()
+    lean.add_middleware(LeanLayer)
     return [
         *middleware_cases(minimal, "a hand-written minimal layer"),
+        middleware_cases(lean, "a lean layer of mideng's parts")[0],
         ("a layer that answers at once", requests(answering, lambda n: None)),
         ("a raw ASGI application", requests(raw_app, lambda n: None)),
         *middleware_cases(around, "mideng + memory store around it"),
         *middleware_cases(MinimalIdempotency(raw_app), "the minimal layer around it"),
+        middleware_cases(LeanLayer(raw_app), "the lean layer around it")[0],
     ]
 
 
@@ -132,11 +140,13 @@ def floor_lines(m: dict[str, float]) -> list[str]:
     low_replay = m["a hand-written minimal layer, replay"]
     reach = m["a layer that answers at once"]
     bare = m["bare endpoint"]
+    lean = m["a lean layer of mideng's parts, first request"]
     return [
         "",
         f"Over the bare endpoint, first requests: mideng adds {first - bare:.1f} µs, the "
         f"hand-written minimal layer {low_first - bare:.1f} µs ({first / low_first:.2f}x its "
-        f"time). Replays, past the {reach:.1f} µs of reaching the layer: mideng "
+        f"time), the lean layer of mideng's parts {lean - bare:.1f} µs ({lean / bare:.2f}x the "
+        f"bare endpoint). Replays, past the {reach:.1f} µs of reaching the layer: mideng "
         f"{replay - reach:.1f} µs, the minimal layer {low_replay - reach:.1f} µs.",
         "",
         own_lines(m),
@@ -150,8 +160,10 @@ def own_lines(m: dict[str, float]) -> str:
     mw_replay = m["mideng + memory store around it, replay"] - raw
     low_first = m["the minimal layer around it, first request"] - raw
     low_replay = m["the minimal layer around it, replay"] - raw
+    lean_first = m["the lean layer around it, first request"] - raw
     return (
         f"Around a raw ASGI application ({raw:.1f} µs), each layer's own cost: mideng "
         f"{mw_first:.1f} µs a first request, {mw_replay:.1f} µs a replay; the minimal layer "
-        f"{low_first:.1f} µs and {low_replay:.1f} µs."
+        f"{low_first:.1f} µs and {low_replay:.1f} µs; the lean layer of mideng's parts "
+        f"{lean_first:.1f} µs a first request."
     )
