@@ -85,16 +85,6 @@ async def test_a_see_other_after_the_work_is_stored_and_replayed() -> None:
     assert runs == [1]
 
 
-@pytest.mark.parametrize("status", [307, 308])
-def test_a_same_method_redirect_reaches_the_client_and_is_not_stored(status: int) -> None:
-    runs: list[int] = []
-    app = middleware(counting(runs, status))
-    first, second = run(call(app)), run(call(app))
-    assert first.status == second.status == status
-    assert "idempotent-replayed" not in second.headers
-    assert runs == [1, 1]
-
-
 def test_store_status_can_still_store_them() -> None:
     runs: list[int] = []
     app: Any = middleware(counting(runs, 307), store_status=lambda status: status < 500)
