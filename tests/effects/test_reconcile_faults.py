@@ -123,7 +123,9 @@ def test_areconcile_forever_outlives_a_failed_pass() -> None:
     assert runs == ["o1", "o1"]
 
 
-def test_a_failed_clear_leaves_the_other_operations_reconciled(some: Opened) -> None:
+def _boxed(some: Opened) -> tuple[Any, Guard, list[str]]:
+    """An operation left released (deliver's o1) and one completed whose kept steps stayed
+    behind (box's b1: the drop failed once); the store, the guard and deliver's runs."""
     store: Any = some.store
     guard, scope = Guard(store, lease=30), f"deliver-{uuid.uuid4().hex[:6]}"
     _, runs = _unfinished(guard, scope)
@@ -136,10 +138,15 @@ def test_a_failed_clear_leaves_the_other_operations_reconciled(some: Opened) -> 
     def box(order: str) -> str:
         return pack(order)
 
-    # box completes but its kept steps stay behind (the drop failed), then the next drop fails
-    # again in reconcile's pass: deliver's reconciling must not be lost to it.
     _failing_once(store, "clear_steps")
     assert box("b1") == "packed b1"
+    return store, guard, runs
+
+
+def test_a_failed_clear_leaves_the_other_operations_reconciled(some: Opened) -> None:
+    store, guard, runs = _boxed(some)
+    # box completes but its kept steps stay behind (the drop failed), then the next drop fails
+    # again in reconcile's pass: deliver's reconciling must not be lost to it.
     _failing_once(store, "clear_steps")
     report = {r.key: r.outcome for r in guard.reconcile()}
     assert report == {"b1": "failed", "o1": "finished"}
@@ -149,20 +156,7 @@ def test_a_failed_clear_leaves_the_other_operations_reconciled(some: Opened) -> 
 
 
 def test_areconcile_twin_of_a_failed_clear(some: Opened) -> None:
-    store: Any = some.store
-    guard, scope = Guard(store, lease=30), f"deliver-{uuid.uuid4().hex[:6]}"
-    _, runs = _unfinished(guard, scope)
-
-    @guard.step("pack")
-    def pack(order: str) -> str:
-        return f"packed {order}"
-
-    @guard.operation(f"{scope}-b", key="{order}")
-    def box(order: str) -> str:
-        return pack(order)
-
-    _failing_once(store, "clear_steps")
-    assert box("b1") == "packed b1"
+    store, guard, runs = _boxed(some)
 
     async def scenario() -> dict[str, str]:
         _failing_once(store, "aclear_steps")
