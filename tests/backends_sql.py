@@ -23,6 +23,24 @@ def drop_table(url: str, table: str) -> None:
         engine.dispose()
 
 
+def hold_row(url: str, table: str, key: str) -> tuple[Any, Any, Any]:
+    """Another session inserts ``key`` into the store's ``table`` and keeps its transaction
+    open (it holds the row lock); its engine, connection and transaction, to roll back."""
+    from sqlalchemy import create_engine
+
+    engine = create_engine(
+        SQLStore.from_url(url, table=table, create_schema=False).config.sqlalchemy_url()
+    )
+    conn = engine.connect()
+    trans = conn.begin()
+    k = "`key`" if engine.dialect.name in ("mysql", "mariadb") else "key"
+    conn.exec_driver_sql(
+        f"INSERT INTO {table} (scope, {k}, status, fence, owner, created_at, updated_at) "
+        f"VALUES ('pay', '{key}', 'processing', 1, 'other', 0, 0)"
+    )
+    return engine, conn, trans
+
+
 def open_sql(url: str, ctx: Ctx, **options: Any) -> Opened:
     table = f"mideng_t_{ctx.suffix}"
     ctx.cleanups.append(lambda: drop_table(url, table))

@@ -18,7 +18,7 @@ import pytest
 from mideng.core.record import ClaimRequest
 from mideng.errors import StoreUnavailableError
 from mideng.stores.sql import SQLStore
-from tests.backends_sql import drop_table
+from tests.backends_sql import drop_table, hold_row
 from tests.services import MYSQL_URL, POSTGRES_URL, need
 
 SERVERS = {"postgresql": POSTGRES_URL, "mysql": MYSQL_URL}
@@ -41,25 +41,9 @@ def req(key: str) -> ClaimRequest:
     return ClaimRequest("pay", key, uuid.uuid4().hex, 30.0, 3600.0)
 
 
-def _hold_row(family: str, table: str, key: str) -> tuple[Any, Any, Any]:
-    """Another session inserts the key and keeps its transaction open (holds the row lock)."""
-    from sqlalchemy import create_engine
-
-    store = SQLStore.from_url(SERVERS[family], table=table, create_schema=False)
-    engine = create_engine(store.config.sqlalchemy_url())
-    conn = engine.connect()
-    trans = conn.begin()
-    k = "`key`" if family == "mysql" else "key"
-    conn.exec_driver_sql(
-        f"INSERT INTO {table} (scope, {k}, status, fence, owner, created_at, updated_at) "
-        f"VALUES ('pay', '{key}', 'processing', 1, 'other', 0, 0)"
-    )
-    return engine, conn, trans
-
-
 def test_async_lock_wait_timeout_is_store_unavailable(family: str, table: str) -> None:
     store = SQLStore.from_url(SERVERS[family], table=table, statement_timeout=1.0)
-    holder, conn, trans = _hold_row(family, table, "locked")
+    holder, conn, trans = hold_row(SERVERS[family], table, "locked")
 
     async def main() -> None:
         try:

@@ -23,7 +23,7 @@ from mideng.errors import ConfigurationError, LeaseLostError, StoreUnavailableEr
 from mideng.stores.registry import open_store
 from mideng.stores.sql import SQLStore
 from mideng.stores.sql.claims import ClaimOrder
-from tests.backends_sql import drop_table
+from tests.backends_sql import drop_table, hold_row
 from tests.services import MYSQL_URL, POSTGRES_URL, need
 
 SERVERS = {"postgresql": POSTGRES_URL, "mysql": MYSQL_URL}
@@ -384,24 +384,9 @@ def test_unresolved_lists_stuck_and_unknown_records(family: str, table: str) -> 
 
 
 # -- failing fast -------------------------------------------------------------------------
-def _hold_row(family: str, table: str, key: str) -> tuple[Any, Any, Any]:
-    """Another session inserts the key and keeps its transaction open (holds the row lock)."""
-    from sqlalchemy import create_engine
-
-    engine = create_engine(_store(family, table, create_schema=False).config.sqlalchemy_url())
-    conn = engine.connect()
-    trans = conn.begin()
-    k = "`key`" if family == "mysql" else "key"
-    conn.exec_driver_sql(
-        f"INSERT INTO {table} (scope, {k}, status, fence, owner, created_at, updated_at) "
-        f"VALUES ('pay', '{key}', 'processing', 1, 'other', 0, 0)"
-    )
-    return engine, conn, trans
-
-
 def test_a_hung_statement_fails_fast_as_store_unavailable(family: str, table: str) -> None:
     store = _store(family, table, statement_timeout=0.5)
-    holder, conn, trans = _hold_row(family, table, "locked")
+    holder, conn, trans = hold_row(SERVERS[family], table, "locked")
     try:
         with pytest.raises(StoreUnavailableError) as caught:
             store.claim(req("locked"))
