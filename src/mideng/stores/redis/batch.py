@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from mideng.core.record import Claim, ClaimRequest
 from mideng.errors import LeaseLostError
-from mideng.stores.batch import Completed, Completion
+from mideng.stores.batch import Completed, Completion, placed, rounds
 from mideng.stores.redis.commands import Command
 from mideng.stores.redis.direct import pack
 
@@ -192,6 +192,11 @@ def claim_many(store: Any, reqs: Sequence[ClaimRequest]) -> list[Claim]:
 def complete_many(store: Any, items: Sequence[Completion]) -> list[Completed]:
     if not items:
         return []
+    # A key's repeats would run in the order of their terms' groups, not the batch's.
+    parts = rounds(items)
+    if parts is not None:
+        answers = [complete_many(store, [items[i] for i in p]) for p in parts]
+        return placed(len(items), parts, answers)
     parts, commands = _completion_commands(store, items)
     return _scatter(len(items), parts, run_many(store, commands))
 
@@ -206,5 +211,9 @@ async def aclaim_many(store: Any, reqs: Sequence[ClaimRequest]) -> list[Claim]:
 async def acomplete_many(store: Any, items: Sequence[Completion]) -> list[Completed]:
     if not items:
         return []
+    parts = rounds(items)
+    if parts is not None:
+        answers = [await acomplete_many(store, [items[i] for i in p]) for p in parts]
+        return placed(len(items), parts, answers)
     parts, commands = _completion_commands(store, items)
     return _scatter(len(items), parts, await arun_many(store, commands))

@@ -31,7 +31,7 @@ from mideng.core.record import ACQUIRED, SUCCEEDED, Claim, ClaimRequest, Record
 from mideng.db.statements import Op, Sql, Stmt
 from mideng.errors import LeaseLostError
 from mideng.stores.base import lease_lost
-from mideng.stores.batch import Completed, Completion
+from mideng.stores.batch import Completed, Completion, placed, rounds
 from mideng.stores.sql.ops import claim, claim_params, clipped, complete
 from mideng.stores.sql.statements import _MYSQL_STAMP, _MYSQL_STAMPED, Statements
 
@@ -233,6 +233,15 @@ def complete_many(
     """Each completion's record, or its LeaseLostError; ``known``: each claim's own row."""
     if s.kind != "postgresql" and not s.mysql:  # SQLite's statements: one update each
         return (yield from _each(s, items, known))
+    # One statement can't complete a row twice, nor answer which of a key's items it used.
+    parts = rounds(items)
+    if parts is not None:
+        answers = []
+        for p in parts:
+            answers.append(
+                (yield from complete_many(s, [items[i] for i in p], [known[i] for i in p]))
+            )
+        return placed(len(items), parts, answers)
     # Rows in one order for every batch, as for the claims (a zombie's batch may overlap).
     ordered = sorted(range(len(items)), key=lambda i: (items[i].ticket.scope, items[i].ticket.key))
     rows = [
