@@ -14,9 +14,9 @@ committed up to it, the partition is rewound to it and paused for the verdict's 
 records after it were already decided and come back as duplicates, acked without running.
 
 A revoked partition is never committed by its old owner after the revocation: the rebalance
-waits (``on_partitions_revoked``) for the batch in hand to be committed, and a batch whose
-partition is no longer assigned when its turn comes is abandoned, uncommitted, for the new
-owner to read again.
+waits (``on_partitions_revoked``) for the batch in hand to be committed, and a batch fetched
+before a revocation is abandoned when its turn comes, uncommitted, for the new owner to read
+again.
 
 A stop is bounded: ``stop`` cuts short the join (which waits for the group's first
 assignment) and a fetch at once, and gives a commit in hand and the group leave
@@ -134,9 +134,7 @@ async def consume(
         started.result()  # a broker that cannot be reached raises here
         while not stop.is_set():
             member.resume_due()
-            fetch = await _until_stopped(
-                client.getmany(timeout_ms=int(poll_timeout * 1000), max_records=batch), stop, 0.0
-            )
+            fetch = await _until_stopped(member.fetch(batch, poll_timeout), stop, 0.0)
             if fetch is None:
                 break
             for partition, records in fetch.result().items():
@@ -224,6 +222,8 @@ class _Member:
         self.producer: Any = None
         self.busy = asyncio.Lock()
         self.paused: dict[Any, float] = {}
+        #: Revocations so far, and how many there had been when the last fetch returned.
+        self.revocations = self.fetched_at = 0
 
     def listener(self, aiokafka: Any) -> Any:
         member = self
@@ -232,6 +232,7 @@ class _Member:
             async def on_partitions_revoked(self, revoked: Any) -> None:
                 # The batch in hand commits while the partition is still ours.
                 async with member.busy:
+                    member.revocations += 1
                     for partition in revoked:
                         member.paused.pop(partition, None)
 
@@ -248,10 +249,24 @@ class _Member:
                 if partition in self.client.assignment():
                     self.client.resume(partition)
 
+    async def fetch(self, batch: int, poll_timeout: float) -> dict[Any, Any]:
+        # Noted before the fetch: a revocation while it waits counts against its batches too
+        # (they may hold records of the assignment it ended).
+        self.fetched_at = self.revocations
+        records: dict[Any, Any] = await self.client.getmany(
+            timeout_ms=int(poll_timeout * 1000), max_records=batch
+        )
+        return records
+
     async def process(self, partition: Any, records: Sequence[Any]) -> None:
         async with self.busy:
-            if partition not in self.client.assignment() or partition in self.paused:
-                return  # revoked (the new owner reads it again) or rewound meanwhile
+            # aiokafka keeps the old assignment from a revocation until the new one arrives:
+            # a batch fetched before the revocation is abandoned even while its partition
+            # still looks assigned (the new owner, maybe this member afresh, reads it again).
+            if self.revocations != self.fetched_at or partition not in self.client.assignment():
+                return
+            if partition in self.paused:
+                return  # rewound meanwhile
             messages = [message_of(record) for record in records]
             try:
                 if len(messages) == 1:
