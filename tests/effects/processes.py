@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -9,7 +10,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+from mideng.errors import StoreUnavailableError
 from tests.backends import Ctx, Opened, by_name
 from tests.services import need
 
@@ -24,6 +27,33 @@ def open_backend(name: str, ctx: Ctx) -> Iterator[Opened]:
     opened = backend.make(ctx)
     yield opened
     opened.store.close()
+
+
+def failing_once(store: Any, name: str) -> list[int]:
+    """Make ``store.<name>`` (sync or async) raise StoreUnavailableError on its next call
+    only; the calls it sees are counted in the list returned."""
+    calls: list[int] = []
+    real = getattr(store, name)
+
+    if asyncio.iscoroutinefunction(real):
+
+        async def aonce(*args: Any) -> Any:
+            calls.append(1)
+            if len(calls) == 1:
+                raise StoreUnavailableError(f"{name} failed once")
+            return await real(*args)
+
+        setattr(store, name, aonce)
+    else:
+
+        def once(*args: Any) -> Any:
+            calls.append(1)
+            if len(calls) == 1:
+                raise StoreUnavailableError(f"{name} failed once")
+            return real(*args)
+
+        setattr(store, name, once)
+    return calls
 
 
 def start(

@@ -17,27 +17,12 @@ from mideng import Guard, Status
 from mideng.errors import StoreUnavailableError
 from mideng.stores.steps import StepStore
 from tests.backends import Ctx, Opened
-from tests.effects.processes import open_backend
+from tests.effects.processes import failing_once, open_backend
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgresql", "redis"])
 def some(request: pytest.FixtureRequest, ctx: Ctx) -> Iterator[Opened]:
     yield from open_backend(request.param, ctx)
-
-
-def _failing_once(store: Any, name: str) -> list[int]:
-    """Make ``store.<name>`` raise StoreUnavailableError on its next call only."""
-    calls: list[int] = []
-    real = getattr(store, name)
-
-    def once(*args: Any) -> Any:
-        calls.append(1)
-        if len(calls) == 1:
-            raise StoreUnavailableError(f"{name} failed once")
-        return real(*args)
-
-    setattr(store, name, once)
-    return calls
 
 
 def test_async_pending_reconcile_and_stale(some: Opened) -> None:
@@ -108,21 +93,21 @@ def test_a_store_failure_at_each_own_write_never_runs_a_step_twice(some: Opened)
         return mark_paid(order)
 
     # The arguments and resume read fail: nothing ran, and the retry runs it.
-    _failing_once(store, "begin_steps")
+    failing_once(store, "begin_steps")
     with pytest.raises(StoreUnavailableError):
         pay("o1")
     assert runs == []
     assert pay("o1") == "paid"
     # The step's record fails: the step ran, and runs again on the retry. This is the case the
     # step's downstream key is for: the remote side sees the same key twice.
-    _failing_once(store, "record_step")
+    failing_once(store, "record_step")
     with pytest.raises(StoreUnavailableError):
         pay("o2")
     assert pay("o2") == "paid"
     assert runs == ["mark_paid:o1", "mark_paid:o2", "mark_paid:o2"]
     # The drop of the kept steps fails after the record completed: the caller still gets its
     # result, duplicates replay it, and reconcile clears what was left.
-    _failing_once(store, "clear_steps")
+    failing_once(store, "clear_steps")
     assert pay("o3") == "paid"
     assert pay("o3") == "paid"
     assert guard.pending() == []
@@ -179,21 +164,6 @@ def test_an_async_transactional_step_commits_with_its_writes(postgres: Opened, c
     assert asyncio.run(scenario()) == 1
 
 
-def _afailing_once(store: Any, name: str) -> list[int]:
-    """Make the async ``store.<name>`` raise StoreUnavailableError on its next call only."""
-    calls: list[int] = []
-    real = getattr(store, name)
-
-    async def once(*args: Any) -> Any:
-        calls.append(1)
-        if len(calls) == 1:
-            raise StoreUnavailableError(f"{name} failed once")
-        return await real(*args)
-
-    setattr(store, name, once)
-    return calls
-
-
 def test_an_async_store_failure_at_each_own_write_never_runs_a_step_twice(some: Opened) -> None:
     store: Any = some.store
     guard, scope = Guard(store, lease=30), f"apay-{uuid.uuid4().hex[:6]}"
@@ -210,16 +180,16 @@ def test_an_async_store_failure_at_each_own_write_never_runs_a_step_twice(some: 
 
     async def scenario() -> None:
         try:
-            _afailing_once(store, "abegin_steps")
+            failing_once(store, "abegin_steps")
             with pytest.raises(StoreUnavailableError):
                 await pay("o1")
             assert runs == []
             assert await pay("o1") == "paid"
-            _afailing_once(store, "arecord_step")
+            failing_once(store, "arecord_step")
             with pytest.raises(StoreUnavailableError):
                 await pay("o2")
             assert await pay("o2") == "paid"
-            _afailing_once(store, "aclear_steps")
+            failing_once(store, "aclear_steps")
             assert await pay("o3") == "paid"
             assert await pay("o3") == "paid"
             assert await guard.apending() == []

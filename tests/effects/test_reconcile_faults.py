@@ -14,10 +14,9 @@ import pytest
 
 from mideng import Guard, Status
 from mideng.effects import areconcile_forever, reconcile_forever
-from mideng.errors import StoreUnavailableError
 from mideng.stores.memory import MemoryStore
 from tests.backends import Ctx, Opened
-from tests.effects.processes import open_backend, until
+from tests.effects.processes import failing_once, open_backend, until
 
 
 class Down(Exception):
@@ -27,32 +26,6 @@ class Down(Exception):
 @pytest.fixture(params=["memory", "sqlite", "postgresql", "redis"])
 def some(request: pytest.FixtureRequest, ctx: Ctx) -> Iterator[Opened]:
     yield from open_backend(request.param, ctx)
-
-
-def _failing_once(store: Any, name: str) -> list[int]:
-    """Make ``store.<name>`` (sync or async) raise StoreUnavailableError on its next call."""
-    calls: list[int] = []
-    real = getattr(store, name)
-
-    if asyncio.iscoroutinefunction(real):
-
-        async def aonce(*args: Any) -> Any:
-            calls.append(1)
-            if len(calls) == 1:
-                raise StoreUnavailableError(f"{name} failed once")
-            return await real(*args)
-
-        setattr(store, name, aonce)
-    else:
-
-        def once(*args: Any) -> Any:
-            calls.append(1)
-            if len(calls) == 1:
-                raise StoreUnavailableError(f"{name} failed once")
-            return real(*args)
-
-        setattr(store, name, once)
-    return calls
 
 
 def _unfinished(guard: Guard, scope: str) -> tuple[Any, list[str]]:
@@ -81,7 +54,7 @@ def test_reconcile_forever_outlives_a_failed_pass() -> None:
     store = MemoryStore()
     guard, scope = Guard(store, lease=30), f"deliver-{uuid.uuid4().hex[:6]}"
     _, runs = _unfinished(guard, scope)
-    failed = _failing_once(store, "operations")
+    failed = failing_once(store, "operations")
     stop = threading.Event()
     worker = threading.Thread(target=reconcile_forever, args=(guard, 0.01), kwargs={"stop": stop})
     worker.start()
@@ -101,7 +74,7 @@ def test_areconcile_forever_outlives_a_failed_pass() -> None:
     store = MemoryStore()
     guard, scope = Guard(store, lease=30), f"deliver-{uuid.uuid4().hex[:6]}"
     _, runs = _unfinished(guard, scope)
-    failed = _failing_once(store, "aoperations")
+    failed = failing_once(store, "aoperations")
 
     async def scenario() -> None:
         loop = asyncio.create_task(areconcile_forever(guard, 0.01))
@@ -138,7 +111,7 @@ def _boxed(some: Opened) -> tuple[Any, Guard, list[str]]:
     def box(order: str) -> str:
         return pack(order)
 
-    _failing_once(store, "clear_steps")
+    failing_once(store, "clear_steps")
     assert box("b1") == "packed b1"
     return store, guard, runs
 
@@ -147,7 +120,7 @@ def test_a_failed_clear_leaves_the_other_operations_reconciled(some: Opened) -> 
     store, guard, runs = _boxed(some)
     # box completes but its kept steps stay behind (the drop failed), then the next drop fails
     # again in reconcile's pass: deliver's reconciling must not be lost to it.
-    _failing_once(store, "clear_steps")
+    failing_once(store, "clear_steps")
     report = {r.key: r.outcome for r in guard.reconcile()}
     assert report == {"b1": "failed", "o1": "finished"}
     assert runs == ["o1", "o1"]
@@ -159,7 +132,7 @@ def test_areconcile_twin_of_a_failed_clear(some: Opened) -> None:
     store, guard, runs = _boxed(some)
 
     async def scenario() -> dict[str, str]:
-        _failing_once(store, "aclear_steps")
+        failing_once(store, "aclear_steps")
         try:
             return {r.key: r.outcome for r in await guard.areconcile()}
         finally:
