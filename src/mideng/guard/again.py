@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from mideng.core.flow import Call
@@ -39,12 +40,19 @@ FIRST_PAUSE = 0.05
 WINDOW = 1.0
 
 
-def _tried_again(call: Call, exc: IdempotencyError) -> float | None:
-    """How long the write may be tried again, within what is left of its lease (a third of
-    it at least), or None: not at all."""
+def _pauses(call: Call, exc: IdempotencyError) -> Iterator[float]:
+    """The pause before each try of a write the store failed with ``exc``: FIRST_PAUSE,
+    doubling, while a try still starts within ``WINDOW`` and a third of the lease (at least
+    that much of it was left); none for an answer that is not an outage, or under
+    ``fail_open``. Every try but the last failed with StoreUnavailableError (any other
+    outcome ends the loop that asks)."""
     if not isinstance(exc, StoreUnavailableError) or call.policy.fail_open:
-        return None
-    return min(float(call.lease) / 3, WINDOW)
+        return
+    window = min(float(call.lease) / 3, WINDOW)
+    deadline, pause = time.monotonic() + window, FIRST_PAUSE
+    while time.monotonic() + pause < deadline:
+        yield pause
+        pause = min(pause * 2, window / 4)
 
 
 def _landed(record: Record | None, ticket: Ticket, step: Settle) -> bool:
@@ -65,24 +73,18 @@ def settle_again(
 ) -> IdempotencyError | None:
     """``step``'s write, which failed with ``exc``, made again while the lease holds. None:
     it is made (now, or by the try that failed); else the error that stands."""
-    window = _tried_again(call, exc)
-    if window is None:
-        return exc
-    deadline, pause, tries = time.monotonic() + window, FIRST_PAUSE, 0
-    while time.monotonic() + pause < deadline:
+    for tries, pause in enumerate(_pauses(call, exc), 1):
         time.sleep(pause)
-        tries += 1
         try:
             getattr(store, step.op[0])(ticket, *step.args)
         except LeaseLostError as lost:
             try:
-                landed = _landed(store.get(ticket.scope, ticket.key), ticket, step)
+                if not _landed(store.get(ticket.scope, ticket.key), ticket, step):
+                    return lost
             except IdempotencyError:
                 return lost
-            if not landed:
-                return lost
         except StoreUnavailableError as again:
-            exc, pause = again, min(pause * 2, window / 4)
+            exc = again
             continue
         logs.settled_again(call, step.op[0], tries)
         return None
@@ -94,25 +96,19 @@ async def asettle_again(
 ) -> IdempotencyError | None:
     """``settle_again`` on the event loop. Cancelled meanwhile, the write is done to its end
     (``settle_anyway``) before the cancellation is raised, as at the first try."""
-    window = _tried_again(call, exc)
-    if window is None:
-        return exc
-    deadline, pause, tries = time.monotonic() + window, FIRST_PAUSE, 0
     try:
-        while time.monotonic() + pause < deadline:
+        for tries, pause in enumerate(_pauses(call, exc), 1):
             await asyncio.sleep(pause)
-            tries += 1
             try:
                 await getattr(store, step.op[1])(ticket, *step.args)
             except LeaseLostError as lost:
                 try:
-                    landed = _landed(await store.aget(ticket.scope, ticket.key), ticket, step)
+                    if not _landed(await store.aget(ticket.scope, ticket.key), ticket, step):
+                        return lost
                 except IdempotencyError:
                     return lost
-                if not landed:
-                    return lost
             except StoreUnavailableError as again:
-                exc, pause = again, min(pause * 2, window / 4)
+                exc = again
                 continue
             logs.settled_again(call, step.op[0], tries)
             return None
