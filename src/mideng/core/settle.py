@@ -10,9 +10,7 @@ duplicates get the same clear error instead of running the body again.
 
 from __future__ import annotations
 
-import functools
 import inspect
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from mideng.core.codec import UNSTORED
@@ -34,27 +32,43 @@ def failure_to_record(policy: Policy, exc: BaseException) -> bytes | None:
     return None
 
 
-# A store operation that settles a claim, by its sync and its async name.
-COMPLETE = ("complete", "acomplete")
-FAIL = ("fail", "afail")
-RELEASE = ("release", "arelease")
+class Complete(NamedTuple):
+    """Store the result: ``store.complete(ticket, result, codec, ttl)``."""
+
+    result: bytes
+    codec: str
+    ttl: float | None
+
+
+class Fail(NamedTuple):
+    """Record the failure duplicates replay: ``store.fail(ticket, error, ttl)``."""
+
+    error: bytes
+    ttl: float | None
+
+
+class Release(NamedTuple):
+    """Drop the claim so a retry runs again: ``store.release(ticket)``."""
+
+
+#: A write that settles a claim, as a typed value (mideng.guard.settling makes it on a store).
+Write = Complete | Fail | Release
+#: The store operation each write is, by name (log lines and metric labels).
+OPERATION: dict[type[Write], str] = {Complete: "complete", Fail: "fail", Release: "release"}
+_RELEASED = Release()
 
 
 class Settle(NamedTuple):
-    """What a claim becomes once the body is over: the store operation (``COMPLETE``, ``FAIL``
-    or ``RELEASE``) and its arguments after the ticket; ``error``, what the call raises once
-    it is settled (None: the call returns the body's result)."""
+    """What a claim becomes once the body is over: ``write``, the store write that settles it,
+    and ``error``, what the call raises once it is settled (None: the call returns the body's
+    result)."""
 
-    op: tuple[str, str]
-    args: tuple[Any, ...]
+    write: Write
     error: BaseException | None
 
-
-# A NamedTuple's own constructor is a Python-level function; tuple.__new__ makes the same
-# instance in C. Used where every first call makes one.
-_settle: Callable[[tuple[tuple[str, str], tuple[Any, ...], BaseException | None]], Settle] = (
-    functools.partial(tuple.__new__, Settle)
-)
+    @property
+    def operation(self) -> str:
+        return OPERATION[type(self.write)]
 
 
 def returned(policy: Policy, result: Any) -> Settle:
@@ -65,7 +79,7 @@ def returned(policy: Policy, result: Any) -> Settle:
         data = codec.encode(result)
     except CodecError as exc:
         return unencodable(policy, exc, result)
-    return _settle((COMPLETE, (data, codec.name, policy.ttl), None))
+    return Settle(Complete(data, codec.name, policy.ttl), None)
 
 
 def unencodable(policy: Policy, exc: CodecError, result: Any = None) -> Settle:
@@ -80,17 +94,15 @@ def unencodable(policy: Policy, exc: CodecError, result: Any = None) -> Settle:
     and the work would never run. The claim is released and a ConfigurationError raised."""
     if _not_started(result):
         result.close()  # no "never awaited" warning for work that is refused on purpose
-        return Settle(
-            RELEASE,
-            (),
-            ConfigurationError(
-                f"the guarded body returned a {type(result).__name__} that never ran; guard "
-                "an async body with arun() or an async def, and await what it returns"
-            ),
+        refused = ConfigurationError(
+            f"the guarded body returned a {type(result).__name__} that never ran; guard "
+            "an async body with arun() or an async def, and await what it returns"
         )
+        refused.__cause__ = exc  # raised after the release, outside the codec's except
+        return Settle(_RELEASED, refused)
     if policy.retry_limit:
-        return Settle(COMPLETE, (encode_failure(exc), UNSTORED, policy.ttl), exc)
-    return Settle(FAIL, (encode_failure(exc), policy.ttl), exc)
+        return Settle(Complete(encode_failure(exc), UNSTORED, policy.ttl), exc)
+    return Settle(Fail(encode_failure(exc), policy.ttl), exc)
 
 
 def _not_started(value: Any) -> bool:
@@ -103,7 +115,7 @@ def _not_started(value: Any) -> bool:
 
 def completion(policy: Policy, data: bytes) -> Settle:
     """``returned``'s step for a result the policy's codec encoded as ``data``."""
-    return _settle((COMPLETE, (data, policy.codec.name, policy.ttl), None))
+    return Settle(Complete(data, policy.codec.name, policy.ttl), None)
 
 
 def raised(policy: Policy, exc: BaseException) -> Settle:
@@ -114,8 +126,8 @@ def raised(policy: Policy, exc: BaseException) -> Settle:
         return unencodable(policy, exc)
     failure = failure_to_record(policy, exc)
     if failure is None:
-        return Settle(RELEASE, (), exc)
-    return Settle(FAIL, (failure, policy.ttl), exc)
+        return Settle(_RELEASED, exc)
+    return Settle(Fail(failure, policy.ttl), exc)
 
 
 def tolerated(policy: Policy, step: Settle | None, exc: BaseException) -> bool:

@@ -1,12 +1,9 @@
 """What an async guarded call still writes when its task is cancelled at a store call.
 
 A cancellation (a client gone, an ``asyncio.timeout`` run out, a consumer stopping) arrives
-at whatever the task awaits. At the completion, the body has already run: left processing,
-the record is taken over once its lease runs out and the body runs a second time, though its
-holder never died; released, a retry runs it again at once. So a settling cut short (the
-completion, a failure recorded, the release of a cancelled body) is done again, to its end,
-and only then is the cancellation raised: ``settle_anyway``. Done again, a write that did
-land changes nothing: it is fenced by the claim's (owner, fence), and meets LeaseLostError.
+at whatever the task awaits. A settling write it cuts short is done again to its end by
+mideng.guard.settling; this module holds what the drivers do when it cuts a claim short, and
+``through``, which carries a write to its end for the consumers' own writes.
 
 A claim cut short may have landed with its answer lost: then the key is held by a call that
 is gone, until its lease runs out (under ``on_expiry="unknown"``, never: the next caller
@@ -26,8 +23,7 @@ from typing import Any, TypeVar
 
 from mideng.core.flow import Call
 from mideng.core.record import PROCESSING, Ticket
-from mideng.core.settle import Settle
-from mideng.errors import IdempotencyError, LeaseLostError
+from mideng.errors import IdempotencyError
 from mideng.observability import logs
 
 T = TypeVar("T")
@@ -43,17 +39,6 @@ async def through(start: Callable[[], Awaitable[T]]) -> T:
         except asyncio.CancelledError:
             continue  # the write goes on; the cancellation the caller holds is raised after
     return task.result()  # a task cancelled itself (its loop closing) raises CancelledError
-
-
-async def settle_anyway(store: Any, call: Call, ticket: Ticket, step: Settle) -> None:
-    """Do ``step`` (a completion, a failure recorded, a release) again, uncancellable: the
-    cancellation cut it short, and the caller raises that once this returns."""
-    try:
-        await through(lambda: getattr(store, step.op[1])(ticket, *step.args))
-    except LeaseLostError:
-        pass  # the cut-short write had landed (or the key was taken over): nothing to do
-    except IdempotencyError as exc:
-        logs.unsettled(call, asyncio.CancelledError(), exc)
 
 
 async def give_back(store: Any, call: Call) -> None:

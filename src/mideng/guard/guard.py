@@ -18,16 +18,16 @@ from mideng.core.flow import RAISE, RETURN, RUN, Call
 from mideng.core.keys import MAX_KEY_LENGTH, KeySpec, check_key, check_scope
 from mideng.core.policy import Policy
 from mideng.core.record import Record, blank
-from mideng.core.settle import UNSET, completion, raised, resolution, returned, unencodable
-from mideng.errors import CodecError, ConfigurationError, IdempotencyError
-from mideng.guard.again import asettle, asettle_failed, settle
+from mideng.core.settle import UNSET, raised, resolution, returned
+from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.guard.aheartbeat import renew_store
 from mideng.guard.bodies import LIMIT, learn
-from mideng.guard.cancelled import give_back, settle_anyway
+from mideng.guard.cancelled import give_back
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.operations import Operations
 from mideng.guard.owners import OWNERS
+from mideng.guard.settling import asettle, settle
 from mideng.guard.store_errors import store_error
 from mideng.observability import instrument, logs, watch
 from mideng.stores.base import Store
@@ -286,8 +286,6 @@ class Guard(Operations):
             if action is RAISE:
                 raise call.error
             await asyncio.sleep(call.delay)
-        # _aexecute(call, fn, args, kwargs), spelt here with the completion (no settle step): every
-        # first call runs them, and each awaited coroutine is a frame and its set-up.
         p, ticket = call.policy, call.ticket
         stop = renew_store(p.lease, store, ticket, p.ttl) if p.heartbeat else _no_heartbeat
         try:
@@ -297,24 +295,10 @@ class Guard(Operations):
             await asettle(store, call, ticket, raised(p, exc))
             raise
         stop()
-        # returned(p, result) and its step, spelt for a result the codec encodes (no step
-        # made, no operation looked up by name); the step made only for a store error.
-        codec = p.codec
-        try:
-            data = codec.encode(result)
-        except CodecError as exc:
-            step = unencodable(p, exc, result)
-            await asettle(store, call, ticket, step)
-            if step.error is exc:
-                raise
-            raise (step.error or exc) from exc  # work that never ran: released
-        try:
-            await store.acomplete(ticket, data, codec.name, p.ttl)
-        except IdempotencyError as exc:  # made again while the lease holds (guard.again)
-            await asettle_failed(store, call, ticket, completion(p, data), exc)
-        except asyncio.CancelledError:  # the body ran: released or left, it would run again
-            await settle_anyway(store, call, ticket, completion(p, data))
-            raise
+        step = returned(p, result)
+        await asettle(store, call, ticket, step)
+        if step.error is not None:
+            raise step.error
         return result
 
     # -- running the body ---------------------------------------------------------------------

@@ -30,14 +30,15 @@ from time import monotonic
 from time import sleep as _sleep
 from typing import Any, TypeVar
 
+from mideng.core import effects
 from mideng.core.flow import RAISE, RETURN, RUN, Call
 from mideng.core.record import Claim, Ticket
 from mideng.core.settle import Settle, completion, raised, returned, unencodable
 from mideng.errors import CodecError, IdempotencyError
-from mideng.guard.again import asettle, asettle_again, asettle_failed, settle_again
 from mideng.guard.aheartbeat import renew_store
-from mideng.guard.cancelled import give_back, settle_anyway
+from mideng.guard.cancelled import give_back
 from mideng.guard.guard import Guard, _no_heartbeat
+from mideng.guard.settling import asettle, made_again, to_its_end, written
 from mideng.guard.store_errors import store_error
 from mideng.observability import instrument, logs, watch
 from mideng.observability.recorder import takes_over
@@ -121,22 +122,10 @@ async def _plain_aexecute(
         await asettle(self.store, call, ticket, raised(p, exc))
         raise
     stop()
-    codec = p.codec
-    try:
-        data = codec.encode(result)
-    except CodecError as exc:
-        step = unencodable(p, exc, result)
-        await asettle(self.store, call, ticket, step)
-        if step.error is exc:
-            raise
-        raise (step.error or exc) from exc  # work that never ran: released
-    try:
-        await self.store.acomplete(ticket, data, codec.name, p.ttl)
-    except IdempotencyError as exc:  # made again while the lease holds (guard.again)
-        await asettle_failed(self.store, call, ticket, completion(p, data), exc)
-    except asyncio.CancelledError:  # as in Guard.adrive: the body ran
-        await settle_anyway(self.store, call, ticket, completion(p, data))
-        raise
+    step = returned(p, result)
+    await asettle(self.store, call, ticket, step)
+    if step.error is not None:
+        raise step.error
     return result
 
 
@@ -201,11 +190,12 @@ async def adrive(  # noqa: PLR0915 (one frame, as the module's docstring says)
             await meter.acomplete(store, ticket, data, codec.name, p.ttl)
         except IdempotencyError as exc:
             step = completion(p, data)
-            left = await asettle_again(store, call, ticket, step, exc)
+            left = await effects.arun(made_again(store, call, ticket, step, exc))
             _stands(meter, call, ticket, step, ended, exc, left)
             return result
         except asyncio.CancelledError:  # as in Guard.adrive: the body ran
-            await settle_anyway(store, call, ticket, completion(p, data))
+            step = completion(p, data)
+            await effects.arun(to_its_end(call, written(store, ticket, step.write)))
             raise
         _settled(meter, by_scope, "complete", ticket.scope, begun, ended)
         return result
@@ -253,7 +243,7 @@ def _unsettled(
 ) -> bool:
     """A settling call that raised: the body ran, timed to now (as the wrapper times it), and
     the error counted; whether the call goes on (``store_error``)."""
-    name = step.op[0]
+    name = step.operation
     meter.settle_pending(name, ticket.scope)[1].append(monotonic() - acquired)
     meter.refused(name, ticket.scope, exc)
     return store_error(call, step, exc)
@@ -306,12 +296,12 @@ def _execute(
     # ``_settle`` and ``_settled``, inline: a first call's two frames less. The failure
     # branch is shared; tests/observability/test_metered.py settles every way, each with
     # every store error.
-    name = step.op[0]
+    name = step.operation
     begun = monotonic()  # also the body's end
     try:
-        getattr(meter, name)(self.store, ticket, *step.args)
+        getattr(meter, name)(self.store, ticket, *step.write)
     except IdempotencyError as exc:
-        left = settle_again(self.store, call, ticket, step, exc)
+        left = effects.run(made_again(self.store, call, ticket, step, exc))
         _stands(meter, call, ticket, step, acquired, exc, left)
     else:
         ended = monotonic()
@@ -337,12 +327,12 @@ def _settle(
 ) -> None:
     begun = monotonic()
     try:
-        getattr(meter, step.op[0])(self.store, ticket, *step.args)
+        getattr(meter, step.operation)(self.store, ticket, *step.write)
     except IdempotencyError as exc:
-        left = settle_again(self.store, call, ticket, step, exc)
+        left = effects.run(made_again(self.store, call, ticket, step, exc))
         _stands(meter, call, ticket, step, acquired, exc, left)
         return
-    _settled(meter, by_scope, step.op[0], ticket.scope, begun, acquired)
+    _settled(meter, by_scope, step.operation, ticket.scope, begun, acquired)
 
 
 async def _asettle(
@@ -356,15 +346,15 @@ async def _asettle(
 ) -> None:
     begun = monotonic()
     try:
-        await getattr(meter, step.op[1])(self.store, ticket, *step.args)
+        await getattr(meter, "a" + step.operation)(self.store, ticket, *step.write)
     except IdempotencyError as exc:
-        left = await asettle_again(self.store, call, ticket, step, exc)
+        left = await effects.arun(made_again(self.store, call, ticket, step, exc))
         _stands(meter, call, ticket, step, acquired, exc, left)
         return
     except asyncio.CancelledError:  # as in Guard.adrive: done to its end, then raised
-        await settle_anyway(self.store, call, ticket, step)
+        await effects.arun(to_its_end(call, written(self.store, ticket, step.write)))
         raise
-    _settled(meter, by_scope, step.op[0], ticket.scope, begun, acquired)
+    _settled(meter, by_scope, step.operation, ticket.scope, begun, acquired)
 
 
 def install(recorder: Any) -> None:
