@@ -11,19 +11,21 @@ When Redis fails, calls go on against the durable store alone; a WARNING says so
 per ``warn_every`` seconds) and Redis is left alone for ``cooldown`` seconds, so an outage does
 not add a connect timeout to every call.
 
-Every operation that decides something is written once, as a generator of the store calls it
-makes (``Step``: which side, which operation, its arguments) that receives each call's answer,
-or has its error thrown in where it was asked. ``_run`` makes the calls with the sync clients,
-``_arun`` awaits the async ones: only those two loops are written twice.
+Every operation that decides something is written once, as a procedure of the store calls it
+makes (mideng.core.effects: each call on either side, as its sync and its async operation),
+which receives each call's answer, or has its error thrown in where it was asked;
+``effects.run`` makes the calls with the sync clients, ``effects.arun`` awaits the async ones.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Generator
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
+from mideng.core import effects
+from mideng.core.effects import Effect, Effects
 from mideng.core.record import (
     FAILED,
     MISMATCH,
@@ -42,17 +44,6 @@ from mideng.stores.steps import DurableSteps
 from mideng.stores.survey import FrontedSurvey
 
 T = TypeVar("T")
-
-# One store call: the store, its operation's (sync, async) names, positional and keyword
-# arguments. Names, not bound methods, so a step costs one tuple whichever loop runs it.
-Step = tuple[Any, tuple[str, str], tuple[Any, ...], dict[str, Any]]
-Steps = Generator[Step, Any, T]
-_NO_KEYWORDS: dict[str, Any] = {}
-_CLAIM, _COMPLETE, _FAIL = ("claim", "aclaim"), ("complete", "acomplete"), ("fail", "afail")
-_GET, _PUT, _FORGET = ("get", "aget"), ("put", "aput"), ("forget", "aforget")
-_RESOLVE = ("resolve", "aresolve")
-_PUT_TOKEN, _TAKE_TOKEN = ("put_token", "aput_token"), ("take_token", "atake_token")
-_HIT = ("hit", "ahit")
 
 
 def replayable(record: Record) -> bool:
@@ -98,6 +89,8 @@ class Outage:
 
 
 class HybridStore(Store, DurableSteps, FrontedSurvey):
+    durable: Store  # every capability: tokens and windows fall back to it during an outage
+
     def __init__(
         self, fast: RedisStore, durable: Store, *, cooldown: float = 1.0, warn_every: float = 30.0
     ) -> None:
@@ -114,115 +107,108 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
             raise ConfigurationError(f"durable= needs a Redis URL in front, not {fast.url}")
         return cls(fast, durable)
 
-    # -- the two loops ------------------------------------------------------------------------
-    @staticmethod
-    def _run(steps: Steps[T]) -> T:
-        try:
-            store, names, args, keywords = next(steps)
-            while True:
-                try:
-                    answer = getattr(store, names[0])(*args, **keywords)
-                except Exception as exc:
-                    store, names, args, keywords = steps.throw(exc)
-                else:
-                    store, names, args, keywords = steps.send(answer)
-        except StopIteration as done:
-            result: T = done.value
-            return result
-
-    @staticmethod
-    async def _arun(steps: Steps[T]) -> T:
-        try:
-            store, names, args, keywords = next(steps)
-            while True:
-                try:
-                    answer = await getattr(store, names[1])(*args, **keywords)
-                except Exception as exc:
-                    store, names, args, keywords = steps.throw(exc)
-                else:
-                    store, names, args, keywords = steps.send(answer)
-        except StopIteration as done:
-            result: T = done.value
-            return result
-
     # -- the operations that decide, written once ---------------------------------------------
-    def _claim(self, req: ClaimRequest) -> Steps[Claim]:
+    def _claim(self, req: ClaimRequest) -> Effects[Claim]:
         # The fast side is never trusted to say "run": only a finished copy answers.
         answered, copy = False, None
         if not self.outage.down():
             try:
-                copy = yield self.fast, _GET, (req.scope, req.key), _NO_KEYWORDS
+                copy = yield effects.call(self.fast.get, self.fast.aget, req.scope, req.key)
                 answered = True
             except StoreUnavailableError as exc:
                 self.outage.failed(exc)
         answer = from_copy(copy, req)
         if answer is not None:
             return answer
-        claim: Claim = yield self.durable, _CLAIM, (req,), _NO_KEYWORDS
+        claim: Claim = yield effects.call(self.durable.claim, self.durable.aclaim, req)
         if answered and copy is None and claim.outcome is REPLAY:
             yield from self._keep(claim.record)  # Redis lost the copy (flush, restart): put it back
         return claim
 
-    def _keep(self, record: Record) -> Steps[None]:
+    def _keep(self, record: Record) -> Effects[None]:
         """Copy a record to Redis if it is final there, else drop any copy; best effort."""
         if self.outage.down():
             return
         try:
-            if replayable(record):
-                yield self.fast, _PUT, (record,), _NO_KEYWORDS
-            else:
-                yield self.fast, _FORGET, (record.scope, record.key), _NO_KEYWORDS
+            yield self._copied(record)
         except StoreUnavailableError as exc:
             self.outage.failed(exc)
 
-    def _kept(self, names: tuple[str, str], args: tuple[Any, ...]) -> Steps[Record]:
+    def _copied(self, record: Record) -> Effect[object]:
+        """Redis made to hold ``record``'s copy: put if it is final, else any copy dropped."""
+        fast = self.fast
+        if replayable(record):
+            return effects.call(fast.put, fast.aput, record)
+        return effects.call(fast.forget, fast.aforget, record.scope, record.key)
+
+    def _kept(self, write: Effect[Record]) -> Effects[Record]:
         """A durable write whose record Redis then holds a copy of (or loses its copy of)."""
-        record: Record = yield self.durable, names, args, _NO_KEYWORDS
+        record: Record = yield write
         yield from self._keep(record)
         return record
 
-    def _forget(self, scope: str, key: str) -> Steps[bool]:
-        gone: bool = yield self.durable, _FORGET, (scope, key), _NO_KEYWORDS
+    def _forget(self, scope: str, key: str) -> Effects[bool]:
+        gone: bool = yield effects.call(self.durable.forget, self.durable.aforget, scope, key)
         # Even mid-outage: a copy left behind would keep replaying what was forgotten.
         try:
-            yield self.fast, _FORGET, (scope, key), _NO_KEYWORDS
+            yield effects.call(self.fast.forget, self.fast.aforget, scope, key)
         except StoreUnavailableError as exc:
             self.outage.failed(exc)
             logs.redis_copy_kept(scope, key)
         return gone
 
-    def _resolve(self, scope: str, key: str, settled: dict[str, Any]) -> Steps[Record]:
-        record: Record = yield self.durable, _RESOLVE, (scope, key), settled
+    def _resolve(
+        self,
+        scope: str,
+        key: str,
+        result: bytes | None,
+        codec: str | None,
+        failed: bool,
+        ttl: float | None,
+    ) -> Effects[Record]:
+        d = self.durable
+        record: Record = yield effects.call(
+            d.resolve, d.aresolve, scope, key, result=result, codec=codec, failed=failed, ttl=ttl
+        )
         # Even mid-outage, and said each time (the outage's own warning may be held back): a
         # kept failure's copy left behind replays the failure the operator just settled.
         try:
-            if replayable(record):
-                yield self.fast, _PUT, (record,), _NO_KEYWORDS
-            else:
-                yield self.fast, _FORGET, (scope, key), _NO_KEYWORDS
+            yield self._copied(record)
         except StoreUnavailableError as exc:
             self.outage.failed(exc)
             logs.redis_copy_kept(scope, key)
         return record
 
-    def _either(self, names: tuple[str, str], args: tuple[Any, ...]) -> Steps[Any]:
+    def _either(self, on: Callable[[Store], Effect[T]]) -> Effects[T]:
         """Tokens and windows: Redis's while it answers, the durable store's meanwhile."""
         if not self.outage.down():
             try:
-                return (yield self.fast, names, args, _NO_KEYWORDS)
+                answer: T = yield on(self.fast)
+                return answer
             except StoreUnavailableError as exc:
                 self.outage.failed(exc)
-        return (yield self.durable, names, args, _NO_KEYWORDS)
+        answer = yield on(self.durable)
+        return answer
+
+    def _completed(
+        self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
+    ) -> Effect[Record]:
+        return effects.call(
+            self.durable.complete, self.durable.acomplete, ticket, result, codec, ttl
+        )
+
+    def _failed(self, ticket: Ticket, error: bytes, ttl: float | None) -> Effect[Record]:
+        return effects.call(self.durable.fail, self.durable.afail, ticket, error, ttl)
 
     # -- sync ---------------------------------------------------------------------------------
     def claim(self, req: ClaimRequest) -> Claim:
-        return self._run(self._claim(req))
+        return effects.run(self._claim(req))
 
     def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
-        return self._run(self._kept(_COMPLETE, (ticket, result, codec, ttl)))
+        return effects.run(self._kept(self._completed(ticket, result, codec, ttl)))
 
     def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
-        return self._run(self._kept(_FAIL, (ticket, error, ttl)))
+        return effects.run(self._kept(self._failed(ticket, error, ttl)))
 
     def release(self, ticket: Ticket) -> None:
         self.durable.release(ticket)
@@ -234,7 +220,7 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
         return self.durable.get(scope, key)
 
     def forget(self, scope: str, key: str) -> bool:
-        return self._run(self._forget(scope, key))
+        return effects.run(self._forget(scope, key))
 
     def resolve(
         self,
@@ -246,8 +232,7 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
         failed: bool,
         ttl: float | None,
     ) -> Record:
-        settled = {"result": result, "codec": codec, "failed": failed, "ttl": ttl}
-        return self._run(self._resolve(scope, key, settled))
+        return effects.run(self._resolve(scope, key, result, codec, failed, ttl))
 
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self.durable.unresolved(scope, limit)
@@ -256,15 +241,19 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
         return self.durable.purge(limit)
 
     def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
-        self._run(self._either(_PUT_TOKEN, (scope, key, token, ttl)))
+        effects.run(
+            self._either(lambda s: effects.call(s.put_token, s.aput_token, scope, key, token, ttl))
+        )
 
     def take_token(self, scope: str, key: str, token: str) -> bool:
-        taken: bool = self._run(self._either(_TAKE_TOKEN, (scope, key, token)))
-        return taken
+        return effects.run(
+            self._either(lambda s: effects.call(s.take_token, s.atake_token, scope, key, token))
+        )
 
     def hit(self, scope: str, key: str, window: float, limit: int) -> float | None:
-        wait: float | None = self._run(self._either(_HIT, (scope, key, window, limit)))
-        return wait
+        return effects.run(
+            self._either(lambda s: effects.call(s.hit, s.ahit, scope, key, window, limit))
+        )
 
     def close(self) -> None:
         try:
@@ -274,15 +263,15 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
 
     # -- async: the same steps, awaited -------------------------------------------------------
     async def aclaim(self, req: ClaimRequest) -> Claim:
-        return await self._arun(self._claim(req))
+        return await effects.arun(self._claim(req))
 
     async def acomplete(
         self, ticket: Ticket, result: bytes, codec: str, ttl: float | None
     ) -> Record:
-        return await self._arun(self._kept(_COMPLETE, (ticket, result, codec, ttl)))
+        return await effects.arun(self._kept(self._completed(ticket, result, codec, ttl)))
 
     async def afail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
-        return await self._arun(self._kept(_FAIL, (ticket, error, ttl)))
+        return await effects.arun(self._kept(self._failed(ticket, error, ttl)))
 
     async def arelease(self, ticket: Ticket) -> None:
         await self.durable.arelease(ticket)
@@ -294,7 +283,7 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
         return await self.durable.aget(scope, key)
 
     async def aforget(self, scope: str, key: str) -> bool:
-        return await self._arun(self._forget(scope, key))
+        return await effects.arun(self._forget(scope, key))
 
     async def aresolve(
         self,
@@ -306,8 +295,7 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
         failed: bool,
         ttl: float | None,
     ) -> Record:
-        settled = {"result": result, "codec": codec, "failed": failed, "ttl": ttl}
-        return await self._arun(self._resolve(scope, key, settled))
+        return await effects.arun(self._resolve(scope, key, result, codec, failed, ttl))
 
     async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return await self.durable.aunresolved(scope, limit)
@@ -316,15 +304,19 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
         return await self.durable.apurge(limit)
 
     async def aput_token(self, scope: str, key: str, token: str, ttl: float) -> None:
-        await self._arun(self._either(_PUT_TOKEN, (scope, key, token, ttl)))
+        await effects.arun(
+            self._either(lambda s: effects.call(s.put_token, s.aput_token, scope, key, token, ttl))
+        )
 
     async def atake_token(self, scope: str, key: str, token: str) -> bool:
-        taken: bool = await self._arun(self._either(_TAKE_TOKEN, (scope, key, token)))
-        return taken
+        return await effects.arun(
+            self._either(lambda s: effects.call(s.take_token, s.atake_token, scope, key, token))
+        )
 
     async def ahit(self, scope: str, key: str, window: float, limit: int) -> float | None:
-        wait: float | None = await self._arun(self._either(_HIT, (scope, key, window, limit)))
-        return wait
+        return await effects.arun(
+            self._either(lambda s: effects.call(s.hit, s.ahit, scope, key, window, limit))
+        )
 
     async def aclose(self) -> None:
         try:

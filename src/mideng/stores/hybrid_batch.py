@@ -1,4 +1,5 @@
-"""The batch capability on the hybrid store, written once as steps like its other operations.
+"""The batch capability on the hybrid store, written once as procedures of store calls like its
+other operations (mideng.core.effects).
 
 A batch claim reads the whole batch's Redis copies in one pipeline; keys a finished copy
 answers go no further, the rest are claimed together on the durable store (its own batch
@@ -12,18 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from mideng.core import effects
+from mideng.core.effects import Effects
 from mideng.core.record import REPLAY, Claim, ClaimRequest, Record
 from mideng.errors import LeaseLostError, StoreUnavailableError
 from mideng.stores.batch import BatchStore, Completed, Completion, distinct
-from mideng.stores.hybrid import HybridStore, Steps, from_copy, replayable
+from mideng.stores.hybrid import HybridStore, from_copy, replayable
 from mideng.stores.redis.batch import arun_many, run_many
 from mideng.stores.redis.store import RedisStore
-
-_NONE: dict[str, Any] = {}
-_CLAIM_MANY = ("claim_many", "aclaim_many")
-_COMPLETE_MANY = ("complete_many", "acomplete_many")
-_CLAIM, _COMPLETE = ("claim", "aclaim"), ("complete", "acomplete")
-_GET_MANY, _PUT_MANY = ("get_many", "aget_many"), ("put_many", "aput_many")
 
 
 class _Copies:
@@ -54,26 +51,27 @@ class HybridBatch(HybridStore, BatchStore):
         super().__init__(fast, durable, **options)
         self.copies = _Copies(fast)
 
-    def _claim_many(self, reqs: Sequence[ClaimRequest]) -> Steps[list[Claim]]:
+    def _claim_many(self, reqs: Sequence[ClaimRequest]) -> Effects[list[Claim]]:
         distinct(reqs)
         copies: list[Record | None] = [None] * len(reqs)
         answered = False
         if not self.outage.down():
             try:
                 keys = [(r.scope, r.key) for r in reqs]
-                copies = yield self.copies, _GET_MANY, (keys,), _NONE
+                copies = yield effects.call(self.copies.get_many, self.copies.aget_many, keys)
                 answered = True
             except StoreUnavailableError as exc:
                 self.outage.failed(exc)
         answers = [from_copy(c, r) for c, r in zip(copies, reqs, strict=True)]
         rest = [i for i, a in enumerate(answers) if a is None]
         asked = [reqs[i] for i in rest]
-        if isinstance(self.durable, BatchStore):
-            claims: list[Claim] = yield self.durable, _CLAIM_MANY, (asked,), _NONE
+        durable = self.durable
+        if isinstance(durable, BatchStore):
+            claims: list[Claim] = yield effects.call(durable.claim_many, durable.aclaim_many, asked)
         else:
             claims = []
             for req in asked:
-                claims.append((yield self.durable, _CLAIM, (req,), _NONE))
+                claims.append((yield effects.call(durable.claim, durable.aclaim, req)))
         lost = []
         for i, claim in zip(rest, claims, strict=True):
             answers[i] = claim
@@ -83,15 +81,17 @@ class HybridBatch(HybridStore, BatchStore):
             yield from self._put(lost)
         return [a for a in answers if a is not None]
 
-    def _complete_many(self, items: Sequence[Completion]) -> Steps[list[Completed]]:
-        if isinstance(self.durable, BatchStore):
-            done: list[Completed] = yield self.durable, _COMPLETE_MANY, (items,), _NONE
+    def _complete_many(self, items: Sequence[Completion]) -> Effects[list[Completed]]:
+        durable = self.durable
+        if isinstance(durable, BatchStore):
+            done: list[Completed] = yield effects.call(
+                durable.complete_many, durable.acomplete_many, items
+            )
         else:
             done = []
             for i in items:
                 try:
-                    args = (i.ticket, i.result, i.codec, i.ttl)
-                    done.append((yield self.durable, _COMPLETE, args, _NONE))
+                    done.append((yield self._completed(i.ticket, i.result, i.codec, i.ttl)))
                 except LeaseLostError as exc:
                     done.append(exc)
         final = [r for r in done if isinstance(r, Record) and replayable(r)]
@@ -99,20 +99,20 @@ class HybridBatch(HybridStore, BatchStore):
             yield from self._put(final)
         return done
 
-    def _put(self, records: list[Record]) -> Steps[None]:
+    def _put(self, records: list[Record]) -> Effects[None]:
         try:
-            yield self.copies, _PUT_MANY, (records,), _NONE
+            yield effects.call(self.copies.put_many, self.copies.aput_many, records)
         except StoreUnavailableError as exc:
             self.outage.failed(exc)
 
     def claim_many(self, reqs: Sequence[ClaimRequest]) -> list[Claim]:
-        return self._run(self._claim_many(reqs))
+        return effects.run(self._claim_many(reqs))
 
     def complete_many(self, items: Sequence[Completion]) -> list[Completed]:
-        return self._run(self._complete_many(items))
+        return effects.run(self._complete_many(items))
 
     async def aclaim_many(self, reqs: Sequence[ClaimRequest]) -> list[Claim]:
-        return await self._arun(self._claim_many(reqs))
+        return await effects.arun(self._claim_many(reqs))
 
     async def acomplete_many(self, items: Sequence[Completion]) -> list[Completed]:
-        return await self._arun(self._complete_many(items))
+        return await effects.arun(self._complete_many(items))
