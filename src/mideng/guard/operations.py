@@ -20,7 +20,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from mideng.core import effects
 from mideng.core.calls import is_async
+from mideng.core.effects import Effect, Effects
+from mideng.core.flow import Call
 from mideng.core.keys import (
     KeySpec,
     check_scope,
@@ -39,7 +42,6 @@ from mideng.guard.recovery import (
     Rerun,
     StaleTask,
     apending,
-    areconcile,
     astale,
     pending,
     reconcile,
@@ -137,10 +139,10 @@ class Operations:
     def reconcile(self, scope: str | None = None, limit: int = 100) -> list[Reconciled]:
         """Run every unfinished operation whose holder is gone again, with its stored
         arguments, through the function registered for its scope; report each."""
-        return reconcile(cast(Driver, self), _scope(scope), limit)
+        return effects.run(reconcile(cast(Driver, self), _scope(scope), limit))
 
     async def areconcile(self, scope: str | None = None, limit: int = 100) -> list[Reconciled]:
-        return await areconcile(cast(Driver, self), _scope(scope), limit)
+        return await effects.arun(reconcile(cast(Driver, self), _scope(scope), limit))
 
     def stale(
         self,
@@ -203,80 +205,85 @@ def _operation(
         running = Running(_steps_of(guard), call.scope, call.key, call.owner, policy.codec)
         return call, running, stored
 
-    wrapper, rerun = (_async_operation if is_async(fn) else _sync_operation)(guard, fn, start)
+    def run(stored_key: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Effects[Any]:
+        """The operation, under the key its arguments render (or the key it is stored under)."""
+        call, running, stored = start(args, kwargs, stored_key)
+        result = yield _driven(guard, call, _body(running, stored, fn), args, kwargs)
+        if running.began:
+            store = running.store
+            try:
+                yield effects.call(store.clear_steps, store.aclear_steps, call.scope, call.key)
+            except Exception as exc:  # the record is complete; reconcile clears these
+                _left(running, exc)
+        return result
+
+    wrapper: Callable[..., Any]
+    rerun: Rerun
+    if is_async(fn):
+
+        @functools.wraps(fn)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return await effects.arun(run(None, args, kwargs))
+
+        async def rerun(
+            stored_key: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> Any:
+            return await effects.arun(run(stored_key, args, kwargs))
+
+    else:
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return effects.run(run(None, args, kwargs))
+
+        def rerun(stored_key: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            return effects.run(run(stored_key, args, kwargs))
+
     wrapper.__mideng_scope__ = scope  # type: ignore[attr-defined]
     return wrapper, rerun
 
 
-Start = Callable[[tuple[Any, ...], dict[str, Any], str | None], tuple[Any, Running, bytes]]
+Start = Callable[[tuple[Any, ...], dict[str, Any], str | None], tuple[Call, Running, bytes]]
+Body = Callable[[tuple[Any, ...], dict[str, Any]], Effects[Any]]
 
 
-def _sync_operation(
-    guard: Driver, fn: Callable[..., Any], start: Start
-) -> tuple[Callable[..., Any], Rerun]:
-    @functools.wraps(fn)
-    def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-        return run(None, args, kwargs)
+def _body(running: Running, stored: bytes, fn: Callable[..., Any]) -> Body:
+    """The operation's body as the Guard runs it: its steps begun (the finished ones read
+    back), then ``fn`` with the running operation in context for its steps."""
 
-    def run(stored_key: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        call, running, stored = start(args, kwargs, stored_key)
-        ran = False
+    def body(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Effects[Any]:
+        running.began = True
+        store = running.store
+        running.done = yield effects.call(
+            store.begin_steps,
+            store.abegin_steps,
+            running.scope,
+            running.key,
+            running.owner,
+            stored,
+            running.codec.name,
+        )
+        token = running_operation.set(running)
+        try:
+            return (yield Effect(fn, fn, args, kwargs))  # fn is a def or an async def, as run
+        finally:
+            running_operation.reset(token)
 
-        def body(*a: Any, **kw: Any) -> Any:
-            nonlocal ran
-            ran = True
-            running.done = running.store.begin_steps(
-                running.scope, running.key, running.owner, stored, running.codec.name
-            )
-            token = running_operation.set(running)
-            try:
-                return fn(*a, **kw)
-            finally:
-                running_operation.reset(token)
-
-        result = guard.drive(call, body, args, kwargs)
-        if ran:
-            try:
-                running.store.clear_steps(running.scope, running.key)
-            except Exception as exc:  # the record is complete; reconcile clears these
-                _left(running, exc)
-        return result
-
-    return sync_wrapper, run
+    return body
 
 
-def _async_operation(
-    guard: Driver, fn: Callable[..., Any], start: Start
-) -> tuple[Callable[..., Any], Rerun]:
-    @functools.wraps(fn)
-    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-        return await run(None, args, kwargs)
+def _driven(
+    guard: Driver, call: Call, body: Body, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Effect[Any]:
+    """The Guard driving ``body`` under ``call``: blocking, or awaited."""
 
-    async def run(stored_key: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        call, running, stored = start(args, kwargs, stored_key)
-        ran = False
+    def blocking() -> Any:
+        return guard.drive(call, lambda *a, **kw: effects.run(body(a, kw)), args, kwargs)
 
-        async def body(*a: Any, **kw: Any) -> Any:
-            nonlocal ran
-            ran = True
-            running.done = await running.store.abegin_steps(
-                running.scope, running.key, running.owner, stored, running.codec.name
-            )
-            token = running_operation.set(running)
-            try:
-                return await fn(*a, **kw)
-            finally:
-                running_operation.reset(token)
+    async def awaited() -> Any:
+        return await guard.adrive(call, lambda *a, **kw: effects.arun(body(a, kw)), args, kwargs)
 
-        result = await guard.adrive(call, body, args, kwargs)
-        if ran:
-            try:
-                await running.store.aclear_steps(running.scope, running.key)
-            except Exception as exc:  # the record is complete; reconcile clears these
-                _left(running, exc)
-        return result
-
-    return async_wrapper, run
+    return Effect(blocking, awaited, (), {})
 
 
 def _left(running: Running, exc: Exception) -> None:

@@ -22,9 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mideng.core import effects
 from mideng.core.calls import is_async
 from mideng.core.codec import get_codec
 from mideng.core.convert import converter
+from mideng.core.effects import Effect, Effects
 from mideng.core.record import Record, Status
 from mideng.errors import ConfigurationError, InProgressError
 from mideng.guard.driver import Driver
@@ -242,13 +244,17 @@ def _not_cleared(entry: OperationEntry, exc: Exception) -> Reconciled:
     return Reconciled(entry.scope, entry.key, "failed", repr(exc)[:200])
 
 
-def reconcile(guard: Driver, scope: str | None, limit: int) -> list[Reconciled]:
+def reconcile(guard: Driver, scope: str | None, limit: int) -> Effects[list[Reconciled]]:
+    """One pass: kept steps of completed operations cleared, runnable operations run again
+    (``guard.reconcile`` / ``areconcile`` carry it out, blocking or awaited)."""
     store = _store(guard)
-    entries = store.operations(scope, limit)
+    entries: list[OperationEntry] = yield effects.call(
+        store.operations, store.aoperations, scope, limit
+    )
     report = []
     for entry in _done(entries):
         try:
-            store.clear_steps(entry.scope, entry.key)
+            yield effects.call(store.clear_steps, store.aclear_steps, entry.scope, entry.key)
         except Exception as exc:  # one store error must not cost the others their reconcile
             report.append(_not_cleared(entry, exc))
         else:
@@ -261,10 +267,7 @@ def reconcile(guard: Driver, scope: str | None, limit: int) -> list[Reconciled]:
         entry = next(e for e in entries if (e.scope, e.key) == (item.scope, item.key))
         try:
             args, kwargs = call_of(plan, entry)
-            if plan.coroutine:
-                outcome = asyncio.run(plan.rerun(entry.key, tuple(args), kwargs))
-            else:
-                outcome = plan.rerun(entry.key, tuple(args), kwargs)
+            outcome = yield _rerun(plan, entry.key, tuple(args), kwargs)
         except Exception as exc:
             report.append(_ran(item, None, exc))
         else:
@@ -272,34 +275,19 @@ def reconcile(guard: Driver, scope: str | None, limit: int) -> list[Reconciled]:
     return report
 
 
-async def areconcile(guard: Driver, scope: str | None, limit: int) -> list[Reconciled]:
-    store = _store(guard)
-    entries = await store.aoperations(scope, limit)
-    report = []
-    for entry in _done(entries):
-        try:
-            await store.aclear_steps(entry.scope, entry.key)
-        except Exception as exc:  # one store error must not cost the others their reconcile
-            report.append(_not_cleared(entry, exc))
-        else:
-            report.append(Reconciled(entry.scope, entry.key, "cleared"))
-    for item in _pending(guard, entries):
-        plan = _plan(guard, item)
-        if isinstance(plan, Reconciled):
-            report.append(plan)
-            continue
-        entry = next(e for e in entries if (e.scope, e.key) == (item.scope, item.key))
-        try:
-            args, kwargs = call_of(plan, entry)
-            if plan.coroutine:
-                outcome = await plan.rerun(entry.key, tuple(args), kwargs)
-            else:
-                outcome = await asyncio.to_thread(plan.rerun, entry.key, tuple(args), kwargs)
-        except Exception as exc:
-            report.append(_ran(item, None, exc))
-        else:
-            report.append(_ran(item, outcome, None))
-    return report
+def _rerun(
+    plan: Registered, key: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Effect[Any]:
+    """The operation run again: a ``def`` blocking, or in a thread from the event loop; an
+    ``async def`` awaited, or on a loop of its own from a blocking caller."""
+    rerun = plan.rerun
+    if plan.coroutine:
+        return Effect(lambda *a: asyncio.run(rerun(*a)), rerun, (key, args, kwargs), {})
+
+    async def in_thread(*a: Any) -> Any:
+        return await asyncio.to_thread(rerun, *a)
+
+    return Effect(rerun, in_thread, (key, args, kwargs), {})
 
 
 def _done(entries: list[OperationEntry]) -> list[OperationEntry]:

@@ -43,6 +43,7 @@ class Running:
     codec: Codec
     done: dict[str, Finished] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
+    began: bool = False  # the body ran (its steps were begun): they are cleared once it is done
 
     def next_id(self, name: str) -> str:
         """The n-th call of ``name`` in this run: its identity across runs."""
