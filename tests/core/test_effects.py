@@ -76,20 +76,25 @@ def test_a_procedure_with_no_effect_returns_at_once() -> None:
     assert asyncio.run(effects.arun(none(False))) == "done"
 
 
-def test_an_interrupt_is_not_thrown_in_and_the_procedure_is_closed() -> None:
+def test_an_interrupt_is_thrown_in_and_passes_a_procedure_that_handles_only_errors() -> None:
     seen: list[str] = []
 
     def interrupted() -> Effects[None]:
         try:
             yield effects.call(_interrupt, _ainterrupt)
-        except Exception:  # pragma: no cover - the loop must not throw it in
-            seen.append("thrown in")
+        except Exception:  # pragma: no cover - an interrupt is not an error
+            seen.append("handled as an error")
+        except KeyboardInterrupt:
+            seen.append("interrupted at the call")
+            raise
         finally:
-            seen.append("closed")
+            seen.append("left")
 
     with pytest.raises(KeyboardInterrupt):
         effects.run(interrupted())
-    assert seen == ["closed"]
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(effects.arun(interrupted()))
+    assert seen == ["interrupted at the call", "left"] * 2
 
 
 def _interrupt() -> None:

@@ -17,10 +17,11 @@ twin: a store's operations, a pause.)
     run(forget_all(store, keys))            # blocking
     await arun(forget_all(store, keys))     # on the event loop
 
-Errors: ``run`` throws in what an effect raises as an ``Exception``; ``arun`` also throws in
-a ``CancelledError`` that reaches the awaited call, so a procedure that must finish a write
-before it gives up says so where the write is (with a ``shielded`` effect, below). Anything
-else (KeyboardInterrupt, SystemExit) leaves the loop at once, and the procedure is closed.
+Errors: whatever an effect raises is thrown in at its ``yield`` — on the async side a
+``CancelledError`` that reaches the awaited call too — so a procedure that must undo or finish
+something before it gives up says so where the call is (a rollback; a write finished with a
+``shielded`` effect, below). A procedure that handles only ``Exception`` lets an interrupt
+(KeyboardInterrupt, SystemExit) or a cancellation pass through it unchanged.
 
 ``shielded(effect)``: ``arun`` carries it to its end however often the task is cancelled
 meanwhile, then throws the (first) cancellation in; ``run`` makes it as any other.
@@ -79,6 +80,13 @@ def shielded(effect: Effect[T]) -> Effect[T]:
     return Effect(effect.sync, effect.aio, effect.args, effect.kwargs, shield=True)
 
 
+def either(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Effect[Any]:
+    """A call to a method that is blocking on one object and a coroutine on its twin (a sync
+    or an async connection handed to the procedure): the same method serves whichever loop
+    runs the procedure, which is the one that matches the object."""
+    return Effect(method, method, args, kwargs)
+
+
 def pause(seconds: float) -> Effect[None]:
     """Sleep ``seconds``: ``time.sleep`` from ``run``, ``asyncio.sleep`` from ``arun``."""
     return Effect(time.sleep, asyncio.sleep, (seconds,), {})
@@ -91,7 +99,7 @@ def run(procedure: Effects[T]) -> T:
         while True:
             try:
                 answer = effect.sync(*effect.args, **effect.kwargs)
-            except Exception as exc:
+            except BaseException as exc:
                 effect = procedure.throw(exc)
             else:
                 effect = procedure.send(answer)
@@ -112,7 +120,7 @@ async def arun(procedure: Effects[T]) -> T:
                     answer = await _to_its_end(effect)
                 else:
                     answer = await effect.aio(*effect.args, **effect.kwargs)
-            except (Exception, asyncio.CancelledError) as exc:
+            except BaseException as exc:
                 effect = procedure.throw(exc)
             else:
                 effect = procedure.send(answer)

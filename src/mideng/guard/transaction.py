@@ -23,12 +23,12 @@ docs/transactions.md.
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, nullcontext
 from typing import Any, TypeVar
 
+from mideng.core import effects
+from mideng.core.effects import Effects, either
 from mideng.core.flow import RAISE, RETURN, RUN, Call
 from mideng.core.record import Record, Ticket
 from mideng.db.dialect import retryable
@@ -130,74 +130,80 @@ def _decided(guard: Driver, call: Call, claim: Any) -> Tx | float:
     return call.delay
 
 
-# What a transactional block asks of its site, written once as generators of commands that a
-# sync and an async loop carry out: ("open", savepoint) -> kind, ("run", op) -> the op's
-# answer, ("restart", None) -> kind, ("rollback", whole), ("commit", None), ("sleep", secs).
-# A command's error is thrown back into the generator, as the call would have raised it there.
-Cmd = tuple[str, Any]
-Steps = Generator[Cmd, Any, T]
+# What a transactional block asks of its site is written once, as procedures of effects
+# (mideng.core.effects) on the site: a Site's blocking methods when effects.run carries them
+# out, an AsyncSite's coroutines when effects.arun does.
+AnySite = Site | AsyncSite
 
 
 def _deadlocked(exc: BaseException) -> bool:
     return retryable(getattr(exc, "orig", exc))  # the driver's error inside SQLAlchemy's
 
 
-def _rollback(whole: bool) -> Steps[None]:
+def _rollback(site: AnySite, whole: bool) -> Effects[None]:
     # The exception that got us here is the one the caller must see: a rollback that fails too
     # (the connection died with it) is logged, not raised over it.
     try:
-        yield ("rollback", whole)
+        yield either(site.rollback, whole=whole)
     except Exception as exc:
         logs.rollback_failed(exc)
 
 
-def _run(seen: Block | None, kind: str, operation: str, op: Any) -> Steps[Any]:
+def _run(site: AnySite, seen: Block | None, kind: str, operation: str, op: Any) -> Effects[Any]:
     """One statement of the block: observed (timed, its failure counted, a child span) while
     metrics or tracing are on."""
     if seen is None:
-        return (yield ("run", op))
+        return (yield either(site.run, op))
     with seen.statement(kind, operation):
-        return (yield ("run", op))
+        return (yield either(site.run, op))
 
 
 def _enter(
     guard: Driver,
     call: Call,
     records: RecordTable,
-    owned: bool,
+    site: AnySite,
     savepoint: bool,
     seen: Block | None,
-) -> Steps[tuple[str, Tx]]:
+) -> Effects[tuple[str, Tx]]:
     """Open the block and claim its key: the statement kind and the block's Tx."""
     try:
-        kind = yield ("open", savepoint)
+        kind = yield either(site.open, savepoint, atomic=True)
         attempt = 0
         while True:
             try:
-                claim = yield from _run(seen, kind, "claim", records.claim(kind, call.request()))
+                claim = yield from _run(
+                    site, seen, kind, "claim", records.claim(kind, call.request())
+                )
                 if seen is not None:
                     seen.claimed(call, claim)
                 outcome = _decided(guard, call, claim)
             except Exception as exc:
-                if not (owned and _deadlocked(exc) and attempt < CLAIM_RETRIES):
+                if not (site.owned and _deadlocked(exc) and attempt < CLAIM_RETRIES):
                     raise
                 attempt += 1
-                kind = yield ("restart", None)
+                kind = yield either(site.restart)
                 continue
             if isinstance(outcome, Tx):
                 return kind, outcome
-            yield ("sleep", outcome)
+            yield effects.pause(outcome)
     except BaseException:
-        yield from _rollback(whole=False)  # a refusal never aborts the caller's transaction
+        yield from _rollback(site, whole=False)  # a refusal never aborts the caller's transaction
         raise
 
 
 def _leave(
-    records: RecordTable, kind: str, call: Call, tx: Tx, failed: bool, seen: Block | None
-) -> Steps[None]:
+    site: AnySite,
+    records: RecordTable,
+    kind: str,
+    call: Call,
+    tx: Tx,
+    failed: bool,
+    seen: Block | None,
+) -> Effects[None]:
     """After the block: store its result and commit, or roll back what it did."""
     if failed:
-        yield from _rollback(whole=not tx.replayed)
+        yield from _rollback(site, whole=not tx.replayed)
         return
     if not tx.replayed:
         assert tx.ticket is not None
@@ -206,59 +212,11 @@ def _leave(
             data = policy.codec.encode(tx.value)
             ttl, codec = policy.ttl, policy.codec.name
             done = records.complete(kind, tx.ticket, data, codec, ttl, tx.record)
-            yield from _run(seen, kind, "complete", done)
+            yield from _run(site, seen, kind, "complete", done)
         except BaseException:
-            yield from _rollback(whole=True)
+            yield from _rollback(site, whole=True)
             raise
-    yield ("commit", None)
-
-
-def _carry_out(site: Site, steps: Steps[T]) -> T:
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            name, arg = steps.throw(error) if error is not None else steps.send(reply)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        reply, error = None, None
-        try:
-            if name == "run":
-                reply = site.run(arg)
-            elif name == "sleep":
-                time.sleep(arg)
-            elif name == "rollback":
-                site.rollback(whole=arg)
-            elif name == "open":
-                reply = site.open(arg, atomic=True)
-            else:
-                reply = getattr(site, name)()
-        except BaseException as exc:
-            error = exc
-
-
-async def _acarry_out(site: AsyncSite, steps: Steps[T]) -> T:
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            name, arg = steps.throw(error) if error is not None else steps.send(reply)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        reply, error = None, None
-        try:
-            if name == "run":
-                reply = await site.run(arg)
-            elif name == "sleep":
-                await asyncio.sleep(arg)
-            elif name == "rollback":
-                await site.rollback(whole=arg)
-            elif name == "open":
-                reply = await site.open(arg, atomic=True)
-            else:
-                reply = await getattr(site, name)()
-        except BaseException as exc:
-            error = exc
+    yield either(site.commit)
 
 
 @contextmanager
@@ -280,13 +238,13 @@ def transaction(
     call = _call(guard, scope, key, payload, result_type, options)
     seen = blocks.observe(call)  # None unless metrics or tracing are on
     with seen or _UNOBSERVED:
-        kind, tx = _carry_out(site, _enter(guard, call, records, site.owned, savepoint, seen))
+        kind, tx = effects.run(_enter(guard, call, records, site, savepoint, seen))
         try:
             yield tx
         except BaseException:
-            _carry_out(site, _leave(records, kind, call, tx, True, seen))
+            effects.run(_leave(site, records, kind, call, tx, True, seen))
             raise
-        _carry_out(site, _leave(records, kind, call, tx, False, seen))
+        effects.run(_leave(site, records, kind, call, tx, False, seen))
 
 
 @asynccontextmanager
@@ -308,11 +266,10 @@ async def atransaction(
     call = _call(guard, scope, key, payload, result_type, options)
     seen = blocks.observe(call)
     with seen or _UNOBSERVED:
-        steps = _enter(guard, call, records, site.owned, savepoint, seen)
-        kind, tx = await _acarry_out(site, steps)
+        kind, tx = await effects.arun(_enter(guard, call, records, site, savepoint, seen))
         try:
             yield tx
         except BaseException:
-            await _acarry_out(site, _leave(records, kind, call, tx, True, seen))
+            await effects.arun(_leave(site, records, kind, call, tx, True, seen))
             raise
-        await _acarry_out(site, _leave(records, kind, call, tx, False, seen))
+        await effects.arun(_leave(site, records, kind, call, tx, False, seen))
