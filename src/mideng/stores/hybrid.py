@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from mideng.core import effects
 from mideng.core.effects import Effect, Effects
@@ -157,19 +157,9 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
             logs.redis_copy_kept(scope, key)
         return gone
 
-    def _resolve(
-        self,
-        scope: str,
-        key: str,
-        result: bytes | None,
-        codec: str | None,
-        failed: bool,
-        ttl: float | None,
-    ) -> Effects[Record]:
+    def _resolve(self, scope: str, key: str, settled: dict[str, Any]) -> Effects[Record]:
         d = self.durable
-        record: Record = yield effects.call(
-            d.resolve, d.aresolve, scope, key, result=result, codec=codec, failed=failed, ttl=ttl
-        )
+        record: Record = yield effects.call(d.resolve, d.aresolve, scope, key, **settled)
         # Even mid-outage, and said each time (the outage's own warning may be held back): a
         # kept failure's copy left behind replays the failure the operator just settled.
         try:
@@ -232,7 +222,8 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
         failed: bool,
         ttl: float | None,
     ) -> Record:
-        return effects.run(self._resolve(scope, key, result, codec, failed, ttl))
+        settled = {"result": result, "codec": codec, "failed": failed, "ttl": ttl}
+        return effects.run(self._resolve(scope, key, settled))
 
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self.durable.unresolved(scope, limit)
@@ -295,7 +286,8 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
         failed: bool,
         ttl: float | None,
     ) -> Record:
-        return await effects.arun(self._resolve(scope, key, result, codec, failed, ttl))
+        settled = {"result": result, "codec": codec, "failed": failed, "ttl": ttl}
+        return await effects.arun(self._resolve(scope, key, settled))
 
     async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return await self.durable.aunresolved(scope, limit)
