@@ -2,17 +2,19 @@
 
 On a Redis Cluster each master is scanned on its own (its own cursor, its own pipelines), so
 every record is seen once whichever node holds it; a standalone or Sentinel-managed server
-is one master. Per batch of keys one pipeline asks each key's fields (without the stored
-result and error), its remaining TTL (``PTTL``) and its footprint (``MEMORY USAGE``). What a
-batch means is decided once, in ``_batch``, for both loops. ``purge_older`` deletes a key
-only inside a Lua check of its status and time, so a claim made since the scan keeps it.
+is one master. For each SCAN reply one pipeline asks each key's fields (without the stored
+result and error), its remaining TTL (``PTTL``) and its footprint (``MEMORY USAGE``). Both
+are written once, for the sync and the async client. ``purge_older`` deletes a key only
+inside a Lua check of its status and time, so a claim made since the scan keeps it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from mideng.core import effects
+from mideng.core.effects import Effect, Effects, either
+from mideng.errors import StoreUnavailableError
 from mideng.stores.redis.commands import Commands
 from mideng.stores.redis.rows import NAMES, row
 from mideng.stores.survey import Progress, Survey, SurveyStore, Tally, surveyed
@@ -59,53 +61,51 @@ def _batch(
 
 
 def _masters(client: Any) -> list[Any]:
-    """A plain client per master: each node of a cluster, or the one server."""
-    if hasattr(client, "get_primaries"):
+    """What each master is scanned through: each node of a cluster, or the one server. A
+    sync cluster lends a plain client per node; an asyncio one is asked node by node."""
+    if not hasattr(client, "get_primaries"):
+        return [client]
+    if hasattr(client, "get_redis_connection"):
         return [client.get_redis_connection(node) for node in client.get_primaries()]
-    return [client]
+    return [_AsyncNode(client, node) for node in client.get_primaries()]
 
 
-def _chunks(names: Iterator[bytes]) -> Iterator[list[bytes]]:
-    chunk: list[bytes] = []
-    for name in names:
-        chunk.append(name)
-        if len(chunk) == BATCH:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+class _AsyncNode:
+    """One master of an asyncio cluster client, with the calls a scan makes of it."""
 
+    def __init__(self, client: Any, node: Any) -> None:
+        self.client = client
+        self.node = node
 
-async def _achunks(names: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:
-    chunk: list[bytes] = []
-    async for name in names:
-        chunk.append(name)
-        if len(chunk) == BATCH:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+    async def time(self) -> Any:
+        return await self.client.time(target_nodes=self.node)
+
+    async def scan(self, cursor: int, **kwargs: Any) -> tuple[int, list[bytes]]:
+        # A cluster's SCAN answers with the cursor of each node asked: here just this one.
+        cursors, names = await self.client.scan(cursor=cursor, target_nodes=self.node, **kwargs)
+        return cursors[self.node.name], names
+
+    def pipeline(self, transaction: bool = False) -> Any:
+        return self.client.pipeline(transaction=transaction)
 
 
 class RedisSurvey(SurveyStore):
-    """``RedisStore``'s survey, sync and async, over its own clients."""
+    """``RedisStore``'s survey and ``purge_older``, each written once as a procedure of
+    effects (mideng.core.effects) over the store's sync or async client: the calls a scan
+    makes (TIME, SCAN, a pipeline's EXEC) are the same methods on both kinds of client."""
 
     commands: Commands
     _errors: tuple[type[BaseException], ...]
 
     # RedisStore's clients and its one rule for what a driver error becomes.
-    def _scan_client(self) -> Any:
-        own: Any = self
-        return own._client()
+    def _client(self) -> Any:
+        raise NotImplementedError
 
-    async def _ascan_client(self) -> Any:
-        own: Any = self
-        return await own._aclient()
+    async def _aclient(self) -> Any:
+        raise NotImplementedError
 
-    def _scan_error(self, exc: BaseException) -> Exception:
-        own: Any = self
-        failure: Exception = own._unavailable(exc)
-        return failure
+    def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
+        raise NotImplementedError
 
     def survey(
         self,
@@ -115,27 +115,7 @@ class RedisSurvey(SurveyStore):
         biggest: int = 10,
         progress: Progress = None,
     ) -> Survey:
-        client = self._scan_client()
-        match = pattern(self.commands, prefix)
-        found: Survey | None = None
-        seen = 0
-        try:
-            masters = _masters(client)
-            for node in masters:
-                sec, usec = node.time()
-                tally = Tally(sec + usec / 1e6, grace, biggest)
-                for names in _chunks(node.scan_iter(match=match, count=BATCH, _type="hash")):
-                    pipe = node.pipeline(transaction=False)
-                    _queue(pipe, names)
-                    _batch(tally, self.commands, names, pipe.execute(), prefix)
-                    seen += len(names)
-                    if progress is not None:
-                        progress(seen)
-                found = _add(found, tally.done(), biggest)
-        except self._errors as exc:
-            raise self._scan_error(exc) from exc
-        assert found is not None
-        return found
+        return effects.run(self._surveying(self._client(), prefix, grace, biggest, progress))
 
     async def asurvey(
         self,
@@ -145,38 +125,52 @@ class RedisSurvey(SurveyStore):
         biggest: int = 10,
         progress: Progress = None,
     ) -> Survey:
-        client = await self._ascan_client()
+        client = await self._aclient()
+        return await effects.arun(self._surveying(client, prefix, grace, biggest, progress))
+
+    def purge_older(self, age: float, limit: int | None = None) -> int:
+        return effects.run(self._purging(self._client(), age, limit))
+
+    async def apurge_older(self, age: float, limit: int | None = None) -> int:
+        return await effects.arun(self._purging(await self._aclient(), age, limit))
+
+    def _surveying(
+        self, client: Any, prefix: str | None, grace: float, biggest: int, progress: Progress
+    ) -> Effects[Survey]:
         match = pattern(self.commands, prefix)
         found: Survey | None = None
         seen = 0
         try:
-            for node in await _amasters(client):
-                sec, usec = await node.time()
+            for node in _masters(client):
+                sec, usec = yield either(node.time)
                 tally = Tally(sec + usec / 1e6, grace, biggest)
-                names_iter = node.scan_iter(match=match, count=BATCH, _type="hash")
-                async for names in _achunks(names_iter):
+                cursor: int | None = None
+                while cursor != 0:
+                    cursor, names = yield _scan(node, cursor, match)
+                    if not names:
+                        continue
                     pipe = node.pipeline(transaction=False)
                     _queue(pipe, names)
-                    _batch(tally, self.commands, names, await pipe.execute(), prefix)
+                    _batch(tally, self.commands, names, (yield either(pipe.execute)), prefix)
                     seen += len(names)
                     if progress is not None:
                         progress(seen)
                 found = _add(found, tally.done(), biggest)
         except self._errors as exc:
-            raise self._scan_error(exc) from exc
+            raise self._unavailable(exc) from exc
         assert found is not None
         return found
 
-    def purge_older(self, age: float, limit: int | None = None) -> int:
-        client = self._scan_client()
+    def _purging(self, client: Any, age: float, limit: int | None) -> Effects[int]:
         match = pattern(self.commands, None)
         gone = 0
         try:
             for node in _masters(client):
-                sec, usec = node.time()
+                sec, usec = yield either(node.time)
                 cutoff = sec + usec / 1e6 - age
-                for names in _chunks(node.scan_iter(match=match, count=BATCH, _type="hash")):
-                    pending = names
+                cursor: int | None = None
+                while cursor != 0:
+                    cursor, pending = yield _scan(node, cursor, match)
                     while pending and (limit is None or gone < limit):
                         # No more candidates than deletions left: ``limit`` is never overshot,
                         # and candidates the script keeps (processing ones) leave room for more.
@@ -185,69 +179,17 @@ class RedisSurvey(SurveyStore):
                         pipe = node.pipeline(transaction=False)
                         for name in take:
                             pipe.eval(_PURGE_OLDER, 1, name, repr(cutoff))
-                        gone += sum(int(n) for n in pipe.execute())
+                        gone += sum(int(n) for n in (yield either(pipe.execute)))
                     if limit is not None and gone >= limit:
                         return gone
         except self._errors as exc:
-            raise self._scan_error(exc) from exc
-        return gone
-
-    async def apurge_older(self, age: float, limit: int | None = None) -> int:
-        client = await self._ascan_client()
-        match = pattern(self.commands, None)
-        gone = 0
-        try:
-            for node in await _amasters(client):
-                sec, usec = await node.time()
-                cutoff = sec + usec / 1e6 - age
-                names_iter = node.scan_iter(match=match, count=BATCH, _type="hash")
-                async for names in _achunks(names_iter):
-                    pending = names
-                    while pending and (limit is None or gone < limit):
-                        # No more candidates than deletions left: ``limit`` is never overshot,
-                        # and candidates the script keeps (processing ones) leave room for more.
-                        take = pending if limit is None else pending[: limit - gone]
-                        pending = pending[len(take) :]
-                        pipe = node.pipeline(transaction=False)
-                        for name in take:
-                            pipe.eval(_PURGE_OLDER, 1, name, repr(cutoff))
-                        gone += sum(int(n) for n in await pipe.execute())
-                    if limit is not None and gone >= limit:
-                        return gone
-        except self._errors as exc:
-            raise self._scan_error(exc) from exc
+            raise self._unavailable(exc) from exc
         return gone
 
 
-async def _amasters(client: Any) -> list[Any]:
-    if hasattr(client, "get_primaries"):
-        return [_AsyncNode(client, node) for node in client.get_primaries()]
-    return [client]
-
-
-class _AsyncNode:
-    """One master of an asyncio cluster client, with the calls a survey makes of it."""
-
-    def __init__(self, client: Any, node: Any) -> None:
-        self.client = client
-        self.node = node
-
-    async def time(self) -> Any:
-        return await self.client.time(target_nodes=self.node)
-
-    async def scan_iter(self, **kwargs: Any) -> AsyncIterator[bytes]:
-        cursor = None
-        while cursor != 0:
-            # A cluster's SCAN answers with the cursor of each node asked: here just this one.
-            cursors, names = await self.client.scan(
-                cursor=cursor or 0, target_nodes=self.node, **kwargs
-            )
-            cursor = cursors[self.node.name]
-            for name in names:
-                yield name
-
-    def pipeline(self, transaction: bool = False) -> Any:
-        return self.client.pipeline(transaction=transaction)
+def _scan(node: Any, cursor: int | None, match: str) -> Effect[Any]:
+    """One SCAN of a master's record hashes, from ``cursor`` (None: the first)."""
+    return either(node.scan, cursor or 0, match=match, count=BATCH, _type="hash")
 
 
 def _add(found: Survey | None, node: Survey, biggest: int) -> Survey:
