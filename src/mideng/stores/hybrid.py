@@ -89,6 +89,7 @@ class Outage:
 
 
 class HybridStore(Store, DurableSteps, FrontedSurvey):
+    fast: RedisStore
     durable: Store  # every capability: tokens and windows fall back to it during an outage
 
     def __init__(

@@ -14,12 +14,11 @@ import abc
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from mideng.core.keys import HIT_PREFIX, TOKEN_PREFIX
 from mideng.core.record import Record, Status
 from mideng.errors import ConfigurationError
-from mideng.stores.base import KEEP
+from mideng.stores.base import KEEP, LocalStore, Store
 
 #: Remaining retention, as (label, upper bound in seconds); past the last, ``"longer"``.
 EXPIRY_BUCKETS: tuple[tuple[str, float], ...] = (
@@ -224,7 +223,7 @@ class SurveyStore(abc.ABC):
     async def apurge_older(self, age: float, limit: int | None = None) -> int: ...
 
 
-class LocalSurvey(SurveyStore):
+class LocalSurvey(LocalStore, SurveyStore):
     """The survey of an embedded store: one pass over its records (``LocalStore._records``)."""
 
     def survey(
@@ -235,9 +234,8 @@ class LocalSurvey(SurveyStore):
         biggest: int = 10,
         progress: Progress = None,
     ) -> Survey:
-        local: Any = self
-        tally = Tally(local._now(), grace, biggest)
-        for record in local._records():
+        tally = Tally(self._now(), grace, biggest)
+        for record in self._records():
             if surveyed(record.scope, prefix):
                 expires = record.expires_at
                 remaining = None if expires is None else expires - tally.survey.now
@@ -255,17 +253,14 @@ class LocalSurvey(SurveyStore):
         biggest: int = 10,
         progress: Progress = None,
     ) -> Survey:
-        local: Any = self
-        found: Survey = await local._offload(
+        return await self._offload(
             lambda: self.survey(prefix, grace=grace, biggest=biggest, progress=progress)
         )
-        return found
 
     def purge_older(self, age: float, limit: int | None = None) -> int:
-        local: Any = self
-        cutoff = local._now() - age
+        cutoff = self._now() - age
         doomed = [
-            r for r in local._records() if surveyed(r.scope, None) and finished_before(r, cutoff)
+            r for r in self._records() if surveyed(r.scope, None) and finished_before(r, cutoff)
         ]
         gone = 0
         for r in doomed[:limit]:
@@ -275,27 +270,25 @@ class LocalSurvey(SurveyStore):
                     return False, KEEP
                 return True, None
 
-            gone += local._transact(r.scope, r.key, step)
+            gone += self._transact(r.scope, r.key, step)
         return gone
 
     async def apurge_older(self, age: float, limit: int | None = None) -> int:
-        local: Any = self
-        return await local._offload(self.purge_older, age, limit)  # type: ignore[no-any-return]
+        return await self._offload(self.purge_older, age, limit)
 
 
 class FrontedSurvey(SurveyStore):
     """A Redis copy in front of a durable store (``HybridStore``): the durable store holds
     every record, so it is the one surveyed; ``purge_older`` purges both."""
 
+    durable: Store
+    fast: SurveyStore
+
     def _durable_survey(self) -> SurveyStore:
-        durable = vars(self)["durable"]
+        durable = self.durable
         if not isinstance(durable, SurveyStore):
             raise ConfigurationError(f"{type(durable).__name__} has no survey")
         return durable
-
-    def _fast(self) -> SurveyStore:
-        fast: SurveyStore = vars(self)["fast"]
-        return fast
 
     def survey(
         self,
@@ -322,10 +315,10 @@ class FrontedSurvey(SurveyStore):
 
     def purge_older(self, age: float, limit: int | None = None) -> int:
         gone = self._durable_survey().purge_older(age, limit)
-        self._fast().purge_older(age, limit)  # the copies: a left one would replay until it expires
+        self.fast.purge_older(age, limit)  # the copies: a left one would replay until it expires
         return gone
 
     async def apurge_older(self, age: float, limit: int | None = None) -> int:
         gone = await self._durable_survey().apurge_older(age, limit)
-        await self._fast().apurge_older(age, limit)
+        await self.fast.apurge_older(age, limit)
         return gone

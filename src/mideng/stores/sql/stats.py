@@ -9,6 +9,7 @@ the clock the first one fetched, so the counts agree with each other.
 
 from __future__ import annotations
 
+import abc
 import sqlite3
 import time
 from typing import Any
@@ -207,17 +208,18 @@ class SQLiteSurvey(LocalSurvey):
     """``SQLiteStore``'s survey: the same operations, on its connection of this thread (the
     async twins offloaded like every other operation of the embedded store)."""
 
-    def _table(self) -> str:
-        local: Any = self
-        table: str = local.table
-        return table
+    path: str
+    table: str
+
+    @abc.abstractmethod
+    def _conn(self) -> sqlite3.Connection:
+        """The store's connection of this thread (SQLiteStore's)."""
 
     def _stats(self, op: Op[T]) -> T:
-        local: Any = self
         try:
-            return drive(op, execute_sqlite, local._conn())
+            return drive(op, execute_sqlite, self._conn())
         except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"SQLite store {local.path} failed: {exc}") from exc
+            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
 
     def survey(
         self,
@@ -227,13 +229,13 @@ class SQLiteSurvey(LocalSurvey):
         biggest: int = 10,
         progress: Progress = None,
     ) -> Survey:
-        found = self._stats(survey(_sqlite(self._table()), prefix, grace, biggest))
+        found = self._stats(survey(_sqlite(self.table), prefix, grace, biggest))
         if progress is not None:
             progress(found.total)
         return found
 
     def purge_older(self, age: float, limit: int | None = None) -> int:
-        return self._stats(purge_older(_sqlite(self._table()), age, limit))
+        return self._stats(purge_older(_sqlite(self.table), age, limit))
 
 
 def _sqlite(table: str) -> Statements:
