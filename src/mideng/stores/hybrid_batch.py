@@ -11,7 +11,6 @@ Redis in one pipeline, best effort, as a single completion does.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from mideng.core import effects
 from mideng.core.effects import Effects
@@ -19,37 +18,10 @@ from mideng.core.record import REPLAY, Claim, ClaimRequest, Record
 from mideng.errors import LeaseLostError, StoreUnavailableError
 from mideng.stores.batch import BatchStore, Completed, Completion, distinct
 from mideng.stores.hybrid import HybridStore, from_copy, replayable
-from mideng.stores.redis.batch import arun_many, run_many
-from mideng.stores.redis.store import RedisStore
-
-
-class _Copies:
-    """Redis's side of a batch: gets and puts of many copies, each one pipeline."""
-
-    def __init__(self, fast: RedisStore) -> None:
-        self.fast = fast
-
-    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Record | None]:
-        c = self.fast.commands
-        return run_many(self.fast, [c.get(s, k) for s, k in keys])
-
-    async def aget_many(self, keys: Sequence[tuple[str, str]]) -> list[Record | None]:
-        c = self.fast.commands
-        return await arun_many(self.fast, [c.get(s, k) for s, k in keys])
-
-    def put_many(self, records: Sequence[Record]) -> None:
-        run_many(self.fast, [self.fast.commands.put(r) for r in records])
-
-    async def aput_many(self, records: Sequence[Record]) -> None:
-        await arun_many(self.fast, [self.fast.commands.put(r) for r in records])
 
 
 class HybridBatch(HybridStore, BatchStore):
     """HybridStore with batches; what ``open_store(redis_url, durable=...)`` builds."""
-
-    def __init__(self, fast: RedisStore, durable: Any, **options: Any) -> None:
-        super().__init__(fast, durable, **options)
-        self.copies = _Copies(fast)
 
     def _claim_many(self, reqs: Sequence[ClaimRequest]) -> Effects[list[Claim]]:
         distinct(reqs)
@@ -57,8 +29,8 @@ class HybridBatch(HybridStore, BatchStore):
         answered = False
         if not self.outage.down():
             try:
-                keys = [(r.scope, r.key) for r in reqs]
-                copies = yield effects.call(self.copies.get_many, self.copies.aget_many, keys)
+                gets = [self.fast.commands.get(r.scope, r.key) for r in reqs]
+                copies = yield effects.call(self.fast.run_many, self.fast.arun_many, gets)
                 answered = True
             except StoreUnavailableError as exc:
                 self.outage.failed(exc)
@@ -101,7 +73,8 @@ class HybridBatch(HybridStore, BatchStore):
 
     def _put(self, records: list[Record]) -> Effects[None]:
         try:
-            yield effects.call(self.copies.put_many, self.copies.aput_many, records)
+            puts = [self.fast.commands.put(r) for r in records]
+            yield effects.call(self.fast.run_many, self.fast.arun_many, puts)
         except StoreUnavailableError as exc:
             self.outage.failed(exc)
 

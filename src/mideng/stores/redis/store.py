@@ -16,18 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
 from typing import Any, TypeVar, overload
 
 from mideng.core.loops import running_loop
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import Store
-from mideng.stores.batch import BatchStore, Completed, Completion, distinct
-from mideng.stores.redis.batch import aclaim_many as aclaim_batch
-from mideng.stores.redis.batch import acomplete_many as acomplete_batch
-from mideng.stores.redis.batch import claim_many as claim_batch
-from mideng.stores.redis.batch import complete_many as complete_batch
+from mideng.stores.redis.batch import RedisBatch
 from mideng.stores.redis.commands import Command, Commands, stuck
 from mideng.stores.redis.connect import Connection, Target, connect, parse, redact
 from mideng.stores.redis.direct import AsyncDirectSender, DirectSender, pack, usable
@@ -42,7 +37,7 @@ T = TypeVar("T")
 _BATCH = 256
 
 
-class RedisStore(Store, BatchStore, RedisSteps, RedisSurvey):
+class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
     """Standalone Redis, Redis Cluster or a Sentinel-managed master, sync and asyncio."""
 
     self_expiring = True
@@ -278,21 +273,6 @@ class RedisStore(Store, BatchStore, RedisSteps, RedisSurvey):
         for name in names:
             pipe.hmget(name, NAMES)
         return pipe.execute()  # type: ignore[no-any-return]
-
-    # -- batches (mideng.stores.batch): one Lua call per batch (see batch) -------------------
-    def claim_many(self, reqs: Sequence[ClaimRequest]) -> list[Claim]:
-        distinct(reqs)
-        return claim_batch(self, reqs)
-
-    def complete_many(self, items: Sequence[Completion]) -> list[Completed]:
-        return complete_batch(self, items)
-
-    async def aclaim_many(self, reqs: Sequence[ClaimRequest]) -> list[Claim]:
-        distinct(reqs)
-        return await aclaim_batch(self, reqs)
-
-    async def acomplete_many(self, items: Sequence[Completion]) -> list[Completed]:
-        return await acomplete_batch(self, items)
 
     def close(self) -> None:
         with self._lock:
