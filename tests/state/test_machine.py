@@ -36,6 +36,7 @@ def test_states_targets_sources_and_terminals() -> None:
     assert flow.allowed("NEW") == {"PAID", "CANCELLED"}
     assert flow.allowed("DONE") == frozenset()
     assert flow.sources("SHIPPED") == {"PAID"}
+    assert flow.sources("NEW") == frozenset()
     assert flow.terminal == {"DONE", "CANCELLED", "REFUNDED"}
     with pytest.raises(ConfigurationError, match="not a state"):
         flow.allowed("LOST")
@@ -160,8 +161,14 @@ def test_bad_arguments_are_refused_before_any_statement(db: Db, side: Side) -> N
     with side.counted() as sent:
         with pytest.raises(ConfigurationError, match="does not pick one row"):
             side.advance(flow, conn, orders, {"amount": 10}, "PAID")
-        with pytest.raises(ConfigurationError, match="no transition"):
-            side.advance(flow, conn, orders, {"order_no": "x"}, "NEW")
+        # Refused alike whether the target is one an UPDATE leads to or, like NEW, not.
+        for to in ("PAID", "NEW"):
+            with pytest.raises(ConfigurationError, match="set by the primitive itself"):
+                side.advance(flow, conn, orders, {"order_no": "x"}, to, values={"status": "X"})
+            with pytest.raises(ConfigurationError, match="no column 'colour'"):
+                side.advance(flow, conn, orders, {"order_no": "x"}, to, values={"colour": 1})
+            with pytest.raises(ConfigurationError, match="does not pick one row"):
+                side.advance(flow, conn, orders, {"amount": 10}, to)
         with pytest.raises(ConfigurationError, match="not a state"):
             side.advance(flow, conn, orders, {"order_no": "x"}, "LOST")
         with pytest.raises(ConfigurationError, match="None never matches"):
