@@ -8,10 +8,11 @@
 
 ``advance`` sends ``UPDATE … SET status = :to WHERE <where> AND status IN (<every state that
 may lead to :to>)`` and reads the row only when it changed nothing, to tell a duplicate
-(``AlreadyThere``, a success) from an illegal transition (``Illegal(current)``) or a missing
-row (``Missing``). The check and the write are one statement, so no transition is decided on
-a status that another caller has changed since it was read. A state no transition leads to
-(the initial one) has no such UPDATE: the read alone answers.
+(``AlreadyThere``, a success) from an illegal transition (``Illegal(current, direction)``:
+the target behind the row, ahead of it or on another branch) or a missing row (``Missing``).
+The check and the write are one statement, so no transition is decided on a status that
+another caller has changed since it was read. A state no transition leads to (the initial
+one) has no such UPDATE: the read alone answers.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from mideng.state.compiled import speech
 from mideng.state.defaults import fill
 from mideng.state.ops import APPLIED, conditional
 from mideng.state.primitives import checked_where
-from mideng.state.results import AlreadyThere, Applied, Conflict, Illegal, Missing
+from mideng.state.results import AlreadyThere, Applied, Conflict, Direction, Illegal, Missing
 from mideng.state.run import Make, arun, run
 from mideng.state.statements import (
     UpdateShape,
@@ -39,6 +40,15 @@ from mideng.state.statements import (
 )
 
 AdvanceAnswer = Applied | AlreadyThere | Illegal | Missing | Conflict
+
+# Where the target lies from the current state, by (the current state is reachable from the
+# target, the target is reachable from the current state).
+_DIRECTIONS = {
+    (True, False): Direction.BEHIND,
+    (False, True): Direction.AHEAD,
+    (False, False): Direction.ASIDE,
+    (True, True): Direction.BOTH,
+}
 
 
 def _states_of(
@@ -91,11 +101,12 @@ class StateMachine:
         self.version_column = version_column
         self._targets = {s: frozenset(transitions.get(s, ())) for s in states}
         self._sources = {s: frozenset(f for f in states if s in self._targets[f]) for s in states}
+        self._after = {s: self._onward(s) for s in states}
         self.terminal = frozenset(s for s in states if not self._targets[s])
         self.initial = initial
         if initial is not None:
             self._check(initial)
-            unreachable = set(states) - self._reachable(initial)
+            unreachable = set(states) - {initial} - self._after[initial]
             if unreachable:
                 raise ConfigurationError(
                     f"states {sorted(map(str, unreachable))} are unreachable from {initial!r}"
@@ -113,14 +124,15 @@ class StateMachine:
             raise ConfigurationError(f"{state!r} is not a state of this machine")
         return state
 
-    def _reachable(self, start: Any) -> set[Any]:
-        seen, todo = {start}, [start]
+    def _onward(self, start: Any) -> frozenset[Any]:
+        seen: set[Any] = set()
+        todo = [start]
         while todo:
             for nxt in self._targets[todo.pop()]:
                 if nxt not in seen:
                     seen.add(nxt)
                     todo.append(nxt)
-        return seen
+        return frozenset(seen)
 
     def allowed(self, state: Any) -> frozenset[Any]:
         """The states ``state`` may move to (empty for a terminal one)."""
@@ -130,6 +142,19 @@ class StateMachine:
         """The states that may move to ``state`` (empty for one no transition leads to, such
         as the initial state)."""
         return self._sources[self._check(state)]
+
+    def reachable(self, state: Any) -> frozenset[Any]:
+        """The states a row in ``state`` may come to by one transition or more (``state``
+        itself only when a cycle leads back to it)."""
+        return self._after[self._check(state)]
+
+    def _direction(self, current: Any, target: Any) -> Direction:
+        """Where ``target`` lies from a row in ``current``, another state; a ``current`` that
+        is none of the machine's (the column holds something else) leads nowhere and is
+        reached from nowhere."""
+        behind = current in self._after[target]
+        ahead = target in self._after.get(current, ())
+        return _DIRECTIONS[behind, ahead]
 
     # -- advance --------------------------------------------------------------------------
     def _advance(
@@ -172,7 +197,7 @@ class StateMachine:
                 if current == to:
                     return AlreadyThere()
                 if current not in sources:
-                    return Illegal(current)
+                    return Illegal(current, self._direction(current, to))
                 if versioned and row[1] != version:
                     return Conflict(row[1])
                 return None  # a legal source now: it changed since the UPDATE, send it again
@@ -249,9 +274,9 @@ class StateMachine:
         values: Mapping[str, Any] | None = None,
     ) -> AdvanceAnswer:
         """Move the row ``where`` picks to ``to``, if its state may lead there: ``Applied``
-        (``Applied(version + 1)`` with ``version``), ``AlreadyThere``, ``Illegal(current)``,
-        ``Missing``, or with ``version`` ``Conflict(current_version)``. ``values``: more
-        columns set by the same UPDATE. Any
+        (``Applied(version + 1)`` with ``version``), ``AlreadyThere``,
+        ``Illegal(current, direction)``, ``Missing``, or with ``version``
+        ``Conflict(current_version)``. ``values``: more columns set by the same UPDATE. Any
         state of the machine may be ``to``; one no transition leads to answers from the read
         of the row alone (``AlreadyThere``, ``Illegal`` or ``Missing``)."""
         return run(conn, self._advance(table, where, to, version, values))
