@@ -167,6 +167,10 @@ def test_enum_states_over_a_string_column_and_an_enum_column(db: Db, side: Side)
     assert side.advance(flow, conn, typed, {"order_no": key}, Pay.REFUNDED) == Applied()
     answer = side.advance(flow, conn, typed, {"order_no": key}, Pay.PAID)
     assert answer == Illegal(Pay.REFUNDED, Direction.BEHIND)
+    # The initial member, which no transition leads to: the read alone, decoded alike.
+    answer = side.advance(flow, conn, typed, {"order_no": key}, Pay.NEW)
+    assert answer == Illegal(Pay.REFUNDED, Direction.BEHIND)
+    assert side.advance(flow, conn, orders, {"order_no": key}, Pay.NEW) == answer
     side.release(conn)
 
 
