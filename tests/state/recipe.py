@@ -1,8 +1,9 @@
-"""The recipe: the idempotency record and the stock decrement in one transaction.
+"""The recipes of docs/state.md.
 
-``take_stock`` is what docs/state.md shows; run as a script it is a process that stops at a
-chosen point (after the decrement, before the commit; or after the commit, before answering)
-and waits there to be killed.
+``take_stock``: the idempotency record and the stock decrement in one transaction; run as a
+script it is a process that stops at a chosen point (after the decrement, before the commit;
+or after the commit, before answering) and waits there to be killed. ``verdict``: what a
+consumer does with a state machine's event that may come twice or out of order.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from sqlalchemy import Table, create_engine
 
 from mideng import Guard, open_store
-from mideng.state import decrement
+from mideng.state import AlreadyThere, Applied, Direction, Illegal, decrement
 
 
 class OutOfStock(Exception):
@@ -43,6 +44,19 @@ def take_stock(
         pause("decremented")
     pause("committed")
     return tx.value
+
+
+def verdict(answer: Any) -> str:
+    """ack, retry or alert: what a consumer does with an event once ``advance`` answered."""
+    match answer:
+        case Applied() | AlreadyThere():
+            return "ack"  # applied now (its work done first), or a duplicate
+        case Illegal(direction=Direction.BEHIND):
+            return "ack"  # late: the row is past that state already
+        case Illegal(direction=Direction.AHEAD):
+            return "retry"  # early: the events before it have not come yet
+        case _:
+            return "alert"  # another branch, a cycle, or a row nobody created
 
 
 def main() -> int:

@@ -61,7 +61,9 @@ WHERE = {"w0": "sku-1", "n": 3}
 
 def _shape(dialect: Any, column: str = "qty", table: Table = STOCK) -> TableSql:
     kind = speech(dialect).kind
-    return _decrement_shape(table, kind, dialect, ("sku",), column).update
+    update = _decrement_shape(table, kind, dialect, ("sku",), column).update
+    assert update is not None
+    return update
 
 
 def test_an_update_is_sent_in_each_drivers_own_bind_style() -> None:
@@ -92,7 +94,9 @@ def test_statements_sqlalchemy_must_process_go_through_it() -> None:
     assert _shape(psycopg.dialect(), "weight").driver is not None  # type: ignore[no-untyped-call]
     flow = StateMachine({"A": ["B"]}, column="grade")
     plan = flow._plan(STOCK, "sqlite", sqlite, "B", ("sku",), (), False)
-    assert plan[0].update.driver is None
+    update = plan[0].update
+    assert update is not None
+    assert update.driver is None
     # A Python-side onupdate is a bind of its own, given by the call (mideng.state.defaults):
     # nothing is left for SQLAlchemy to compute, so the UPDATE still goes as the driver's SQL.
     touched = _shape(sqlite, table=TOUCHED)

@@ -11,7 +11,17 @@ from sqlalchemy import Column, Integer, MetaData, String, Table
 from sqlalchemy.dialects import mysql, postgresql
 
 from mideng.db import Op, Res, Stmt
-from mideng.state import AlreadyThere, Applied, Existing, Illegal, Inserted, StateMachine, ops
+from mideng.state import (
+    AlreadyThere,
+    Applied,
+    Direction,
+    Existing,
+    Illegal,
+    Inserted,
+    Missing,
+    StateMachine,
+    ops,
+)
 from mideng.state.ops import RowKeptChangingError
 from mideng.state.statements import insert_shape
 
@@ -78,7 +88,19 @@ def test_a_read_back_decides_duplicate_and_illegal() -> None:
     flow = StateMachine({"NEW": ["PAID"], "PAID": ["SHIPPED"]})
     assert play(_advance(flow, "PAID"), [Res(0, ()), Res(1, [("PAID",)])])[0] == AlreadyThere()
     illegal = play(_advance(flow, "PAID"), [Res(0, ()), Res(1, [("SHIPPED",)])])[0]
-    assert illegal == Illegal("SHIPPED")
+    assert illegal == Illegal("SHIPPED", Direction.BEHIND)
+
+
+def test_a_target_nothing_leads_to_is_one_read() -> None:
+    flow = StateMachine({"NEW": ["PAID"], "PAID": ["SHIPPED"]})
+    for found, expected in [
+        ([("NEW",)], AlreadyThere()),
+        ([("SHIPPED",)], Illegal("SHIPPED", Direction.BEHIND)),
+        ([], Missing()),
+    ]:
+        answer, sent = play(_advance(flow, "NEW"), [Res(len(found), found)])
+        assert answer == expected
+        assert [s.sql.text.split()[0] for s in sent] == ["SELECT"]
 
 
 def _insert(kind: str, dialect: Any) -> Op[Any]:

@@ -8,7 +8,7 @@ import inspect
 import mideng.state
 from mideng.state import StateMachine
 
-NO_IO = {"allowed", "sources"}
+NO_IO = {"allowed", "reachable", "sources"}
 
 
 def test_every_primitive_has_an_async_twin_with_the_same_signature() -> None:

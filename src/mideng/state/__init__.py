@@ -3,7 +3,9 @@
 - ``insert_once``: insert by a business unique key; a duplicate answers ``Existing(row)``
   instead of an error, and never aborts the caller's transaction;
 - ``StateMachine``: declared transitions; ``advance`` is one ``UPDATE … WHERE status IN
-  (…)`` answering ``Applied`` / ``AlreadyThere`` / ``Illegal`` / ``Missing``;
+  (…)`` answering ``Applied`` / ``AlreadyThere`` / ``Illegal`` / ``Missing``, an
+  ``Illegal`` saying which ``Direction`` the target lies in (behind the row, ahead of it or
+  on another branch);
 - ``decrement``: ``SET c = c - n WHERE c >= n``, never below zero;
 - ``update_versioned``: optimistic locking on a version column.
 
@@ -27,6 +29,7 @@ from mideng.state.results import (
     AlreadyThere,
     Applied,
     Conflict,
+    Direction,
     Existing,
     Illegal,
     Inserted,
@@ -38,6 +41,7 @@ __all__ = [
     "AlreadyThere",
     "Applied",
     "Conflict",
+    "Direction",
     "Existing",
     "Illegal",
     "Inserted",

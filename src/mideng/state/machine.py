@@ -8,9 +8,11 @@
 
 ``advance`` sends ``UPDATE … SET status = :to WHERE <where> AND status IN (<every state that
 may lead to :to>)`` and reads the row only when it changed nothing, to tell a duplicate
-(``AlreadyThere``, a success) from an illegal transition (``Illegal(current)``) or a missing
-row (``Missing``). The check and the write are one statement, so no transition is decided on
-a status that another caller has changed since it was read.
+(``AlreadyThere``, a success) from an illegal transition (``Illegal(current, direction)``:
+the target behind the row, ahead of it or on another branch) or a missing row (``Missing``).
+The check and the write are one statement, so no transition is decided on a status that
+another caller has changed since it was read. A state no transition leads to (the initial
+one) has no such UPDATE: the read alone answers.
 """
 
 from __future__ import annotations
@@ -25,11 +27,28 @@ from mideng.state.compiled import speech
 from mideng.state.defaults import fill
 from mideng.state.ops import APPLIED, conditional
 from mideng.state.primitives import checked_where
-from mideng.state.results import AlreadyThere, Applied, Conflict, Illegal, Missing
+from mideng.state.results import AlreadyThere, Applied, Conflict, Direction, Illegal, Missing
 from mideng.state.run import Make, arun, run
-from mideng.state.statements import cached, core_table, keep, update_shape, values_of
+from mideng.state.statements import (
+    UpdateShape,
+    cached,
+    core_table,
+    keep,
+    read_shape,
+    update_shape,
+    values_of,
+)
 
 AdvanceAnswer = Applied | AlreadyThere | Illegal | Missing | Conflict
+
+# Where the target lies from the current state, by (the current state is reachable from the
+# target, the target is reachable from the current state).
+_DIRECTIONS = {
+    (True, False): Direction.BEHIND,
+    (False, True): Direction.AHEAD,
+    (False, False): Direction.ASIDE,
+    (True, True): Direction.BOTH,
+}
 
 
 def _states_of(
@@ -57,7 +76,8 @@ class StateMachine:
     """States and the transitions between them; ``advance`` applies one to a row.
 
     ``transitions``: ``{state: [targets…]}``, states as strings or members of one Enum (then
-    every member is a state). A state with no outgoing edges is terminal. ``column`` holds
+    every member is a state). A state with no outgoing edges is terminal; one no edge leads
+    to (the initial state) is a target of ``advance`` like any other. ``column`` holds
     the state; ``version_column`` the version ``advance(..., version=)`` checks and bumps.
     Checked here, once: targets that are not states of the Enum, states unreachable from
     ``initial`` (when given), a state declared ``terminal`` that has outgoing edges.
@@ -81,11 +101,12 @@ class StateMachine:
         self.version_column = version_column
         self._targets = {s: frozenset(transitions.get(s, ())) for s in states}
         self._sources = {s: frozenset(f for f in states if s in self._targets[f]) for s in states}
+        self._after = {s: self._onward(s) for s in states}
         self.terminal = frozenset(s for s in states if not self._targets[s])
         self.initial = initial
         if initial is not None:
             self._check(initial)
-            unreachable = set(states) - self._reachable(initial)
+            unreachable = set(states) - {initial} - self._after[initial]
             if unreachable:
                 raise ConfigurationError(
                     f"states {sorted(map(str, unreachable))} are unreachable from {initial!r}"
@@ -103,22 +124,37 @@ class StateMachine:
             raise ConfigurationError(f"{state!r} is not a state of this machine")
         return state
 
-    def _reachable(self, start: Any) -> set[Any]:
-        seen, todo = {start}, [start]
+    def _onward(self, start: Any) -> frozenset[Any]:
+        seen: set[Any] = set()
+        todo = [start]
         while todo:
             for nxt in self._targets[todo.pop()]:
                 if nxt not in seen:
                     seen.add(nxt)
                     todo.append(nxt)
-        return seen
+        return frozenset(seen)
 
     def allowed(self, state: Any) -> frozenset[Any]:
         """The states ``state`` may move to (empty for a terminal one)."""
         return self._targets[self._check(state)]
 
     def sources(self, state: Any) -> frozenset[Any]:
-        """The states that may move to ``state``."""
+        """The states that may move to ``state`` (empty for one no transition leads to, such
+        as the initial state)."""
         return self._sources[self._check(state)]
+
+    def reachable(self, state: Any) -> frozenset[Any]:
+        """The states a row in ``state`` may come to by one transition or more (``state``
+        itself only when a cycle leads back to it)."""
+        return self._after[self._check(state)]
+
+    def _direction(self, current: Any, target: Any) -> Direction:
+        """Where ``target`` lies from a row in ``current``, another state; a ``current`` that
+        is none of the machine's (the column holds something else) leads nowhere and is
+        reached from nowhere."""
+        behind = current in self._after[target]
+        ahead = target in self._after.get(current, ())
+        return _DIRECTIONS[behind, ahead]
 
     # -- advance --------------------------------------------------------------------------
     def _advance(
@@ -131,8 +167,6 @@ class StateMachine:
     ) -> Make[AdvanceAnswer]:
         core_table(table)
         sources = self.sources(to)
-        if not sources:
-            raise ConfigurationError(f"no transition of this machine leads to {to!r}")
         if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
             raise ConfigurationError(f"version={version!r}: the version read before, an int")
         names = checked_where(table, where)
@@ -163,7 +197,7 @@ class StateMachine:
                 if current == to:
                     return AlreadyThere()
                 if current not in sources:
-                    return Illegal(current)
+                    return Illegal(current, self._direction(current, to))
                 if versioned and row[1] != version:
                     return Conflict(row[1])
                 return None  # a legal source now: it changed since the UPDATE, send it again
@@ -181,7 +215,7 @@ class StateMachine:
         names: tuple[str, ...],
         given: tuple[str, ...],
         versioned: bool,
-    ) -> tuple[Any, dict[str, Any], dict[Any, Any]]:
+    ) -> tuple[UpdateShape, dict[str, Any], dict[Any, Any]]:
         from sqlalchemy import Enum as SQLEnum
         from sqlalchemy import bindparam, literal_column
 
@@ -196,19 +230,26 @@ class StateMachine:
             return state.value if isinstance(state, enum.Enum) and not members else state
 
         sources = sorted(self.sources(to), key=str)
+        base = {"to": stored(to), **{f"s{i}": stored(s) for i, s in enumerate(sources)}}
+        decode = {stored(s): s for s in self.states}
+        # The columns advance sets, and reads back after a miss.
+        own = [col, *((table.c[self.version_column],) if versioned else ())]
+        if not sources:
+            # Nothing leads to ``to`` (an initial state): an UPDATE could only miss, so the
+            # read is the whole advance and tells the duplicate from the rest.
+            read = read_shape(table, kind, dialect, names, given, sets=own, picked=own)
+            return read, base, decode
         target = bindparam("to", type_=col.type)
         allowed = [bindparam(f"s{i}", type_=col.type) for i in range(len(sources))]
         sets: dict[Any, Any] = {col: target}
         conds = [col.in_(allowed)]
         binds = [target, *allowed]
-        picked = [col]
         if versioned:
             ver = table.c[self.version_column]
             expected = bindparam("ver", type_=ver.type)
             sets[ver] = ver + literal_column("1")
             conds.append(ver == expected)
             binds.append(expected)
-            picked.append(ver)
         shape = update_shape(
             table,
             kind,
@@ -218,10 +259,9 @@ class StateMachine:
             sets=sets,
             conds=conds,
             binds=binds,
-            picked=picked,
+            picked=own,
         )
-        base = {"to": stored(to), **{f"s{i}": stored(s) for i, s in enumerate(sources)}}
-        return shape, base, {stored(s): s for s in self.states}
+        return shape, base, decode
 
     def advance(
         self,
@@ -234,9 +274,11 @@ class StateMachine:
         values: Mapping[str, Any] | None = None,
     ) -> AdvanceAnswer:
         """Move the row ``where`` picks to ``to``, if its state may lead there: ``Applied``
-        (``Applied(version + 1)`` with ``version``), ``AlreadyThere``, ``Illegal(current)``,
-        ``Missing``, or with ``version`` ``Conflict(current_version)``. ``values``: more
-        columns set by the same UPDATE."""
+        (``Applied(version + 1)`` with ``version``), ``AlreadyThere``,
+        ``Illegal(current, direction)``, ``Missing``, or with ``version``
+        ``Conflict(current_version)``. ``values``: more columns set by the same UPDATE. Any
+        state of the machine may be ``to``; one no transition leads to answers from the read
+        of the row alone (``AlreadyThere``, ``Illegal`` or ``Missing``)."""
         return run(conn, self._advance(table, where, to, version, values))
 
     async def aadvance(

@@ -153,7 +153,7 @@ def _stamped(shape: InsertShape, values: Mapping[str, Any], res: Res) -> Inserte
 
 
 def conditional(
-    update: TableSql,
+    update: TableSql | None,
     read: TableSql,
     params: Mapping[str, Any],
     where: Mapping[str, Any],
@@ -162,18 +162,22 @@ def conditional(
 ) -> Op[Any]:
     """Send ``update``; one row changed is ``applied``. Otherwise read the row back: none is
     Missing, and ``judge(row)`` says what else the miss means, or None when the row now
-    matches the update's condition (it changed in between) and the update is sent again."""
+    matches the update's condition (it changed in between) and the update is sent again.
+    ``update`` None: no row can meet its condition, so it would miss every time; the read is
+    sent alone."""
     for _ in range(RACES):
-        res = yield _new(Stmt, (update, params))
-        if res.rowcount:
-            return applied
+        if update is not None:
+            res = yield _new(Stmt, (update, params))
+            if res.rowcount:
+                return applied
         found = yield _new(Stmt, (read, where))
         if not found.rows:
             return Missing()
         answer = judge(found.rows[0])
         if answer is not None:
             return answer
-    raise RowKeptChangingError(f"{update.text}: the row kept changing under the statement")
+    sent = update or read
+    raise RowKeptChangingError(f"{sent.text}: the row kept changing under the statement")
 
 
 def short_of(amount: Any) -> Callable[[Any], Any]:

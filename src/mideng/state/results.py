@@ -8,6 +8,7 @@ the caller makes (alert, refund, tell the user). ``ok`` says which side an answe
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -28,11 +29,32 @@ class AlreadyThere:
     ok: ClassVar[bool] = True
 
 
+class Direction(enum.Enum):
+    """Where an illegal transition's target lies from the row's current state, by the
+    declared transitions: what an event that asked for it is, when events can come twice or
+    out of order."""
+
+    #: The row has been in the target or past it (its state is reachable from the target): a
+    #: late or repeated event, already done with.
+    BEHIND = "behind"
+    #: The row may still get there, not in one step (the target is reachable from its state):
+    #: an early event, which may apply once the steps before it have.
+    AHEAD = "ahead"
+    #: Neither: the row went another way (CANCELLED, the target SHIPPED), or its state is none
+    #: of the machine's. It never gets there from here.
+    ASIDE = "aside"
+    #: Behind and ahead at once: a cycle runs through both, so the state alone does not tell a
+    #: late event from an early one (a version or the event's own sequence has to).
+    BOTH = "both"
+
+
 @dataclass(frozen=True, slots=True)
 class Illegal:
-    """The row is in ``current``, from which the declared machine does not lead to the target."""
+    """The row is in ``current``, from which the declared machine does not lead to the target;
+    ``direction`` says where the target lies from there."""
 
     current: Any
+    direction: Direction
     ok: ClassVar[bool] = False
 
 

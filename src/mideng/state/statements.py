@@ -289,7 +289,7 @@ def insert_plan(table: Any, values: Mapping[str, Any], unique: Any) -> InsertPla
 
 
 class UpdateShape(NamedTuple):
-    update: TableSql
+    update: TableSql | None  # None: no row can meet its condition (see read_shape)
     read: TableSql  # the picked columns of the row, by ``where``
     where_names: tuple[str, ...]
     value_names: tuple[str, ...]
@@ -313,11 +313,8 @@ def update_shape(
     from sqlalchemy import update
 
     key = equal(picking_one_row(table, where), "w")
-    values = equal(columns(table, given, "to set"), "v") if given else Bound([], [], ())
+    values = _set(table, given, sets)
     assigned = {table.c[name]: b for name, b in zip(given, values.binds, strict=True)}
-    clash = [c.key for c in sets if c in assigned]
-    if clash:
-        raise ConfigurationError(f"{table.name}: {clash} are set by the primitive itself")
     defaults = update_defaults(table, [*assigned, *sets], dialect)
     stmt = update(table).where(*key.parts, *conds).values({**assigned, **sets, **defaults.values})
     return UpdateShape(
@@ -327,6 +324,36 @@ def update_shape(
         values.names,
         defaults.filled,
     )
+
+
+def read_shape(
+    table: Any,
+    kind: str,
+    dialect: Any,
+    where: tuple[str, ...],
+    given: tuple[str, ...],
+    *,
+    sets: Iterable[Any],
+    picked: Sequence[Any],
+) -> UpdateShape:
+    """The shape of an update whose condition no row can meet (an advance to a state no
+    transition leads to): no UPDATE, which could only change nothing, but the read of
+    ``picked`` by ``where``, which answers alone. ``where``, ``given`` and the columns the
+    primitive ``sets`` are checked and named as update_shape checks and names them, so a
+    call is refused or bound alike whichever shape it gets."""
+    key = equal(picking_one_row(table, where), "w")
+    values = _set(table, given, sets)
+    return UpdateShape(None, read(table, kind, dialect, key, picked), key.names, values.names, ())
+
+
+def _set(table: Any, given: tuple[str, ...], sets: Iterable[Any]) -> Bound:
+    """The binds of the columns ``given`` to set, none of them a column the primitive
+    ``sets`` itself."""
+    values = equal(columns(table, given, "to set"), "v") if given else Bound([], [], ())
+    clash = [c.key for c in sets if c.key in given]
+    if clash:
+        raise ConfigurationError(f"{table.name}: {clash} are set by the primitive itself")
+    return values
 
 
 def values_of(table: Any, values: Mapping[str, Any], what: str) -> tuple[str, ...]:
