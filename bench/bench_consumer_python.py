@@ -77,7 +77,7 @@ async def run(case: str, n: int) -> None:
         rids = [request_id_of(m) for m in part]
         if case == "keys":
             continue
-        first = consumer._prepare(keys[0])
+        first = consumer.prepare(keys[0])
         calls = [first] + [
             first.like(k, next(OWNERS.ids), r) for k, r in zip(keys[1:], rids[1:], strict=True)
         ]

@@ -76,10 +76,11 @@ class _LoopBeats:
         beat.ident = ident = next(self.ids)
         self.beats[ident] = beat
         if beat.due < self.at:  # else the loop's timer is due first, and finds this one then
-            self._arm(beat.due)
+            self.arm(beat.due)
         return beat
 
-    def _arm(self, due: float) -> None:
+    def arm(self, due: float) -> None:
+        """Make the loop's timer fire by ``due`` (loop time), if it is set for later."""
         if due < self.at:
             if self.timer is not None:
                 self.timer.cancel()
@@ -93,7 +94,7 @@ class _LoopBeats:
             if beat.task is not None or beat.cancelled:
                 continue  # renewing (it re-arms when done), or stopped
             if beat.due > now:
-                self._arm(beat.due)
+                self.arm(beat.due)
                 continue
             try:
                 beat.task = self.loop.create_task(self._renew(beat))
@@ -101,7 +102,7 @@ class _LoopBeats:
                 # Counted as a failed renewal: settle schedules the next try (never sooner than
                 # the retry floor), so a loop that keeps refusing tasks is not spun.
                 beat.settle(now, now, exc)
-                self._arm(beat.due)
+                self.arm(beat.due)
 
     async def _renew(self, beat: AsyncBeat) -> None:
         sent = self.loop.time()
@@ -122,7 +123,7 @@ class _LoopBeats:
         if beat.cancelled:
             return
         if beat.settle(sent, self.loop.time(), error):
-            self._arm(beat.due)
+            self.arm(beat.due)
         else:
             self.beats.pop(beat.ident, None)
 
@@ -159,7 +160,7 @@ def renew_store(lease: float, store: Any, ticket: object, ttl: float | None) -> 
     beat.ident = ident = next(beats.ids)
     beats.beats[ident] = beat
     if beat.due < beats.at:  # else the loop's timer is due first, and finds this one then
-        beats._arm(beat.due)
+        beats.arm(beat.due)
     return beat.stop
 
 

@@ -65,10 +65,10 @@ class Heartbeats:
     """
 
     def __init__(self) -> None:
-        self._reset()
+        self.reset_after_fork()
         _ALL.add(self)
 
-    def _reset(self) -> None:
+    def reset_after_fork(self) -> None:
         # A forked child has none of its parent's threads: it starts its own on demand.
         # A beat not yet due is a tuple (see ``start``), made a Beat by the timer.
         self._beats: dict[int, Beat | tuple[float, float, Callable[[], object], object, float]] = {}
@@ -249,7 +249,7 @@ _ALL: weakref.WeakSet[Heartbeats] = weakref.WeakSet()
 
 def _after_fork_in_child() -> None:
     for heartbeats in list(_ALL):
-        heartbeats._reset()
+        heartbeats.reset_after_fork()
 
 
 def _shutdown_all() -> None:

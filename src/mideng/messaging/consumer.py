@@ -180,7 +180,7 @@ class IdempotentConsumer:
                 calls.append((i, calls[0][1].like(key, next(OWNERS.ids), rids[i])))
             else:
                 with scope_of(rids[i]):
-                    calls.append((i, self._prepare(key)))
+                    calls.append((i, self.prepare(key)))
         if held:
             answers = await write_kept(self, [key for _, key in held])
             for (i, _), answer in zip(held, answers, strict=True):
@@ -196,13 +196,14 @@ class IdempotentConsumer:
         return decided
 
     # -- one message, one batch ---------------------------------------------------------------
-    def _prepare(self, key: str) -> Call:
+    def prepare(self, key: str) -> Call:
+        """The Guard's call for one message's ``key`` under this consumer's scope and policy."""
         return self.guard.prepare(self.scope, key, self.handler, None, self.policy)
 
     async def _handle(self, message: Message, key: str) -> Verdict:
         if key in self.unwritten:
             return (await write_kept(self, [key]))[0]
-        call = self._prepare(key)
+        call = self.prepare(key)
         try:
             claim = await self.guard.store.aclaim(call.request())
         except StoreUnavailableError as exc:

@@ -37,7 +37,7 @@ class Consumer(Protocol):
     rules: RetryRules
     unwritten: Unwritten
 
-    def _prepare(self, key: str) -> Call: ...
+    def prepare(self, key: str) -> Call: ...
 
 
 # Kept completions per consumer. A key is held until its message comes back, which a broker
@@ -109,7 +109,7 @@ async def _record_anew(
     # happened, so it is recorded through a fresh claim, without running the handler again.
     store: Any = consumer.guard.store
     try:
-        claim = await store.aclaim(consumer._prepare(key).request())
+        claim = await store.aclaim(consumer.prepare(key).request())
     except Exception as exc:  # down again: kept for the next copy
         return kept(consumer, key, completion, exc)
     if not claim.acquired:

@@ -1,0 +1,159 @@
+"""How the modules of src/ reach each other: through public seams, never by reading another
+module's private attributes, replacing methods at run time, or naming an operation by a string.
+
+Each rule walks every module's syntax tree. ``STILL_READ`` / ``STILL_REPLACED`` /
+``STILL_BY_NAME`` list the places that break a rule today and have yet to be reshaped; a test
+fails on any new one, and on any listed one that is gone (so the lists only shrink).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "mideng"
+
+# Underscore names that are public API by their library's own rules: NamedTuple's methods,
+# SQLAlchemy Row's mapping view, an Enum member's value slot.
+PUBLIC_BY_CONVENTION = {"_asdict", "_fields", "_make", "_replace", "_mapping", "_value_"}
+
+#: (module, expression) pairs read today that a public seam should replace.
+STILL_READ = {
+    ("core/loops.py", "loop._thread_id"),
+    ("guard/metered.py", "store._mideng_meter"),
+    ("http/asgi.py", "opts._policy"),
+    ("http/asgi.py", "guard._defaults"),
+    ("http/asgi.py", "guard._scopes"),
+    ("http/asgi.py", "made._raw"),
+    ("http/asgi.py", "made._bytes"),
+    ("http/asgi.py", "headers._bytes"),
+    ("http/core.py", "guard._defaults"),
+    ("http/core.py", "guard._scopes"),
+    ("http/core.py", "headers._bytes"),
+    ("http/headers.py", "headers._pairs"),
+    ("http/headers.py", "headers._joined"),
+    ("http/headers.py", "made._raw"),
+    ("http/headers.py", "made._bytes"),
+    ("http/identity.py", "hashlib._Hash"),
+    ("messaging/kafka.py", "client._coordinator"),
+    ("messaging/kafka.py", "client._fetcher"),
+    ("messaging/kafka.py", "client._client"),
+    ("messaging/kafka.py", "coordinator._coordination_task"),
+    ("messaging/kafka.py", "coordinator._stop_heartbeat_task"),
+    ("messaging/kafka.py", "coordinator._stop_commit_offsets_refresh_task"),
+}
+
+#: Methods replaced at run time today, on a class or an instance.
+STILL_REPLACED = {
+    ("guard/metered.py", "Guard.drive"),
+    ("guard/metered.py", "Guard.adrive"),
+    ("observability/instrument.py", "setattr(store, name, ...)"),
+    ("observability/instrument.py", "delattr(store, name)"),
+}
+
+#: Calls whose target is found by a name computed at run time.
+STILL_BY_NAME = {
+    ("guard/metered.py", "getattr(meter, name)"),
+    ("guard/metered.py", "getattr(meter, step.operation)"),
+    ("guard/metered.py", "getattr(meter, 'a' + step.operation)"),
+}
+
+# Where a name is turned into an object on purpose: the store and publisher registries load
+# "module:Class" strings lazily (so a driver is imported only when its URL is opened).
+REGISTRIES = {"stores/registry.py", "messaging/publish/__init__.py"}
+
+
+def _modules() -> Iterator[tuple[str, ast.Module]]:
+    for path in sorted(SRC.rglob("*.py")):
+        yield str(path.relative_to(SRC)), ast.parse(path.read_text(), str(path))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_reads() -> set[tuple[str, str]]:
+    """``x._name`` where ``x`` is not the object's own ``self`` or ``cls``."""
+    found = set()
+    for module, tree in _modules():
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and _private(node.attr)
+                and node.attr not in PUBLIC_BY_CONVENTION
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
+                found.add((module, ast.unparse(node)))
+    return found
+
+
+def _method_like(value: ast.expr) -> bool:
+    """A value that makes a method of whatever it is set on: a bound method, a function."""
+    if isinstance(value, ast.Lambda):
+        return True
+    return isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1] in (
+        "MethodType",
+        "partial",
+    )
+
+
+def replaced_methods() -> set[tuple[str, str]]:
+    """``Class.name = ...`` (an attribute of a capitalised name assigned), ``setattr`` of a
+    method-like value on anything but ``self``, and ``delattr`` (what takes one off)."""
+    found = set()
+    for module, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if (
+                        isinstance(target, ast.Attribute)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id[:1].isupper()
+                    ):
+                        found.add((module, ast.unparse(target)))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                args = node.args
+                if node.func.id == "delattr" and args:
+                    found.add((module, f"delattr({', '.join(map(ast.unparse, args[:2]))})"))
+                elif node.func.id == "setattr" and len(args) == 3 and _method_like(args[2]):
+                    found.add((module, f"setattr({', '.join(map(ast.unparse, args[:2]))}, ...)"))
+    return found
+
+
+def by_name() -> set[tuple[str, str]]:
+    """``getattr(obj, <not a string literal>)(...)``: a call whose target is chosen by a
+    computed name."""
+    found = set()
+    for module, tree in _modules():
+        if module in REGISTRIES:
+            continue
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Call)
+                and isinstance(node.func.func, ast.Name)
+                and node.func.func.id == "getattr"
+                and len(node.func.args) >= 2
+                and not isinstance(node.func.args[1], ast.Constant)
+            ):
+                found.add((module, ast.unparse(node.func)))
+    return found
+
+
+def test_no_new_read_of_another_modules_private_attributes() -> None:
+    assert private_reads() - STILL_READ == set()
+
+
+def test_no_new_method_replaced_at_run_time() -> None:
+    assert replaced_methods() - STILL_REPLACED == set()
+
+
+def test_no_new_operation_named_by_a_string() -> None:
+    assert by_name() - STILL_BY_NAME == set()
+
+
+def test_the_lists_of_what_is_left_only_shrink() -> None:
+    assert STILL_READ - private_reads() == set()
+    assert STILL_REPLACED - replaced_methods() == set()
+    assert STILL_BY_NAME - by_name() == set()
