@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from mideng.errors import ConfigurationError
+from mideng.messaging.headers import text_headers
 from mideng.messaging.message import Message
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
@@ -72,10 +73,7 @@ def bootstrap_servers(url: str) -> str:
 
 
 def message_of(record: Any) -> Message:
-    headers: Mapping[str, str] = {
-        name: value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-        for name, value in (record.headers or ())
-    }
+    headers = text_headers(record.headers or ())
     body = record.value if record.value is not None else b""
     return Message(
         body, headers, f"{record.topic}:{record.partition}:{record.offset}", None, record

@@ -8,9 +8,8 @@ and length-prefixed strings, which ``entries`` cuts with ``struct`` and slices. 
 state changes exactly as the command's would: the entries are delivered to the member and
 added to its pending list.
 
-A client that decodes replies to ``str`` (``decode_responses=True``) would hand back text that
-the binary cut cannot read, so ``CompactReader.usable`` says no for one and the adapter reads
-with redis-py's XREADGROUP instead.
+The reply is bytes, cut as bytes: the client must not decode replies (``decode_responses``),
+which ``redis_streams.consume`` sees to for its own client.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from mideng.messaging.headers import decoded
 from mideng.messaging.message import Message, build
 
 # KEYS[1] the stream; ARGV: group, consumer, count, then the ids of entries to XACK first (the
@@ -59,8 +59,8 @@ CACHED_COUNTS = 256
 
 def entries(reply: bytes, attempt: int | None) -> list[Message]:
     """The Messages of one reply, as ``redis_streams.message_of`` makes them: field ``body``
-    the body, every other field a header (decoded as UTF-8, bad bytes replaced), ``raw`` the
-    entry id and its fields as redis-py would give them."""
+    the body, every other field a header (``headers.decoded``), ``raw`` the entry id and its
+    fields as redis-py would give them."""
     out: list[Message] = []
     pos, end = 0, len(reply)
     while pos < end:
@@ -84,7 +84,7 @@ def entries(reply: bytes, attempt: int | None) -> list[Message]:
             if name == BODY:
                 body = value
             else:
-                headers[name.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+                headers[decoded(name)] = decoded(value)
         out.append(build(body, headers, entry_id.decode(), attempt, (entry_id, fields)))
     return out
 
@@ -110,11 +110,6 @@ class CompactReader:
     def __init__(self, client: Any) -> None:
         self.client = client
         self.script = client.register_script(READ)
-
-    @property
-    def usable(self) -> bool:
-        kwargs = self.client.connection_pool.connection_kwargs
-        return not kwargs.get("decode_responses", False)
 
     async def read(
         self, stream: str, group: str, name: str, count: int, acks: list[str]

@@ -1,6 +1,7 @@
 """Entries a consumer must get past, against a real server: one with more fields than a
 two-byte count holds (the compact read's reply once wrapped its count and ended consume, the
-entry and all behind it left pending)."""
+entry and all behind it left pending), and one whose bytes are not UTF-8 read by a client
+told to decode replies (redis-py raised at every read)."""
 
 from __future__ import annotations
 
@@ -97,3 +98,19 @@ def test_entries_of_40000_fields_are_read_and_those_behind_them_handled(
     assert copy.pop(b"dead-from") == str(outcomes.dead[0][0].id).encode()
     assert b"has no business key" in copy.pop(b"dead-reason")
     assert copy == poison
+
+
+def test_a_client_told_to_decode_replies_still_reads_entries_of_any_bytes(
+    broker_names: BrokerNames,
+) -> None:
+    names = broker_names.redis_stream("decoding")
+    client = sync_client()
+    try:
+        client.xadd(names.stream, {"body": b"\xff{}", MESSAGE_ID: b"order-\xff"})
+        client.xadd(names.stream, {"body": b"{}", MESSAGE_ID: b"order-2"})
+    finally:
+        client.close()
+    outcomes = Outcomes()
+    consume(outcomes, names, ran=2, dead=0, decode_responses=True)
+    assert outcomes.keys() == ["order-\\xff", "order-2"]
+    assert outcomes.ran[0].body == b"\xff{}"
