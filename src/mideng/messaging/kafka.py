@@ -308,8 +308,9 @@ class _Member:
                 producer = aiokafka.AIOKafkaProducer(bootstrap_servers=self.servers, acks="all")
                 await producer.start()
                 self.producer = producer
-            headers = [(k, v.encode()) for k, v in message.headers.items()]
-            headers.append((DEAD_LETTER_REASON, verdict.reason.encode()))
+            # The record's own headers, byte for byte (a null, bytes that are not UTF-8):
+            # Message.headers holds only their text.
+            headers = [*(message.raw.headers or ()), (DEAD_LETTER_REASON, verdict.reason.encode())]
             await self.producer.send_and_wait(
                 self.dead_topic, message.body, key=message.raw.key, headers=headers
             )

@@ -294,10 +294,12 @@ class _Member:
 
     async def dead_letter(self, message: Message, verdict: DeadLetter) -> None:
         assert message.id is not None
-        fields: dict[str, Any] = {"body": message.body, **message.headers}
-        fields.update({"dead-reason": verdict.reason, "dead-from": message.id})
+        # The entry's own fields, byte for byte: its headers' text has escapes where a field
+        # was not UTF-8.
+        _entry_id, fields = message.raw
+        copy = {**fields, b"dead-reason": verdict.reason, b"dead-from": message.id}
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.dead_stream, fields)
+            pipe.xadd(self.dead_stream, copy)
             pipe.xack(self.stream, self.group, message.id)
             await pipe.execute()
 
