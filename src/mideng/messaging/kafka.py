@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from mideng.errors import ConfigurationError
+from mideng.messaging.headers import text_headers
 from mideng.messaging.message import Message
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
@@ -72,10 +73,7 @@ def bootstrap_servers(url: str) -> str:
 
 
 def message_of(record: Any) -> Message:
-    headers: Mapping[str, str] = {
-        name: value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-        for name, value in (record.headers or ())
-    }
+    headers = text_headers(record.headers or ())
     body = record.value if record.value is not None else b""
     return Message(
         body, headers, f"{record.topic}:{record.partition}:{record.offset}", None, record
@@ -310,8 +308,9 @@ class _Member:
                 producer = aiokafka.AIOKafkaProducer(bootstrap_servers=self.servers, acks="all")
                 await producer.start()
                 self.producer = producer
-            headers = [(k, v.encode()) for k, v in message.headers.items()]
-            headers.append((DEAD_LETTER_REASON, verdict.reason.encode()))
+            # The record's own headers, byte for byte (a null, bytes that are not UTF-8):
+            # Message.headers holds only their text.
+            headers = [*(message.raw.headers or ()), (DEAD_LETTER_REASON, verdict.reason.encode())]
             await self.producer.send_and_wait(
                 self.dead_topic, message.body, key=message.raw.key, headers=headers
             )

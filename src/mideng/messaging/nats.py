@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from mideng.errors import ConfigurationError
+from mideng.messaging.headers import unreplaced_headers
 from mideng.messaging.message import Message
 from mideng.messaging.reconnect import Backoff
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
@@ -167,7 +168,7 @@ async def _bind(
 
 def _message(raw: Any) -> Message:
     metadata = raw.metadata
-    headers: Mapping[str, str] = dict(raw.headers or {})
+    headers: Mapping[str, str] = unreplaced_headers(raw.headers or {})
     message_id = headers.get(NATS_MSG_ID) or str(metadata.sequence.stream)
     return Message(raw.data, headers, message_id, metadata.num_delivered, raw)
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from mideng.errors import ConfigurationError
 from mideng.messaging.consumer import IdempotentConsumer
+from mideng.messaging.headers import text_headers
 from mideng.messaging.message import Message
 from mideng.messaging.reconnect import Backoff
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
@@ -54,12 +55,8 @@ def _aio_pika() -> Any:
     return aio_pika
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
 def message_of(incoming: Any) -> Message:
-    headers = {str(k): _text(v) for k, v in (incoming.headers or {}).items()}
+    headers = text_headers((incoming.headers or {}).items())
     count = headers.get("x-delivery-count")
     attempt = int(count) + 1 if count is not None and count.isdigit() else None
     return Message(bytes(incoming.body), headers, incoming.message_id, attempt, incoming)

@@ -8,9 +8,8 @@ and length-prefixed strings, which ``entries`` cuts with ``struct`` and slices. 
 state changes exactly as the command's would: the entries are delivered to the member and
 added to its pending list.
 
-A client that decodes replies to ``str`` (``decode_responses=True``) would hand back text that
-the binary cut cannot read, so ``CompactReader.usable`` says no for one and the adapter reads
-with redis-py's XREADGROUP instead.
+The reply is bytes, cut as bytes: the client must not decode replies (``decode_responses``),
+which ``redis_streams.consume`` sees to for its own client.
 """
 
 from __future__ import annotations
@@ -18,11 +17,15 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from mideng.messaging.headers import decoded
 from mideng.messaging.message import Message, build
 
 # KEYS[1] the stream; ARGV: group, consumer, count, then the ids of entries to XACK first (the
-# last batch's, settled). A reply of no entries is the empty string. Each entry: '>I2' count
+# last batch's, settled). A reply of no entries is the empty string. Each entry: '>I4' count
 # of strings (the id, then field, value, field, value ...), their '>I4' lengths, the strings.
+# The count is as wide as a length, since an entry may hold any number of fields: a two-byte
+# count wrapped past 65,535 strings (32,767 field pairs) and the reply was cut in the wrong
+# places, which ended consume with that entry and every one after it left pending.
 READ = """
 local last, first = #ARGV, 4
 while first <= last do  -- in slices: unpack has a limit on how many values it returns
@@ -37,7 +40,7 @@ local out = {}
 local pack = struct.pack
 for _, entry in ipairs(found[1][2]) do
   local id, fields = entry[1], entry[2]
-  local lengths = {pack('>I2', #fields + 1), pack('>I4', #id)}
+  local lengths = {pack('>I4', #fields + 1), pack('>I4', #id)}
   for i = 1, #fields do
     lengths[#lengths + 1] = pack('>I4', #fields[i])
   end
@@ -47,18 +50,22 @@ return table.concat(out)
 """
 
 BODY = b"body"
-_unpack_count = struct.Struct(">H").unpack_from
+_unpack_count = struct.Struct(">I").unpack_from
+#: Entries of up to this many strings share a cached unpacker of their lengths; a larger one
+#: gets one of its own: an unpacker grows with its count, and entries of ever new sizes would
+#: fill the cache without bound.
+CACHED_COUNTS = 256
 
 
 def entries(reply: bytes, attempt: int | None) -> list[Message]:
     """The Messages of one reply, as ``redis_streams.message_of`` makes them: field ``body``
-    the body, every other field a header (decoded as UTF-8, bad bytes replaced), ``raw`` the
-    entry id and its fields as redis-py would give them."""
+    the body, every other field a header (``headers.decoded``), ``raw`` the entry id and its
+    fields as redis-py would give them."""
     out: list[Message] = []
     pos, end = 0, len(reply)
     while pos < end:
         (count,) = _unpack_count(reply, pos)
-        pos += 2
+        pos += 4
         lengths = _lengths(count)(reply, pos)
         pos += 4 * count
         length = lengths[0]
@@ -77,7 +84,7 @@ def entries(reply: bytes, attempt: int | None) -> list[Message]:
             if name == BODY:
                 body = value
             else:
-                headers[name.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+                headers[decoded(name)] = decoded(value)
         out.append(build(body, headers, entry_id.decode(), attempt, (entry_id, fields)))
     return out
 
@@ -87,10 +94,12 @@ _LENGTHS: dict[int, Any] = {}
 
 def _lengths(count: int) -> Any:
     """The unpacker of ``count`` lengths, made once per count (entries of one stream mostly
-    have the same number of fields)."""
+    have the same number of fields) up to CACHED_COUNTS."""
     found = _LENGTHS.get(count)
     if found is None:
-        found = _LENGTHS[count] = struct.Struct(f">{count}I").unpack_from
+        found = struct.Struct(f">{count}I").unpack_from
+        if count <= CACHED_COUNTS:
+            _LENGTHS[count] = found
     return found
 
 
@@ -101,11 +110,6 @@ class CompactReader:
     def __init__(self, client: Any) -> None:
         self.client = client
         self.script = client.register_script(READ)
-
-    @property
-    def usable(self) -> bool:
-        kwargs = self.client.connection_pool.connection_kwargs
-        return not kwargs.get("decode_responses", False)
 
     async def read(
         self, stream: str, group: str, name: str, count: int, acks: list[str]

@@ -41,6 +41,7 @@ from typing import Any
 
 from mideng.errors import ConfigurationError
 from mideng.messaging.consumer import IdempotentConsumer
+from mideng.messaging.headers import decoded
 from mideng.messaging.message import Message
 from mideng.messaging.reconnect import Backoff
 from mideng.messaging.redis_read import CompactReader
@@ -48,7 +49,7 @@ from mideng.messaging.turns import TURN, Turn, handlers_done
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
 
-BODY = "body"
+BODY = b"body"
 
 
 def _redis() -> Any:
@@ -61,21 +62,21 @@ def _redis() -> Any:
     return aredis
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+def _id(entry_id: bytes) -> str:
+    return entry_id.decode("ascii")  # an entry id is two numbers and a dash
 
 
-def message_of(entry_id: Any, fields: dict[Any, Any], attempt: int | None = None) -> Message:
-    """The Message for one entry: field ``body`` is the body, the others are headers."""
+def message_of(entry_id: bytes, fields: dict[bytes, bytes], attempt: int | None = None) -> Message:
+    """The Message for one entry: field ``body`` is the body, the others are headers
+    (``headers.decoded``: an entry's fields are bytes, and a header's bytes stay its own)."""
     body = b""
     headers: dict[str, str] = {}
     for name, value in fields.items():
-        field = _text(name)
-        if field == BODY:
-            body = value if isinstance(value, bytes) else str(value).encode()
+        if name == BODY:
+            body = value
         else:
-            headers[field] = _text(value)
-    return Message(body, headers, _text(entry_id), attempt, (entry_id, fields))
+            headers[decoded(name)] = decoded(value)
+    return Message(body, headers, _id(entry_id), attempt, (entry_id, fields))
 
 
 class _Member:
@@ -101,8 +102,7 @@ class _Member:
         self.autoclaim_from = "0-0"
         self.pending_from: str | None = "0"  # paging through this name's own pending entries
         self.ready = False  # the group is known to exist on this connection
-        reader = CompactReader(client)
-        self.compact = reader if reader.usable else None
+        self.compact = CompactReader(client)
         # Settled entries whose XACK rides on the next compact read (one round trip fewer a
         # batch); sent on their own before any other read, and at stop.
         self.unacked: list[str] = []
@@ -205,7 +205,7 @@ class _Member:
         if not entries:
             self.pending_from = None
             return []
-        self.pending_from = _text(entries[-1][0])
+        self.pending_from = _id(entries[-1][0])
         return [m for m in self._messages(found, None) if m.id not in self.scheduled]
 
     def _messages(self, found: Any, attempt: int | None) -> list[Message]:
@@ -243,31 +243,28 @@ class _Member:
             start_id=self.autoclaim_from,
             count=self.batch,
         )
-        self.autoclaim_from = _text(answer[0])
+        self.autoclaim_from = _id(answer[0])
         if self.autoclaim_from != "0-0":
             self.next_takeover = now  # more to page through
         gone = answer[2] if len(answer) > 2 else []
         if gone:
             await self.client.xack(self.stream, self.group, *gone)
-        return [message_of(i, f) for i, f in answer[1] if f and _text(i) not in self.scheduled]
+        return [message_of(i, f) for i, f in answer[1] if f and _id(i) not in self.scheduled]
 
     async def fresh(self, block: float, wait: bool = True) -> list[Message]:
         """New entries: in one compact reply while there are some (mideng.messaging.redis_read),
         else waiting up to ``block`` in XREADGROUP for the next (unless not to ``wait``: a
         batch being decided is settled first)."""
-        if self.compact is not None:
-            acks, self.unacked = self.unacked, []
-            messages = await self.compact.read(self.stream, self.group, self.name, self.batch, acks)
-            if messages or not wait:
-                return messages
-        else:
-            await self.flush()
+        acks, self.unacked = self.unacked, []
+        messages = await self.compact.read(self.stream, self.group, self.name, self.batch, acks)
+        if messages or not wait:
+            return messages
         found = await self.client.xreadgroup(
             self.group,
             self.name,
             {self.stream: ">"},
             count=self.batch,
-            block=max(int(block * 1000), 1) if wait else None,
+            block=max(int(block * 1000), 1),
         )
         return self._messages(found, attempt=1)
 
@@ -297,10 +294,12 @@ class _Member:
 
     async def dead_letter(self, message: Message, verdict: DeadLetter) -> None:
         assert message.id is not None
-        fields: dict[str, Any] = {BODY: message.body, **message.headers}
-        fields.update({"dead-reason": verdict.reason, "dead-from": message.id})
+        # The entry's own fields, byte for byte: its headers' text has escapes where a field
+        # was not UTF-8.
+        _entry_id, fields = message.raw
+        copy = {**fields, b"dead-reason": verdict.reason, b"dead-from": message.id}
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.dead_stream, fields)
+            pipe.xadd(self.dead_stream, copy)
             pipe.xack(self.stream, self.group, message.id)
             await pipe.execute()
 
@@ -331,7 +330,10 @@ async def consume(
     bounded exponential backoff, 0.1 s doubling to 5 s, unless given)."""
     if batch < 1:
         raise ConfigurationError(f"batch must be at least 1: {batch!r}")
-    client = _redis().from_url(url, **options)
+    # Replies as bytes whatever the options say: an entry's fields are bytes, and a client
+    # that decodes them raised on the first field that is not UTF-8, at every read, so one
+    # such entry ended consume and held the entries after it.
+    client = _redis().from_url(url, **{**options, "decode_responses": False})
     member = _Member(
         client,
         consumer,

@@ -144,42 +144,29 @@ def test_a_dead_members_entries_are_taken_over_once_idle(broker_names: BrokerNam
     assert sorted(m.headers["idempotency-key"] for m in seen) == ["order:0", "order:1", "order:2"]
 
 
-@pytest.mark.parametrize("path", ["compact read", "xreadgroup"])
 def test_a_failed_xack_loses_nothing_and_the_redelivery_is_not_run_again(
-    broker_names: BrokerNames, monkeypatch: pytest.MonkeyPatch, path: str
+    broker_names: BrokerNames, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The settled entries' XACK fails once: on the compact read that carries it, or (a client
-    that decodes replies, which reads with XREADGROUP) the XACK itself."""
+    """The settled entries' XACK fails once, on the compact read that carries it."""
     names = broker_names.redis_stream()
     seen: list[Message] = []
     consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", seen.append)
     failures = [ConnectionError("connection reset by peer")]
-    if path == "compact read":
-        real_read = redis_read.CompactReader.read
+    real_read = redis_read.CompactReader.read
 
-        async def flaky_read(self: Any, *args: Any) -> Any:
-            if failures and args[-1]:  # only a read that carries acks
-                raise failures.pop()
-            return await real_read(self, *args)
+    async def flaky_read(self: Any, *args: Any) -> Any:
+        if failures and args[-1]:  # only a read that carries acks
+            raise failures.pop()
+        return await real_read(self, *args)
 
-        monkeypatch.setattr(redis_read.CompactReader, "read", flaky_read)
-    else:
-        real = aredis.Redis.xack
-
-        async def flaky(self: Any, *args: Any) -> Any:
-            if failures:
-                raise failures.pop()
-            return await real(self, *args)
-
-        monkeypatch.setattr(aredis.Redis, "xack", flaky)
-    options: dict[str, Any] = {} if path == "compact read" else {"decode_responses": True}
+    monkeypatch.setattr(redis_read.CompactReader, "read", flaky_read)
 
     async def scenario() -> None:
         client: Any = aredis.from_url(REDIS_URL)
         await client.xadd(names.stream, {"body": b"x", "idempotency-key": "order:1"})
 
         def run(stop: asyncio.Event) -> Any:
-            return consuming(consumer, names, stop, **options)
+            return consuming(consumer, names, stop)
 
         async def drained() -> bool:
             return len(seen) == 1 and not await pending(client, names.stream, names.group)

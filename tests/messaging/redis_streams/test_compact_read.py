@@ -49,7 +49,6 @@ def test_the_compact_read_makes_the_messages_xreadgroup_would(broker_names: Brok
             found = await client.xreadgroup("plain", "w1", {names.stream: ">"}, count=100)
             plain = [message_of(i, f, 1) for i, f in found[0][1]]
             reader = redis_read.CompactReader(client)
-            assert reader.usable
             compact = await reader.read(names.stream, "compact", "w1", 100, [])
             assert len(compact) == len(plain) == len(ENTRIES)
             for a, b in zip(compact, plain, strict=True):
@@ -91,13 +90,6 @@ def test_a_read_acks_more_entries_than_one_slice(broker_names: BrokerNames) -> N
             await client.aclose()
 
     asyncio.run(scenario())
-
-
-def test_a_client_that_decodes_replies_reads_with_xreadgroup() -> None:
-    client: Any = aredis.from_url(REDIS_URL, decode_responses=True)
-    assert not redis_read.CompactReader(client).usable
-    plain: Any = aredis.from_url(REDIS_URL)
-    assert redis_read.CompactReader(plain).usable
 
 
 def test_build_makes_the_message_the_class_makes() -> None:
