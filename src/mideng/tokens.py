@@ -18,6 +18,8 @@ import secrets
 from collections.abc import AsyncIterator, Iterator
 from typing import TypeGuard
 
+from mideng.core import effects
+from mideng.core.effects import Effects
 from mideng.core.keys import check_entry_scope, check_key
 from mideng.errors import ConfigurationError, TokenRejectedError
 from mideng.observability import logs
@@ -65,21 +67,15 @@ class TokenService:
     # -- sync --------------------------------------------------------------------------------
     def issue(self, biz_key: str) -> str:
         """A fresh token for ``biz_key``; any earlier token for it stops working."""
-        token = self.new_token()
-        self.store.put_token(self.scope, check_key(biz_key), token, self.ttl)
-        return token
+        return effects.run(self._issued(biz_key))
 
     def consume(self, biz_key: str, token: str | None) -> bool:
         """True exactly once per issued token, while it is live; never for a guess."""
-        if not well_formed(token):
-            return False
-        return self.store.take_token(self.scope, check_key(biz_key), token)
+        return effects.run(self._consumed(biz_key, token))
 
     def restore(self, biz_key: str, token: str) -> None:
         """Make a consumed token usable again (after the business run failed)."""
-        if not well_formed(token):
-            raise TokenRejectedError("only a token this service issued can be restored")
-        self.store.put_token(self.scope, check_key(biz_key), token, self.restore_ttl)
+        effects.run(self._restored(biz_key, token))
 
     @contextlib.contextmanager
     def spend(self, biz_key: str, token: str | None) -> Iterator[str]:
@@ -87,48 +83,68 @@ class TokenService:
         (not on cancellation: whether the work happened is then unknown). A restore the store
         refuses is logged and the block's exception stands: replaced by the store's error, the
         caller's own failure would be lost."""
-        if not self.consume(biz_key, token):
-            raise TokenRejectedError(
-                f"token for {biz_key!r} was already used, has expired or was never issued"
-            )
-        assert token is not None  # consume() accepted it
+        spent = effects.run(self._spent(biz_key, token))
         try:
-            yield token
+            yield spent
         except Exception:
-            try:
-                self.restore(biz_key, token)
-            except Exception as exc:  # the block's own error is the caller's answer
-                logs.token_not_restored(exc)
+            effects.run(self._given_back(biz_key, spent))
             raise
 
     # -- async -------------------------------------------------------------------------------
     async def aissue(self, biz_key: str) -> str:
-        token = self.new_token()
-        await self.store.aput_token(self.scope, check_key(biz_key), token, self.ttl)
-        return token
+        return await effects.arun(self._issued(biz_key))
 
     async def aconsume(self, biz_key: str, token: str | None) -> bool:
-        if not well_formed(token):
-            return False
-        return await self.store.atake_token(self.scope, check_key(biz_key), token)
+        return await effects.arun(self._consumed(biz_key, token))
 
     async def arestore(self, biz_key: str, token: str) -> None:
-        if not well_formed(token):
-            raise TokenRejectedError("only a token this service issued can be restored")
-        await self.store.aput_token(self.scope, check_key(biz_key), token, self.restore_ttl)
+        await effects.arun(self._restored(biz_key, token))
 
     @contextlib.asynccontextmanager
     async def aspend(self, biz_key: str, token: str | None) -> AsyncIterator[str]:
-        if not await self.aconsume(biz_key, token):
+        spent = await effects.arun(self._spent(biz_key, token))
+        try:
+            yield spent
+        except Exception:
+            await effects.arun(self._given_back(biz_key, spent))
+            raise
+
+    # -- each written once (mideng.core.effects) -----------------------------------------------
+    def _issued(self, biz_key: str) -> Effects[str]:
+        token, key, store = self.new_token(), check_key(biz_key), self.store
+        yield effects.call(store.put_token, store.aput_token, self.scope, key, token, self.ttl)
+        return token
+
+    def _consumed(self, biz_key: str, token: str | None) -> Effects[bool]:
+        if not well_formed(token):
+            return False
+        store = self.store
+        taken: bool = yield effects.call(
+            store.take_token, store.atake_token, self.scope, check_key(biz_key), token
+        )
+        return taken
+
+    def _restored(self, biz_key: str, token: str) -> Effects[None]:
+        if not well_formed(token):
+            raise TokenRejectedError("only a token this service issued can be restored")
+        key, store = check_key(biz_key), self.store
+        yield effects.call(
+            store.put_token, store.aput_token, self.scope, key, token, self.restore_ttl
+        )
+
+    def _spent(self, biz_key: str, token: str | None) -> Effects[str]:
+        """The token, consumed; TokenRejectedError when it can't be."""
+        if not (yield from self._consumed(biz_key, token)):
             raise TokenRejectedError(
                 f"token for {biz_key!r} was already used, has expired or was never issued"
             )
-        assert token is not None  # consume() accepted it
+        assert token is not None  # consumed: well formed
+        return token
+
+    def _given_back(self, biz_key: str, token: str) -> Effects[None]:
+        """The token restored after the block failed; a store that refuses is logged, so the
+        block's own error stays the caller's answer."""
         try:
-            yield token
-        except Exception:
-            try:
-                await self.arestore(biz_key, token)
-            except Exception as exc:  # the block's own error is the caller's answer
-                logs.token_not_restored(exc)
-            raise
+            yield from self._restored(biz_key, token)
+        except Exception as exc:
+            logs.token_not_restored(exc)
