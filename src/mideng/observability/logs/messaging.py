@@ -336,6 +336,19 @@ def nats_reconnected(durable: str, failures: int) -> None:
 
 
 @contained
+def nats_durable_created_again(durable: str, stream: str, start: int) -> None:
+    """The durable was deleted under the consumer (an operator, an inactivity threshold): it is
+    created again from after the ack floor it was last seen at."""
+    messaging_log.warning(
+        "JetStream durable %r of stream %r is gone; created again from stream sequence %d",
+        durable,
+        stream,
+        start,
+        extra=fields(outcome="durable_created_again"),
+    )
+
+
+@contained
 def consumer_turn_missed(scope: str, key: str) -> None:
     """A batched message's lease was not renewed while earlier handlers of its batch ran (or
     was taken over): it is not started, and goes back to the broker."""
