@@ -9,8 +9,9 @@ and the batch's acks go out as one ``basic.ack`` with ``multiple`` set unless a 
 holds a delivery below them (see ``_Settler``). An Ack acks; a Retry holds the message for
 its delay, then rejects it with requeue (RabbitMQ has no delayed requeue of its own), so it
 is redelivered; a DeadLetter either publishes the message to ``dead_letter_queue`` (declared
-durable, the reason in the ``x-dead-reason`` header) and acks it, or, without one, rejects
-it without requeue, which routes it to the queue's dead-letter exchange when it has one.
+durable, the reason in the ``x-dead-reason`` header) and acks it once the broker confirmed
+the copy routed, or, without one, rejects it without requeue, which routes it to the
+queue's dead-letter exchange when it has one.
 ``Message.id`` is the AMQP ``message_id``; ``attempt`` comes from a quorum queue's
 ``x-delivery-count``.
 
@@ -67,8 +68,12 @@ def message_of(incoming: Any) -> Message:
 
 
 async def _queue(connection: Any, name: str) -> tuple[Any, Any]:
-    """The channel and the queue: the existing one as configured, else a new durable one."""
-    channel = await connection.channel()
+    """The channel and the queue: the existing one as configured, else a new durable one.
+
+    A publish on the channel that the broker returns unroutable raises PublishError: a
+    dead-letter copy counts only once the broker has routed it (confirmed and not returned).
+    """
+    channel = await connection.channel(on_return_raises=True)
     try:
         return channel, await channel.declare_queue(name, passive=True)
     except Exception as exc:
@@ -76,8 +81,15 @@ async def _queue(connection: Any, name: str) -> tuple[Any, Any]:
             raise
     with contextlib.suppress(Exception):
         await channel.close()  # the broker closed it on the failed passive declare
-    channel = await connection.channel()
+    channel = await connection.channel(on_return_raises=True)
     return channel, await channel.declare_queue(name, durable=True)
+
+
+async def _declare_aside(connection: Any, name: str) -> None:
+    """Declare the queue ``name`` as ``_queue`` does, on a channel of its own, closed after."""
+    side, _ = await _queue(connection, name)
+    with contextlib.suppress(Exception):
+        await side.close()
 
 
 class _Settler:
@@ -90,9 +102,10 @@ class _Settler:
     held tag are one frame; any above it are acked one by one. A held tag stays held until
     its requeue has been sent, not only until its timer fired."""
 
-    def __init__(self, channel: Any, dead_letter_queue: str | None) -> None:
+    def __init__(self, channel: Any, dead_letter_queue: str | None, connection: Any = None) -> None:
         self.channel = channel
         self.dead_letter_queue = dead_letter_queue
+        self.connection = connection  # the dead-letter queue's, declared again on it if gone
         self.waiting: dict[int, tuple[asyncio.TimerHandle, Any]] = {}
         self.held: set[int] = set()  # delivery tags a Retry keeps unacked, until requeued
         self.requeues: set[asyncio.Task[None]] = set()
@@ -162,11 +175,15 @@ class _Settler:
             raise  # the session ends; the broker requeues what the channel held
         except Exception as exc:
             # The broker refused the copy (a nack: the dead-letter queue full with
-            # reject-publish, say). Never acked without its copy: requeued after a pause, the
-            # message comes back and is dead-lettered again, and the consumer goes on. Raised,
-            # the error ended consume, and again at every restart.
+            # reject-publish, say) or returned it unroutable (the queue deleted since). Never
+            # acked without its copy: requeued after a pause, the message comes back and is
+            # dead-lettered again, and the consumer goes on. Raised, the error ended consume,
+            # and again at every restart.
             logs.rabbitmq_dead_letter_copy_failed(self.dead_letter_queue, message.id, exc)
             self._later(incoming, COPY_RETRY_DELAY)
+            if isinstance(exc, aio_pika.exceptions.PublishError):
+                # No queue of that name: declared again, as at the start, for the next try.
+                await _declare_aside(self.connection, self.dead_letter_queue)
             return
         await incoming.ack()
 
@@ -288,11 +305,9 @@ class _Session:
                 # As the queue: an operator's own (a quorum queue, a length limit) is used as
                 # it is. Declared with other arguments, the broker refused it and closed the
                 # channel, and every session failed at its start.
-                side, _ = await _queue(connection, self.dead_letter_queue)
-                with contextlib.suppress(Exception):
-                    await side.close()
+                await _declare_aside(connection, self.dead_letter_queue)
             inbox: asyncio.Queue[Any] = asyncio.Queue()
-            settler = _Settler(channel, self.dead_letter_queue)
+            settler = _Settler(channel, self.dead_letter_queue, connection)
             tag = await source.consume(inbox.put, no_ack=False)
             consuming()
             try:
