@@ -62,6 +62,16 @@ class Runs:
         self.counted.update([message.headers["idempotency-key"]])
 
 
+async def consumed_and_stopped(side: NatsSide, runs: Runs, keys: list[str]) -> None:
+    """Publish ``keys``, consume until they are all acked, stop."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(consuming(runs.consumer(), side, stop))
+    await publish(side, keys)
+    await until_acked(side)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+
+
 def recreations(caplog: pytest.LogCaptureFixture) -> int:
     return sum(
         getattr(r, "mideng_outcome", None) == "durable_created_again" for r in caplog.records
@@ -102,12 +112,7 @@ def test_a_durable_created_again_starts_after_the_ack_floor_it_was_seen_at(
     restarted = runs.consumer()
 
     async def scenario() -> None:
-        stop = asyncio.Event()
-        task = asyncio.create_task(consuming(runs.consumer(), nats_side, stop))
-        await publish(nats_side, FIRST)
-        await until_acked(nats_side)
-        stop.set()
-        await asyncio.wait_for(task, 10)
+        await consumed_and_stopped(nats_side, runs, FIRST)
         # Restarted, the consumer sees the durable's ack floor (past the first four) at once.
         stop = asyncio.Event()
         task = asyncio.create_task(consuming(restarted, nats_side, stop))
@@ -145,12 +150,7 @@ def test_a_stream_deleted_and_made_again_has_its_durable_created_from_its_start(
             asyncio.run(make_again())
 
     async def scenario() -> None:
-        stop = asyncio.Event()
-        task = asyncio.create_task(consuming(runs.consumer(), nats_side, stop))
-        await publish(nats_side, FIRST)
-        await until_acked(nats_side)
-        stop.set()
-        await asyncio.wait_for(task, 10)
+        await consumed_and_stopped(nats_side, runs, FIRST)
         # Restarted, the consumer sees the durable's floor past the first four at once.
         await publish(nats_side, ["order:trigger"])
         consumer = IdempotentConsumer(Guard(runs.store), "stock", handler)

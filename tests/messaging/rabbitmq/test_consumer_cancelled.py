@@ -19,7 +19,7 @@ from mideng.messaging import IdempotentConsumer, Message, rabbitmq
 from mideng.messaging.reconnect import Backoff
 from mideng.stores.memory import MemoryStore
 from tests.brokers import AMQP_URL, BrokerNames
-from tests.messaging.rabbitmq.test_adapter import publish, ready
+from tests.messaging.rabbitmq.test_adapter import declared, publish, ready
 from tests.messaging.running import consume_until
 
 KEY = "idempotency-key"
@@ -36,11 +36,7 @@ async def delete_and_declare(queue: str) -> None:
 
 
 async def consumers(queue: str) -> int:
-    connection = await aio_pika.connect(AMQP_URL)
-    async with connection:
-        channel = await connection.channel()
-        declared = await channel.declare_queue(queue, passive=True)
-        return int(declared.declaration_result.consumer_count or 0)
+    return int((await declared(queue)).consumer_count or 0)
 
 
 def cancellations(caplog: pytest.LogCaptureFixture) -> int:
