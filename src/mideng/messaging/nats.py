@@ -11,7 +11,8 @@ acked only after the consumer's verdict (so after the handler's transaction comm
 with the verdict's delay to come back, or terminated (``term``) when it is dead-lettered, after
 a copy went to ``dead_subject`` if one is given. While a handler runs, every message of its
 batch is marked ``in_progress()`` each third of ``ack_wait``, so a long handler does not have
-its message handed to another consumer meanwhile.
+its message handed to another consumer meanwhile. A durable deleted under the consumer is
+created again (see ``_Durable``), so consuming goes on.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 from mideng.errors import ConfigurationError
@@ -35,6 +37,9 @@ DEAD_LETTER_REASON = "x-dead-letter-reason"
 NATS_MSG_ID = "Nats-Msg-Id"
 #: How long a message that could not be decided on at all (store down) waits to come back.
 UNDECIDED_DELAY = 1.0
+#: Seconds between looks at the durable while fetches keep finding messages (it is looked at
+#: after every fetch that finds none).
+LOOK_INTERVAL = 30.0
 
 
 class Consumer(Protocol):
@@ -64,7 +69,9 @@ async def consume(
 
     The durable is used as it is when it exists (its ``ack_wait`` and limits stay); otherwise
     it is created with explicit acks, ``ack_wait`` and ``max_ack_pending``, filtered on
-    ``subject``. The stream must exist. ``batch`` messages are fetched at a time (more than one
+    ``subject``. The stream must exist. A durable deleted while consuming is created again,
+    starting after the ack floor it was last seen at; a stream deleted ends the call with
+    ConfigurationError. ``batch`` messages are fetched at a time (more than one
     go to ``handle_batch``: one store round trip for the lot). ``options`` go to
     ``nats.connect`` (``user``, ``password``, ``tls`` ...).
 
@@ -81,44 +88,59 @@ async def consume(
     errors = require("nats.errors", "nats")
     backoff = reconnect if reconnect is not None else Backoff()
     lost = (errors.ConnectionClosedError, errors.NoServersError, OSError)
+    pull = _Durable(stream, subject, durable, ack_wait, max_ack_pending)
     while True:  # the first connection binds the durable even when stop is already set
         try:
             client = await nats.connect(url, **options)
         except lost as exc:
-            await _lost(durable, backoff, stop, exc)
+            await _lost(pull.name, backoff, stop, exc)
             if stop.is_set():
                 return
             continue
         try:
             jetstream = client.jetstream()
-            wait = await _bind(jetstream, stream, subject, durable, ack_wait, max_ack_pending)
-            subscription = await jetstream.pull_subscribe_bind(durable=durable, stream=stream)
+            await pull.bind(jetstream)
+            subscription = await jetstream.pull_subscribe_bind(durable=pull.name, stream=stream)
             if failures := backoff.reset():
-                logs.nats_reconnected(durable, failures)
+                logs.nats_reconnected(pull.name, failures)
             while not stop.is_set():
                 try:
-                    fetched = await subscription.fetch(batch, timeout=fetch_timeout)
-                # nats-py raises its own TimeoutError, or a bare asyncio one from inside fetch.
-                except (errors.TimeoutError, asyncio.TimeoutError):
-                    continue
+                    if pull.due():
+                        await pull.look(jetstream)
+                    fetched = await _fetch(subscription, batch, fetch_timeout)
                 except errors.ConnectionClosedError:
                     raise  # nats-py gave up reconnecting: a new client, after the backoff
                 except errors.Error as exc:
                     # Reconnecting, a JetStream API blip: nothing was handed out, so just wait.
-                    logs.nats_fetch_failed(durable, exc)
+                    logs.nats_fetch_failed(pull.name, exc)
                     await _pause(stop, fetch_timeout)
                     continue
-                await _process(consumer, jetstream, fetched, wait, dead_subject)
+                if not fetched:
+                    # Nothing to hand out, or no durable left to hand it out: a deleted one
+                    # answers no fetch, and only a look tells the two apart.
+                    pull.look_before_next_fetch()
+                    continue
+                await _process(consumer, jetstream, fetched, pull.ack_wait, dead_subject)
             await client.flush()
             return
         except lost as exc:
             # What was fetched and not acked is redelivered after ack_wait; a finished one is
             # acked without running again.
-            await _lost(durable, backoff, stop, exc)
+            await _lost(pull.name, backoff, stop, exc)
         finally:
             await client.close()
         if stop.is_set():
             return
+
+
+async def _fetch(subscription: Any, batch: int, timeout: float) -> list[Any]:
+    """The next messages; none when none came within ``timeout`` seconds (nats-py raises its
+    own TimeoutError for that, or a bare asyncio one from inside fetch)."""
+    errors = require("nats.errors", "nats")
+    try:
+        return list(await subscription.fetch(batch, timeout=timeout))
+    except (errors.TimeoutError, asyncio.TimeoutError):
+        return []
 
 
 async def _lost(durable: str, backoff: Backoff, stop: asyncio.Event, exc: BaseException) -> None:
@@ -127,43 +149,108 @@ async def _lost(durable: str, backoff: Backoff, stop: asyncio.Event, exc: BaseEx
     await backoff.wait(delay, stop)
 
 
-async def _bind(
-    jetstream: Any,
-    stream: str,
-    subject: str,
-    durable: str,
-    ack_wait: float,
-    max_ack_pending: int | None,
-) -> float:
-    """The durable's ack_wait, creating the durable first when there is none."""
-    api = require("nats.js.api", "nats")
-    js_errors = require("nats.js.errors", "nats")
-    try:
-        await jetstream.stream_info(stream)
-    except js_errors.NotFoundError as exc:
-        raise ConfigurationError(f"JetStream stream {stream!r} does not exist") from exc
-    try:
-        info = await jetstream.consumer_info(stream, durable)
-    except js_errors.NotFoundError:
+class _Durable:
+    """The durable pull consumer as this consumer last saw it, looked at again after a quiet
+    fetch (a deleted durable answers no fetch: nothing says it is gone but a look) and at
+    least every ``LOOK_INTERVAL`` seconds, and created again when it is gone.
+
+    A durable created here starts after the floor the durable was last seen at: every
+    message up to it was acked (or before the durable's start), and the stream may hold far
+    more. From the stream's start the consumer would be handed messages whose records have
+    expired since they ran, and run them again. A first durable, or one on a stream deleted
+    and made again (its sequences start over), starts at the stream's start."""
+
+    def __init__(
+        self, stream: str, subject: str, name: str, ack_wait: float, max_ack_pending: int | None
+    ) -> None:
+        self.stream, self.subject, self.name = stream, subject, name
+        self.wanted_ack_wait, self.max_ack_pending = ack_wait, max_ack_pending
+        self.ack_wait = ack_wait  # the durable's own, once seen
+        self.floor = 0  # a stream sequence: every message up to it is done with, as last seen
+        self.stream_created: datetime | None = None  # the stream of that name the floor is of
+        self.seen = False
+        self.next_look = 0.0  # on the loop's clock
+
+    def due(self) -> bool:
+        return asyncio.get_running_loop().time() >= self.next_look
+
+    def look_before_next_fetch(self) -> None:
+        self.next_look = 0.0
+
+    async def bind(self, jetstream: Any) -> None:
+        """On a new connection: the stream must exist; then the durable is looked at."""
+        await self._see_stream(jetstream)
+        await self.look(jetstream)
+
+    async def look(self, jetstream: Any) -> None:
+        """Read the durable, creating it when there is none; refuse one that can't serve."""
+        js_errors = require("nats.js.errors", "nats")
+        try:
+            info = await jetstream.consumer_info(self.stream, self.name)
+        except js_errors.NotFoundError:
+            info = await self._create(jetstream)
+        config = info.config
+        self._check(config)
+        self.ack_wait = float(config.ack_wait or self.wanted_ack_wait)
+        # A durable made to start at a sequence shows no ack floor until its first ack.
+        self.floor = max(int(info.ack_floor.stream_seq or 0), (config.opt_start_seq or 1) - 1)
+        self.seen = True
+        self.next_look = asyncio.get_running_loop().time() + LOOK_INTERVAL
+
+    async def _see_stream(self, jetstream: Any) -> None:
+        js_errors = require("nats.js.errors", "nats")
+        try:
+            info = await jetstream.stream_info(self.stream)
+        except js_errors.NotFoundError as exc:
+            raise ConfigurationError(f"JetStream stream {self.stream!r} does not exist") from exc
+        if info.created != self.stream_created:
+            self.floor, self.stream_created = 0, info.created
+
+    async def _create(self, jetstream: Any) -> Any:
+        api = require("nats.js.api", "nats")
+        js_errors = require("nats.js.errors", "nats")
+        await self._see_stream(jetstream)
         config = api.ConsumerConfig(
-            durable_name=durable,
+            durable_name=self.name,
             ack_policy=api.AckPolicy.EXPLICIT,
-            ack_wait=ack_wait,
-            max_ack_pending=max_ack_pending,
-            filter_subject=subject,
+            ack_wait=self.wanted_ack_wait,
+            max_ack_pending=self.max_ack_pending,
+            filter_subject=self.subject,
+            **self._start(api),
         )
-        # Two consumers starting together both create it; the same config is accepted twice.
-        info = await jetstream.add_consumer(stream, config)
-    config = info.config
-    if config.deliver_subject:
-        raise ConfigurationError(f"durable {durable!r} is a push consumer; a pull one is needed")
-    filters = config.filter_subjects or ([config.filter_subject] if config.filter_subject else [])
-    if filters and subject not in filters:
-        raise ConfigurationError(
-            f"durable {durable!r} filters {filters}, not {subject!r}: bind to it with its own "
-            "subject or use another durable"
+        if self.seen:
+            logs.nats_durable_created_again(self.name, self.stream, self.floor + 1)
+        try:
+            # Two consumers creating it together with one config: accepted twice.
+            return await jetstream.add_consumer(self.stream, config)
+        except js_errors.APIError:
+            # Created first by another consumer that saw another floor (the server refuses to
+            # change a start): that one is used as it is.
+            with contextlib.suppress(js_errors.NotFoundError):
+                return await jetstream.consumer_info(self.stream, self.name)
+            raise
+
+    def _start(self, api: Any) -> dict[str, Any]:
+        """Where a durable created now starts: after the floor last seen, else (none seen) at
+        the stream's start."""
+        if not self.floor:
+            return {}
+        start = api.DeliverPolicy.BY_START_SEQUENCE
+        return {"deliver_policy": start, "opt_start_seq": self.floor + 1}
+
+    def _check(self, config: Any) -> None:
+        if config.deliver_subject:
+            raise ConfigurationError(
+                f"durable {self.name!r} is a push consumer; a pull one is needed"
+            )
+        filters = config.filter_subjects or (
+            [config.filter_subject] if config.filter_subject else []
         )
-    return float(config.ack_wait or ack_wait)
+        if filters and self.subject not in filters:
+            raise ConfigurationError(
+                f"durable {self.name!r} filters {filters}, not {self.subject!r}: bind to it "
+                "with its own subject or use another durable"
+            )
 
 
 def _message(raw: Any) -> Message:

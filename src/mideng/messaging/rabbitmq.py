@@ -9,8 +9,9 @@ and the batch's acks go out as one ``basic.ack`` with ``multiple`` set unless a 
 holds a delivery below them (see ``_Settler``). An Ack acks; a Retry holds the message for
 its delay, then rejects it with requeue (RabbitMQ has no delayed requeue of its own), so it
 is redelivered; a DeadLetter either publishes the message to ``dead_letter_queue`` (declared
-durable, the reason in the ``x-dead-reason`` header) and acks it, or, without one, rejects
-it without requeue, which routes it to the queue's dead-letter exchange when it has one.
+durable, the reason in the ``x-dead-reason`` header) and acks it once the broker confirmed
+the copy routed, or, without one, rejects it without requeue, which routes it to the
+queue's dead-letter exchange when it has one.
 ``Message.id`` is the AMQP ``message_id``; ``attempt`` comes from a quorum queue's
 ``x-delivery-count``.
 
@@ -22,14 +23,15 @@ A closed connection or channel (the broker restarted, an operator closed it, the
 dropped) does not end the call: it is logged and, after a bounded exponential backoff that
 ``stop`` cuts short, the adapter connects again. The broker has requeued every delivery the
 closed channel held unacked, so one whose handler finished before its ack was lost comes back
-and is acked without running again.
+and is acked without running again. A consumer the broker cancelled (its queue deleted) ends
+the session the same way, and the next one declares the queue again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mideng.errors import ConfigurationError
@@ -63,8 +65,12 @@ def message_of(incoming: Any) -> Message:
 
 
 async def _queue(connection: Any, name: str) -> tuple[Any, Any]:
-    """The channel and the queue: the existing one as configured, else a new durable one."""
-    channel = await connection.channel()
+    """The channel and the queue: the existing one as configured, else a new durable one.
+
+    A publish on the channel that the broker returns unroutable raises PublishError: a
+    dead-letter copy counts only once the broker has routed it (confirmed and not returned).
+    """
+    channel = await connection.channel(on_return_raises=True)
     try:
         return channel, await channel.declare_queue(name, passive=True)
     except Exception as exc:
@@ -72,8 +78,15 @@ async def _queue(connection: Any, name: str) -> tuple[Any, Any]:
             raise
     with contextlib.suppress(Exception):
         await channel.close()  # the broker closed it on the failed passive declare
-    channel = await connection.channel()
+    channel = await connection.channel(on_return_raises=True)
     return channel, await channel.declare_queue(name, durable=True)
+
+
+async def _declare_aside(connection: Any, name: str) -> None:
+    """Declare the queue ``name`` as ``_queue`` does, on a channel of its own, closed after."""
+    side, _ = await _queue(connection, name)
+    with contextlib.suppress(Exception):
+        await side.close()
 
 
 class _Settler:
@@ -86,9 +99,10 @@ class _Settler:
     held tag are one frame; any above it are acked one by one. A held tag stays held until
     its requeue has been sent, not only until its timer fired."""
 
-    def __init__(self, channel: Any, dead_letter_queue: str | None) -> None:
+    def __init__(self, channel: Any, dead_letter_queue: str | None, connection: Any = None) -> None:
         self.channel = channel
         self.dead_letter_queue = dead_letter_queue
+        self.connection = connection  # the dead-letter queue's, declared again on it if gone
         self.waiting: dict[int, tuple[asyncio.TimerHandle, Any]] = {}
         self.held: set[int] = set()  # delivery tags a Retry keeps unacked, until requeued
         self.requeues: set[asyncio.Task[None]] = set()
@@ -158,11 +172,15 @@ class _Settler:
             raise  # the session ends; the broker requeues what the channel held
         except Exception as exc:
             # The broker refused the copy (a nack: the dead-letter queue full with
-            # reject-publish, say). Never acked without its copy: requeued after a pause, the
-            # message comes back and is dead-lettered again, and the consumer goes on. Raised,
-            # the error ended consume, and again at every restart.
+            # reject-publish, say) or returned it unroutable (the queue deleted since). Never
+            # acked without its copy: requeued after a pause, the message comes back and is
+            # dead-lettered again, and the consumer goes on. Raised, the error ended consume,
+            # and again at every restart.
             logs.rabbitmq_dead_letter_copy_failed(self.dead_letter_queue, message.id, exc)
             self._later(incoming, COPY_RETRY_DELAY)
+            if isinstance(exc, aio_pika.exceptions.PublishError):
+                # No queue of that name: declared again, as at the start, for the next try.
+                await _declare_aside(self.connection, self.dead_letter_queue)
             return
         await incoming.ack()
 
@@ -214,16 +232,19 @@ async def consume(
     if prefetch < 1:
         raise ConfigurationError(f"prefetch must be at least 1: {prefetch!r}")
     backoff = reconnect if reconnect is not None else Backoff()
-    lost = _connection_errors()
+    session_ends: tuple[type[BaseException], ...] = (*_connection_errors(), ConsumerCancelled)
     while not stop.is_set():
         session = _Session(queue, prefetch, dead_letter_queue)
         try:
             await session.run(consumer, url, stop, options, lambda: _consuming(backoff, queue))
-        except lost as exc:
+        except session_ends as exc:
             # The broker requeued every unacked delivery of the closed channel: a finished
             # one comes back as a duplicate and is acked without running.
             delay = backoff.failed()
-            logs.rabbitmq_connection_lost(queue, backoff.failures, delay, exc)
+            if isinstance(exc, ConsumerCancelled):
+                logs.rabbitmq_consumer_cancelled(queue, backoff.failures, delay)
+            else:
+                logs.rabbitmq_connection_lost(queue, backoff.failures, delay, exc)
             await backoff.wait(delay, stop)
             continue
 
@@ -250,6 +271,10 @@ class ConnectionLost(Exception):
     """The broker closed the connection while the consumer waited for deliveries."""
 
 
+class ConsumerCancelled(Exception):
+    """The broker cancelled the consumer (its queue deleted, say) while the connection held."""
+
+
 class _Session:
     """One connection's consumer: set up, deliveries decided and settled, torn down."""
 
@@ -265,29 +290,30 @@ class _Session:
         consuming: Callable[[], None],
     ) -> None:
         connection = await _aio_pika().connect(url, **options)
-        gone = asyncio.Event()  # the broker or the network closed it
-        connection.close_callbacks.add(lambda *_: gone.set())
+        ended: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
+        connection.close_callbacks.add(
+            lambda *_: _end(ended, ConnectionLost("the broker closed the connection"))
+        )
         try:
             channel, source = await _queue(connection, self.queue)
+            await self._end_when_cancelled(channel, ended)
             await channel.set_qos(prefetch_count=self.prefetch)
             if self.dead_letter_queue is not None:
                 # As the queue: an operator's own (a quorum queue, a length limit) is used as
                 # it is. Declared with other arguments, the broker refused it and closed the
                 # channel, and every session failed at its start.
-                side, _ = await _queue(connection, self.dead_letter_queue)
-                with contextlib.suppress(Exception):
-                    await side.close()
+                await _declare_aside(connection, self.dead_letter_queue)
             inbox: asyncio.Queue[Any] = asyncio.Queue()
-            settler = _Settler(channel, self.dead_letter_queue)
+            settler = _Settler(channel, self.dead_letter_queue, connection)
             tag = await source.consume(inbox.put, no_ack=False)
             consuming()
             try:
-                await _loop(consumer, inbox, settler, stop, gone.wait())
+                await _loop(consumer, inbox, settler, stop, ended)
             except BaseException:
                 settler.forget()  # the channel is gone or going: the broker requeues them
                 raise
             finally:
-                if not gone.is_set():
+                if not connection.is_closed:
                     with contextlib.suppress(Exception):
                         await source.cancel(tag)
                     while not inbox.empty():  # delivered, never started: back to the queue
@@ -296,28 +322,43 @@ class _Session:
         finally:
             await connection.close()
 
+    async def _end_when_cancelled(self, channel: Any, ended: asyncio.Future[Exception]) -> None:
+        """End the session when the broker cancels its consumer (the queue deleted, say): no
+        delivery comes any more, and the next session declares the queue again as this one
+        did. Waiting on, the consumer stopped for good."""
+        cancelled = ConsumerCancelled(f"the broker cancelled the consumer of {self.queue!r}")
+        underlay = await channel.get_underlay_channel()
+        # The channel's only consumer is this session's; registered before it exists, so a
+        # cancel that comes at once is not missed.
+        underlay.on_consumer_cancel_callbacks.add(lambda _frame: _end(ended, cancelled))
+
+
+def _end(ended: asyncio.Future[Exception], reason: Exception) -> None:
+    """The first reason the session ended is the one it raises."""
+    if not ended.done():
+        ended.set_result(reason)
+
 
 async def _loop(
     consumer: IdempotentConsumer,
     inbox: asyncio.Queue[Any],
     settler: _Settler,
     stop: asyncio.Event,
-    closed: Awaitable[Any],
+    ended: asyncio.Future[Exception],
 ) -> None:
     stopping = asyncio.ensure_future(stop.wait())
-    closing = asyncio.ensure_future(closed)
     try:
         while not stop.is_set():
             getting = asyncio.ensure_future(inbox.get())
-            await asyncio.wait({getting, stopping, closing}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({getting, stopping, ended}, return_when=asyncio.FIRST_COMPLETED)
             if not getting.done():
                 getting.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await getting
                 if getting.cancelled():
-                    if closing.done():
-                        # Without this the consumer would wait on a dead channel for good.
-                        raise ConnectionLost("the broker closed the connection")
+                    if ended.done():
+                        # Without this the consumer would wait for deliveries for good.
+                        raise ended.result()
                     break
             batch = [getting.result()]
             while not inbox.empty():
@@ -330,4 +371,3 @@ async def _loop(
             await settler.settle(messages, verdicts)
     finally:
         stopping.cancel()
-        closing.cancel()

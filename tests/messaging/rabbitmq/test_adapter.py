@@ -30,12 +30,16 @@ async def publish(queue: str, *keys: str | None, declare: bool = True) -> None:
             await channel.default_exchange.publish(body, routing_key=queue)
 
 
-async def ready(queue: str) -> int:
+async def declared(queue: str) -> Any:
+    """The broker's answer to a passive declare of ``queue`` (its message and consumer counts)."""
     connection = await aio_pika.connect(AMQP_URL)
     async with connection:
         channel = await connection.channel()
-        declared = await channel.declare_queue(queue, passive=True)
-        return int(declared.declaration_result.message_count or 0)
+        return (await channel.declare_queue(queue, passive=True)).declaration_result
+
+
+async def ready(queue: str) -> int:
+    return int((await declared(queue)).message_count or 0)
 
 
 def test_duplicates_are_acked_and_a_keyless_message_is_dead_lettered(

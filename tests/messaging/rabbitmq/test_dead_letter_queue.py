@@ -83,3 +83,53 @@ def test_a_dead_letter_copy_the_broker_refuses_requeues_the_message_and_consume_
         assert await ready(queue) == 1  # given back on stop: still there to be dead-lettered
 
     asyncio.run(scenario())
+
+
+def test_a_dead_letter_copy_returned_unroutable_is_not_counted_and_lands_once_declared(
+    broker_names: BrokerNames, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The dead-letter queue deleted under a live consumer: the copy is unroutable and the
+    broker returns it. That is a failure, like a nack: the message is requeued, not acked,
+    the queue declared again as at the start, and the next copy lands. Before, the return
+    was taken as published and the message acked: its only copy went nowhere."""
+    queue, dlq = broker_names.rabbitmq_queue(), broker_names.rabbitmq_queue("dead")
+    runs: list[Message] = []
+    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", runs.append)
+    caplog.set_level(logging.ERROR, logger="mideng")
+
+    def returned() -> int:
+        errors = [r.exc_info[1] for r in caplog.records if r.exc_info]
+        return sum(isinstance(e, aio_pika.exceptions.PublishError) for e in errors)
+
+    async def scenario() -> None:
+        await publish(queue, "order:1")
+        dlq_deleted = False
+
+        async def copy_landed() -> bool:
+            nonlocal dlq_deleted
+            if not dlq_deleted:
+                if not runs:  # consuming: the dead-letter queue was declared at the start
+                    return False
+                await delete_queue(dlq)
+                dlq_deleted = True
+                await publish(queue, None)  # keyless: dead-lettered at once
+                return False
+            return returned() >= 1 and await ready(queue) == 0 and await ready(dlq) == 1
+
+        await consume_until(
+            lambda stop: rabbitmq.consume(
+                consumer, AMQP_URL, queue=queue, stop=stop, dead_letter_queue=dlq
+            ),
+            copy_landed,
+        )
+        assert await ready(dlq) == 1  # one copy: the returned one is not counted twice
+
+    asyncio.run(scenario())
+    assert [m.headers["idempotency-key"] for m in runs] == ["order:1"]
+
+
+async def delete_queue(name: str) -> None:
+    connection = await aio_pika.connect(AMQP_URL)
+    async with connection:
+        channel = await connection.channel()
+        await channel.queue_delete(name)

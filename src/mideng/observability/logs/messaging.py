@@ -312,6 +312,19 @@ def rabbitmq_reconnected(queue: str, failures: int) -> None:
 
 
 @contained
+def rabbitmq_consumer_cancelled(queue: str, failures: int, delay: float) -> None:
+    """The broker cancelled the consumer (its queue deleted, say): the queue is declared again
+    as at the start and consumed on a new connection."""
+    messaging_log.warning(
+        "the broker cancelled the consumer of %r; consuming again in %.2fs (failure %d in a row)",
+        queue,
+        delay,
+        failures,
+        extra=fields(outcome="consumer_cancelled"),
+    )
+
+
+@contained
 def nats_connection_lost(durable: str, failures: int, delay: float, exc: BaseException) -> None:
     """nats-py gave up reconnecting (or never got through): a new client after the delay; what
     was fetched and not acked is redelivered after ack_wait."""
@@ -332,6 +345,19 @@ def nats_reconnected(durable: str, failures: int) -> None:
         durable,
         failures,
         extra=fields(outcome="reconnected"),
+    )
+
+
+@contained
+def nats_durable_created_again(durable: str, stream: str, start: int) -> None:
+    """The durable was deleted under the consumer (an operator, an inactivity threshold): it is
+    created again from after the ack floor it was last seen at."""
+    messaging_log.warning(
+        "JetStream durable %r of stream %r is gone; created again from stream sequence %d",
+        durable,
+        stream,
+        start,
+        extra=fields(outcome="durable_created_again"),
     )
 
 
