@@ -1,6 +1,7 @@
 """After the body: the write that settles a claim, made again when the store failed it once,
 and done to its end when the call is cancelled at it. Written once (a procedure of effects,
-mideng.core.effects); ``settle`` and ``asettle`` carry it out.
+mideng.core.effects), entered once the store failed the write or the call was cancelled at
+it; ``settle`` and ``asettle`` make the write and carry out what follows.
 
 Made again: the body has run. Left processing, its record is taken over once the lease runs
 out and the body runs a second time, though its holder never died; a failure meant to be
@@ -50,13 +51,26 @@ WINDOW = 1.0
 
 
 def settle(store: RecordStore, call: Call, ticket: Ticket, step: Settle) -> None:
-    """``step`` done on the store (blocking); the error that stands raised."""
-    effects.run(settling(store, call, ticket, step))
+    """``step``'s write made on the store (blocking); if the store failed it, made again
+    while the lease holds, and the error that stands raised (``standing``)."""
+    write = written(store, ticket, step.write)
+    try:
+        write.sync(*write.args)
+    except IdempotencyError as exc:
+        effects.run(standing(store, call, ticket, step, exc))
 
 
 async def asettle(store: RecordStore, call: Call, ticket: Ticket, step: Settle) -> None:
-    """``step`` done on the store, on the event loop."""
-    await effects.arun(settling(store, call, ticket, step))
+    """``settle`` on the event loop; cancelled at the write, the write is done to its end
+    before the cancellation is raised (``to_its_end``)."""
+    write = written(store, ticket, step.write)
+    try:
+        await write.aio(*write.args)
+    except IdempotencyError as exc:
+        await effects.arun(standing(store, call, ticket, step, exc))
+    except asyncio.CancelledError:
+        await effects.arun(to_its_end(call, write))
+        raise
 
 
 def written(store: RecordStore, ticket: Ticket, write: Write) -> Effect[Any]:
@@ -70,21 +84,16 @@ def written(store: RecordStore, ticket: Ticket, write: Write) -> Effect[Any]:
     return effects.call(store.release, store.arelease, ticket)
 
 
-def settling(store: RecordStore, call: Call, ticket: Ticket, step: Settle) -> Effects[None]:
-    """The write, made again while the lease holds if the store failed it; done to its end if
-    cancelled at it. Raises the store error that stands unless the call goes on with it."""
-    write = written(store, ticket, step.write)
-    try:
-        yield write
-    except IdempotencyError as exc:
-        left = yield from made_again(store, call, ticket, step, exc)
-        if left is not None and not store_error(call, step, left):
-            if left is exc:
-                raise exc
-            raise left from exc
-    except asyncio.CancelledError:
-        yield from to_its_end(call, write)
-        raise
+def standing(
+    store: RecordStore, call: Call, ticket: Ticket, step: Settle, exc: IdempotencyError
+) -> Effects[None]:
+    """After the store failed ``step``'s write with ``exc``: the write made again while the
+    lease holds; the store error that then stands raised, unless the call goes on with it."""
+    left = yield from made_again(store, call, ticket, step, exc)
+    if left is not None and not store_error(call, step, left):
+        if left is exc:
+            raise exc
+        raise left from exc
 
 
 def made_again(
