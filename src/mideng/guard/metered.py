@@ -259,7 +259,7 @@ def _stands(
     left: IdempotencyError | None,
 ) -> None:
     """After a settling write the store failed with ``exc`` and that was made again
-    (``guard.again``): ``left``, the error that stands (None: made), is counted and raised
+    (``guard.settling``): ``left``, the error that stands (None: made), is counted and raised
     unless the call goes on with it."""
     if left is not None and not _unsettled(meter, call, ticket, step, acquired, left):
         if left is exc:
