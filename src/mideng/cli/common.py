@@ -1,8 +1,5 @@
-"""What every operator command shares: the store option, ``--json``, exit codes, output.
-
-Exit codes: 0 all is well; 1 the command found a problem (stuck or UNKNOWN records, a
-missing record) or the store failed; 2 a usage error (a bad option, store URL or scope).
-"""
+"""What every operator command shares: the store option, ``--json``, durations, output.
+Exit codes and how errors become one line: ``mideng.cli.errors``."""
 
 from __future__ import annotations
 
@@ -10,20 +7,18 @@ import contextlib
 import datetime as dt
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from mideng.errors import ConfigurationError, IdempotencyError, InvalidKeyError
 from mideng.guard import Guard
 from mideng.guard.default import DEFAULT_STORE
 from mideng.observability import logs
 from mideng.stores.registry import open_store
 
-OK, PROBLEMS, USAGE = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
 
 store_option = click.option(
@@ -39,42 +34,9 @@ json_option = click.option(
 )
 
 
-class Problems(click.ClickException):
-    """Exit 1: the command found what it looks for (stuck records, a missing record...)."""
-
-    exit_code = PROBLEMS
-
-
-def guard_for(store_url: str) -> Guard:
-    try:
-        return Guard(open_store(store_url))
-    except ConfigurationError as exc:
-        raise click.UsageError(str(exc)) from exc
-    except IdempotencyError as exc:
-        raise Problems(str(exc)) from exc
-    except (ValueError, TypeError) as exc:
-        raise click.UsageError(refused_url(exc)) from exc
-
-
-def refused_url(exc: ValueError | TypeError) -> str:
-    """A store's constructor refusing a URL's part (a port that is no number, a query option
-    it does not take or can't read): a usage error. The URL is left out: it may hold a
-    password."""
-    return f"the store URL was refused: {type(exc).__name__}: {exc}"
-
-
-@contextlib.contextmanager
-def opened(store_url: str) -> Iterator[Guard]:
-    """A Guard on the store; a store failure is exit 1, a refused argument exit 2."""
-    guard = guard_for(store_url)
-    try:
-        yield guard
-    except (ConfigurationError, InvalidKeyError) as exc:
-        raise click.UsageError(str(exc)) from exc
-    except IdempotencyError as exc:
-        raise Problems(str(exc)) from exc
-    finally:
-        guard.close()
+def opened(store_url: str) -> contextlib.closing[Guard]:
+    """A Guard on the store, closed when the block ends."""
+    return contextlib.closing(Guard(open_store(store_url)))
 
 
 #: mideng's log lines on stderr while a command runs (see observability.logs.to_stderr).

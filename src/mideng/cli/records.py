@@ -12,7 +12,6 @@ from rich.table import Table
 
 from mideng.cli.common import (
     Duration,
-    Problems,
     console,
     emit,
     json_option,
@@ -21,9 +20,10 @@ from mideng.cli.common import (
     store_option,
     when,
 )
+from mideng.cli.errors import Problems, one_line
 from mideng.core.keys import check_scope
 from mideng.core.record import Record
-from mideng.errors import ConfigurationError
+from mideng.errors import CodecError, ConfigurationError
 from mideng.stores.survey import SurveyStore
 
 #: Records deleted per store call while purging (each call its own short transaction).
@@ -118,13 +118,16 @@ def resolve(store_url: str, scope: str, key: str, result_json: str | None, faile
         raise click.UsageError("give exactly one of --result JSON or --failed")
     try:
         result = None if result_json is None else json.loads(result_json)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past Python's stack
         raise click.UsageError(f"--result is not JSON: {exc}") from exc
     with opened(store_url) as guard:
         if failed:
             record = guard.resolve(scope, key, failed=True)
         else:
-            record = guard.resolve(scope, key, result=result)
+            try:
+                record = guard.resolve(scope, key, result=result)
+            except CodecError as exc:  # NaN, 1e999: JSON to Python, but not back
+                raise click.UsageError(f"--result can't be stored: {one_line(exc)}") from exc
     click.echo(f"{scope}:{key} is now {record.status.value}")
 
 
