@@ -1,9 +1,9 @@
 """Every command on input an operator, or a script gone wrong, may give it: a store URL that is
 malformed (a port that is no number or out of range, an unknown scheme, no host or no file,
-bytes that are not UTF-8, an option the store can't read), a store nothing answers on, empty
-or undecodable text, options and commands that don't exist. Each answer is one ``Error``
-line (below click's usage lines for a usage error) and exit 2 for usage, 1 for a store that
-failed; never a traceback."""
+bytes that are not UTF-8, an option the store can't read), a store nothing answers on,
+counts and durations out of range, empty or undecodable text, options and commands that don't
+exist. Each answer is one ``Error`` line (below click's usage lines for a usage error) and
+exit 2 for usage, 1 for a store that failed; never a traceback."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from mideng.cli import main
 from tests.brokers import spare_port
-from tests.services import need
+from tests.services import POSTGRES_URL, need
 
 USAGE, RUNTIME = 2, 1
 
@@ -67,6 +67,20 @@ UNREACHABLE = {
 # which expires records itself.
 NOT_ASKED = {("schema", "redis"), ("purge", "redis")}
 
+# Counts and durations out of range, on a store that works.
+LIMITS = ("-5", "0", "nan", str(2**63))
+DURATIONS = ("nan", "inf", "-1", "9" * 400)
+OUT_OF_RANGE = [
+    *(("unresolved", "--limit", n) for n in LIMITS),
+    *(("operations", s, "--limit", n) for s in ("pending", "reconcile", "stale") for n in LIMITS),
+    ("purge", "--limit", "-5"),
+    *(("operations", "stale", "--older-than", d) for d in DURATIONS),
+    *(("purge", "--older-than", d) for d in DURATIONS),
+    *((survey, "--grace", d) for survey in ("stats", "scan") for d in DURATIONS),
+    ("scan", "--biggest", "-1"),
+    ("scan", "--biggest", str(2**63)),
+]
+
 # Text no store can hold or no command takes, options and commands that don't exist.
 REFUSED = [
     ("inspect", "", "k1"),
@@ -76,6 +90,8 @@ REFUSED = [
     ("unresolved", "--scope", ""),
     ("operations", "pending", "--scope", "\udcff"),
     ("operations", "stale", "--scope", ""),
+    ("stats", "--prefix", "pay\udcff"),
+    ("scan", "--prefix", "\udcff"),
     ("resolve", "pay", "k1"),
     ("resolve", "pay", "k1", "--result", "{not json"),
     ("resolve", "pay", "k1", "--result", "[" * 100_000),
@@ -132,6 +148,18 @@ def test_a_store_nothing_answers_on_is_one_error_and_exit_1(
     answered(cli(*args), args, RUNTIME)
 
 
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("args", OUT_OF_RANGE, ids=" ".join)
+def test_counts_and_durations_out_of_range_are_usage_errors_on_every_store(
+    args: tuple[str, ...], store: str, tmp_path: Path
+) -> None:
+    if store == "postgresql":
+        need("postgresql")
+    url = POSTGRES_URL if store == "postgresql" else f"sqlite:///{tmp_path / 'n.db'}"
+    done = cli(*args, "--store", url)
+    answered(done, args, USAGE)
+
+
 @pytest.mark.parametrize("args", REFUSED, ids=lambda args: repr(args)[:60])
 def test_refused_text_and_unknown_options_are_usage_errors(
     args: tuple[str, ...], tmp_path: Path
@@ -168,6 +196,7 @@ def test_a_driver_message_over_several_lines_is_one_line() -> None:
         (b"stats", b"--store", b"postgresql://root@127.0.0.1\xff/test"),
         (b"operations", b"pending", b"--store", b"redis://127.0.0.1\xfe:6379/0"),
         (b"inspect", b"--store", b"sqlite:///{dir}/b.db", b"pay\xff", b"k1"),
+        (b"scan", b"--store", b"sqlite:///{dir}/b.db", b"--prefix", b"\xff"),
     ],
     ids=lambda args: " ".join(a.decode(errors="replace") for a in args),
 )

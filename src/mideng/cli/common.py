@@ -1,11 +1,12 @@
-"""What every operator command shares: the store option, ``--json``, durations, output.
-Exit codes and how errors become one line: ``mideng.cli.errors``."""
+"""What every operator command shares: the store option, ``--json``, counts and durations,
+output. Exit codes and how errors become one line: ``mideng.cli.errors``."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -14,12 +15,18 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from mideng.core.keys import check_text
+from mideng.errors import InvalidKeyError
 from mideng.guard import Guard
 from mideng.guard.default import DEFAULT_STORE
 from mideng.observability import logs
 from mideng.stores.registry import open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: The most rows a command asks a store for at once: SQL's BIGINT, the widest LIMIT every
+#: store takes (SQLite can't bind a bigger number, PostgreSQL refuses one).
+MAX_ROWS = 2**63 - 1
 
 store_option = click.option(
     "--store",
@@ -32,6 +39,27 @@ store_option = click.option(
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON (stable field names) instead of a table."
 )
+
+
+def limit_option(what: str) -> Callable[[F], F]:
+    """``--limit``: at most this many rows listed, 1 or more on every store (a negative LIMIT
+    is "no limit" to SQLite and an error to PostgreSQL)."""
+    return click.option(
+        "--limit",
+        type=click.IntRange(1, MAX_ROWS),
+        default=100,
+        show_default=True,
+        help=what,
+    )
+
+
+def stored_text(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An option's text that a store compares with what it holds (a scope prefix): text any
+    store can hold, or a usage error (a driver would fail to send a lone surrogate)."""
+    try:
+        return None if value is None else check_text(value, str(param.name))
+    except InvalidKeyError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from exc
 
 
 def opened(store_url: str) -> contextlib.closing[Guard]:
@@ -89,4 +117,7 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
         found = _DURATION.match(str(value))
         if found is None:
             self.fail(f"{value!r} is not a duration (e.g. 90s, 30m, 12h, 7d)", param, ctx)
-        return float(found.group(1)) * _UNITS[found.group(2)]
+        seconds = float(found.group(1)) * _UNITS[found.group(2)]
+        if not math.isfinite(seconds):  # 400 nines are a float's infinity
+            self.fail(f"{value!r} is too long a duration", param, ctx)
+        return seconds

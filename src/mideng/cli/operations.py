@@ -21,7 +21,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from mideng.cli.common import when
+from mideng.cli.common import Duration, limit_option, when
 from mideng.cli.errors import Problems, one_line
 from mideng.guard.default import DEFAULT_STORE
 from mideng.guard.guard import Guard
@@ -80,7 +80,7 @@ def _options(fn: Any) -> Any:
                 "when the module is imported.",
             ),
             click.option("--scope", default=None, help="Only this scope."),
-            click.option("--limit", default=100, show_default=True),
+            limit_option("List at most this many."),
             click.option("--json", "as_json", is_flag=True, help="Print JSON lines."),
         ]
     ):
@@ -145,7 +145,12 @@ def reconcile(
 
 @operations.command()
 @_options
-@click.option("--older-than", type=float, default=None, help="Seconds a task may run.")
+@click.option(
+    "--older-than",
+    type=Duration(),
+    default=None,
+    help="How long a task may run: seconds, or 90s, 30m, 12h, 7d.",
+)
 @click.option("--fail-on-any", is_flag=True, help="Exit 1 when a stale task is found.")
 def stale(
     store_url: str,

@@ -15,6 +15,7 @@ from mideng.cli.common import (
     console,
     emit,
     json_option,
+    limit_option,
     opened,
     progress,
     store_option,
@@ -74,7 +75,7 @@ def inspect_record(store_url: str, as_json: bool, scope: str, key: str) -> None:
 @store_option
 @json_option
 @click.option("--scope", default=None, help="Only this scope.")
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@limit_option("List at most this many.")
 def unresolved(store_url: str, as_json: bool, scope: str | None, limit: int) -> None:
     """List UNKNOWN records and processing ones whose lease ran out; exit 1 if any."""
     with opened(store_url) as guard:
