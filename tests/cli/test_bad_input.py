@@ -43,6 +43,7 @@ MALFORMED = {
     "port-no-number": "postgresql://root@127.0.0.1:notaport/test",
     "port-out-of-range": "mysql://root@127.0.0.1:99999/test",
     "redis-port": "redis://127.0.0.1:x/0",
+    "redis-database": "redis://127.0.0.1:6379/records",
     "unknown-scheme": "nosuch://x",
     "no-scheme": "127.0.0.1:5432",
     "empty": "",

@@ -31,6 +31,7 @@ def test_schemes_pick_backends(tmp_path: Path) -> None:
         ("postgresql://root@h:notaport/db", "Port could not be cast to integer value"),
         ("mysql://root@127.0.0.1:99999/db", "Port out of range"),
         ("redis://a..b:6379/0", "host 'a..b' is no host name"),
+        ("redis://127.0.0.1:6379/records", "path is a database number"),
         ("postgresql://root@h\udcff/db", "not UTF-8"),
         ("sqlite:////nonexistent/x\udcff.db", "not UTF-8"),
         # A store reading its URL's options (int(), float(), its constructor's keywords).
