@@ -27,11 +27,29 @@ def test_schemes_pick_backends(tmp_path: Path) -> None:
         ("not a url", "must look like scheme://"),
         ("sqlite://", "SQLite URL needs a file"),
         ("sqlite://host/x.db", "SQLite URL needs a file"),
+        # Found from the URL alone, before any connection, the same on every store.
+        ("postgresql://root@h:notaport/db", "Port could not be cast to integer value"),
+        ("mysql://root@127.0.0.1:99999/db", "Port out of range"),
+        ("redis://a..b:6379/0", "host 'a..b' is no host name"),
+        ("redis://127.0.0.1:6379/records", "path is a database number"),
+        ("postgresql://root@h\udcff/db", "not UTF-8"),
+        ("sqlite:////nonexistent/x\udcff.db", "not UTF-8"),
+        # A store reading its URL's options (int(), float(), its constructor's keywords).
+        ("sqlite:////nonexistent/x.db?timeout=soon", "sqlite store refused its URL or options"),
+        ("sqlite:////nonexistent/x.db?no_such=1", "sqlite store refused its URL or options"),
+        ("postgresql://root@h/db?pool_size=many", "postgresql store refused its URL or options"),
     ],
 )
 def test_bad_urls_are_clear_errors(url: str, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         open_store(url)
+
+
+def test_a_list_of_hosts_is_left_to_the_store_that_reads_it() -> None:
+    # urlsplit reads "h1:26379,h2:26379" as one host with the port "26379,h2:26379".
+    store = open_store("redis+sentinel://127.0.0.1:26379,127.0.0.2:26379/mymaster")
+    assert type(store).__name__ == "RedisStore"
+    store.close()
 
 
 def test_bad_table_name_is_refused(tmp_path: Path) -> None:

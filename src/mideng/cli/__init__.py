@@ -7,6 +7,9 @@ from typing import Any
 
 import click
 
+from mideng.cli.errors import reported
+from mideng.errors import IdempotencyError
+
 # command name -> "module:attribute" of a click.Command
 COMMANDS = {
     "demo": "mideng.cli.demo:demo",
@@ -34,6 +37,14 @@ class LazyGroup(click.Group):
         module_name, _, attr = target.partition(":")
         command: Any = getattr(importlib.import_module(module_name), attr)
         return command  # type: ignore[no-any-return]
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # Every command runs in here: mideng's own errors become one line and the exit code
+        # that says whose they are (errors.reported), whatever command raised them.
+        try:
+            return super().invoke(ctx)
+        except IdempotencyError as exc:
+            raise reported(exc) from exc
 
 
 @click.group(cls=LazyGroup)

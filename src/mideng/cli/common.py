@@ -1,30 +1,32 @@
-"""What every operator command shares: the store option, ``--json``, exit codes, output.
-
-Exit codes: 0 all is well; 1 the command found a problem (stuck or UNKNOWN records, a
-missing record) or the store failed; 2 a usage error (a bad option, store URL or scope).
-"""
+"""What every operator command shares: the store option, ``--json``, counts and durations,
+output. Exit codes and how errors become one line: ``mideng.cli.errors``."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import json
+import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from mideng.errors import ConfigurationError, IdempotencyError, InvalidKeyError
+from mideng.core.keys import check_text
+from mideng.errors import InvalidKeyError
 from mideng.guard import Guard
 from mideng.guard.default import DEFAULT_STORE
 from mideng.observability import logs
 from mideng.stores.registry import open_store
 
-OK, PROBLEMS, USAGE = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: The most rows a command asks a store for at once: SQL's BIGINT, the widest LIMIT every
+#: store takes (SQLite can't bind a bigger number, PostgreSQL refuses one).
+MAX_ROWS = 2**63 - 1
 
 store_option = click.option(
     "--store",
@@ -39,42 +41,30 @@ json_option = click.option(
 )
 
 
-class Problems(click.ClickException):
-    """Exit 1: the command found what it looks for (stuck records, a missing record...)."""
+def limit_option(what: str) -> Callable[[F], F]:
+    """``--limit``: at most this many rows listed, 1 or more on every store (a negative LIMIT
+    is "no limit" to SQLite and an error to PostgreSQL)."""
+    return click.option(
+        "--limit",
+        type=click.IntRange(1, MAX_ROWS),
+        default=100,
+        show_default=True,
+        help=what,
+    )
 
-    exit_code = PROBLEMS
 
-
-def guard_for(store_url: str) -> Guard:
+def stored_text(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An option's text that a store compares with what it holds (a scope prefix): text any
+    store can hold, or a usage error (a driver would fail to send a lone surrogate)."""
     try:
-        return Guard(open_store(store_url))
-    except ConfigurationError as exc:
-        raise click.UsageError(str(exc)) from exc
-    except IdempotencyError as exc:
-        raise Problems(str(exc)) from exc
-    except (ValueError, TypeError) as exc:
-        raise click.UsageError(refused_url(exc)) from exc
+        return None if value is None else check_text(value, str(param.name))
+    except InvalidKeyError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from exc
 
 
-def refused_url(exc: ValueError | TypeError) -> str:
-    """A store's constructor refusing a URL's part (a port that is no number, a query option
-    it does not take or can't read): a usage error. The URL is left out: it may hold a
-    password."""
-    return f"the store URL was refused: {type(exc).__name__}: {exc}"
-
-
-@contextlib.contextmanager
-def opened(store_url: str) -> Iterator[Guard]:
-    """A Guard on the store; a store failure is exit 1, a refused argument exit 2."""
-    guard = guard_for(store_url)
-    try:
-        yield guard
-    except (ConfigurationError, InvalidKeyError) as exc:
-        raise click.UsageError(str(exc)) from exc
-    except IdempotencyError as exc:
-        raise Problems(str(exc)) from exc
-    finally:
-        guard.close()
+def opened(store_url: str) -> contextlib.closing[Guard]:
+    """A Guard on the store, closed when the block ends."""
+    return contextlib.closing(Guard(open_store(store_url)))
 
 
 #: mideng's log lines on stderr while a command runs (see observability.logs.to_stderr).
@@ -127,4 +117,7 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
         found = _DURATION.match(str(value))
         if found is None:
             self.fail(f"{value!r} is not a duration (e.g. 90s, 30m, 12h, 7d)", param, ctx)
-        return float(found.group(1)) * _UNITS[found.group(2)]
+        seconds = float(found.group(1)) * _UNITS[found.group(2)]
+        if not math.isfinite(seconds):  # 400 nines are a float's infinity
+            self.fail(f"{value!r} is too long a duration", param, ctx)
+        return seconds

@@ -109,15 +109,22 @@ class Shop:
 
 
 def storm(handler: Callable[[PayNotify], Receipt]) -> list[Receipt]:
-    """Three callbacks at once (the platform's retries after a timeout), then one late retry."""
+    """Three callbacks at once (the platform's retries after a timeout), then one late retry.
+    A callback that raised (the store failed) raises here, once every one has ended."""
     notify = PayNotify(trade_no="T20261129-0001", order_id=1001, amount_cents=9900)
     answers: list[Receipt] = []
+    failures: list[Exception] = []
     lock = threading.Lock()
     gate = threading.Barrier(CALLBACKS)
 
     def callback() -> None:
         gate.wait()
-        receipt = handler(notify)
+        try:
+            receipt = handler(notify)
+        except Exception as exc:  # a thread's error would only be printed, as a traceback
+            with lock:
+                failures.append(exc)
+            return
         with lock:
             answers.append(receipt)
 
@@ -126,22 +133,27 @@ def storm(handler: Callable[[PayNotify], Receipt]) -> list[Receipt]:
         t.start()
     for t in threads:
         t.join()
+    if failures:
+        raise failures[0]
     answers.append(handler(notify))
     return answers
 
 
 def run_demo(workdir: Path, store_url: str | None) -> dict[str, tuple[int, int, int, int]]:
-    plain = Shop(workdir / "shop-plain.db")
-    answers_plain = storm(plain.handle)
+    # The store is opened first: a URL it can't use ends the demo before anything runs.
+    store = open_store(f"sqlite:///{workdir / 'mideng.db'}" if store_url is None else store_url)
+    try:
+        plain = Shop(workdir / "shop-plain.db")
+        answers_plain = storm(plain.handle)
 
-    guarded_shop = Shop(workdir / "shop-guarded.db")
-    store = open_store(store_url or f"sqlite:///{workdir / 'mideng.db'}")
-    guard = Guard(store, lease=30, in_progress="wait")
-    handle = guard.idempotent("pay_notify", key="{notify.trade_no}", payload=lambda notify: notify)(
-        guarded_shop.handle
-    )
-    answers_guarded = storm(handle)
-    store.close()
+        guarded_shop = Shop(workdir / "shop-guarded.db")
+        guard = Guard(store, lease=30, in_progress="wait")
+        handle = guard.idempotent(
+            "pay_notify", key="{notify.trade_no}", payload=lambda notify: notify
+        )(guarded_shop.handle)
+        answers_guarded = storm(handle)
+    finally:
+        store.close()
 
     def distinct(answers: list[Receipt]) -> int:
         return len({a for a in answers if a.coupon_id})

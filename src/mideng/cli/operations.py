@@ -10,8 +10,8 @@ for a cron job that alerts.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import datetime as dt
 import importlib
 import json
 from collections.abc import Sequence
@@ -21,31 +21,44 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from mideng.errors import IdempotencyError
+from mideng.cli.common import Duration, limit_option, when
+from mideng.cli.errors import Problems, one_line
 from mideng.guard.default import DEFAULT_STORE
 from mideng.guard.guard import Guard
 from mideng.stores.registry import open_store
 
 
-def _when(epoch: float | None) -> str:
-    if epoch is None:
-        return "-"
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="milliseconds")
+def _guard(store_url: str, guard_path: str | None) -> contextlib.closing[Guard]:
+    """The Guard to ask, closed when the block ends: the service's (``--guard``), which knows
+    its registered operations, or one on ``--store``."""
+    guard = Guard(open_store(store_url)) if guard_path is None else _imported(guard_path)
+    return contextlib.closing(guard)
 
 
-def _guard(store_url: str, guard_path: str | None) -> Guard:
+def _imported(guard_path: str) -> Guard:
+    """The Guard ``module:attribute`` names. A name that leads to nothing, or to no Guard, is
+    a bad --guard (exit 2); the module failing as it is imported is exit 1."""
+    module_name, _, attr = guard_path.partition(":")
+    if not module_name or not attr:
+        raise _bad_guard("takes module:attribute, e.g. shop.payments:guard")
     try:
-        if guard_path is None:
-            return Guard(open_store(store_url))
-        module_name, _, attr = guard_path.partition(":")
-        if not module_name or not attr:
-            raise click.UsageError("--guard takes module:attribute, e.g. shop.payments:guard")
-        found = getattr(importlib.import_module(module_name), attr)
-    except (IdempotencyError, ImportError, AttributeError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise _bad_guard(f"can't import {module_name}: {one_line(exc)}") from exc
+    except Exception as exc:  # the service's own module: whatever its code raises
+        raise Problems(
+            f"importing {module_name} failed: {type(exc).__name__}: {one_line(exc)}"
+        ) from exc
+    if not hasattr(module, attr):
+        raise _bad_guard(f"{module_name} has no {attr}")
+    found = getattr(module, attr)
     if not isinstance(found, Guard):
-        raise click.ClickException(f"{guard_path} is a {type(found).__name__}, not a Guard")
+        raise _bad_guard(f"{guard_path} is a {type(found).__name__}, not a Guard")
     return found
+
+
+def _bad_guard(message: str) -> click.BadParameter:
+    return click.BadParameter(message, param_hint="'--guard'")
 
 
 def _options(fn: Any) -> Any:
@@ -67,7 +80,7 @@ def _options(fn: Any) -> Any:
                 "when the module is imported.",
             ),
             click.option("--scope", default=None, help="Only this scope."),
-            click.option("--limit", default=100, show_default=True),
+            limit_option("List at most this many."),
             click.option("--json", "as_json", is_flag=True, help="Print JSON lines."),
         ]
     ):
@@ -99,13 +112,8 @@ def pending(
     store_url: str, guard_path: str | None, scope: str | None, limit: int, as_json: bool
 ) -> None:
     """List unfinished operations: state, steps done and left, attempts, since."""
-    guard = _guard(store_url, guard_path)
-    try:
+    with _guard(store_url, guard_path) as guard:
         found = guard.pending(scope, limit)
-    except IdempotencyError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        guard.close()
     rows = [
         {
             "scope": p.scope,
@@ -114,7 +122,7 @@ def pending(
             "steps_done": p.steps_done,
             "steps_left": "?" if p.steps_left is None else p.steps_left,
             "attempts": p.attempts,
-            "since": _when(p.since),
+            "since": when(p.since) or "-",
             "registered": p.registered,
         }
         for p in found
@@ -128,13 +136,8 @@ def reconcile(
     store_url: str, guard_path: str | None, scope: str | None, limit: int, as_json: bool
 ) -> None:
     """Finish every unfinished operation whose holder is gone (run it from cron)."""
-    guard = _guard(store_url, guard_path)
-    try:
+    with _guard(store_url, guard_path) as guard:
         report = guard.reconcile(scope, limit)
-    except IdempotencyError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        guard.close()
     _show(f"{len(report)} operation(s) seen", [dataclasses.asdict(r) for r in report], as_json)
     if any(r.outcome in ("failed", "unregistered") for r in report):
         raise SystemExit(1)
@@ -142,7 +145,12 @@ def reconcile(
 
 @operations.command()
 @_options
-@click.option("--older-than", type=float, default=None, help="Seconds a task may run.")
+@click.option(
+    "--older-than",
+    type=Duration(),
+    default=None,
+    help="How long a task may run: seconds, or 90s, 30m, 12h, 7d.",
+)
 @click.option("--fail-on-any", is_flag=True, help="Exit 1 when a stale task is found.")
 def stale(
     store_url: str,
@@ -154,19 +162,14 @@ def stale(
     fail_on_any: bool,
 ) -> None:
     """List processing records whose holder stopped renewing or that run too long."""
-    guard = _guard(store_url, guard_path)
-    try:
+    with _guard(store_url, guard_path) as guard:
         found = guard.stale(older_than, scope, limit=limit)
-    except IdempotencyError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        guard.close()
     rows = [
         {
             "scope": s.record.scope,
             "key": s.record.key,
             "attempts": s.record.attempts,
-            "since": _when(s.record.created_at),
+            "since": when(s.record.created_at) or "-",
             "reason": s.reason,
         }
         for s in found

@@ -12,18 +12,19 @@ from rich.table import Table
 
 from mideng.cli.common import (
     Duration,
-    Problems,
     console,
     emit,
     json_option,
+    limit_option,
     opened,
     progress,
     store_option,
     when,
 )
+from mideng.cli.errors import Problems, one_line
 from mideng.core.keys import check_scope
 from mideng.core.record import Record
-from mideng.errors import ConfigurationError
+from mideng.errors import CodecError, ConfigurationError
 from mideng.stores.survey import SurveyStore
 
 #: Records deleted per store call while purging (each call its own short transaction).
@@ -74,7 +75,7 @@ def inspect_record(store_url: str, as_json: bool, scope: str, key: str) -> None:
 @store_option
 @json_option
 @click.option("--scope", default=None, help="Only this scope.")
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@limit_option("List at most this many.")
 def unresolved(store_url: str, as_json: bool, scope: str | None, limit: int) -> None:
     """List UNKNOWN records and processing ones whose lease ran out; exit 1 if any."""
     with opened(store_url) as guard:
@@ -118,13 +119,16 @@ def resolve(store_url: str, scope: str, key: str, result_json: str | None, faile
         raise click.UsageError("give exactly one of --result JSON or --failed")
     try:
         result = None if result_json is None else json.loads(result_json)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past Python's stack
         raise click.UsageError(f"--result is not JSON: {exc}") from exc
     with opened(store_url) as guard:
         if failed:
             record = guard.resolve(scope, key, failed=True)
         else:
-            record = guard.resolve(scope, key, result=result)
+            try:
+                record = guard.resolve(scope, key, result=result)
+            except CodecError as exc:  # NaN, 1e999: JSON to Python, but not back
+                raise click.UsageError(f"--result can't be stored: {one_line(exc)}") from exc
     click.echo(f"{scope}:{key} is now {record.status.value}")
 
 

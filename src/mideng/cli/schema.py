@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from mideng.cli.common import refused_url
-from mideng.errors import ConfigurationError, IdempotencyError
+from mideng.stores.registry import open_store
 from mideng.stores.sql.schema import DEFAULT_TABLE, script
 from mideng.stores.sql.steps import ddl as steps_ddl
 
@@ -22,6 +21,13 @@ def _family(url: str) -> str:
     from mideng.stores.sql.connect import family_of
 
     return family_of(url)
+
+
+def _created(url: str, family: str, table: str) -> SQLiteStore | SQLStore:
+    """The store on ``url``, its record table created: SQLite creates it on open, the SQL
+    store too unless the URL says ``create_schema=0``, which ``--apply`` overrides."""
+    options: dict[str, Any] = {} if family == "sqlite" else {"create_schema": True}
+    return cast("SQLiteStore | SQLStore", open_store(url, table=table, **options))
 
 
 @click.command()
@@ -42,33 +48,16 @@ def _family(url: str) -> str:
 )
 def schema(url: str, table: str, apply_: bool, steps: bool) -> None:
     """Print the DDL of the record table, for review or a migration tool."""
+    family = _family(url)
+    click.echo(script(family, table), nl=False)
+    if steps:
+        click.echo("".join(f"{statement};\n" for statement in steps_ddl(family, table)), nl=False)
+    if not apply_:
+        return
+    store = _created(url, family, table)
     try:
-        family = _family(url)
-        click.echo(script(family, table), nl=False)
         if steps:
-            click.echo(
-                "".join(f"{statement};\n" for statement in steps_ddl(family, table)), nl=False
-            )
-        if not apply_:
-            return
-        store: SQLiteStore | SQLStore
-        if family == "sqlite":
-            from mideng.stores.sqlite import SQLiteStore
-
-            store = SQLiteStore.from_url(url, table=table)
-        else:
-            from mideng.stores.sql import SQLStore
-
-            store = SQLStore.from_url(url, table=table, create_schema=True)
-        try:
-            if steps:
-                store.create_steps_schema()
-        finally:
-            store.close()
-    except ConfigurationError as exc:
-        raise click.UsageError(str(exc)) from exc
-    except IdempotencyError as exc:
-        raise click.ClickException(str(exc)) from exc
-    except (ValueError, TypeError) as exc:
-        raise click.UsageError(refused_url(exc)) from exc
+            store.create_steps_schema()
+    finally:
+        store.close()
     click.echo(f"-- applied to {table}", err=True)

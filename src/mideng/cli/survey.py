@@ -15,6 +15,7 @@ import click
 from rich.table import Table
 
 from mideng.cli.common import (
+    MAX_ROWS,
     Duration,
     console,
     emit,
@@ -23,6 +24,7 @@ from mideng.cli.common import (
     opened,
     progress,
     store_option,
+    stored_text,
     when,
 )
 from mideng.errors import ConfigurationError
@@ -31,7 +33,10 @@ from mideng.observability.watch import store_label
 from mideng.stores.survey import EXPIRY_LABELS, STATUSES, Survey, SurveyStore
 
 prefix_option = click.option(
-    "--prefix", default=None, help="Only scopes starting with this (e.g. payments.)."
+    "--prefix",
+    default=None,
+    callback=stored_text,
+    help="Only scopes starting with this (e.g. payments.).",
 )
 grace_option = click.option(
     "--grace",
@@ -118,12 +123,16 @@ def stats(store_url: str, as_json: bool, prefix: str | None, grace: float) -> No
 @json_option
 @prefix_option
 @grace_option
-@click.option("--biggest", type=int, default=10, show_default=True, help="List this many.")
+@click.option(
+    "--biggest",
+    type=click.IntRange(0, MAX_ROWS),
+    default=10,
+    show_default=True,
+    help="List this many.",
+)
 def scan(store_url: str, as_json: bool, prefix: str | None, grace: float, biggest: int) -> None:
     """Keys per scope, retention spread, keys without expiry, biggest records (SCAN on Redis,
     every master of a cluster); exit 1 if a record is stuck."""
-    if biggest < 0:
-        raise click.UsageError("--biggest must be 0 or more")
     label, found = _survey(store_url, as_json, prefix, grace, biggest)
     keys = {scope: sum(statuses.values()) for scope, statuses in sorted(found.by_scope.items())}
     if as_json:

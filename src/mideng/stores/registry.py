@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
-from mideng.errors import ConfigurationError
+from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.stores.base import Store
 
 # scheme -> "module:factory". Factories take (url, **options).
@@ -55,12 +55,70 @@ def _factory(scheme: str) -> Callable[..., Store]:
 
 def open_store(url: str, *, durable: str | Store | None = None, **options: Any) -> Store:
     """Open a store from a URL: ``memory://``, ``sqlite:///path.db`` and the server schemes.
-    ``durable=<url or Store>`` puts the (Redis) store the URL opens in front of that store."""
+    ``durable=<url or Store>`` puts the (Redis) store the URL opens in front of that store.
+
+    A URL or option no store could use is a ConfigurationError, raised before any connection
+    where the URL alone shows it."""
+    scheme = _scheme_of(url)
+    factory = _factory(scheme)
+    try:
+        store = factory(url, **options)
+    except IdempotencyError:
+        raise
+    except (ValueError, TypeError) as exc:
+        # A store reading its URL's parts and options with int(), float() or its own
+        # constructor: what it can't read is the URL's fault, reported as one, whatever store.
+        # The URL is left out of the message: it may hold a password.
+        raise ConfigurationError(
+            f"the {scheme} store refused its URL or options: {type(exc).__name__}: {exc}"
+        ) from exc
+    return store if durable is None else in_front(store, durable)
+
+
+def _scheme_of(url: object) -> str:
+    """The scheme of a URL every store could read: text (no byte a strict UTF-8 decode would
+    have refused) and, where it names one host, a port and a host name that could be reached.
+    Found later, at the first connection, each would be a driver's error, different on every
+    store (on Redis, an exception no store error wraps)."""
     if not isinstance(url, str) or "://" not in url:
         raise ConfigurationError(f"store URL must look like scheme://..., got {url!r}")
-    scheme = urlsplit(url).scheme.lower()
-    store = _factory(scheme)(url, **options)
-    return store if durable is None else in_front(store, durable)
+    try:
+        url.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConfigurationError(
+            f"store URL holds a byte that is not UTF-8 (character {exc.start}); "
+            "give it as text, percent-encoded where it is no character"
+        ) from exc
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # an unclosed [ of an IPv6 address
+        raise ConfigurationError(f"store URL refused: {exc}") from exc
+    if _one_host(parts.netloc):
+        _check_host(parts)
+    return parts.scheme.lower()
+
+
+def _one_host(netloc: str) -> bool:
+    """Whether a URL names one host, not a list (``host1:7000,host2:7000``: a Redis cluster's
+    or sentinels' nodes, which urlsplit can't read and the Redis store checks itself)."""
+    return "," not in netloc.rpartition("@")[2]
+
+
+def _check_host(parts: SplitResult) -> None:
+    """A port that is a number from 0 to 65535, a host name that can be looked up (no empty
+    label, none over 63 characters)."""
+    try:
+        parts.port  # noqa: B018 - reading it checks it
+    except ValueError as exc:
+        raise ConfigurationError(f"store URL refused: {exc}") from exc
+    if parts.hostname:
+        try:
+            parts.hostname.encode("idna")  # what the resolver is given
+        except UnicodeError as exc:
+            reason = exc.__cause__ or exc
+            raise ConfigurationError(
+                f"store URL's host {parts.hostname!r} is no host name: {reason}"
+            ) from exc
 
 
 # A fast store in front of a durable one. Built here, above both, so that neither the Redis

@@ -67,6 +67,11 @@ def parse(url: str, options: dict[str, Any]) -> tuple[Target, dict[str, Any]]:
         "socket_timeout": DEFAULT_TIMEOUT,
         "socket_connect_timeout": DEFAULT_TIMEOUT,
     }
+    database = unquote(parts.path).strip("/")
+    if scheme in ("redis", "rediss") and database and not database.isdigit():
+        # redis-py reads the path as the database number and, when it is none, silently
+        # uses database 0: records looked for in one database would be found in another.
+        raise ConfigurationError(f"a Redis URL's path is a database number: {redact(url)}")
     if scheme in ("redis", "rediss", "unix"):
         # Only the query changes; urlunsplit would also drop the empty host of unix:///path.
         bare = url.partition("?")[0] + (f"?{urlencode(query)}" if query else "")

@@ -35,9 +35,7 @@ def family_of(url: str) -> str:
     scheme = url.split("://", 1)[0].lower()
     family = SCHEMES.get(scheme)
     if family is None:
-        raise ConfigurationError(
-            f"SQLStore speaks {', '.join(sorted(SCHEMES))}; got {scheme!r} ({url})"
-        )
+        raise ConfigurationError(f"SQLStore speaks {', '.join(sorted(SCHEMES))}; got {scheme!r}")
     return family
 
 
