@@ -1,5 +1,4 @@
-"""Awaited calls with metrics on, through the metered async loop: exactly the counts and
-durations the calls made."""
+"""Awaited calls with metrics on: exactly the counts and durations the calls made."""
 
 from __future__ import annotations
 
@@ -11,11 +10,9 @@ from prometheus_client import CollectorRegistry
 
 from mideng import Guard
 from mideng.errors import PayloadMismatchError
-from mideng.guard import metered
-from mideng.guard.guard import Guard as PlainGuard
 from mideng.observability import metrics
 from tests.observability.scrape import series
-from tests.observability.test_metered import AsyncFlaky, Clock
+from tests.observability.test_counted import AsyncFlaky, Clock
 
 STORE_PAUSE = 0.05  # each store call of the test's store awaits this long
 BODY_PAUSE = 0.01  # and each body this long
@@ -41,7 +38,6 @@ async def test_awaited_calls_count_each_claim_and_time_each_store_call(
     store = AsyncFlaky(Clock())
     store.pause = STORE_PAUSE
     guard = Guard(store, heartbeat=False)
-    assert PlainGuard.adrive is metered.adrive  # the calls below go through the metered loop
     for n in range(3):  # 3 first calls
         assert await guard.arun("orders", f"o{n}", order, n, payload={"n": n}) == {"order": n}
     for n in [0, 1, 2, 0]:  # 4 replays

@@ -5,7 +5,6 @@
 exchange and the message consumers call it through.
 """
 
-from mideng.guard import metered  # noqa: F401  (registers the loop metrics switch to)
 from mideng.guard.default import configure, default_guard, idempotent
 from mideng.guard.driver import Driver
 from mideng.guard.guard import Guard

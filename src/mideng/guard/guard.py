@@ -29,7 +29,9 @@ from mideng.guard.operations import Operations
 from mideng.guard.owners import OWNERS
 from mideng.guard.settling import asettle, settle
 from mideng.guard.store_errors import store_error
-from mideng.observability import instrument, logs, watch
+from mideng.observability import logs, watch
+from mideng.observability.instrument import Counting
+from mideng.observability.watch import store_label
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
 
@@ -56,12 +58,12 @@ class Guard(Operations):
         **options: Any,
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
-        instrument.track(self.store)  # metrics time its operations while they are on
         self._scopes: dict[str, Policy] = {}
         # Per scope that passed check_scope: its policy, so a call finds both in one lookup.
         self._ready: dict[str, Policy] = {}
         self.defaults = Policy(lease=lease, ttl=ttl).merged(**options)
         self._heartbeats = Heartbeats()
+        self._counting = Counting()  # the store as the calls see it while metrics are on
         # Per body, learnt on first sight: its return type, and whether it is a coroutine.
         self._bodies: dict[Callable[..., Any], tuple[Any, bool]] = {}
 
@@ -233,13 +235,40 @@ class Guard(Operations):
     # core (``Call.next`` after a claim, ``settle`` after the body). Where a call's outcome is
     # known, once for both loops: ``Call.next``'s action (the claim's outcome), ``logs.duplicate``
     # (a duplicate: a replay, a refusal or a wait), ``store_error`` (every store error the call
-    # meets, tolerated or not).
+    # meets, tolerated or not). Observers see the call through its store: counted while metrics
+    # are on (``instrument.counted``), and traced, inside the call's span, while tracing is.
     def drive(
         self, call: Call, fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> R:
-        if watch.on is not None and watch.on.wants(self):  # tracing enabled
-            return watch.on.drive(self, call, fn, args, kwargs)  # type: ignore[no-any-return]
-        store = self.store
+        store = self.store if watch.metrics is None else self._counting.of(self.store)
+        if watch.on is None:
+            return self._drive(store, call, fn, args, kwargs)
+        with watch.on.call(call, self.store):
+            traced = watch.on.traced(store, store_label(self.store))
+            return self._drive(traced, call, fn, args, kwargs)
+
+    async def adrive(
+        self,
+        call: Call,
+        fn: Callable[..., Awaitable[R]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> R:
+        store = self.store if watch.metrics is None else self._counting.of(self.store)
+        if watch.on is None:
+            return await self._adrive(store, call, fn, args, kwargs)
+        with watch.on.call(call, self.store):
+            traced = watch.on.traced(store, store_label(self.store))
+            return await self._adrive(traced, call, fn, args, kwargs)
+
+    def _drive(
+        self,
+        store: Store,
+        call: Call,
+        fn: Callable[..., R],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> R:
         while True:
             try:
                 claim = store.claim(call)
@@ -249,24 +278,40 @@ class Guard(Operations):
                 return fn(*args, **kwargs)
             action = call.next(claim)
             if action is RUN:
-                return self._execute(call, fn, args, kwargs)
+                break
             logs.duplicate(call)
             if action is RETURN:
                 return call.value  # type: ignore[no-any-return]
             if action is RAISE:
                 raise call.error
             time.sleep(call.delay)
+        p, ticket = call.policy, call.ticket
+        stop = (
+            self._heartbeats.start(p.lease, lambda: store.heartbeat(ticket, p.lease, p.ttl), ticket)
+            if p.heartbeat
+            else _no_heartbeat
+        )
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            stop()
+            settle(store, call, ticket, raised(p, exc))
+            raise
+        stop()
+        step = returned(p, result)
+        settle(store, call, ticket, step)
+        if step.error is not None:
+            raise step.error
+        return result
 
-    async def adrive(
+    async def _adrive(
         self,
+        store: Store,
         call: Call,
         fn: Callable[..., Awaitable[R]],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> R:
-        if watch.on is not None and watch.on.wants(self):  # tracing enabled
-            return await watch.on.adrive(self, call, fn, args, kwargs)  # type: ignore[no-any-return]
-        store = self.store
         while True:
             try:
                 claim = await store.aclaim(call)
@@ -297,35 +342,6 @@ class Guard(Operations):
         stop()
         step = returned(p, result)
         await asettle(store, call, ticket, step)
-        if step.error is not None:
-            raise step.error
-        return result
-
-    # -- running the body ---------------------------------------------------------------------
-    def _execute(
-        self,
-        call: Call,
-        fn: Callable[..., R],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> R:
-        p, ticket = call.policy, call.ticket
-        stop = (
-            self._heartbeats.start(
-                p.lease, lambda: self.store.heartbeat(ticket, p.lease, p.ttl), ticket
-            )
-            if p.heartbeat
-            else _no_heartbeat
-        )
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as exc:
-            stop()
-            settle(self.store, call, ticket, raised(p, exc))
-            raise
-        stop()
-        step = returned(p, result)
-        settle(self.store, call, ticket, step)
         if step.error is not None:
             raise step.error
         return result

@@ -54,6 +54,7 @@ from mideng.messaging.turns import handlers_done, run_handler
 from mideng.messaging.unwritten import Unwritten, finish, kept, release_quietly, write_kept
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs, watch
+from mideng.observability.instrument import counted
 from mideng.stores.batch import Completion
 
 DeadLetterHook = Callable[[Message, str], "Awaitable[None] | None"]
@@ -204,15 +205,16 @@ class IdempotentConsumer:
         if key in self.unwritten:
             return (await write_kept(self, [key]))[0]
         call = self.prepare(key)
+        store = counted(self.guard.store)
         try:
-            claim = await self.guard.store.aclaim(call.request())
+            claim = await store.aclaim(call.request())
         except StoreUnavailableError as exc:
             return Retry(self.rules.retry_delay, f"store unavailable at claim: {exc}")
         verdict, completion = await self._run(message, call, claim)
         if completion is None:
             return verdict
         try:
-            await self.guard.store.acomplete(
+            await store.acomplete(
                 completion.ticket, completion.result, completion.codec, completion.ttl
             )
         except LeaseLostError as exc:
@@ -231,7 +233,7 @@ class IdempotentConsumer:
         calls: list[tuple[int, Call]],
         out: list[Any],
     ) -> None:
-        store = self.guard.store
+        store = counted(self.guard.store)
         sent = running_loop().time()
         try:
             claims = await claim_all(store, [call.request() for _, call in calls])
@@ -307,7 +309,7 @@ class IdempotentConsumer:
             call.duplicate = claim
             self.guard.log_duplicate(call)
             return standing(claim, time.time(), self.rules), None
-        store, p = self.guard.store, call.policy
+        store, p = counted(self.guard.store), call.policy
         if held is None:
             ticket = Ticket.of(claim.record)
             stop = (
@@ -363,7 +365,7 @@ class IdempotentConsumer:
         where = f"{call.scope}:{call.key}"
         logs.consumer_attempt_failed(call.scope, call.key, attempt, exc)
         verdict = after_failure(where, attempt, exc, self.rules)
-        store, p = self.guard.store, call.policy
+        store, p = counted(self.guard.store), call.policy
         try:
             if isinstance(verdict, DeadLetter):
                 await store.afail(ticket, encode_failure(exc), p.ttl)

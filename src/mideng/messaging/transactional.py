@@ -35,6 +35,7 @@ from mideng.messaging.message import Message
 from mideng.messaging.outcome import MIN_DELAY, RetryRules, after_failure
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
+from mideng.observability.instrument import counted
 
 
 class IdempotentConsumer(Protocol):
@@ -151,7 +152,7 @@ async def _count_failure(consumer: IdempotentConsumer, key: str, failed: _Handle
     where = f"{consumer.scope}:{key}"
     exc, attempt = failed.error, failed.attempt
     logs.consumer_attempt_failed(consumer.scope, key, attempt, exc)
-    store, policy = consumer.guard.store, consumer.policy
+    store, policy = counted(consumer.guard.store), consumer.policy
     call = consumer.guard.prepare(consumer.scope, key, consumer.handler, None, policy)
     try:
         claim = await store.aclaim(call.request())

@@ -26,6 +26,7 @@ from mideng.messaging.batch import complete_all
 from mideng.messaging.outcome import RetryRules
 from mideng.messaging.verdict import Ack, Retry, Verdict
 from mideng.observability import logs
+from mideng.observability.instrument import counted
 from mideng.stores.batch import Completion
 
 
@@ -89,7 +90,7 @@ async def write_kept(consumer: Consumer, keys: Sequence[str]) -> list[Verdict]:
     answer each redelivered copy: acked unrun once written, sent back while the store is down."""
     items = [(key, consumer.unwritten.take(key)) for key in keys]
     try:
-        answers = await complete_all(consumer.guard.store, [c for _, c in items])
+        answers = await complete_all(counted(consumer.guard.store), [c for _, c in items])
     except Exception as exc:  # down still, or failing otherwise: kept for the next copy
         return [kept(consumer, key, c, exc) for key, c in items]
     out: list[Verdict] = []
@@ -107,7 +108,7 @@ async def _record_anew(
 ) -> Verdict:
     # The record lapsed and was taken, or is gone (a store that came back empty). The run
     # happened, so it is recorded through a fresh claim, without running the handler again.
-    store: Any = consumer.guard.store
+    store: Any = counted(consumer.guard.store)
     try:
         claim = await store.aclaim(consumer.prepare(key).request())
     except Exception as exc:  # down again: kept for the next copy
@@ -136,7 +137,7 @@ async def finish(consumer: Consumer, ran: Sequence[tuple[str, Completion]]) -> N
     as after any failed completion."""
     if not ran:
         return
-    store = consumer.guard.store
+    store = counted(consumer.guard.store)
     try:
         await through(lambda: complete_all(store, [c for _, c in ran]))
     except Exception as exc:  # LeaseLostError comes back as an answer: landed, or taken over

@@ -2,10 +2,10 @@
 
 ``enable(registry=None)`` registers one collector on ``registry`` (prometheus-client's default
 registry when None) and turns the Guard's observation on; ``disable()`` takes it away again.
-Calls append their events to plain lists without a lock (``recorder``; the store's operations
-are wrapped while metrics are on, see ``instrument``), and the collector folds them into metric
-families at scrape time, so an observed call never goes through prometheus-client's
-per-sample machinery. The series and their labels are listed in
+Calls append their events to plain lists without a lock (``recorder``; the callers of a
+store's record operations see it counted while metrics are on, see ``instrument``), and the
+collector folds them into metric families at scrape time, so an observed call never goes
+through prometheus-client's per-sample machinery. The series and their labels are listed in
 docs/observability.md; their names and label names are stable.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mideng.errors import ConfigurationError
-from mideng.observability import instrument, watch
+from mideng.observability import watch
 from mideng.observability.record_gauges import RecordGauges
 from mideng.observability.recorder import BUCKETS, Recorder, Series
 
@@ -152,7 +152,6 @@ def enable(registry: Any = None, *, durations: bool = True) -> Recorder:
         target.register(collector)
         _state.update(registry=target, recorder=recorder, collector=collector)
         watch.install(metrics=recorder)
-        instrument.instrument(recorder)
         return recorder
 
 
@@ -185,7 +184,6 @@ def disable() -> None:
     """Turn metrics off: the Guard's hook goes back to its one test, the collector away."""
     with _lock:
         _unregister()
-        instrument.restore()
         watch.install(metrics=None)
 
 

@@ -1,18 +1,15 @@
-"""The switches the Guard and the HTTP exchange look at.
+"""The switches the Guard, the consumers and the HTTP exchange look at.
 
-``on`` is None unless tracing is enabled, so a guarded call pays one module-attribute test
-for it; metrics need no test on the call path at all (``instrument`` swaps the store's
-operations instead) and ``metrics`` is what the log lines and the HTTP exchange count into.
-
-When tracing is on, ``Observer.drive`` runs the call inside its span, through a shadow of
-its Guard (the same state, its store wrapped in ``ObservedStore``, which makes a child span
-of every store call). The shadow is what tells the Guard's hook that a call is already
-traced (``wants``), so the hook is re-entered once, not recursively.
+``metrics`` is the metrics recorder, or None: the log lines, the HTTP exchange and the
+consumers count into it, and callers of a store's record operations see the store through
+``instrument.counted`` while it is set. ``on`` is None unless tracing is enabled: a guarded
+call then runs inside its span (``Observer.call``) on ``Observer.traced(store)``, which makes
+a child span of every store call. Both are observers: nothing of a Guard or a store is
+replaced while they are on, and a call tests each once.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -56,46 +53,31 @@ def store_label(store: Any) -> str:
 
 
 class Observer:
+    """Tracing, as a guarded call sees it: its span, and its store with a span per call."""
+
     def __init__(self, tracing: Tracing) -> None:
         self.tracing = tracing
-        self._shadows: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
-    def wants(self, guard: Any) -> bool:
-        return type(guard.store) is not ObservedStore
+    def call(self, call: Any, store: Any) -> Any:
+        """The ``mideng.call`` span of one guarded call on ``store``."""
+        return self.tracing.call(call, store_label(store))
 
-    def _shadow(self, guard: Any) -> Any:
-        shadow = self._shadows.get(guard)
-        if shadow is None or shadow.store.inner is not guard.store:
-            shadow = object.__new__(type(guard))
-            shadow.__dict__.update(vars(guard))
-            shadow.store = ObservedStore(guard.store, self.tracing)
-            self._shadows[guard] = shadow
-        return shadow
-
-    def drive(self, guard: Any, call: Any, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-        shadow = self._shadow(guard)
-        with self.tracing.call(call, shadow.store.label):
-            return shadow.drive(call, fn, args, kwargs)
-
-    async def adrive(
-        self, guard: Any, call: Any, fn: Callable[..., Any], args: Any, kwargs: Any
-    ) -> Any:
-        shadow = self._shadow(guard)
-        with self.tracing.call(call, shadow.store.label):
-            return await shadow.adrive(call, fn, args, kwargs)
+    def traced(self, store: Any, label: str) -> Any:
+        """``store`` with a child span per record operation, each labelled ``label``."""
+        return TracedStore(store, self.tracing, label)
 
     def fail_open(self, step: str) -> None:
         self.tracing.fail_open(step)
 
 
-class ObservedStore:
-    """A store as a traced Guard sees it: a child span per record operation of the call;
-    everything else passed through."""
+class TracedStore:
+    """A store as a traced call sees it: a child span per record operation; everything else
+    passed through."""
 
-    def __init__(self, inner: Any, tracing: Tracing) -> None:
+    def __init__(self, inner: Any, tracing: Tracing, label: str) -> None:
         self.inner = inner
         self.tracing = tracing
-        self.label = store_label(inner)
+        self.label = label
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -104,7 +86,7 @@ class ObservedStore:
         with self.tracing.store_call(operation, scope, self.label):
             value = fn(*args)
         if operation == "claim":
-            self.tracing.claimed(value.outcome._value_, value.record)
+            self.tracing.claimed(value.outcome.value, value.record)
         return value
 
     async def _arun(
@@ -113,7 +95,7 @@ class ObservedStore:
         with self.tracing.store_call(operation, scope, self.label):
             value = await fn(*args)
         if operation == "claim":
-            self.tracing.claimed(value.outcome._value_, value.record)
+            self.tracing.claimed(value.outcome.value, value.record)
         return value
 
     def claim(self, req: Any) -> Any:
