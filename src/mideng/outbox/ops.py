@@ -156,16 +156,19 @@ def settle(
 ) -> Op[list[str]]:
     """Write back one batch: the batch's ``keys`` no writer holds locked, rows sent, failures
     counted (dead after the last attempt), then those keys settled (``settle_keys``); the keys
-    a writer held, still to do."""
+    a writer held, still to do. Like the keys, each row is written only while ``token`` still
+    holds it (its key's lease, or an unkeyed row's own): a batch that outlived its lease
+    changes nothing another relay has published or counted since."""
     locked = yield from _lock_keys(q, token, keys)
     if sent and q.kind == "postgresql":
-        yield Stmt(q.sent_array, {"now": now, "ids": list(sent)})
+        yield Stmt(q.sent_array, {"token": token, "now": now, "ids": list(sent)})
     elif sent:
-        yield from _by_list(q, "sent", sent, {"now": now})
+        yield from _by_list(q, "sent", sent, {"token": token, "now": now})
     for failure in failures:
         yield Stmt(
             q.failed,
             {
+                "token": token,
                 "id": failure.id,
                 "attempts": failure.attempts,
                 "error": failure.error[:2000],

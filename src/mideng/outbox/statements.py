@@ -100,6 +100,18 @@ class Queries:
         )
 
         # -- relay: settle -----------------------------------------------------------------
+        # A row's write-back lands only while the batch still holds the row: an unkeyed row by
+        # its own lease, a keyed row by its key's. Without it, a relay stalled past its lease
+        # (a stopped process, a publish that outlived the lease) writes over what the relay
+        # that took the key over has written since: its failure puts a sent row back to
+        # pending below its key's mark, where nothing publishes, purges or counts it again.
+        # The key row is read, not locked (a sub-select in an UPDATE is a consistent read on
+        # PostgreSQL, and on InnoDB in READ COMMITTED), so this waits for no writer holding it.
+        held = (
+            f"(claimed_by = :token OR EXISTS (SELECT 1 FROM {k} "
+            f"WHERE {k}.aggregateid = {t}.aggregateid AND {k}.claimed_by = :token))"
+        )
+        self._held = held
         # The key rows a write-back may change now: a writer holding one (its transaction
         # bumped the key and goes on to lock others) is skipped, never waited for, so the
         # write-back holds no key row while it waits on another (docs/outbox.md, deadlocks).
@@ -117,11 +129,11 @@ class Queries:
         # publishes).
         self.sent_array = Sql(
             f"UPDATE {t} SET state = {SENT}, sent_at = :now, claimed_by = NULL, "
-            "claimed_until = NULL WHERE id = ANY(:ids)"
+            f"claimed_until = NULL WHERE id = ANY(:ids) AND {held}"
         )
         self.failed = Sql(
             f"UPDATE {t} SET attempts = :attempts, last_error = :error, state = :state, "
-            "claimed_by = NULL, claimed_until = :retry_at WHERE id = :id"
+            f"claimed_by = NULL, claimed_until = :retry_at WHERE id = :id AND {held}"
         )
         # Rows a relay published form a prefix of the key's unsent rows (it publishes a key in
         # order and stops at its first failure), so the highest finished one is the new mark.
@@ -174,7 +186,7 @@ class Queries:
             "claim_rows": f"UPDATE {t} SET claimed_by = :token, claimed_until = :until "
             f"WHERE id IN ({binds})",
             "sent": f"UPDATE {t} SET state = {SENT}, sent_at = :now, claimed_by = NULL, "
-            f"claimed_until = NULL WHERE id IN ({binds})",
+            f"claimed_until = NULL WHERE id IN ({binds}) AND {self._held}",
             # MySQL/MariaDB: a batch's key rows still leased to its token and held by no
             # writer, looked up by key, so the locking read tries no other key row.
             "lock_keys": f"SELECT aggregateid FROM {k} WHERE aggregateid IN ({binds}) "
