@@ -50,6 +50,16 @@ from mideng.outbox.wake import Listen, Poll
 
 T = TypeVar("T")
 
+#: The end of a key's lease, as a share of it, in which the key starts no publish: one that
+#: starts later could still be on its way when another relay takes the key over.
+LAST_SHARE = 0.2
+#: A publisher the relay opens from a URL waits for its broker (to connect, for an answer) at
+#: most this share of the lease (its ``timeout``), so a publish started before ``LAST_SHARE``
+#: ends by the lease's end on its own, a connect and an answer included. The relay cancels
+#: what is left at the lease's end too, but a client may not honour that: redis-py can swallow
+#: a cancellation that comes just after it sent a command, and wait on for the answer.
+BROKER_WAIT_SHARE = LAST_SHARE / 2
+
 
 def _error_text(exc: Exception) -> str:
     """A failed publish's error as its row keeps it. Written back with the whole batch after
@@ -85,7 +95,9 @@ class _Claimed(NamedTuple):
 
 class Relay:
     """Publishes ``db``'s outbox (a URL, an ``Engine`` or an ``AsyncEngine``) to ``broker`` (a
-    URL or a ``Publisher``).
+    URL or a ``Publisher``). A publisher opened from a URL gets a ``timeout`` of a tenth of the
+    lease (``BROKER_WAIT_SHARE``); one passed in should give up on its own as soon, or honour
+    the cancellation of a publish at the lease's end.
 
     ``lease``: how long a relay may hold a key before another takes it over (longer than a
     batch's publishes take). ``max_attempts``: failed publishes of a row before it is dead
@@ -123,7 +135,9 @@ class Relay:
         self.table = check_table(table)
         self.engine, self._owns_engine = async_engine(db)
         if isinstance(broker, str):
-            options = {"exchange": exchange} if exchange else {}
+            options: dict[str, Any] = {"timeout": lease * BROKER_WAIT_SHARE}
+            if exchange:
+                options["exchange"] = exchange
             self.publisher: Publisher = open_publisher(broker, **options)
         elif exchange:
             raise ConfigurationError("exchange= goes with a broker URL, not a Publisher")
@@ -338,7 +352,7 @@ class Relay:
             groups.setdefault(row.key if row.key is not None else "\0" + row.id, []).append(row)
         # Stop starting publishes for a key well before its lease ends, so a relay that takes
         # the key over never publishes beside this one.
-        last_start = until - self.lease * 0.2
+        last_start = until - self.lease * LAST_SHARE
         sent: list[str] = []
         failures: list[Failure] = []
 

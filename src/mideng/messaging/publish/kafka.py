@@ -23,7 +23,10 @@ def bootstrap(url: str) -> str:
 
 
 class KafkaPublisher:
-    def __init__(self, url: str, **options: Any) -> None:
+    """``timeout``: how long a request to a broker may wait for its answer (aiokafka's
+    ``request_timeout_ms``); ``options`` go to ``AIOKafkaProducer``."""
+
+    def __init__(self, url: str, *, timeout: float = 40.0, **options: Any) -> None:
         try:
             import aiokafka  # type: ignore[import-untyped]
         except ImportError as exc:
@@ -31,7 +34,7 @@ class KafkaPublisher:
                 "aiokafka is not installed; pip install 'mideng[kafka]'"
             ) from exc
         self.servers = bootstrap(url)
-        self.options = {"acks": "all", **options}
+        self.options = {"acks": "all", "request_timeout_ms": round(timeout * 1000), **options}
         self._aiokafka: Any = aiokafka
         self._producer: Any = None
 
