@@ -92,6 +92,7 @@ from mideng.observability.logs.outbox import (
     listen_lost,
     listen_unavailable,
     publish_failed,
+    publisher_client_error,
     purge_failed,
     relay_batch_failed,
 )
@@ -144,6 +145,7 @@ __all__ = [
     "nats_settle_failed",
     "outbox_log",
     "publish_failed",
+    "publisher_client_error",
     "purge_failed",
     "rabbitmq_connection_lost",
     "rabbitmq_dead_letter_copy_failed",
