@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import redis
 from click.testing import CliRunner
 from sqlalchemy import create_engine
 
 from mideng.cli import main
 from mideng.outbox import Outbox
-from tests.brokers import BrokerNames
+from tests.brokers import BrokerNames, spare_port
 from tests.services import REDIS_URL
 
 
@@ -50,3 +51,18 @@ def test_unknown_urls_are_usage_errors(tmp_path: Path) -> None:
         result = CliRunner().invoke(main, ["relay", *args, "--once"])
         assert result.exit_code == 2, result.output
         assert "Error" in result.output
+
+
+@pytest.mark.parametrize("scheme", ["redis", "nats", "kafka"])
+def test_an_option_the_broker_does_not_take_is_a_usage_error(tmp_path: Path, scheme: str) -> None:
+    # --exchange is AMQP's alone. With a Redis broker it was a TypeError traceback; Kafka's
+    # and NATS's clients refused it at their first connect, as a URL they did not take.
+    broker = f"{scheme}://127.0.0.1:{spare_port()}"  # never contacted
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    args = ["relay", "--db", db, "--broker", broker, "--exchange", "orders", "--once"]
+    result = CliRunner().invoke(main, args)
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 2, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert "'exchange'" in line
+    assert "Traceback" not in result.output

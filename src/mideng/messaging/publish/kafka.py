@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mideng.errors import ConfigurationError
-from mideng.messaging.publish import Outgoing
+from mideng.messaging.publish import Outgoing, check_options
 
 
 def bootstrap(url: str) -> str:
@@ -33,6 +33,7 @@ class KafkaPublisher:
             raise ConfigurationError(
                 "aiokafka is not installed; pip install 'mideng[kafka]'"
             ) from exc
+        check_options(aiokafka.AIOKafkaProducer, options, "Kafka's producer")
         self.servers = bootstrap(url)
         self.options = {"acks": "all", "request_timeout_ms": round(timeout * 1000), **options}
         self._aiokafka: Any = aiokafka

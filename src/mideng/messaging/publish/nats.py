@@ -19,7 +19,7 @@ import asyncio
 from typing import Any
 
 from mideng.errors import ConfigurationError
-from mideng.messaging.publish import Outgoing
+from mideng.messaging.publish import Outgoing, check_options
 from mideng.observability import logs
 
 MSG_ID = "Nats-Msg-Id"
@@ -39,10 +39,12 @@ class NatsPublisher:
     def __init__(self, url: str, *, timeout: float = 10.0, **options: Any) -> None:
         try:
             import nats
+            from nats.aio.client import Client
         except ImportError as exc:
             raise ConfigurationError(
                 "nats-py is not installed; pip install 'mideng[nats]'"
             ) from exc
+        check_options(Client.connect, options, "nats.connect")
         self.url = url
         self.timeout = timeout
         self.options = {
