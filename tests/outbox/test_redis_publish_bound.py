@@ -20,7 +20,7 @@ import pytest
 
 from mideng.messaging.publish import outgoing
 from mideng.outbox import Relay
-from mideng.outbox.relay import LAST_SHARE
+from mideng.outbox.publishing import LAST_SHARE
 from tests.outbox.conftest import Db
 from tests.redis_cluster import Server
 

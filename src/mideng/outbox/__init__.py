@@ -6,7 +6,8 @@ committed, in commit order per key, with the row id as the message id end to end
 """
 
 from mideng.outbox.pipeline import Batch
-from mideng.outbox.relay import Backoff, Relay
+from mideng.outbox.publishing import Backoff
+from mideng.outbox.relay import Relay
 from mideng.outbox.schema import DEFAULT_TABLE, script
 from mideng.outbox.writer import Outbox, encode_payload
 

@@ -5,7 +5,8 @@ that have unsent rows, and up to ``batch_rows`` unkeyed rows, to a fresh token: 
 SKIP LOCKED`` lets relays claim side by side without waiting for each other, and a key row a
 writer holds (an uncommitted ``add``) is skipped until it commits. Then each key's rows are
 published one after the other in sequence order (different keys and unkeyed rows at once), a
-key stopping at its first failure or when its lease runs short. ``settle`` (one transaction)
+key stopping at its first failure or when its lease runs short (mideng.outbox.publishing).
+``settle`` (one transaction)
 marks what was published, counts failures, moves each key's mark and lets the keys go.
 
 Up to ``depth`` batches are in flight at once (mideng.outbox.pipeline): while one is written
@@ -22,10 +23,8 @@ import functools
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from mideng.core.policy import doubled
 from mideng.db.dialect import kind_of, retryable
 from mideng.db.site import AsyncSite
 from mideng.db.statements import Op, check_table
@@ -33,55 +32,14 @@ from mideng.errors import ConfigurationError
 from mideng.messaging.publish import Publisher, open_publisher
 from mideng.observability import logs
 from mideng.outbox.engines import async_engine, listen_conninfo
-from mideng.outbox.ops import (
-    Failure,
-    Row,
-    claim,
-    message,
-    purge_keys,
-    purge_rows,
-    settle,
-    settle_keys,
-)
+from mideng.outbox.ops import Failure, Row, claim, purge_keys, purge_rows, settle, settle_keys
 from mideng.outbox.pipeline import NOTHING, Batch, drain
+from mideng.outbox.publishing import BROKER_WAIT_SHARE, Backoff, Publishing
 from mideng.outbox.schema import DEFAULT_TABLE, channel
 from mideng.outbox.statements import Queries
 from mideng.outbox.wake import Listen, Poll
 
 T = TypeVar("T")
-
-#: The end of a key's lease, as a share of it, in which the key starts no publish: one that
-#: starts later could still be on its way when another relay takes the key over.
-LAST_SHARE = 0.2
-#: A publisher the relay opens from a URL waits for its broker (to connect, for an answer) at
-#: most this share of the lease (its ``timeout``), so a publish started before ``LAST_SHARE``
-#: ends by the lease's end on its own, a connect and an answer included. The relay cancels
-#: what is left at the lease's end too, but a client may not honour that: redis-py can swallow
-#: a cancellation that comes just after it sent a command, and wait on for the answer.
-BROKER_WAIT_SHARE = LAST_SHARE / 2
-
-
-def _error_text(exc: Exception) -> str:
-    """A failed publish's error as its row keeps it. Written back with the whole batch after
-    it published: a text the database refuses (PostgreSQL stores no NUL, no column a lone
-    surrogate) or a ``str()`` that raises failed that write-back, and every row the batch sent
-    went out again once its keys' lease lapsed, batch after batch."""
-    try:
-        text = f"{type(exc).__name__}: {exc}"
-    except Exception:
-        text = type(exc).__name__
-    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Retry delay after a failed publish: ``first * 2**(attempt-1)``, at most ``cap``."""
-
-    first: float = 1.0
-    cap: float = 300.0
-
-    def delay(self, attempt: int) -> float:
-        return doubled(self.first, self.cap, attempt)
 
 
 class _Claimed(NamedTuple):
@@ -148,6 +106,7 @@ class Relay:
         self.lease = lease
         self.max_attempts = max_attempts
         self.backoff = backoff or Backoff()
+        self._publishing = Publishing(self.publisher, lease, max_attempts, self.backoff)
         self.retention, self.purge_every, self.poll = retention, purge_every, poll
         conninfo = listen_conninfo(self.engine) if listen else None
         self.wake: Poll = Listen(conninfo, channel(table)) if conninfo else Poll()
@@ -347,59 +306,4 @@ class Relay:
     async def _publish(
         self, rows: Sequence[Row], until: float, gate: asyncio.Semaphore
     ) -> tuple[list[str], list[Failure]]:
-        groups: dict[str, list[Row]] = {}
-        for row in rows:
-            groups.setdefault(row.key if row.key is not None else "\0" + row.id, []).append(row)
-        # Stop starting publishes for a key well before its lease ends, so a relay that takes
-        # the key over never publishes beside this one.
-        last_start = until - self.lease * LAST_SHARE
-        sent: list[str] = []
-        failures: list[Failure] = []
-
-        def failed(row: Row, exc: Exception) -> None:
-            attempts = row.attempts + 1
-            failures.append(
-                Failure(
-                    row.id,
-                    row.key,
-                    attempts,
-                    _error_text(exc),
-                    attempts >= self.max_attempts,
-                    time.time() + self.backoff.delay(attempts),
-                )
-            )
-
-        async def publish_in_turn(group: list[Row], current: list[Row]) -> None:
-            for row in group:
-                if time.time() >= last_start:
-                    return
-                current[:] = [row]
-                try:
-                    await self.publisher.publish(message(row))
-                except Exception as exc:  # the publisher's own timeouts included
-                    failed(row, exc)
-                    return
-                sent.append(row.id)  # no await before it: a cancellation can't split the two
-                current.clear()
-
-        async def one_key(group: list[Row]) -> None:
-            async with gate:
-                # A publish the broker never answers (a connection gone quiet) held its batch,
-                # and a stopping relay, for good, and could still land after another relay
-                # had taken the key over: the key's publishes end with its lease. One limit
-                # for the key's rows, not one per publish (a task each, about a tenth of a
-                # message's client time).
-                current: list[Row] = []
-                try:
-                    await asyncio.wait_for(
-                        publish_in_turn(group, current), max(until - time.time(), 0.0)
-                    )
-                except asyncio.TimeoutError:
-                    if current:
-                        unconfirmed = TimeoutError(
-                            "the broker did not confirm before the lease ended"
-                        )
-                        failed(current[0], unconfirmed)
-
-        await asyncio.gather(*(one_key(group) for group in groups.values()))
-        return sent, failures
+        return await self._publishing.batch(rows, until, gate)
