@@ -20,7 +20,7 @@ import pytest
 
 from mideng.outbox import Relay
 from tests.brokers import AMQP_URL, BrokerNames
-from tests.outbox.conftest import Db
+from tests.outbox.conftest import Db, declare_queue
 from tests.outbox.relay_proc import spawn
 
 pytestmark = pytest.mark.slow
@@ -37,19 +37,11 @@ def _wait_for(what: str, done: Callable[[], object], seconds: float = 30) -> Non
         time.sleep(0.02)
 
 
-async def _declare(queue: str) -> None:
-    import aio_pika
-
-    async with await aio_pika.connect(AMQP_URL) as connection:
-        channel = await connection.channel()
-        await channel.declare_queue(queue, durable=True)
-
-
 def test_a_stalled_relays_write_back_changes_nothing_another_relay_sent(
     db: Db, broker_names: BrokerNames, tmp_path: Path
 ) -> None:
     queue = broker_names.rabbitmq_queue()
-    asyncio.run(_declare(queue))
+    declare_queue(queue)
     with db.engine.begin() as connection:
         for n in range(PER_KEY):
             for k in range(KEYS):

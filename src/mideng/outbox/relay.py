@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -32,7 +33,17 @@ from mideng.errors import ConfigurationError
 from mideng.messaging.publish import Publisher, open_publisher
 from mideng.observability import logs
 from mideng.outbox.engines import async_engine, listen_conninfo
-from mideng.outbox.ops import Failure, Row, claim, purge_keys, purge_rows, settle, settle_keys
+from mideng.outbox.ops import (
+    Failure,
+    Left,
+    Row,
+    claim,
+    left_pending,
+    purge_keys,
+    purge_rows,
+    settle,
+    settle_keys,
+)
 from mideng.outbox.pipeline import NOTHING, Batch, drain
 from mideng.outbox.publishing import BROKER_WAIT_SHARE, Backoff, Publishing
 from mideng.outbox.schema import DEFAULT_TABLE, channel
@@ -88,8 +99,15 @@ class Relay:
             raise ConfigurationError("batch sizes, concurrency and max_attempts must be >= 1")
         if depth is not None and depth < 1:
             raise ConfigurationError("depth (batches in flight) must be >= 1")
-        if lease <= 0 or poll <= 0 or retention < 0:
-            raise ConfigurationError("lease and poll must be positive, retention >= 0")
+        for name, seconds in (("lease", lease), ("poll", poll)):
+            # Compared so that NaN fails too: with a NaN or infinite lease a key's lease never
+            # lapses, and the keys of a relay that died stay leased for good.
+            if not 0 < seconds < math.inf:
+                raise ConfigurationError(
+                    f"{name} must be a finite number of seconds > 0: {seconds}"
+                )
+        if not (retention >= 0 and purge_every >= 0):
+            raise ConfigurationError("retention and purge_every must be seconds >= 0")
         self.table = check_table(table)
         self.engine, self._owns_engine = async_engine(db)
         if isinstance(broker, str):
@@ -253,6 +271,12 @@ class Relay:
                 logs.relay_batch_failed(exc)
         if held:
             logs.keys_left_leased(len(held))
+
+    async def left(self) -> Left:
+        """The rows still pending, and why (``Left``): what ``run_once`` could not publish."""
+        await self.start()
+        now = time.time()
+        return await self._transact(lambda: left_pending(self.q, now))
 
     async def purge(self) -> int:
         await self.start()

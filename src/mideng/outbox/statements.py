@@ -25,7 +25,26 @@ from mideng.outbox.schema import DEAD, PENDING, SENT, keys_table
 
 #: The columns the relay reads of a row, in this order (``ops.Row``).
 ROW_COLUMNS = "id, aggregateid, seq, destination, payload, headers, attempts"
+#: Why a row is still pending (``Queries.left`` answers the index): due now, waiting for its
+#: retry time, leased to a relay, or below its key's mark (no relay publishes it again).
+WHY_LEFT = ("due", "retrying", "leased", "stuck")
 _DUE = "(claimed_until IS NULL OR claimed_until < :now)"
+
+
+def _left(table: str, keys: str) -> Sql:
+    """Pending rows counted by why they are (``WHY_LEFT``), and the soonest time a lease or a
+    retry time of each group ends. A row's lease is its key's, or an unkeyed row's own (a keyed
+    row has none of its own, an unkeyed one no key row)."""
+    holder = "COALESCE(k.claimed_by, o.claimed_by)"
+    until = "COALESCE(k.claimed_until, o.claimed_until)"
+    why = {name: n for n, name in enumerate(WHY_LEFT)}
+    return Sql(
+        f"SELECT CASE WHEN o.seq <= k.sent_seq THEN {why['stuck']} "
+        f"WHEN {until} IS NULL OR {until} < :now THEN {why['due']} "
+        f"WHEN {holder} IS NULL THEN {why['retrying']} ELSE {why['leased']} END AS why, "
+        f"COUNT(*), MIN({until}) FROM {table} o LEFT JOIN {keys} k "
+        f"ON k.aggregateid = o.aggregateid WHERE o.state = {PENDING} GROUP BY why"
+    )
 
 
 class Queries:
@@ -168,6 +187,7 @@ class Queries:
         self.lock_idle_keys = (
             Sql(f"SELECT aggregateid FROM {k} WHERE {idle}{lock}") if kind != "sqlite" else None
         )
+        self.left = _left(t, k)
         self.count = Sql(
             f"SELECT state, COUNT(*) FROM {t} WHERE state IN ({PENDING}, {SENT}, {DEAD}) "
             "GROUP BY state"
