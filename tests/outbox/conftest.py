@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from mideng.outbox import Outbox
-from tests.brokers import broker_names, kafka_broker  # noqa: F401  (fixtures)
+from tests.brokers import AMQP_URL, broker_names, kafka_broker  # noqa: F401  (fixtures)
 from tests.services import MYSQL_URL, POSTGRES_URL, need
 
 DATABASES = ("sqlite", "postgresql", "mysql")
@@ -92,3 +93,16 @@ def fill(db: Db, keys: int, per_key: int, unkeyed: int = 0) -> list[str]:
         for n in range(unkeyed):
             ids.append(db.outbox.add(connection, "orders", {"n": n}))
     return ids
+
+
+def declare_queue(name: str) -> None:
+    """A durable RabbitMQ queue named ``name`` (the default exchange routes to it by name)."""
+
+    async def declare() -> None:
+        import aio_pika
+
+        async with await aio_pika.connect(AMQP_URL) as connection:
+            channel = await connection.channel()
+            await channel.declare_queue(name, durable=True)
+
+    asyncio.run(declare())

@@ -3,17 +3,21 @@ writes each message id to a file before it publishes it, so the parent can SIGKI
 middle of a batch and know everything it may have published (a broker can deliver a message
 whose confirm the killed relay never read).
 
-argv: db_url broker_url table publish_log lease delay
+argv: db_url broker_url table publish_log lease delay (``spawn`` starts one)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import IO
 
 from mideng.messaging.publish import Outgoing, open_publisher
 from mideng.outbox import Relay
@@ -39,6 +43,7 @@ class Logged:
 
 
 async def main() -> int:
+    logging.basicConfig(level=logging.WARNING)  # a failed publish is logged once written back
     db_url, broker_url, table, log_path, lease, delay = sys.argv[1:7]
     relay = Relay(
         db_url,
@@ -54,6 +59,34 @@ async def main() -> int:
         await asyncio.to_thread(Path(log_path + ".ready").write_text, str(os.getpid()))
         await relay.run(stop)
     return 0
+
+
+def spawn(
+    db_url: str,
+    broker_url: str,
+    table: str,
+    log: Path,
+    lease: float,
+    delay: float,
+    stderr: IO[bytes] | None = None,
+) -> subprocess.Popen[bytes]:
+    """A relay process, once it has started (its publisher connected)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    ready = Path(str(log) + ".ready")
+    ready.unlink(missing_ok=True)
+    argv = [db_url, broker_url, table, str(log), str(lease), str(delay)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.outbox.relay_proc", *argv],
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+        stderr=stderr,
+    )
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        assert process.poll() is None, "the relay process died at start"
+        assert time.monotonic() < deadline, "the relay process never started"
+        time.sleep(0.02)
+    return process
 
 
 if __name__ == "__main__":

@@ -3,15 +3,20 @@ errors that publish nothing."""
 
 from __future__ import annotations
 
+import signal
+import time
 from pathlib import Path
 
+import pytest
 import redis
 from click.testing import CliRunner
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 
 from mideng.cli import main
 from mideng.outbox import Outbox
-from tests.brokers import BrokerNames
+from tests.brokers import AMQP_URL, BrokerNames, spare_port
+from tests.outbox.conftest import declare_queue
+from tests.outbox.relay_proc import spawn
 from tests.services import REDIS_URL
 
 
@@ -50,3 +55,98 @@ def test_unknown_urls_are_usage_errors(tmp_path: Path) -> None:
         result = CliRunner().invoke(main, ["relay", *args, "--once"])
         assert result.exit_code == 2, result.output
         assert "Error" in result.output
+
+
+@pytest.mark.parametrize("scheme", ["redis", "nats", "kafka"])
+def test_an_option_the_broker_does_not_take_is_a_usage_error(tmp_path: Path, scheme: str) -> None:
+    # --exchange is AMQP's alone. With a Redis broker it was a TypeError traceback; Kafka's
+    # and NATS's clients refused it at their first connect, as a URL they did not take.
+    broker = f"{scheme}://127.0.0.1:{spare_port()}"  # never contacted
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    args = ["relay", "--db", db, "--broker", broker, "--exchange", "orders", "--once"]
+    result = CliRunner().invoke(main, args)
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 2, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert "'exchange'" in line
+    assert "Traceback" not in result.output
+
+
+def _shop(tmp_path: Path, destination: str, rows: int) -> str:
+    """A SQLite outbox with ``rows`` committed rows for ``destination``, two keys taking turns;
+    its URL."""
+    url = f"sqlite:///{tmp_path / 'shop.db'}"
+    engine = create_engine(url)
+    outbox = Outbox(engine)
+    outbox.create_schema()
+    with engine.begin() as connection:
+        for n in range(rows):
+            outbox.add(connection, destination, {"n": n}, key=f"order:{n % 2}")
+    engine.dispose()
+    return url
+
+
+def test_once_exits_1_while_a_failed_row_waits_for_its_retry(
+    tmp_path: Path, broker_names: BrokerNames
+) -> None:
+    # The same failing row gave exit 1, then 0 ("published 0, failed 0, dead 0" while its key
+    # waited for its retry), then 1 again.
+    queue = broker_names.rabbitmq_queue()  # not declared yet: the publish comes back unrouted
+    url = _shop(tmp_path, queue, 1)
+    engine = create_engine(url)
+    with engine.begin() as connection:  # failed five times before: its next retry is 32 s on
+        connection.execute(text("UPDATE mideng_outbox SET attempts = 5"))
+    args = ["relay", "--db", url, "--broker", AMQP_URL, "--once"]
+    try:
+        failed = CliRunner().invoke(main, args)
+        assert failed.exit_code == 1, failed.output
+        assert failed.output.startswith("published 0, failed 1, dead 0\n")
+        waiting = CliRunner().invoke(main, args)
+        assert waiting.exit_code == 1, waiting.output
+        assert waiting.output.startswith(
+            "published 0, failed 0, dead 0\nleft pending: 1 waiting for a retry after a "
+            "failed publish; the first due again in 3"
+        )
+        declare_queue(queue)
+        with engine.begin() as connection:  # its retry time comes
+            connection.execute(text("UPDATE mideng_outbox_keys SET claimed_until = 0"))
+    finally:
+        engine.dispose()
+    sent = CliRunner().invoke(main, args)
+    assert (sent.exit_code, sent.output) == (0, "published 1, failed 0, dead 0\n")
+
+
+def test_once_exits_1_while_a_killed_relay_still_leases_the_keys(
+    tmp_path: Path, broker_names: BrokerNames
+) -> None:
+    queue = broker_names.rabbitmq_queue()
+    declare_queue(queue)
+    url = _shop(tmp_path, queue, 8)
+    log = tmp_path / "killed.log"
+    killed = spawn(url, AMQP_URL, "mideng_outbox", log, lease=30.0, delay=0.5)
+    try:
+        deadline = time.monotonic() + 30
+        while not log.read_text():  # in the middle of its batch
+            assert time.monotonic() < deadline, "the relay never published"
+            time.sleep(0.02)
+    finally:
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(10)
+    result = CliRunner().invoke(main, ["relay", "--db", url, "--broker", AMQP_URL, "--once"])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("published 0, failed 0, dead 0\nleft pending: ")
+    assert "leased to a relay" in result.output
+
+
+@pytest.mark.parametrize("option", ["--lease", "--poll"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1"])
+def test_a_lease_or_poll_that_is_not_finite_and_positive_is_a_usage_error(
+    tmp_path: Path, option: str, value: str
+) -> None:
+    # A NaN or infinite lease never lapses: a killed relay's keys stayed leased for good.
+    url = _shop(tmp_path, "orders", 1)
+    args = ["relay", "--db", url, "--broker", f"redis://127.0.0.1:{spare_port()}", "--once"]
+    result = CliRunner().invoke(main, [*args, option, value])
+    assert result.exit_code == 2, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert option.strip("-") in line

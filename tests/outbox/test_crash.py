@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -21,6 +19,7 @@ import pytest
 
 from tests.brokers import AMQP_URL, BrokerNames
 from tests.outbox.conftest import Db
+from tests.outbox.relay_proc import spawn
 from tests.outbox.storm import Arrival, arrival
 
 pytestmark = pytest.mark.slow
@@ -30,30 +29,8 @@ LEASE = 3.0  # well over a batch, even on a loaded machine: lapses here come fro
 
 
 def _start(db: Db, log: Path, delay: float) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    ready = Path(str(log) + ".ready")
-    ready.unlink(missing_ok=True)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.outbox.relay_proc",
-            db.engine.url.render_as_string(hide_password=False),
-            AMQP_URL,
-            db.table,
-            str(log),
-            str(LEASE),
-            str(delay),
-        ],
-        env=env,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    deadline = time.monotonic() + 30
-    while not ready.exists():
-        assert process.poll() is None, "the relay process died at start"
-        assert time.monotonic() < deadline, "the relay process never started"
-        time.sleep(0.02)
-    return process
+    url = db.engine.url.render_as_string(hide_password=False)
+    return spawn(url, AMQP_URL, db.table, log, LEASE, delay)
 
 
 def _unsent(db: Db) -> int:

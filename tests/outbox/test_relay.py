@@ -11,9 +11,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from mideng.messaging.publish import Outgoing
-from mideng.outbox import Backoff, Relay
+from mideng.outbox import Backoff, Left, Relay
 from tests.outbox.conftest import Db, fill
 from tests.outbox.recording import Recording
 
@@ -210,6 +211,47 @@ def test_purge_deletes_sent_rows_and_their_keys_but_keeps_dead_ones(db: Db) -> N
     with db.engine.begin() as connection:
         db.outbox.add(connection, "orders", {"k": 0, "n": 9}, key="order:0")
     assert [row["seq"] for row in db.rows() if row["aggregateid"] == "order:0"] == [1]
+
+
+def test_left_counts_the_rows_still_pending_by_why(db: Db) -> None:
+    ids = fill(db, keys=2, per_key=2, unkeyed=1)
+    failing = {ids[0], ids[4]}  # order:0's first row and the unkeyed one
+    held = Recording(fail=lambda message: message.message_id in failing)
+
+    async def main() -> tuple[Left, Left, Left]:
+        async with _relay(db, held, backoff=Backoff(first=60.0)) as relay:
+            await relay.run_once()
+            retrying = await relay.left()  # order:0 behind its failed row, and the unkeyed one
+            with db.engine.begin() as connection:
+                for n in range(2):
+                    db.outbox.add(connection, "orders", {"k": 2, "n": n}, key="order:2")
+            other = Recording()
+            other.held = asyncio.Event()  # another relay publishing order:2, for now
+            async with _relay(db, other) as publishing:
+                task = asyncio.create_task(publishing.run_once())
+                deadline = time.monotonic() + 20
+                while not any(key["claimed_by"] for key in db.key_rows()):
+                    assert time.monotonic() < deadline, "order:2 was never claimed"
+                    await asyncio.sleep(0.02)
+                leased = await relay.left()
+                other.held.set()
+                await task
+            with db.engine.begin() as connection:
+                db.outbox.add(connection, "orders", {"k": 3, "n": 0}, key="order:3")
+                # A sent row made pending again: below its key's mark, published never again.
+                connection.execute(
+                    text(f"UPDATE {db.table} SET state = 0 WHERE id = :id"), {"id": ids[1]}
+                )
+            return retrying, leased, await relay.left()
+
+    began = time.time()
+    retrying, leased, last = asyncio.run(main())
+    assert retrying._replace(next_at=None) == Left(retrying=3)
+    assert retrying.next_at is not None
+    assert began + 59 < retrying.next_at < time.time() + 61  # the retry time, a minute on
+    assert leased._replace(next_at=None) == Left(retrying=3, leased=2)
+    assert last._replace(next_at=None) == Left(due=1, retrying=3, stuck=1)
+    assert last.waiting == 4
 
 
 def test_notify_wakes_the_relay_long_before_its_poll(tmp_path: Any) -> None:

@@ -6,10 +6,15 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
+from typing import TYPE_CHECKING
 
 import click
 
 from mideng.errors import IdempotencyError
+
+if TYPE_CHECKING:
+    from mideng.outbox import Left
 
 
 @click.command("relay")
@@ -95,7 +100,12 @@ def relay(
             if once:
                 total = await worker.run_once()
                 click.echo(f"published {total.sent}, failed {total.failed}, dead {total.dead}")
-                return 0 if total.failed == 0 else 1
+                left = await worker.left()
+                if left.due or left.waiting:
+                    click.echo(_left_line(left, time.time()))
+                # Rows it could not publish, failing now or before (waiting for their retry),
+                # or held by another relay, live or dead: not everything committed went out.
+                return 0 if total.failed == 0 and not left.waiting else 1
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
@@ -115,6 +125,23 @@ def relay(
         # and exit 1 as at start (a long-running relay logs such errors and goes on).
         raise click.ClickException(f"the relay stopped: {_error(exc)}") from exc
     raise SystemExit(code)
+
+
+def _left_line(left: Left, now: float) -> str:
+    """What ``--once`` left pending, and why, as one line."""
+    why = (
+        (left.retrying, "waiting for a retry after a failed publish"),
+        (
+            left.leased,
+            "leased to a relay (another one, or one stopped or killed, until the lease lapses)",
+        ),
+        (left.stuck, "below their key's mark (no relay publishes them again)"),
+        (left.due, "due now (committed after the last claim)"),
+    )
+    line = "left pending: " + ", ".join(f"{count} {reason}" for count, reason in why if count)
+    if left.next_at is not None:
+        line += f"; the first due again in {max(left.next_at - now, 0.0):.1f} s"
+    return line
 
 
 def _error(exc: BaseException) -> str:

@@ -21,7 +21,7 @@ from mideng.db.dialect import lock_timed_out
 from mideng.db.statements import Op, Stmt
 from mideng.errors import StoreUnavailableError
 from mideng.messaging.publish import Outgoing
-from mideng.outbox.statements import Queries
+from mideng.outbox.statements import WHY_LEFT, Queries
 
 #: Locking reads a ``NOWAIT`` lock of a list may see fail before it leaves the keys it has
 #: not tried yet for next time: each failure is a round trip (``_lock_free``).
@@ -156,16 +156,19 @@ def settle(
 ) -> Op[list[str]]:
     """Write back one batch: the batch's ``keys`` no writer holds locked, rows sent, failures
     counted (dead after the last attempt), then those keys settled (``settle_keys``); the keys
-    a writer held, still to do."""
+    a writer held, still to do. Like the keys, each row is written only while ``token`` still
+    holds it (its key's lease, or an unkeyed row's own): a batch that outlived its lease
+    changes nothing another relay has published or counted since."""
     locked = yield from _lock_keys(q, token, keys)
     if sent and q.kind == "postgresql":
-        yield Stmt(q.sent_array, {"now": now, "ids": list(sent)})
+        yield Stmt(q.sent_array, {"token": token, "now": now, "ids": list(sent)})
     elif sent:
-        yield from _by_list(q, "sent", sent, {"now": now})
+        yield from _by_list(q, "sent", sent, {"token": token, "now": now})
     for failure in failures:
         yield Stmt(
             q.failed,
             {
+                "token": token,
                 "id": failure.id,
                 "attempts": failure.attempts,
                 "error": failure.error[:2000],
@@ -316,6 +319,36 @@ def purge_keys(q: Queries) -> Op[None]:
             yield Stmt(q.purge_key, {"key": name})
         return
     yield from _by_list(q, "purge_keys", names, {})
+
+
+class Left(NamedTuple):
+    """The rows still pending, by why: ``due`` now (committed after the last claim, or their
+    key held by its writer then), ``retrying`` (waiting for their retry time after a failed
+    publish), ``leased`` (their key, or the row, leased to a relay: another one, or one that
+    stopped or died, until the lease lapses), ``stuck`` (below their key's mark: no relay
+    publishes them again). ``next_at``: when the first retrying or leased one is due again."""
+
+    due: int = 0
+    retrying: int = 0
+    leased: int = 0
+    stuck: int = 0
+    next_at: float | None = None
+
+    @property
+    def waiting(self) -> int:
+        """Rows a relay could not publish now."""
+        return self.retrying + self.leased + self.stuck
+
+
+def left_pending(q: Queries, now: float) -> Op[Left]:
+    """The rows still pending at ``now``, and why (``Left``)."""
+    res = yield Stmt(q.left, {"now": now})
+    counts = {WHY_LEFT[int(why)]: (int(n), until) for why, n, until in res.rows}
+    ends = [until for why, (_, until) in counts.items() if why in ("retrying", "leased")]
+    return Left(
+        **{why: n for why, (n, _) in counts.items()},
+        next_at=min(float(until) for until in ends) if ends else None,
+    )
 
 
 def counts(q: Queries) -> Op[dict[int, int]]:

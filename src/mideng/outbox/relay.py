@@ -5,7 +5,8 @@ that have unsent rows, and up to ``batch_rows`` unkeyed rows, to a fresh token: 
 SKIP LOCKED`` lets relays claim side by side without waiting for each other, and a key row a
 writer holds (an uncommitted ``add``) is skipped until it commits. Then each key's rows are
 published one after the other in sequence order (different keys and unkeyed rows at once), a
-key stopping at its first failure or when its lease runs short. ``settle`` (one transaction)
+key stopping at its first failure or when its lease runs short (mideng.outbox.publishing).
+``settle`` (one transaction)
 marks what was published, counts failures, moves each key's mark and lets the keys go.
 
 Up to ``depth`` batches are in flight at once (mideng.outbox.pipeline): while one is written
@@ -19,13 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from mideng.core.policy import doubled
 from mideng.db.dialect import kind_of, retryable
 from mideng.db.site import AsyncSite
 from mideng.db.statements import Op, check_table
@@ -35,43 +35,22 @@ from mideng.observability import logs
 from mideng.outbox.engines import async_engine, listen_conninfo
 from mideng.outbox.ops import (
     Failure,
+    Left,
     Row,
     claim,
-    message,
+    left_pending,
     purge_keys,
     purge_rows,
     settle,
     settle_keys,
 )
 from mideng.outbox.pipeline import NOTHING, Batch, drain
+from mideng.outbox.publishing import BROKER_WAIT_SHARE, Backoff, Publishing
 from mideng.outbox.schema import DEFAULT_TABLE, channel
 from mideng.outbox.statements import Queries
 from mideng.outbox.wake import Listen, Poll
 
 T = TypeVar("T")
-
-
-def _error_text(exc: Exception) -> str:
-    """A failed publish's error as its row keeps it. Written back with the whole batch after
-    it published: a text the database refuses (PostgreSQL stores no NUL, no column a lone
-    surrogate) or a ``str()`` that raises failed that write-back, and every row the batch sent
-    went out again once its keys' lease lapsed, batch after batch."""
-    try:
-        text = f"{type(exc).__name__}: {exc}"
-    except Exception:
-        text = type(exc).__name__
-    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Retry delay after a failed publish: ``first * 2**(attempt-1)``, at most ``cap``."""
-
-    first: float = 1.0
-    cap: float = 300.0
-
-    def delay(self, attempt: int) -> float:
-        return doubled(self.first, self.cap, attempt)
 
 
 class _Claimed(NamedTuple):
@@ -85,7 +64,9 @@ class _Claimed(NamedTuple):
 
 class Relay:
     """Publishes ``db``'s outbox (a URL, an ``Engine`` or an ``AsyncEngine``) to ``broker`` (a
-    URL or a ``Publisher``).
+    URL or a ``Publisher``). A publisher opened from a URL gets a ``timeout`` of a tenth of the
+    lease (``BROKER_WAIT_SHARE``); one passed in should give up on its own as soon, or honour
+    the cancellation of a publish at the lease's end.
 
     ``lease``: how long a relay may hold a key before another takes it over (longer than a
     batch's publishes take). ``max_attempts``: failed publishes of a row before it is dead
@@ -118,12 +99,21 @@ class Relay:
             raise ConfigurationError("batch sizes, concurrency and max_attempts must be >= 1")
         if depth is not None and depth < 1:
             raise ConfigurationError("depth (batches in flight) must be >= 1")
-        if lease <= 0 or poll <= 0 or retention < 0:
-            raise ConfigurationError("lease and poll must be positive, retention >= 0")
+        for name, seconds in (("lease", lease), ("poll", poll)):
+            # Compared so that NaN fails too: with a NaN or infinite lease a key's lease never
+            # lapses, and the keys of a relay that died stay leased for good.
+            if not 0 < seconds < math.inf:
+                raise ConfigurationError(
+                    f"{name} must be a finite number of seconds > 0: {seconds}"
+                )
+        if not (retention >= 0 and purge_every >= 0):
+            raise ConfigurationError("retention and purge_every must be seconds >= 0")
         self.table = check_table(table)
         self.engine, self._owns_engine = async_engine(db)
         if isinstance(broker, str):
-            options = {"exchange": exchange} if exchange else {}
+            options: dict[str, Any] = {"timeout": lease * BROKER_WAIT_SHARE}
+            if exchange:
+                options["exchange"] = exchange
             self.publisher: Publisher = open_publisher(broker, **options)
         elif exchange:
             raise ConfigurationError("exchange= goes with a broker URL, not a Publisher")
@@ -134,6 +124,7 @@ class Relay:
         self.lease = lease
         self.max_attempts = max_attempts
         self.backoff = backoff or Backoff()
+        self._publishing = Publishing(self.publisher, lease, max_attempts, self.backoff)
         self.retention, self.purge_every, self.poll = retention, purge_every, poll
         conninfo = listen_conninfo(self.engine) if listen else None
         self.wake: Poll = Listen(conninfo, channel(table)) if conninfo else Poll()
@@ -281,6 +272,12 @@ class Relay:
         if held:
             logs.keys_left_leased(len(held))
 
+    async def left(self) -> Left:
+        """The rows still pending, and why (``Left``): what ``run_once`` could not publish."""
+        await self.start()
+        now = time.time()
+        return await self._transact(lambda: left_pending(self.q, now))
+
     async def purge(self) -> int:
         await self.start()
         self._purged_at = time.time()
@@ -333,59 +330,4 @@ class Relay:
     async def _publish(
         self, rows: Sequence[Row], until: float, gate: asyncio.Semaphore
     ) -> tuple[list[str], list[Failure]]:
-        groups: dict[str, list[Row]] = {}
-        for row in rows:
-            groups.setdefault(row.key if row.key is not None else "\0" + row.id, []).append(row)
-        # Stop starting publishes for a key well before its lease ends, so a relay that takes
-        # the key over never publishes beside this one.
-        last_start = until - self.lease * 0.2
-        sent: list[str] = []
-        failures: list[Failure] = []
-
-        def failed(row: Row, exc: Exception) -> None:
-            attempts = row.attempts + 1
-            failures.append(
-                Failure(
-                    row.id,
-                    row.key,
-                    attempts,
-                    _error_text(exc),
-                    attempts >= self.max_attempts,
-                    time.time() + self.backoff.delay(attempts),
-                )
-            )
-
-        async def publish_in_turn(group: list[Row], current: list[Row]) -> None:
-            for row in group:
-                if time.time() >= last_start:
-                    return
-                current[:] = [row]
-                try:
-                    await self.publisher.publish(message(row))
-                except Exception as exc:  # the publisher's own timeouts included
-                    failed(row, exc)
-                    return
-                sent.append(row.id)  # no await before it: a cancellation can't split the two
-                current.clear()
-
-        async def one_key(group: list[Row]) -> None:
-            async with gate:
-                # A publish the broker never answers (a connection gone quiet) held its batch,
-                # and a stopping relay, for good, and could still land after another relay
-                # had taken the key over: the key's publishes end with its lease. One limit
-                # for the key's rows, not one per publish (a task each, about a tenth of a
-                # message's client time).
-                current: list[Row] = []
-                try:
-                    await asyncio.wait_for(
-                        publish_in_turn(group, current), max(until - time.time(), 0.0)
-                    )
-                except asyncio.TimeoutError:
-                    if current:
-                        unconfirmed = TimeoutError(
-                            "the broker did not confirm before the lease ended"
-                        )
-                        failed(current[0], unconfirmed)
-
-        await asyncio.gather(*(one_key(group) for group in groups.values()))
-        return sent, failures
+        return await self._publishing.batch(rows, until, gate)

@@ -25,7 +25,26 @@ from mideng.outbox.schema import DEAD, PENDING, SENT, keys_table
 
 #: The columns the relay reads of a row, in this order (``ops.Row``).
 ROW_COLUMNS = "id, aggregateid, seq, destination, payload, headers, attempts"
+#: Why a row is still pending (``Queries.left`` answers the index): due now, waiting for its
+#: retry time, leased to a relay, or below its key's mark (no relay publishes it again).
+WHY_LEFT = ("due", "retrying", "leased", "stuck")
 _DUE = "(claimed_until IS NULL OR claimed_until < :now)"
+
+
+def _left(table: str, keys: str) -> Sql:
+    """Pending rows counted by why they are (``WHY_LEFT``), and the soonest time a lease or a
+    retry time of each group ends. A row's lease is its key's, or an unkeyed row's own (a keyed
+    row has none of its own, an unkeyed one no key row)."""
+    holder = "COALESCE(k.claimed_by, o.claimed_by)"
+    until = "COALESCE(k.claimed_until, o.claimed_until)"
+    why = {name: n for n, name in enumerate(WHY_LEFT)}
+    return Sql(
+        f"SELECT CASE WHEN o.seq <= k.sent_seq THEN {why['stuck']} "
+        f"WHEN {until} IS NULL OR {until} < :now THEN {why['due']} "
+        f"WHEN {holder} IS NULL THEN {why['retrying']} ELSE {why['leased']} END AS why, "
+        f"COUNT(*), MIN({until}) FROM {table} o LEFT JOIN {keys} k "
+        f"ON k.aggregateid = o.aggregateid WHERE o.state = {PENDING} GROUP BY why"
+    )
 
 
 class Queries:
@@ -100,6 +119,18 @@ class Queries:
         )
 
         # -- relay: settle -----------------------------------------------------------------
+        # A row's write-back lands only while the batch still holds the row: an unkeyed row by
+        # its own lease, a keyed row by its key's. Without it, a relay stalled past its lease
+        # (a stopped process, a publish that outlived the lease) writes over what the relay
+        # that took the key over has written since: its failure puts a sent row back to
+        # pending below its key's mark, where nothing publishes, purges or counts it again.
+        # The key row is read, not locked (a sub-select in an UPDATE is a consistent read on
+        # PostgreSQL, and on InnoDB in READ COMMITTED), so this waits for no writer holding it.
+        held = (
+            f"(claimed_by = :token OR EXISTS (SELECT 1 FROM {k} "
+            f"WHERE {k}.aggregateid = {t}.aggregateid AND {k}.claimed_by = :token))"
+        )
+        self._held = held
         # The key rows a write-back may change now: a writer holding one (its transaction
         # bumped the key and goes on to lock others) is skipped, never waited for, so the
         # write-back holds no key row while it waits on another (docs/outbox.md, deadlocks).
@@ -117,11 +148,11 @@ class Queries:
         # publishes).
         self.sent_array = Sql(
             f"UPDATE {t} SET state = {SENT}, sent_at = :now, claimed_by = NULL, "
-            "claimed_until = NULL WHERE id = ANY(:ids)"
+            f"claimed_until = NULL WHERE id = ANY(:ids) AND {held}"
         )
         self.failed = Sql(
             f"UPDATE {t} SET attempts = :attempts, last_error = :error, state = :state, "
-            "claimed_by = NULL, claimed_until = :retry_at WHERE id = :id"
+            f"claimed_by = NULL, claimed_until = :retry_at WHERE id = :id AND {held}"
         )
         # Rows a relay published form a prefix of the key's unsent rows (it publishes a key in
         # order and stops at its first failure), so the highest finished one is the new mark.
@@ -156,6 +187,7 @@ class Queries:
         self.lock_idle_keys = (
             Sql(f"SELECT aggregateid FROM {k} WHERE {idle}{lock}") if kind != "sqlite" else None
         )
+        self.left = _left(t, k)
         self.count = Sql(
             f"SELECT state, COUNT(*) FROM {t} WHERE state IN ({PENDING}, {SENT}, {DEAD}) "
             "GROUP BY state"
@@ -174,7 +206,7 @@ class Queries:
             "claim_rows": f"UPDATE {t} SET claimed_by = :token, claimed_until = :until "
             f"WHERE id IN ({binds})",
             "sent": f"UPDATE {t} SET state = {SENT}, sent_at = :now, claimed_by = NULL, "
-            f"claimed_until = NULL WHERE id IN ({binds})",
+            f"claimed_until = NULL WHERE id IN ({binds}) AND {self._held}",
             # MySQL/MariaDB: a batch's key rows still leased to its token and held by no
             # writer, looked up by key, so the locking read tries no other key row.
             "lock_keys": f"SELECT aggregateid FROM {k} WHERE aggregateid IN ({binds}) "

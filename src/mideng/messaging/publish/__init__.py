@@ -14,8 +14,9 @@ same headers when it writes a row. A consumer reads them back (``mideng.messagin
 from __future__ import annotations
 
 import importlib
+import inspect
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -23,7 +24,7 @@ from mideng.context import get_request_id
 from mideng.errors import ConfigurationError
 from mideng.messaging.headers import IDEMPOTENCY_KEY, MESSAGE_ID, REQUEST_ID
 
-__all__ = ["Outgoing", "Publisher", "open_publisher", "outgoing", "publish"]
+__all__ = ["Outgoing", "Publisher", "check_options", "open_publisher", "outgoing", "publish"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,9 @@ PUBLISHERS = {
 
 
 def open_publisher(url: str, **options: Any) -> Publisher:
-    """The publisher for ``url``'s scheme (not yet connected: ``await start()``)."""
+    """The publisher for ``url``'s scheme (not yet connected: ``await start()``). An option
+    that publisher does not take is a ``ConfigurationError`` (``exchange`` goes with amqp://
+    only)."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     target = PUBLISHERS.get(scheme)
     if target is None:
@@ -72,8 +75,18 @@ def open_publisher(url: str, **options: Any) -> Publisher:
         )
     module_name, _, attr = target.partition(":")
     cls: Any = getattr(importlib.import_module(module_name), attr)
+    check_options(cls, options, f"a {scheme}:// publisher")
     publisher: Publisher = cls(url, **options)
     return publisher
+
+
+def check_options(call: Callable[..., Any], options: Mapping[str, Any], what: str) -> None:
+    """Refuse an option ``call`` does not take, by name, before anything is called: passed on,
+    it is a TypeError from inside a client, at its first connect, that names no option."""
+    try:
+        inspect.signature(call).bind_partial(**options)
+    except TypeError as exc:
+        raise ConfigurationError(f"{what} takes no such option: {exc}") from None
 
 
 def outgoing(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mideng.errors import ConfigurationError
-from mideng.messaging.publish import Outgoing
+from mideng.messaging.publish import Outgoing, check_options
 
 
 def bootstrap(url: str) -> str:
@@ -23,15 +23,19 @@ def bootstrap(url: str) -> str:
 
 
 class KafkaPublisher:
-    def __init__(self, url: str, **options: Any) -> None:
+    """``timeout``: how long a request to a broker may wait for its answer (aiokafka's
+    ``request_timeout_ms``); ``options`` go to ``AIOKafkaProducer``."""
+
+    def __init__(self, url: str, *, timeout: float = 40.0, **options: Any) -> None:
         try:
             import aiokafka  # type: ignore[import-untyped]
         except ImportError as exc:
             raise ConfigurationError(
                 "aiokafka is not installed; pip install 'mideng[kafka]'"
             ) from exc
+        check_options(aiokafka.AIOKafkaProducer, options, "Kafka's producer")
         self.servers = bootstrap(url)
-        self.options = {"acks": "all", **options}
+        self.options = {"acks": "all", "request_timeout_ms": round(timeout * 1000), **options}
         self._aiokafka: Any = aiokafka
         self._producer: Any = None
 

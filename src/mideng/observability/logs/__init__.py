@@ -94,6 +94,7 @@ from mideng.observability.logs.outbox import (
     listen_lost,
     listen_unavailable,
     publish_failed,
+    publisher_client_error,
     purge_failed,
     relay_batch_failed,
 )
@@ -147,6 +148,7 @@ __all__ = [
     "nats_settle_failed",
     "outbox_log",
     "publish_failed",
+    "publisher_client_error",
     "purge_failed",
     "rabbitmq_connection_lost",
     "rabbitmq_consumer_cancelled",

@@ -34,6 +34,19 @@ def publish_failed(row_id: str, key: str | None, attempts: int, dead: bool, erro
 
 
 @contained
+def publisher_client_error(scheme: str, exc: BaseException) -> None:
+    """An error a broker client reports on its own (a failed connect attempt among them), as
+    one line: the client goes on, or a publish that needs it fails and says so."""
+    outbox_log.warning(
+        "%s publisher: %s: %s",
+        scheme,
+        type(exc).__name__,
+        exc,
+        extra=fields(outcome="broker_error"),
+    )
+
+
+@contained
 def keys_left_leased(count: int) -> None:
     """Writers held some of a batch's keys until its lease ran out: those keys are published
     again only once the lease lapses (their sent rows stay sent)."""
