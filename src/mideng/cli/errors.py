@@ -29,6 +29,13 @@ def one_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+def named(exc: BaseException) -> str:
+    """``one_line`` after the error's type (a driver's error, whose message alone may not say
+    what kind of failure it is). No URL is added: it may hold a password."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {one_line(exc)}" if text else type(exc).__name__
+
+
 def reported(exc: IdempotencyError) -> click.ClickException:
     """mideng's error as the command's answer: what the operator gave (an option, a store URL,
     a scope or key) refused is a usage error; anything else (the store failed, a record is in

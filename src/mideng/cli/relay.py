@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from mideng.cli.errors import named
 from mideng.errors import IdempotencyError
 
 if TYPE_CHECKING:
@@ -92,9 +93,9 @@ def relay(
                 await worker.close()
             if isinstance(exc, (ValueError, TypeError)):
                 # A client refusing a part of its URL (an option it does not take).
-                raise click.UsageError(f"a URL was refused: {_error(exc)}") from exc
+                raise click.UsageError(f"a URL was refused: {named(exc)}") from exc
             if isinstance(exc, Exception) and not isinstance(exc, IdempotencyError):
-                raise click.ClickException(f"the relay could not start: {_error(exc)}") from exc
+                raise click.ClickException(f"the relay could not start: {named(exc)}") from exc
             raise
         async with worker:
             if once:
@@ -123,7 +124,7 @@ def relay(
     except Exception as exc:
         # ``--once`` meeting a database or broker that went away mid-run: the same one line
         # and exit 1 as at start (a long-running relay logs such errors and goes on).
-        raise click.ClickException(f"the relay stopped: {_error(exc)}") from exc
+        raise click.ClickException(f"the relay stopped: {named(exc)}") from exc
     raise SystemExit(code)
 
 
@@ -142,10 +143,3 @@ def _left_line(left: Left, now: float) -> str:
     if left.next_at is not None:
         line += f"; the first due again in {max(left.next_at - now, 0.0):.1f} s"
     return line
-
-
-def _error(exc: BaseException) -> str:
-    """An error as one line: drivers' messages run over several (SQLAlchemy adds the SQL and a
-    link); the first says what failed. No URL is added, as it may hold a password."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
