@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from mideng import Guard, open_store
-from mideng.core.record import Claim, ClaimRequest, Outcome, Status, Ticket
+from mideng.core.record import Claim, ClaimRequest, Outcome, Resolution, Status, Ticket
 from mideng.errors import PayloadMismatchError
 from mideng.stores.hybrid import HybridStore
 from mideng.stores.redis import RedisStore
@@ -138,7 +138,7 @@ def test_forget_and_resolve_keep_the_copy_true(hybrid: HybridStore) -> None:
 
     hybrid.claim(ClaimRequest("pay", "k7", "dead-holder", 0.05, 60))
     time.sleep(0.1)  # the holder's lease runs out: now it may be resolved
-    settled = hybrid.resolve("pay", "k7", result=b'"settled"', codec="json", failed=False, ttl=60)
+    settled = hybrid.resolve("pay", "k7", Resolution(b'"settled"', "json", False, 60))
     assert hybrid.fast.get("pay", "k7") == settled
     assert guard.run("pay", "k7", lambda: "never") == "settled"
 

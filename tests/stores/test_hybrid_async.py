@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from mideng import open_store
-from mideng.core.record import ClaimRequest, Outcome, Status, Ticket
+from mideng.core.record import ClaimRequest, Outcome, Resolution, Status, Ticket
 from mideng.errors import ConfigurationError
 from mideng.stores.base import Store
 from mideng.stores.hybrid import HybridStore
@@ -68,9 +68,7 @@ async def test_resolve_unresolved_and_purge_are_native(hybrid: HybridStore) -> N
     await asyncio.sleep(0.1)  # the holder's lease runs out: now it is unresolved
     stuck = await hybrid.aunresolved("pay")
     assert [(r.scope, r.key) for r in stuck] == [("pay", "n1")]
-    settled = await hybrid.aresolve(
-        "pay", "n1", result=b'"settled"', codec="json", failed=False, ttl=0.05
-    )
+    settled = await hybrid.aresolve("pay", "n1", Resolution(b'"settled"', "json", False, 0.05))
     assert settled.status is Status.SUCCEEDED
     assert await hybrid.fast.aget("pay", "n1") == settled  # the copy follows the resolve
     assert await hybrid.aunresolved() == []

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mideng.core.failure import encode_failure
-from mideng.core.record import ClaimRequest, Status, Ticket
+from mideng.core.record import ClaimRequest, Resolution, Status, Ticket
 from mideng.stores.hybrid import HybridStore
 from mideng.stores.redis import RedisStore
 from mideng.stores.sqlite import SQLiteStore
@@ -38,10 +38,9 @@ def test_resolve_warns_that_the_copy_it_could_not_touch_keeps_replaying(
             settled = store.resolve(
                 "pay",
                 "k1",
-                result=None if failed else b'{"ok": true}',
-                codec=None if failed else "json",
-                failed=failed,
-                ttl=60,
+                Resolution(
+                    None if failed else b'{"ok": true}', None if failed else "json", failed, 60
+                ),
             )
         assert settled.status is (Status.FAILED if failed else Status.SUCCEEDED)
         kept = [

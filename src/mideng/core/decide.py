@@ -20,6 +20,7 @@ from mideng.core.record import (
     ClaimRequest,
     Outcome,
     Record,
+    Resolution,
     Status,
     Ticket,
     blank,
@@ -170,19 +171,13 @@ def renewed(current: Record, now: float, lease: float, ttl: float | None) -> Rec
     return current.with_(lease_until=now + lease, updated_at=now, expires_at=expires_at)
 
 
-def settled(
-    current: Record,
-    now: float,
-    *,
-    result: bytes | None,
-    codec: str | None,
-    failed: bool,
-    ttl: float | None,
-) -> Record:
+def settled(current: Record, now: float, how: Resolution) -> Record:
     """Resolve an UNKNOWN (or stuck) record after asking the provider what happened.
 
     "It did not happen" is a failure without an error: the next claim may run again.
     """
-    if failed:
-        return finished(current, now, status=Status.FAILED, ttl=ttl)
-    return finished(current, now, status=Status.SUCCEEDED, result=result, codec=codec, ttl=ttl)
+    if how.failed:
+        return finished(current, now, status=Status.FAILED, ttl=how.ttl)
+    return finished(
+        current, now, status=Status.SUCCEEDED, result=how.result, codec=how.codec, ttl=how.ttl
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class Status(str, enum.Enum):
@@ -156,3 +156,14 @@ class Ticket:
     @classmethod
     def of(cls, record: Record) -> Ticket:
         return cls(record.scope, record.key, record.owner, record.fence)
+
+
+class Resolution(NamedTuple):
+    """How an operator settles an UNKNOWN (or stuck) record, after asking the provider:
+    ``failed`` (it did not happen: the next claim may run again), or it happened and
+    ``result`` (in ``codec``) is what duplicates replay; kept ``ttl`` seconds."""
+
+    result: bytes | None
+    codec: str | None
+    failed: bool
+    ttl: float | None

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from mideng.core.codec import UNSTORED
 from mideng.core.failure import encode_failure
 from mideng.core.policy import OnError, Policy
+from mideng.core.record import Resolution
 from mideng.errors import CodecError, ConfigurationError, IdempotencyError, StoreUnavailableError
 
 _RELEASE = OnError.RELEASE
@@ -142,15 +143,12 @@ def tolerated(policy: Policy, step: Settle | None, exc: BaseException) -> bool:
     return policy.fail_open and isinstance(exc, StoreUnavailableError)
 
 
-def resolution(policy: Policy, result: Any, failed: bool) -> dict[str, Any]:
+def resolution(policy: Policy, result: Any, failed: bool) -> Resolution:
     """How an operator settles an UNKNOWN record: ``result`` (it happened; encoded as the
     scope's codec would) or ``failed`` (it didn't) — exactly one of them."""
     if failed == (result is not UNSET):
         raise ConfigurationError("resolve() needs exactly one of result=... or failed=True")
+    if failed:
+        return Resolution(None, None, True, policy.ttl)
     codec = policy.codec
-    return {
-        "result": None if failed else codec.encode(result),
-        "codec": None if failed else codec.name,
-        "failed": failed,
-        "ttl": policy.ttl,
-    }
+    return Resolution(codec.encode(result), codec.name, False, policy.ttl)

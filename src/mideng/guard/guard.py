@@ -388,14 +388,14 @@ class Guard(Operations):
     def resolve(self, scope: str, key: str, *, result: Any = UNSET, failed: bool = False) -> Record:
         """Settle an UNKNOWN record: ``result=`` (it happened) or ``failed=True`` (it didn't)."""
         policy = self.policy(check_scope(scope))
-        return self.store.resolve(scope, check_key(key), **resolution(policy, result, failed))
+        return self.store.resolve(scope, check_key(key), resolution(policy, result, failed))
 
     async def aresolve(
         self, scope: str, key: str, *, result: Any = UNSET, failed: bool = False
     ) -> Record:
         policy = self.policy(check_scope(scope))
-        fields = resolution(policy, result, failed)
-        return await self.store.aresolve(scope, check_key(key), **fields)
+        how = resolution(policy, result, failed)
+        return await self.store.aresolve(scope, check_key(key), how)
 
     def purge(self, limit: int | None = None) -> int:
         return self.store.purge(limit)

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from mideng.core import decide as rules
 from mideng.core import keys
 from mideng.core.loops import to_thread
-from mideng.core.record import Claim, ClaimRequest, Record, Status, Ticket
+from mideng.core.record import Claim, ClaimRequest, Record, Resolution, Status, Ticket
 from mideng.errors import IdempotencyError, LeaseLostError
 
 T = TypeVar("T")
@@ -70,16 +70,7 @@ class RecordStore(abc.ABC):
         """Evict one record whatever its state; True if there was one."""
 
     @abc.abstractmethod
-    def resolve(
-        self,
-        scope: str,
-        key: str,
-        *,
-        result: bytes | None,
-        codec: str | None,
-        failed: bool,
-        ttl: float | None,
-    ) -> Record:
+    def resolve(self, scope: str, key: str, how: Resolution) -> Record:
         """Settle an UNKNOWN (or stuck processing) record after asking the provider."""
 
     @abc.abstractmethod
@@ -114,16 +105,7 @@ class RecordStore(abc.ABC):
     async def aforget(self, scope: str, key: str) -> bool: ...
 
     @abc.abstractmethod
-    async def aresolve(
-        self,
-        scope: str,
-        key: str,
-        *,
-        result: bytes | None,
-        codec: str | None,
-        failed: bool,
-        ttl: float | None,
-    ) -> Record: ...
+    async def aresolve(self, scope: str, key: str, how: Resolution) -> Record: ...
 
     @abc.abstractmethod
     async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]: ...
@@ -238,19 +220,8 @@ class LocalStore(Store):
     async def ahit(self, scope: str, key: str, window: float, limit: int) -> float | None:
         return await self._offload(self.hit, scope, key, window, limit)
 
-    async def aresolve(
-        self,
-        scope: str,
-        key: str,
-        *,
-        result: bytes | None,
-        codec: str | None,
-        failed: bool,
-        ttl: float | None,
-    ) -> Record:
-        return await self._offload(
-            lambda: self.resolve(scope, key, result=result, codec=codec, failed=failed, ttl=ttl)
-        )
+    async def aresolve(self, scope: str, key: str, how: Resolution) -> Record:
+        return await self._offload(self.resolve, scope, key, how)
 
     async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return await self._offload(self.unresolved, scope, limit)
@@ -311,20 +282,11 @@ class LocalStore(Store):
     def forget(self, scope: str, key: str) -> bool:
         return self._transact(scope, key, lambda current, now: (current is not None, None))
 
-    def resolve(
-        self,
-        scope: str,
-        key: str,
-        *,
-        result: bytes | None,
-        codec: str | None,
-        failed: bool,
-        ttl: float | None,
-    ) -> Record:
+    def resolve(self, scope: str, key: str, how: Resolution) -> Record:
         def step(current: Record | None, now: float) -> tuple[Record, Record | None]:
             check_resolvable(scope, key, current, now)
             assert current is not None
-            new = rules.settled(current, now, result=result, codec=codec, failed=failed, ttl=ttl)
+            new = rules.settled(current, now, how)
             return new, new
 
         return self._transact(scope, key, step)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from mideng.core import effects
 from mideng.core.effects import Effect, Effects
@@ -34,6 +34,7 @@ from mideng.core.record import (
     Claim,
     ClaimRequest,
     Record,
+    Resolution,
     Ticket,
 )
 from mideng.errors import ConfigurationError, StoreUnavailableError
@@ -158,9 +159,9 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
             logs.redis_copy_kept(scope, key)
         return gone
 
-    def _resolve(self, scope: str, key: str, settled: dict[str, Any]) -> Effects[Record]:
+    def _resolve(self, scope: str, key: str, how: Resolution) -> Effects[Record]:
         d = self.durable
-        record: Record = yield effects.call(d.resolve, d.aresolve, scope, key, **settled)
+        record: Record = yield effects.call(d.resolve, d.aresolve, scope, key, how)
         # Even mid-outage, and said each time (the outage's own warning may be held back): a
         # kept failure's copy left behind replays the failure the operator just settled.
         try:
@@ -213,18 +214,8 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
     def forget(self, scope: str, key: str) -> bool:
         return effects.run(self._forget(scope, key))
 
-    def resolve(
-        self,
-        scope: str,
-        key: str,
-        *,
-        result: bytes | None,
-        codec: str | None,
-        failed: bool,
-        ttl: float | None,
-    ) -> Record:
-        settled = {"result": result, "codec": codec, "failed": failed, "ttl": ttl}
-        return effects.run(self._resolve(scope, key, settled))
+    def resolve(self, scope: str, key: str, how: Resolution) -> Record:
+        return effects.run(self._resolve(scope, key, how))
 
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self.durable.unresolved(scope, limit)
@@ -277,18 +268,8 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
     async def aforget(self, scope: str, key: str) -> bool:
         return await effects.arun(self._forget(scope, key))
 
-    async def aresolve(
-        self,
-        scope: str,
-        key: str,
-        *,
-        result: bytes | None,
-        codec: str | None,
-        failed: bool,
-        ttl: float | None,
-    ) -> Record:
-        settled = {"result": result, "codec": codec, "failed": failed, "ttl": ttl}
-        return await effects.arun(self._resolve(scope, key, settled))
+    async def aresolve(self, scope: str, key: str, how: Resolution) -> Record:
+        return await effects.arun(self._resolve(scope, key, how))
 
     async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return await self.durable.aunresolved(scope, limit)

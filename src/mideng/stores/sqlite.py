@@ -28,6 +28,7 @@ from mideng.core.record import (
     Claim,
     ClaimRequest,
     Record,
+    Resolution,
     Ticket,
     blank,
 )
@@ -316,17 +317,8 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
     def forget(self, scope: str, key: str) -> bool:
         return self._drive(ops.forget(self.statements, scope, key))
 
-    def resolve(
-        self,
-        scope: str,
-        key: str,
-        *,
-        result: bytes | None,
-        codec: str | None,
-        failed: bool,
-        ttl: float | None,
-    ) -> Record:
-        return self._drive(ops.resolve(self.statements, scope, key, result, codec, failed, ttl))
+    def resolve(self, scope: str, key: str, how: Resolution) -> Record:
+        return self._drive(ops.resolve(self.statements, scope, key, how))
 
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self._drive(ops.unresolved(self.statements, scope, limit))

@@ -17,7 +17,7 @@ import redis
 import redis.asyncio.connection
 
 from mideng import Guard, open_store
-from mideng.core.record import ClaimRequest, ExpiryPolicy, Outcome, Status, Ticket
+from mideng.core.record import ClaimRequest, ExpiryPolicy, Outcome, Resolution, Status, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.redis import RedisStore, direct
 from mideng.stores.redis import scripts as redis_scripts
@@ -266,7 +266,7 @@ def test_processing_under_unknown_policy_has_no_ttl(store: RedisStore) -> None:
     assert late.outcome is Outcome.UNRESOLVED
     assert late.record.status is Status.UNKNOWN
     assert expiry_ms(client, store.key("charge", "c1")) == -1
-    settled = store.resolve("charge", "c1", result=b"1", codec="json", failed=False, ttl=30)
+    settled = store.resolve("charge", "c1", Resolution(b"1", "json", False, 30))
     assert settled.expires_at is not None
     assert expiry_ms(client, store.key("charge", "c1")) == math.ceil(settled.expires_at * 1000)
     client.close()
@@ -341,7 +341,7 @@ async def test_async_operator_views(store: RedisStore) -> None:
     await store.aclaim(request("charge", "c9", lease=0.2, on_expiry=ExpiryPolicy.UNKNOWN))
     await asyncio.sleep(0.3)
     assert [r.key for r in await store.aunresolved("charge")] == ["c9"]
-    settled = await store.aresolve("charge", "c9", result=None, codec=None, failed=True, ttl=60)
+    settled = await store.aresolve("charge", "c9", Resolution(None, None, True, 60))
     assert settled.status is Status.FAILED
     assert await store.aunresolved("charge") == []
     assert await store.apurge() == 0

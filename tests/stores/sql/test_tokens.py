@@ -9,7 +9,7 @@ import time
 import anyio
 import pytest
 
-from mideng.core.record import Outcome, Status, Ticket
+from mideng.core.record import Outcome, Resolution, Status, Ticket
 from tests.stores.sql.test_store import _store, family, req, table
 
 __all__ = ["family", "table"]  # fixtures, used by name
@@ -121,9 +121,7 @@ async def test_async_side_does_everything_natively(family: str, table: str) -> N
         stuck = await store.aclaim(req("stuck", lease=0.05))
         await anyio.sleep(0.1)  # the lease runs out
         assert [r.key for r in await store.aunresolved()] == ["stuck"]
-        settled = await store.aresolve(
-            "pay", "stuck", result=b"1", codec="json", failed=False, ttl=0.05
-        )
+        settled = await store.aresolve("pay", "stuck", Resolution(b"1", "json", False, 0.05))
         assert settled.fence == stuck.record.fence
         assert settled.status is Status.SUCCEEDED
         await anyio.sleep(0.1)  # its retention runs out

@@ -18,6 +18,7 @@ from mideng.core.record import (
     ExpiryPolicy,
     Outcome,
     Record,
+    Resolution,
     Ticket,
     blank,
 )
@@ -259,15 +260,7 @@ class Commands:
     def forget(self, scope: str, key: str) -> Command[bool]:
         return Command(("DEL", self.key(scope, key)), bool)
 
-    def resolve(
-        self,
-        scope: str,
-        key: str,
-        result: bytes | None,
-        codec: str | None,
-        failed: bool,
-        ttl: float | None,
-    ) -> Command[Record]:
+    def resolve(self, scope: str, key: str, how: Resolution) -> Command[Record]:
         def finish(reply: bytes) -> Record:
             code, now, current = decode(scope, key, reply)
             if code == 0 or current is None:
@@ -278,7 +271,7 @@ class Commands:
         return self.script(
             self.scripts.resolve,
             self.key(scope, key),
-            (opt_bytes(result), opt(codec), "1" if failed else "0", seconds(ttl)),
+            (opt_bytes(how.result), opt(how.codec), "1" if how.failed else "0", seconds(how.ttl)),
             finish,
         )
 

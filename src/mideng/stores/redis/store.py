@@ -19,7 +19,7 @@ import threading
 from typing import Any, TypeVar, overload
 
 from mideng.core.loops import running_loop
-from mideng.core.record import Claim, ClaimRequest, Record, Ticket
+from mideng.core.record import Claim, ClaimRequest, Record, Resolution, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import Store
 from mideng.stores.redis.batch import RedisBatch
@@ -219,17 +219,8 @@ class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
     def forget(self, scope: str, key: str) -> bool:
         return self._run(self.commands.forget(scope, key))
 
-    def resolve(
-        self,
-        scope: str,
-        key: str,
-        *,
-        result: bytes | None,
-        codec: str | None,
-        failed: bool,
-        ttl: float | None,
-    ) -> Record:
-        return self._run(self.commands.resolve(scope, key, result, codec, failed, ttl))
+    def resolve(self, scope: str, key: str, how: Resolution) -> Record:
+        return self._run(self.commands.resolve(scope, key, how))
 
     def put(self, record: Record) -> bool:
         """Store a copy of a finished record as it is (the hybrid store's fast path).
@@ -307,17 +298,8 @@ class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
     async def aforget(self, scope: str, key: str) -> bool:
         return await self._arun(self.commands.forget(scope, key))
 
-    async def aresolve(
-        self,
-        scope: str,
-        key: str,
-        *,
-        result: bytes | None,
-        codec: str | None,
-        failed: bool,
-        ttl: float | None,
-    ) -> Record:
-        return await self._arun(self.commands.resolve(scope, key, result, codec, failed, ttl))
+    async def aresolve(self, scope: str, key: str, how: Resolution) -> Record:
+        return await self._arun(self.commands.resolve(scope, key, how))
 
     async def aput(self, record: Record) -> bool:
         return await self._arun(self.commands.put(record))

@@ -26,6 +26,7 @@ from mideng.core.record import (
     ClaimRequest,
     Outcome,
     Record,
+    Resolution,
     Ticket,
 )
 from mideng.db.statements import Op, Res, Sql, Stmt
@@ -291,20 +292,12 @@ def forget(s: Statements, scope: str, key: str) -> Op[bool]:
     return res.rowcount > 0
 
 
-def resolve(
-    s: Statements,
-    scope: str,
-    key: str,
-    result: bytes | None,
-    codec: str | None,
-    failed: bool,
-    ttl: float | None,
-) -> Op[Record]:
+def resolve(s: Statements, scope: str, key: str, how: Resolution) -> Op[Record]:
     for _ in range(RACES):
         current, now = yield from read(s, scope, key)
         check_resolvable(scope, key, current, now)
         assert current is not None
-        new = rules.settled(current, now, result=result, codec=codec, failed=failed, ttl=ttl)
+        new = rules.settled(current, now, how)
         done = yield _cas(s, current, new)
         if done.rowcount == 1:
             return new

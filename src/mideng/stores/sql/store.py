@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
-from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record, Ticket
+from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record, Resolution, Ticket
 from mideng.errors import ConfigurationError
 from mideng.stores.base import Store
 from mideng.stores.batch import BatchStore, Completed, Completion, distinct
@@ -183,17 +183,8 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
     def forget(self, scope: str, key: str) -> bool:
         return self.executor.drive(forget, scope, key)
 
-    def resolve(
-        self,
-        scope: str,
-        key: str,
-        *,
-        result: bytes | None,
-        codec: str | None,
-        failed: bool,
-        ttl: float | None,
-    ) -> Record:
-        return self.executor.drive(resolve, scope, key, result, codec, failed, ttl)
+    def resolve(self, scope: str, key: str, how: Resolution) -> Record:
+        return self.executor.drive(resolve, scope, key, how)
 
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self.executor.drive(unresolved, scope, limit)
@@ -252,17 +243,8 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
     async def aforget(self, scope: str, key: str) -> bool:
         return await self.aexecutor.drive(forget, scope, key)
 
-    async def aresolve(
-        self,
-        scope: str,
-        key: str,
-        *,
-        result: bytes | None,
-        codec: str | None,
-        failed: bool,
-        ttl: float | None,
-    ) -> Record:
-        return await self.aexecutor.drive(resolve, scope, key, result, codec, failed, ttl)
+    async def aresolve(self, scope: str, key: str, how: Resolution) -> Record:
+        return await self.aexecutor.drive(resolve, scope, key, how)
 
     async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return await self.aexecutor.drive(unresolved, scope, limit)
