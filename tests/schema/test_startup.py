@@ -77,7 +77,7 @@ def test_a_newer_schema_is_refused_naming_the_release_to_install(db: Db) -> None
     store.close()
     _outbox(db).create_schema()
     _newer(db)
-    install = "install mideng 9.9.0 or later"
+    install = re.escape("install mideng 9.9.0 or later")
     with pytest.raises(SchemaVersionError, match=install):
         open_store(db.url, table=db.records)
     with pytest.raises(SchemaVersionError, match=install):
@@ -86,7 +86,7 @@ def test_a_newer_schema_is_refused_naming_the_release_to_install(db: Db) -> None
         _relay_start(db)
     done = _migrate(db)
     assert done.exit_code == 1, done.output
-    assert install in done.output
+    assert "install mideng 9.9.0 or later" in done.output
     assert "Traceback" not in done.output
     assert db.versions() == [*EVERY, CURRENT + 1]  # nothing touched
 
