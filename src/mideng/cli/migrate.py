@@ -34,9 +34,14 @@ def engine_for(url: str) -> Any:
     from sqlalchemy import create_engine
     from sqlalchemy.engine import make_url
 
-    if make_url(url).get_backend_name() == "sqlite":
+    backend = make_url(url).get_backend_name()
+    if backend == "sqlite":
         # A second's busy wait per try: a migration waiting for another says so within it.
         return create_engine(url, connect_args={"timeout": 1.0})
+    if backend not in ("postgresql", "postgres", "mysql", "mariadb"):
+        raise ConfigurationError(
+            f"mideng's tables live in PostgreSQL, MySQL/MariaDB or SQLite; got {backend!r}"
+        )
     from mideng.stores.sql import SQLStore
 
     store = SQLStore.from_url(url, create_schema=False)

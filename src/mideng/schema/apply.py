@@ -41,15 +41,40 @@ LOCK_WAIT = 600.0
 LOCK_TIMEOUT = 10.0
 
 
+class Need(enum.Enum):
+    NOTHING = "nothing"
+    CREATE = "create"
+    UPGRADE = "upgrade"
+
+
+def needed(found: Found, *, auto_upgrade: bool, create: bool, command: str) -> Need:
+    """What start-up does with what it found; SchemaVersionError where it must not go on."""
+    refuse_newer(found)
+    what = found.tables.what
+    if found.fresh:
+        if not create:
+            raise SchemaVersionError(f"the {what} does not exist: run `{command}` to create it")
+        return Need.CREATE
+    if found.version == CURRENT:
+        return Need.NOTHING
+    if not auto_upgrade:
+        at = (
+            "was made before schema versions"
+            if found.version == 0
+            else f"is at schema version {found.version}"
+        )
+        raise SchemaVersionError(
+            f"the {what} {at} and this mideng ({__version__}) needs version {CURRENT}: run "
+            f"`{command}` first (or switch auto_upgrade on to upgrade it at start-up)"
+        )
+    return Need.UPGRADE
+
+
 @dataclass(frozen=True)
 class Applied:
     """What a migration did: the plan it worked out under the lock and carried out."""
 
     plan: Plan
-
-    @property
-    def versions(self) -> list[int]:
-        return [step.version for step in self.plan.migrations]
 
 
 def migrate(
@@ -167,35 +192,6 @@ def _quietly(op: Op[None]) -> Op[None]:
             stmt = op.send(res)
     except StopIteration:
         return
-
-
-class Need(enum.Enum):
-    NOTHING = "nothing"
-    CREATE = "create"
-    UPGRADE = "upgrade"
-
-
-def needed(found: Found, *, auto_upgrade: bool, create: bool, command: str) -> Need:
-    """What start-up does with what it found; SchemaVersionError where it must not go on."""
-    refuse_newer(found)
-    what = found.tables.what
-    if found.fresh:
-        if not create:
-            raise SchemaVersionError(f"the {what} does not exist: run `{command}` to create it")
-        return Need.CREATE
-    if found.version == CURRENT:
-        return Need.NOTHING
-    if not auto_upgrade:
-        at = (
-            "was made before schema versions"
-            if found.version == 0
-            else f"is at schema version {found.version}"
-        )
-        raise SchemaVersionError(
-            f"the {what} {at} and this mideng ({__version__}) needs version {CURRENT}: run "
-            f"`{command}` first (or switch auto_upgrade on to upgrade it at start-up)"
-        )
-    return Need.UPGRADE
 
 
 def ensure(
