@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-from tests.services import MYSQL_URL, POSTGRES_URL, need
+from tests.services import sql_url
 
 DATA = Path(__file__).parent / "data"
 FAMILIES = ("sqlite", "postgresql", "mysql")
@@ -105,11 +105,7 @@ def _value(value: Any) -> Any:
 
 
 def open_db(family: str, tmp_path: Path) -> Db:
-    if family == "sqlite":
-        url = f"sqlite:///{tmp_path / 'schema.db'}"
-    else:
-        need(family)
-        url = POSTGRES_URL if family == "postgresql" else MYSQL_URL
+    url = sql_url(family, tmp_path / "schema.db")
     suffix = uuid.uuid4().hex[:10]
     return Db(family, url, f"rec_{suffix}", f"obx_{suffix}", create_engine(url))
 

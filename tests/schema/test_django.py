@@ -81,14 +81,8 @@ def _project(db: Db, tmp_path: Path) -> tuple[str, dict[str, str]]:
 
 
 def _django(env: dict[str, str], *args: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "django", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    command = [sys.executable, "-m", "django", *args]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -20,12 +20,15 @@ any Django migration. ``tables`` / ``outboxes``: the sets' names, when not the d
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from mideng.schema.migrations import migration
-from mideng.schema.plan import backward, forward
+from mideng.schema.migrations import Migration, migration
+from mideng.schema.plan import Texts, backward, forward
 from mideng.schema.tables import DEFAULT_NAMES, OUTBOX, RECORDS, TableSet, family_of
+
+#: ``forward`` or ``backward``: a migration's statements on a set, either way.
+Way = Callable[[str, TableSet, Migration], Texts]
 
 _DEFAULT_TABLES = (DEFAULT_NAMES[RECORDS],)
 _DEFAULT_OUTBOXES = (DEFAULT_NAMES[OUTBOX],)
@@ -46,13 +49,7 @@ def statements(
 ) -> list[str]:
     """Migration ``version``'s SQL for a Django connection's ``vendor`` (``postgresql``,
     ``mysql``, ``sqlite``), in order."""
-    family, step = family_of(vendor), migration(version)
-    return [
-        text
-        for each in sets(tables, outboxes)
-        for texts, _ in forward(family, each, step)
-        for text in texts
-    ]
+    return _texts(forward, version, vendor, sets(tables, outboxes))
 
 
 def undo(
@@ -63,13 +60,12 @@ def undo(
     outboxes: Sequence[str] = _DEFAULT_OUTBOXES,
 ) -> list[str]:
     """What takes migration ``version`` back, in order."""
+    return _texts(backward, version, vendor, sets(tables, outboxes))
+
+
+def _texts(way: Way, version: int, vendor: str, each: list[TableSet]) -> list[str]:
     family, step = family_of(vendor), migration(version)
-    return [
-        text
-        for each in sets(tables, outboxes)
-        for texts, _ in backward(family, each, step)
-        for text in texts
-    ]
+    return [text for tables in each for texts, _ in way(family, tables, step) for text in texts]
 
 
 def atomic(version: int) -> bool:
