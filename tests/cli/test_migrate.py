@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, inspect, text
 
 from mideng.cli import main
 from mideng.schema import CURRENT, records
-from mideng.schema.lock import number
+from mideng.schema.lock import name, number
 from tests.brokers import spare_port
-from tests.services import POSTGRES_URL, need
+from tests.services import sql_url
 
 
 def cli(*args: str) -> Result:
@@ -92,21 +92,26 @@ def test_a_database_it_cannot_reach_is_one_line_and_exit_1() -> None:
     assert "the database failed" in line
 
 
-def test_a_lock_held_past_the_wait_is_one_line_and_exit_1() -> None:
-    """Another migration of the set holds its lock (here: this test, on the lock's own key)
-    for longer than ``--wait``: the command says so and changes nothing."""
-    need("postgresql")
+@pytest.mark.parametrize("family", ["postgresql", "mysql"])
+def test_a_lock_held_past_the_wait_is_one_line_and_exit_1(family: str, tmp_path: Path) -> None:
+    """Another migration of the set holds its lock (here: this test, on the lock itself) for
+    longer than ``--wait``: the command says so and changes nothing."""
+    url = sql_url(family, tmp_path / "unused.db")
     table = f"rec_{uuid.uuid4().hex[:10]}"
-    engine = create_engine(POSTGRES_URL)
+    engine = create_engine(url)
+    take, let_go, lock = (
+        ("SELECT pg_advisory_lock(:lock)", "SELECT pg_advisory_unlock(:lock)", number)
+        if family == "postgresql"
+        else ("SELECT GET_LOCK(:lock, 0)", "SELECT RELEASE_LOCK(:lock)", name)
+    )
     try:
         with engine.connect() as holder:
-            key = number(records(table))
-            holder.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
-            done = cli("--db", POSTGRES_URL, "--table", table, "--wait", "0.5")
-            holder.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+            held = {"lock": lock(records(table))}
+            holder.execute(text(take), held)
+            done = cli("--db", url, "--table", table, "--wait", "0.5")
+            holder.execute(text(let_go), held)
         assert "waiting for another migration of the record table" in done.output
         assert "held its lock for 0.5 s" in one_error(done, 1)
-        with engine.connect() as conn:
-            assert conn.execute(text("SELECT to_regclass(:t)"), {"t": table}).scalar() is None
+        assert not inspect(engine).has_table(table)
     finally:
         engine.dispose()

@@ -5,7 +5,8 @@
   ``pg_advisory_lock`` holds a snapshot, which the holder's concurrent index build waits for
   while the waiter waits for the holder. Between tries the waiter sleeps on the server, in a
   statement that holds no lock.
-- MySQL/MariaDB: ``GET_LOCK``, a named session lock, waited for a second at a time.
+- MySQL/MariaDB: ``GET_LOCK``, a named session lock, tried the same way (a wait inside it would
+  be cut short by a store connection's ``max_statement_time``).
 - SQLite: ``BEGIN IMMEDIATE``, the database's one write lock; the whole migration runs in that
   transaction and commits as one.
 
@@ -55,8 +56,8 @@ def acquire(
         if not told and waiting is not None:
             waiting()
         told = True
-        if family == "postgresql":
-            yield Stmt(_PAUSE, {"seconds": PAUSE})
+        if family != "sqlite":  # SQLite's try waited, for its busy timeout
+            yield Stmt(_PAUSE[family], {"seconds": PAUSE})
 
 
 def release(family: str, tables: TableSet) -> Op[None]:
@@ -73,7 +74,7 @@ def _try(family: str, tables: TableSet) -> Op[bool]:
         res = yield Stmt(_TRY_POSTGRESQL, {"key": number(tables)})
         return bool(res.rows[0][0])
     if family == "mysql":
-        res = yield Stmt(_TRY_MYSQL, {"name": name(tables), "seconds": 1})
+        res = yield Stmt(_TRY_MYSQL, {"name": name(tables)})
         return bool(res.rows[0][0] == 1)
     try:
         yield Stmt(_BEGIN_IMMEDIATE)
@@ -85,10 +86,10 @@ def _try(family: str, tables: TableSet) -> Op[bool]:
     return True
 
 
-_PAUSE = Sql("SELECT pg_sleep(:seconds)")
+_PAUSE = {"postgresql": Sql("SELECT pg_sleep(:seconds)"), "mysql": Sql("SELECT SLEEP(:seconds)")}
 _TRY_POSTGRESQL = Sql("SELECT pg_try_advisory_lock(:key)")
 _UNLOCK_POSTGRESQL = Sql("SELECT pg_advisory_unlock(:key)")
-_TRY_MYSQL = Sql("SELECT GET_LOCK(:name, :seconds)")
+_TRY_MYSQL = Sql("SELECT GET_LOCK(:name, 0)")
 _UNLOCK_MYSQL = Sql("SELECT RELEASE_LOCK(:name)")
 _BEGIN_IMMEDIATE = Sql("BEGIN IMMEDIATE")
 _COMMIT = Sql("COMMIT")
