@@ -167,6 +167,19 @@ def test_a_store_that_creates_nothing_checks_at_its_first_operation(server: Db) 
         store.close()
 
 
+def test_the_async_start_up_rule_is_the_same(server: Db) -> None:
+    assert _migrate(server, "--to", "1").exit_code == 0
+    store = SQLStore.from_url(server.url, table=server.records, create_schema=False)
+    try:
+        with pytest.raises(SchemaVersionError, match="is at schema version 1"):
+            asyncio.run(store.acreate_schema())
+        store.auto_upgrade = True
+        asyncio.run(store.acreate_schema())
+    finally:
+        store.close()
+    assert server.versions() == EVERY
+
+
 def test_tables_dropped_by_hand_are_made_again(db: Db) -> None:
     store = open_store(db.url, table=db.records)
     store.close()

@@ -169,9 +169,17 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
         when ``auto_upgrade`` is on; SchemaVersionError for a version it may not use. Safe
         from many processes at once."""
         command, auto = self.migrate_command, self.auto_upgrade
-        need = self.executor.drive(lambda s: ensured(s.kind, self.table, auto, command))
-        if need is Need.UPGRADE:
-            self.upgrade()
+        # This rule decides more than the first operation's check would (which refuses what
+        # it may upgrade): the check stands aside, and again only if this rule fails.
+        check, self.executor.first = self.executor.first, None
+        try:
+            need = self.executor.drive(lambda s: ensured(s.kind, self.table, auto, command))
+            if need is Need.UPGRADE:
+                self.upgrade()
+        except BaseException:
+            self.executor.first = check
+            raise
+        self.aexecutor.first = None
 
     async def acreate_schema(self) -> None:
         await to_thread(self.create_schema)
