@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,15 @@ def reachable(name: str) -> bool:
             return True
     except OSError:
         return False
+
+
+def sql_url(family: str, sqlite_file: Path) -> str:
+    """A database of ``family`` (``sqlite``, ``postgresql``, ``mysql``): SQLite in that file,
+    the servers needed (skipped when down)."""
+    if family == "sqlite":
+        return f"sqlite:///{sqlite_file}"
+    need(family)
+    return POSTGRES_URL if family == "postgresql" else MYSQL_URL
 
 
 def need(name: str) -> None:

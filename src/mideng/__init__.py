@@ -13,8 +13,7 @@ from mideng.errors import (
 from mideng.guard import Driver, Guard, configure, default_guard, idempotent
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store, register_store
-
-__version__ = "0.1.0"
+from mideng.version import __version__
 
 __all__ = [
     "Driver",
@@ -30,6 +29,7 @@ __all__ = [
     "Store",
     "StoreUnavailableError",
     "UnresolvedError",
+    "__version__",
     "configure",
     "default_guard",
     "get_request_id",

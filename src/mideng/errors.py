@@ -20,6 +20,12 @@ class ConfigurationError(IdempotencyError, ValueError):
     """mideng was set up wrongly (bad URL, bad option); raised before anything is stored."""
 
 
+class SchemaVersionError(ConfigurationError):
+    """mideng's tables are at a schema version this mideng may not use: newer than it knows,
+    older where it may not upgrade them, or absent where it does not create them. The message
+    names the release to install or the ``mideng migrate`` command to run."""
+
+
 class InvalidKeyError(IdempotencyError, ValueError):
     """A key or scope is empty, too long or not text."""
 
@@ -103,6 +109,7 @@ __all__ = [
     "LeaseLostError",
     "PayloadMismatchError",
     "RecordedFailureError",
+    "SchemaVersionError",
     "StoreUnavailableError",
     "TokenRejectedError",
     "UnresolvedError",

@@ -12,17 +12,12 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
 
 from mideng.db import lock_timed_out, retryable
-from tests.services import MYSQL_URL, POSTGRES_URL, need
+from tests.services import sql_url
 
 
 @pytest.mark.parametrize("name", ["sqlite", "postgresql", "mysql"])
 def test_other_errors_are_not_lock_waits(name: str, tmp_path: Path) -> None:
-    if name == "sqlite":
-        url = f"sqlite:///{tmp_path / 'x.db'}"
-    else:
-        need(name)
-        url = POSTGRES_URL if name == "postgresql" else MYSQL_URL
-    engine = create_engine(url)
+    engine = create_engine(sql_url(name, tmp_path / "x.db"))
     try:
         with pytest.raises(DBAPIError) as caught, engine.connect() as conn:
             conn.execute(text("SELECT * FROM mideng_no_such_table"))

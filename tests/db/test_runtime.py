@@ -108,6 +108,8 @@ def test_one_operation_gives_the_same_answers_sync_and_async(
 @pytest.mark.parametrize("urls", ["postgresql", "mysql"], indirect=True)
 def test_the_stores_own_cursors_give_the_same_answers(urls: tuple[str, str], table: str) -> None:
     store = SQLStore.from_url(urls[0], create_schema=False)
+    # Only its cursors are used here: its record table is never read, so not checked either.
+    store.executor.first = store.aexecutor.first = None
     try:
         # The executors hand the operation the store's statements first; this one needs none.
         def op(stmts: Statements) -> Op[list[Any]]:

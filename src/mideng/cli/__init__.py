@@ -19,6 +19,7 @@ COMMANDS = {
     "release": "mideng.cli.records:release",
     "purge": "mideng.cli.records:purge",
     "schema": "mideng.cli.schema:schema",
+    "migrate": "mideng.cli.migrate:migrate_command",
     "operations": "mideng.cli.operations:operations",
     "relay": "mideng.cli.relay:relay",
     "stats": "mideng.cli.survey:stats",

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import click
 
-from mideng.errors import ConfigurationError, IdempotencyError, InvalidKeyError
+from mideng.errors import (
+    ConfigurationError,
+    IdempotencyError,
+    InvalidKeyError,
+    SchemaVersionError,
+)
 
 OK, PROBLEMS, USAGE = 0, 1, 2
 
@@ -40,6 +45,8 @@ def reported(exc: IdempotencyError) -> click.ClickException:
     """mideng's error as the command's answer: what the operator gave (an option, a store URL,
     a scope or key) refused is a usage error; anything else (the store failed, a record is in
     the way) exit 1."""
+    if isinstance(exc, SchemaVersionError):  # what the database holds, not how it was asked
+        return Problems(one_line(exc))
     if isinstance(exc, (ConfigurationError, InvalidKeyError)):
         return click.UsageError(one_line(exc))
     return Problems(one_line(exc))

@@ -1,33 +1,21 @@
-"""``mideng schema``: print (and optionally apply) the record table's DDL for a database."""
+"""``mideng schema``: print the DDL that gives a database mideng's tables at this version, and
+optionally apply it (``--apply``: as ``mideng migrate`` does for the same tables)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
-
 import click
 
-from mideng.stores.registry import open_store
-from mideng.stores.sql.schema import DEFAULT_TABLE, script
-from mideng.stores.sql.steps import ddl as steps_ddl
-
-if TYPE_CHECKING:
-    from mideng.stores.sql import SQLStore
-    from mideng.stores.sqlite import SQLiteStore
+from mideng.cli.migrate import applied, engine_for, reported
+from mideng.schema.apply import LOCK_TIMEOUT, LOCK_WAIT
+from mideng.schema.plan import fresh
+from mideng.schema.tables import DEFAULT_NAMES, RECORDS, family_of, outbox, records
 
 
-def _family(url: str) -> str:
-    if url.split("://", 1)[0].lower() == "sqlite":
-        return "sqlite"
-    from mideng.stores.sql.connect import family_of
+def _kind(url: str) -> str:
+    from sqlalchemy.engine import make_url
 
-    return family_of(url)
-
-
-def _created(url: str, family: str, table: str) -> SQLiteStore | SQLStore:
-    """The store on ``url``, its record table created: SQLite creates it on open, the SQL
-    store too unless the URL says ``create_schema=0``, which ``--apply`` overrides."""
-    options: dict[str, Any] = {} if family == "sqlite" else {"create_schema": True}
-    return cast("SQLiteStore | SQLStore", open_store(url, table=table, **options))
+    backend = make_url(url).get_backend_name()
+    return family_of("postgresql" if backend == "postgres" else backend)
 
 
 @click.command()
@@ -37,27 +25,39 @@ def _created(url: str, family: str, table: str) -> SQLiteStore | SQLStore:
     envvar="MIDENG_STORE",
     help="postgresql://…, mysql://… or sqlite:///path.db (or MIDENG_STORE).",
 )
-@click.option("--table", default=DEFAULT_TABLE, show_default=True, help="Name of the record table.")
 @click.option(
-    "--apply", "apply_", is_flag=True, help="Also create the table and indexes (idempotent)."
+    "--table",
+    default=DEFAULT_NAMES[RECORDS],
+    show_default=True,
+    help="The record table (its steps table comes with it).",
+)
+@click.option("--outbox", "outbox_table", default=None, help="Also an outbox table.")
+@click.option(
+    "--apply",
+    "apply_",
+    is_flag=True,
+    help="Also create the tables, or upgrade them (as mideng migrate does).",
 )
 @click.option(
     "--steps",
     is_flag=True,
-    help="Also the steps table of multi-step operations (created at first use otherwise).",
+    hidden=True,
+    help="Kept for old scripts: the steps table is part of the record table's schema.",
 )
-def schema(url: str, table: str, apply_: bool, steps: bool) -> None:
-    """Print the DDL of the record table, for review or a migration tool."""
-    family = _family(url)
-    click.echo(script(family, table), nl=False)
-    if steps:
-        click.echo("".join(f"{statement};\n" for statement in steps_ddl(family, table)), nl=False)
-    if not apply_:
-        return
-    store = _created(url, family, table)
-    try:
-        if steps:
-            store.create_steps_schema()
-    finally:
-        store.close()
-    click.echo(f"-- applied to {table}", err=True)
+def schema(url: str, table: str, outbox_table: str | None, apply_: bool, steps: bool) -> None:
+    """Print the DDL of mideng's tables at this version, for review or a migration tool."""
+    with reported():
+        kind = _kind(url)
+        sets = [records(table)] + ([outbox(outbox_table)] if outbox_table else [])
+        for tables in sets:
+            click.echo(fresh(tables, kind).script(), nl=False)
+        if not apply_:
+            return
+        engine = engine_for(url)
+        try:
+            for tables in sets:
+                click.echo(
+                    applied(engine, tables, None, LOCK_WAIT, LOCK_TIMEOUT).plan.describe(), err=True
+                )
+        finally:
+            engine.dispose()

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mideng.db.dialect import is_mysql, kind_of
-from mideng.db.drive import adrive, drive
+from mideng.db.drive import AsyncExecute, Execute, adrive, drive
 from mideng.db.statements import Op, Res, Stmt, T
 from mideng.errors import ConfigurationError
 
@@ -49,6 +49,16 @@ async def _aexecute(connection: Any, stmt: Stmt) -> Res:
 
 async def _aexecute_mysql(connection: Any, stmt: Stmt) -> Res:
     return _res(await connection.execute(stmt.sql.clause, stmt.params or {}), True)
+
+
+def execute_for(kind: str) -> Execute:
+    """How one statement runs on a SQLAlchemy ``Connection`` of statement kind ``kind``."""
+    return _execute_mysql if is_mysql(kind) else _execute
+
+
+def aexecute_for(kind: str) -> AsyncExecute:
+    """How one statement runs on a SQLAlchemy ``AsyncConnection`` of ``kind``."""
+    return _aexecute_mysql if is_mysql(kind) else _aexecute
 
 
 class _Rules:
@@ -164,7 +174,7 @@ class Site(_Rules):
         return kind
 
     def run(self, op: Op[T]) -> T:
-        return drive(op, _execute_mysql if is_mysql(self.kind) else _execute, self.connection)
+        return drive(op, execute_for(self.kind), self.connection)
 
     def commit(self) -> None:
         """Commit what the site began (nothing if it began nothing: the caller commits)."""
@@ -214,8 +224,7 @@ class AsyncSite(_Rules):
         return kind
 
     async def run(self, op: Op[T]) -> T:
-        execute = _aexecute_mysql if is_mysql(self.kind) else _aexecute
-        return await adrive(op, execute, self.connection)
+        return await adrive(op, aexecute_for(self.kind), self.connection)
 
     async def commit(self) -> None:
         if self.begun is None:

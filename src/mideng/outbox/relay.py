@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from mideng.db.dialect import kind_of, retryable
-from mideng.db.site import AsyncSite
+from mideng.db.drive import adrive
+from mideng.db.site import AsyncSite, aexecute_for
 from mideng.db.statements import Op, check_table
 from mideng.errors import ConfigurationError
 from mideng.messaging.publish import Publisher, open_publisher
@@ -49,6 +50,10 @@ from mideng.outbox.publishing import BROKER_WAIT_SHARE, Backoff, Publishing
 from mideng.outbox.schema import DEFAULT_TABLE, channel
 from mideng.outbox.statements import Queries
 from mideng.outbox.wake import Listen, Poll
+from mideng.schema.apply import check, database_url
+from mideng.schema.apply import command as migrate_command
+from mideng.schema.tables import family_of
+from mideng.schema.tables import outbox as outbox_tables
 
 T = TypeVar("T")
 
@@ -139,6 +144,7 @@ class Relay:
             return
         async with self.engine.connect() as connection:
             kind = kind_of(connection.dialect)
+            await adrive(self._checked(family_of(kind)), aexecute_for(kind), connection)
             nowait = False
             if kind == "mariadb":
                 # NOWAIT (mideng.outbox.statements) relies on a failed lock undoing only its
@@ -150,6 +156,13 @@ class Relay:
         await self.publisher.start()
         await self.wake.start()
         self._started = True
+
+    def _checked(self, family: str) -> Op[None]:
+        """The outbox's tables are there, at this mideng's schema version (mideng.schema):
+        the relay creates nothing, so a missing or older outbox is refused at its start."""
+        tables = outbox_tables(self.table)
+        url = database_url(self.engine.url)
+        return check(family, tables, command=migrate_command(url, tables))
 
     async def close(self) -> None:
         await self.wake.close()

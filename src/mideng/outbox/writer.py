@@ -14,15 +14,17 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from mideng.db.drive import adrive, drive
 from mideng.db.site import AsyncSite, Site
-from mideng.db.statements import Op, Res, Sql, Stmt
+from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.messaging.headers import REQUEST_ID
 from mideng.messaging.publish import outgoing
 from mideng.outbox.ops import add as add_row
-from mideng.outbox.schema import DEFAULT_TABLE, NAME_MAX, ddl
+from mideng.outbox.schema import DEFAULT_TABLE, NAME_MAX
 from mideng.outbox.statements import Queries
+from mideng.schema.apply import Need, database_url, ensure, on_connection
+from mideng.schema.apply import command as migrate_command
+from mideng.schema.tables import outbox as outbox_tables
 
 
 def encode_payload(payload: Any) -> bytes:
@@ -47,25 +49,17 @@ def _name(what: str, value: object, *, optional: bool = False) -> str | None:
     return value
 
 
-def _ddl(kind: str, table: str) -> Op[None]:
-    for text in ddl(kind, table):
-        yield Stmt(Sql(text), None)
-
-
-def _run_ddl(connection: Any, stmt: Stmt) -> Res:
-    connection.exec_driver_sql(stmt.sql.text)
-    return Res(0, ())
-
-
-async def _arun_ddl(connection: Any, stmt: Stmt) -> Res:
-    await connection.exec_driver_sql(stmt.sql.text)
-    return Res(0, ())
-
-
 class Outbox:
-    """The outbox table behind ``engine`` (a SQLAlchemy ``Engine`` or ``AsyncEngine``)."""
+    """The outbox table behind ``engine`` (a SQLAlchemy ``Engine`` or ``AsyncEngine``).
 
-    def __init__(self, engine: Any, *, table: str = DEFAULT_TABLE) -> None:
+    ``auto_upgrade``: whether ``create_schema`` upgrades tables of an older schema version;
+    by default only on SQLite (mideng.schema), and otherwise they are refused, naming the
+    ``mideng migrate`` command that upgrades them.
+    """
+
+    def __init__(
+        self, engine: Any, *, table: str = DEFAULT_TABLE, auto_upgrade: bool | None = None
+    ) -> None:
         from mideng.db.dialect import kind_of
 
         self.engine = engine
@@ -75,15 +69,27 @@ class Outbox:
         self.kind = kind_of(engine.dialect)
         self.queries = Queries(self.kind, table)
         self._by_kind = {self.kind: self.queries}
+        self.tables = outbox_tables(table)
+        self.auto_upgrade = self.kind == "sqlite" if auto_upgrade is None else auto_upgrade
 
     def create_schema(self) -> None:
-        """Create the tables (and on PostgreSQL the NOTIFY trigger) if they are missing."""
-        with self.engine.begin() as connection:
-            drive(_ddl(self.kind, self.table), _run_ddl, connection)
+        """Create the tables (and on PostgreSQL the NOTIFY trigger) if they are missing, and
+        use, upgrade or refuse existing ones by their schema version (mideng.schema)."""
+        with self.engine.connect() as connection:
+            self._ensure(connection)
 
     async def acreate_schema(self) -> None:
-        async with self.engine.begin() as connection:
-            await adrive(_ddl(self.kind, self.table), _arun_ddl, connection)
+        async with self.engine.connect() as connection:
+            await connection.run_sync(self._ensure)
+
+    def _ensure(self, connection: Any) -> None:
+        command = migrate_command(database_url(connection.engine.url), self.tables)
+
+        def ensured(family: str) -> Op[Need]:
+            return ensure(family, self.tables, auto_upgrade=self.auto_upgrade, command=command)
+
+        if on_connection(connection, ensured) is not Need.NOTHING:
+            connection.invalidate()  # migrating changed its session's timeouts
 
     def _values(
         self,

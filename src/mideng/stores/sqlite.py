@@ -18,6 +18,7 @@ import contextlib
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -35,6 +36,9 @@ from mideng.core.record import (
 from mideng.db.drive import drive
 from mideng.db.statements import Op, check_table
 from mideng.errors import ConfigurationError, StoreUnavailableError
+from mideng.schema.apply import command as migrate_command
+from mideng.schema.apply import ensure
+from mideng.schema.tables import records as record_tables
 from mideng.stores.base import Step, T
 from mideng.stores.local_batch import LocalBatch
 from mideng.stores.sql import ops
@@ -42,7 +46,7 @@ from mideng.stores.sql.claims import ClaimOrder, HeldClaims
 from mideng.stores.sql.connections import Process
 from mideng.stores.sql.embedded import SQLiteStatements, execute_sqlite, purge, records, transact
 from mideng.stores.sql.rows import sqlite_current, sqlite_replayed, sqlite_replayed_as
-from mideng.stores.sql.schema import DEFAULT_TABLE, ddl
+from mideng.stores.sql.schema import DEFAULT_TABLE
 from mideng.stores.sql.stats import SQLiteSurvey
 from mideng.stores.sql.steps import SQLiteSteps
 from mideng.stores.sql.table import RecordTable
@@ -64,6 +68,7 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
         synchronous: str = "NORMAL",
         read_first: bool | None = None,
         inline: bool | None = None,
+        auto_upgrade: bool = True,
     ) -> None:
         check_table(table)
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
@@ -73,6 +78,11 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
         self.table = table
         #: The transactional mode's way in: this store's records are rows of ``table``.
         self.record_table = RecordTable(table)
+        #: The set of tables the store keeps (mideng.schema). An embedded database has no
+        #: separate deploy step to migrate it, so by default an older version is upgraded
+        #: when the store opens.
+        self.tables = record_tables(table)
+        self.auto_upgrade = auto_upgrade
         self.statements = SQLiteStatements(table)
         #: ``read_first`` as on SQLStore: None learns each scope's claim order.
         self.claim_order = ClaimOrder(read_first)
@@ -101,7 +111,7 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
             value: Any = values[-1]
             if name == "timeout":
                 value = float(value)
-            elif name in ("read_first", "inline"):
+            elif name in ("read_first", "inline", "auto_upgrade"):
                 value = value.lower() in ("1", "true", "yes", "on")
             options.setdefault(name, value)
         return cls(path, **options)
@@ -113,14 +123,7 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
         if conn is not None and local.pid == Process.pid:
             return conn
         try:
-            conn = sqlite3.connect(
-                self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
-            for statement in ddl("sqlite", self.table):
-                self._write_retrying(conn, statement)
+            conn = self._connect()
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
         # The claim's own statements run on one cursor per connection, made once: a cursor
@@ -128,6 +131,21 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
         local.conn, local.cur, local.pid = conn, conn.cursor(), Process.pid
         with self._all_lock:
             self._all.append(conn)
+        return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        """A new connection, its tables ready (``_ensure``); closed again if they are not."""
+        conn = sqlite3.connect(
+            self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+            self._retrying(lambda: self._ensure(conn))
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _cursor(self) -> sqlite3.Cursor:
@@ -148,13 +166,20 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
             cur.close()
         self._failed(cur.connection, exc)
 
+    def _ensure(self, conn: sqlite3.Connection) -> None:
+        """The start-up rule (mideng.schema) on a new connection: the tables made when missing,
+        upgraded when older and allowed; SchemaVersionError for a version it may not use."""
+        command = migrate_command(self.url, self.tables)
+        ensured = ensure("sqlite", self.tables, auto_upgrade=self.auto_upgrade, command=command)
+        drive(ensured, execute_sqlite, conn)
+
     @staticmethod
-    def _write_retrying(conn: sqlite3.Connection, statement: str) -> None:
+    def _retrying(ensure: Callable[[], None]) -> None:
         # Several processes creating the schema at once may see "database is locked" on the
-        # WAL switch despite busy_timeout; the DDL is idempotent, so try again briefly.
+        # WAL switch despite busy_timeout; the migration is idempotent, so try again briefly.
         for attempt in range(50):
             try:
-                conn.execute(statement)
+                ensure()
                 return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or attempt == 49:

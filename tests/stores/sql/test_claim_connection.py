@@ -49,6 +49,7 @@ class Cursor:
 
 def _store(connections: list[tuple[Pooled, Cursor]]) -> SQLStore:
     store = SQLStore("postgresql://stub@127.0.0.1/stub", create_schema=False, read_first=True)
+    store.executor.first = None  # no schema behind the stub cursors to check
     cache = store.executor.cache
     cache.free.extend(reversed(connections))  # the first one is taken first
     cache.owned = len(connections)

@@ -2,7 +2,8 @@
 
 ``store`` is the RedisStore (sync and asyncio); ``commands`` what it sends and what replies
 mean; ``rows`` a record as a Redis hash and as a reply; ``scripts`` the Lua function library
-from ``lua/``; ``connect`` URLs and redis-py clients; ``direct`` the probe-free send path.
+from ``lua/``; ``connect`` URLs and redis-py clients; ``direct`` the probe-free send path;
+``layout`` the key layout's version per prefix.
 """
 
 from mideng.stores.redis.store import RedisStore

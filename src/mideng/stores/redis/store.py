@@ -26,6 +26,7 @@ from mideng.stores.redis.batch import RedisBatch
 from mideng.stores.redis.commands import Command, Commands, stuck
 from mideng.stores.redis.connect import Connection, Target, connect, parse, redact
 from mideng.stores.redis.direct import AsyncDirectSender, DirectSender, pack, usable
+from mideng.stores.redis.layout import check as layout_check
 from mideng.stores.redis.rows import NAMES
 from mideng.stores.redis.scan import RedisSurvey
 from mideng.stores.redis.scripts import Calls, scripts
@@ -70,6 +71,9 @@ class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
         self._async: dict[asyncio.AbstractEventLoop, Connection] = {}
         self._alocks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         self._lock = threading.Lock()
+        #: The prefix's key layout command (stores.redis.layout); read once, then never.
+        self.layout = layout_check(prefix)
+        self._layout_read = False
 
     @overload
     @classmethod
@@ -117,9 +121,23 @@ class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
                         raise self._unavailable(exc) from exc
                     if self._sends_directly(made):
                         made.direct = DirectSender(made.client.connection_pool, self._reply_error)
+                    if not self._layout_read:
+                        self._read_layout(made)
                     self._sync = made
                 conn = self._sync
         return conn
+
+    def _read_layout(self, conn: Connection) -> None:
+        """The prefix's key layout, once per store, before its first command (see layout)."""
+        read = self.layout
+        try:
+            read.finish(self._send(conn, read.args))
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, self._errors):
+                raise self._unavailable(exc) from exc
+            raise
+        self._layout_read = True
 
     def _sends_directly(self, conn: Connection) -> bool:
         # A cluster client routes each command to its slot's node, and a user who asked for
@@ -156,6 +174,14 @@ class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
                     raise
             elif self._sends_directly(conn):
                 conn.direct = AsyncDirectSender(conn.client.connection_pool, self._reply_error)
+            if not self._layout_read:
+                try:
+                    read = self.layout
+                    read.finish(await self._asend(conn, read.args))
+                except BaseException:
+                    await conn.aclose()
+                    raise
+                self._layout_read = True
             self._async[loop] = conn
             return conn
 

@@ -131,6 +131,19 @@ class EngineConfig:
             self.sqlalchemy_url(), connect_args=self.connect_args(), **self.engine_options
         )
 
+    def make_migration_engine(self) -> Any:
+        """A sync engine for a schema migration: its one connection carries none of the store's
+        statement timeouts (an index built on a large table takes minutes) and is closed after
+        (mideng.schema.apply.on_engine)."""
+        from sqlalchemy import create_engine
+        from sqlalchemy.pool import NullPool
+
+        args: dict[str, Any] = {"connect_timeout": max(1, math.ceil(self.connect_timeout))}
+        if self.family == "mysql":
+            args["connect_timeout"] = self.connect_timeout
+        args.update(self.extra_connect_args)
+        return create_engine(self.sqlalchemy_url(), connect_args=args, poolclass=NullPool)
+
     def make_async_engine(self) -> Any:
         """An async SQLAlchemy engine (one per event loop: its connections belong to it)."""
         require("greenlet", self.family)

@@ -81,6 +81,8 @@ class Executor:
         self.binary = config.family == "postgresql"  # psycopg: binary results
         self.execute = execute_psycopg if self.binary else execute_dbapi
         self._pid = Process.pid
+        #: An operation run once, before the first one (the store's schema check), or None.
+        self.first: Callable[[Statements], Op[None]] | None = None
 
     @property
     def engine(self) -> Any:
@@ -101,13 +103,20 @@ class Executor:
         return pooled, cursor_of(pooled)
 
     def _ready(self) -> Statements:
-        """The statements, with the engine made on first use and remade in a forked child."""
+        """The statements, with the engine made on first use and remade in a forked child;
+        ``first`` run before the first operation."""
         if self._pid != Process.pid or self._engine is None:
             self.engine  # noqa: B018
         stmts = self._statements
         if stmts is None:
             kind = kind_of(self.engine.dialect, self.config.returning)
             stmts = self._statements = Statements(kind, self.config.table)
+            if self.first is not None:
+                try:
+                    self.drive(self.first)
+                except BaseException:
+                    self._statements = None  # not passed: the next operation runs it again
+                    raise
         return stmts
 
     def _take(self, cache: ConnectionCache) -> tuple[Any, Any]:
@@ -283,6 +292,8 @@ class AsyncExecutor:
             weakref.WeakKeyDictionary()
         )
         self._pid = Process.pid
+        #: As ``Executor.first``: run before the first operation of each event loop's engine.
+        self.first: Callable[[Statements], Op[None]] | None = None
 
     async def loop_engine(self) -> _LoopEngine:
         """The running loop's engine, made on first use."""
@@ -310,10 +321,9 @@ class AsyncExecutor:
                 held = await cache.take(entry.checkout)
             except Exception as exc:
                 raise cfg.unavailable(exc) from exc
-            if entry.statements is None:
-                kind = kind_of(entry.engine.dialect, cfg.returning)
-                entry.statements = Statements(kind, cfg.table)
             try:
+                if entry.statements is None:
+                    entry.statements = await self._prepared(entry, held[1])
                 value = await fn(entry.statements, held[1], *args)
             except IdempotencyError:
                 await entry.give(held)
@@ -330,6 +340,13 @@ class AsyncExecutor:
             await entry.give(held)
             return value
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _prepared(self, entry: _LoopEngine, cur: Any) -> Statements:
+        """A loop engine's statements, once ``first`` has run on its first connection."""
+        stmts = Statements(kind_of(entry.engine.dialect, self.config.returning), self.config.table)
+        if self.first is not None:
+            await adrive(self.first(stmts), self.execute, cur)
+        return stmts
 
     async def drive(self, op: Callable[..., Op[T]], *args: Any) -> T:
         return await self.run(self._driven, op, *args)

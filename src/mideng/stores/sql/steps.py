@@ -24,43 +24,13 @@ from mideng.db.drive import drive
 from mideng.db.site import AsyncSite, Site
 from mideng.db.statements import Op, Sql, Stmt, T
 from mideng.errors import StoreUnavailableError
+from mideng.schema.tables import steps_table
 from mideng.stores.sql.embedded import execute_sqlite
 from mideng.stores.sql.execute import AsyncExecutor, Executor
 from mideng.stores.sql.ops import get
 from mideng.stores.sql.statements import Statements
 from mideng.stores.sql.table import RecordTable
 from mideng.stores.steps import ARGUMENTS, Finished, OperationEntry, StepStore, step_lost
-
-# The longest step id kept (a step's name and its call number); MySQL's key needs a bound.
-STEP_MAX = 400
-
-
-def steps_table(table: str) -> str:
-    return f"{table}_steps"
-
-
-def ddl(kind: str, table: str) -> list[str]:
-    """The steps table of record table ``table``, for a statement kind; idempotent."""
-    t = steps_table(table)
-    if kind == "postgresql":
-        return [
-            f"CREATE TABLE IF NOT EXISTS {t} (scope text NOT NULL, key text NOT NULL, "
-            "step text NOT NULL, result bytea, codec text, at double precision NOT NULL, "
-            "PRIMARY KEY (scope, key, step))"
-        ]
-    if kind in ("mysql", "mariadb"):
-        return [
-            f"CREATE TABLE IF NOT EXISTS {t} (scope VARBINARY(600) NOT NULL, "
-            f"`key` VARBINARY(1020) NOT NULL, step VARBINARY({STEP_MAX}) NOT NULL, "
-            "result LONGBLOB NULL, codec VARCHAR(64) NULL, at DOUBLE NOT NULL, "
-            "PRIMARY KEY (scope, `key`, step)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 "
-            "COLLATE=utf8mb4_bin"
-        ]
-    return [
-        f"CREATE TABLE IF NOT EXISTS {t} (scope TEXT NOT NULL, key TEXT NOT NULL, "
-        "step TEXT NOT NULL, result BLOB, codec TEXT, at REAL NOT NULL, "
-        "PRIMARY KEY (scope, key, step)) WITHOUT ROWID"
-    ]
 
 
 class StepStatements:
@@ -76,7 +46,6 @@ class StepStatements:
             f"AND r.status = 'processing' AND (r.expires_at IS NULL OR r.expires_at > {now})"
         )
         cols = f"scope, {k}, step, result, codec, at"
-        self.create = [Sql(text) for text in ddl(kind, table)]
         self.record = Sql(
             f"INSERT INTO {st} ({cols}) SELECT r.scope, r.{k}, :step, :result, :codec, {now} "
             f"FROM {t} r WHERE {held}{lock}"
@@ -140,19 +109,6 @@ def _clocked(s: Statements, params: dict[str, Any]) -> dict[str, Any]:
     if s.python_clock:
         params["now"] = time.time()
     return params
-
-
-def create_steps(s: Statements) -> Op[None]:
-    """The steps table, safe from many processes at once (as schema.create)."""
-    pg = s.kind == "postgresql"
-    if pg:
-        yield Stmt(Sql("BEGIN"))
-        name = {"name": f"mideng:{steps_table(s.table)}"}
-        yield Stmt(Sql("SELECT pg_advisory_xact_lock(hashtext(:name))"), name)
-    for sql in statements(s.kind, s.table).create:
-        yield Stmt(sql)
-    if pg:
-        yield Stmt(Sql("COMMIT"))
 
 
 def begin_steps(
@@ -231,64 +187,44 @@ class SQLSteps(StepStore):
 
     executor: Executor
     aexecutor: AsyncExecutor
-    _steps_ready = False
-
-    def _steps(self) -> Executor:
-        if not self._steps_ready:
-            self.executor.drive(create_steps)
-            self._steps_ready = True
-        return self.executor
-
-    def create_steps_schema(self) -> None:
-        """The steps table now rather than at the first operation (``mideng schema --steps
-        --apply``, for deployments whose service accounts may not create tables)."""
-        self._steps()
-
-    async def _asteps(self) -> AsyncExecutor:
-        if not self._steps_ready:
-            await self.aexecutor.drive(create_steps)
-            self._steps_ready = True
-        return self.aexecutor
 
     def begin_steps(
         self, scope: str, key: str, owner: str, arguments: bytes, codec: str
     ) -> dict[str, Finished]:
-        return self._steps().drive(begin_steps, scope, key, owner, arguments, codec)
+        return self.executor.drive(begin_steps, scope, key, owner, arguments, codec)
 
     def record_step(
         self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
     ) -> None:
-        self._steps().drive(record_step, scope, key, owner, step, result, codec)
+        self.executor.drive(record_step, scope, key, owner, step, result, codec)
 
     def clear_steps(self, scope: str, key: str) -> None:
-        self._steps().drive(clear_steps, scope, key)
+        self.executor.drive(clear_steps, scope, key)
 
     def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return self._steps().drive(operations, scope, limit)
+        return self.executor.drive(operations, scope, limit)
 
     def running(self, scope: str | None = None, limit: int = 100) -> list[Record]:
-        return self._steps().drive(running, scope, limit)
+        return self.executor.drive(running, scope, limit)
 
     async def abegin_steps(
         self, scope: str, key: str, owner: str, arguments: bytes, codec: str
     ) -> dict[str, Finished]:
-        ex = await self._asteps()
-        return await ex.drive(begin_steps, scope, key, owner, arguments, codec)
+        return await self.aexecutor.drive(begin_steps, scope, key, owner, arguments, codec)
 
     async def arecord_step(
         self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
     ) -> None:
-        ex = await self._asteps()
-        await ex.drive(record_step, scope, key, owner, step, result, codec)
+        await self.aexecutor.drive(record_step, scope, key, owner, step, result, codec)
 
     async def aclear_steps(self, scope: str, key: str) -> None:
-        await (await self._asteps()).drive(clear_steps, scope, key)
+        await self.aexecutor.drive(clear_steps, scope, key)
 
     async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return await (await self._asteps()).drive(operations, scope, limit)
+        return await self.aexecutor.drive(operations, scope, limit)
 
     async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]:
-        return await (await self._asteps()).drive(running, scope, limit)
+        return await self.aexecutor.drive(running, scope, limit)
 
 
 class SQLiteSteps(StepStore):
@@ -299,25 +235,10 @@ class SQLiteSteps(StepStore):
     table: str
     path: str
     _conn: Callable[[], Any]
-    _steps_ready = False
 
     def _drive_steps(self, op: Callable[..., Op[T]], *args: Any) -> T:
         try:
-            return drive(op(_sqlite(self.table), *args), execute_sqlite, self._steps_conn())
-        except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
-
-    def _steps_conn(self) -> Any:
-        conn = self._conn()
-        if not self._steps_ready:
-            drive(create_steps(_sqlite(self.table)), execute_sqlite, conn)
-            self._steps_ready = True
-        return conn
-
-    def create_steps_schema(self) -> None:
-        """The steps table now rather than at the first operation."""
-        try:
-            self._steps_conn()
+            return drive(op(_sqlite(self.table), *args), execute_sqlite, self._conn())
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
 

@@ -18,8 +18,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
+from mideng.core.loops import to_thread
 from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record, Resolution, Ticket
+from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
+from mideng.schema.apply import Applied, Need, command, migrate, on_engine
+from mideng.schema.tables import TableSet, records
 from mideng.stores.base import Store
 from mideng.stores.batch import BatchStore, Completed, Completion, distinct
 from mideng.stores.sql.batch import claim_many, complete_many
@@ -43,7 +47,8 @@ from mideng.stores.sql.ops import (
     take_token,
     unresolved,
 )
-from mideng.stores.sql.schema import DEFAULT_TABLE, create, script
+from mideng.stores.sql.schema import DEFAULT_TABLE, checked, ensured, script
+from mideng.stores.sql.statements import Statements
 from mideng.stores.sql.stats import SQLSurvey
 from mideng.stores.sql.steps import SQLSteps
 from mideng.stores.sql.table import RecordTable
@@ -55,7 +60,7 @@ _NUMBERS: dict[str, Callable[[str], Any]] = {
     "connect_timeout": float,
     "statement_timeout": float,
 }
-_FLAGS = ("create_schema", "returning", "pool_pre_ping", "read_first")
+_FLAGS = ("create_schema", "auto_upgrade", "returning", "pool_pre_ping", "read_first")
 
 
 class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
@@ -63,9 +68,12 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
 
     ``table``: the record table's name. ``pool_size`` / ``max_overflow`` / ``pool_timeout``:
     each engine's pool (size it for the threads, or concurrent tasks, that use the store).
-    ``connect_timeout`` / ``statement_timeout``: seconds. ``create_schema``: create the table
-    on open. ``returning``: False makes MariaDB use the MySQL 8 statements. ``purge_batch``:
-    rows deleted per statement by ``purge``. ``read_first``: the claim's order, True (a
+    ``connect_timeout`` / ``statement_timeout``: seconds. ``create_schema``: create the tables
+    on open when they are missing (False: only check them, at the first operation).
+    ``auto_upgrade``: upgrade tables of an older schema version on open; off, such tables are
+    refused, naming the ``mideng migrate`` command that upgrades them. ``returning``: False
+    makes MariaDB use the MySQL 8 statements. ``purge_batch``: rows deleted per statement by
+    ``purge``. ``read_first``: the claim's order, True (a
     duplicate costs one read) or False (a new key costs one insert); None, the default, learns
     it per scope from what recent claims found (see ``claims.ClaimOrder``).
     """
@@ -81,6 +89,7 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
         connect_timeout: float = 5.0,
         statement_timeout: float = 5.0,
         create_schema: bool = True,
+        auto_upgrade: bool = False,
         returning: bool | None = None,
         pool_pre_ping: bool = False,
         purge_batch: int = 1000,
@@ -109,10 +118,20 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
         self.purge_batch = purge_batch
         self.held = HeldClaims()
         self.claim_order = ClaimOrder(read_first)
+        #: The set of tables the store keeps (mideng.schema): the record and steps tables.
+        self.tables: TableSet = records(self.table)
+        self.auto_upgrade = auto_upgrade
         self.executor = Executor(self.config)
         self.aexecutor = AsyncExecutor(self.config)
         if create_schema:
-            self.create_schema()
+            try:
+                self.create_schema()
+            except BaseException:
+                self.close()  # the connection it used goes with the store nobody will close
+                raise
+        else:
+            # Checked once, when the first operation gets its connection.
+            self.executor.first = self.aexecutor.first = self._checked
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLStore:
@@ -135,17 +154,47 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
         """The sync SQLAlchemy engine (created on first use; new after a fork)."""
         return self.executor.engine
 
-    # -- schema -------------------------------------------------------------------------------
+    # -- schema (mideng.schema) ---------------------------------------------------------------
     def schema_sql(self) -> str:
-        """The DDL for this store's database and table, as text."""
+        """The DDL that gives a database without them this store's tables, as text."""
         return script(self.family, self.table)
 
+    @property
+    def migrate_command(self) -> str:
+        """The command that brings this store's tables to this mideng's schema version."""
+        return command(self.url, self.tables)
+
     def create_schema(self) -> None:
-        """Create the table and indexes if missing; safe from many processes at once."""
-        self.executor.drive(lambda s: create(self.family, self.table))
+        """Create the tables if missing, use them at this version, upgrade an older version
+        when ``auto_upgrade`` is on; SchemaVersionError for a version it may not use. Safe
+        from many processes at once."""
+        command, auto = self.migrate_command, self.auto_upgrade
+        # This rule decides more than the first operation's check would (which refuses what
+        # it may upgrade): the check stands aside, and again only if this rule fails.
+        check, self.executor.first = self.executor.first, None
+        try:
+            need = self.executor.drive(lambda s: ensured(s.kind, self.table, auto, command))
+            if need is Need.UPGRADE:
+                self.upgrade()
+        except BaseException:
+            self.executor.first = check
+            raise
+        self.aexecutor.first = None
 
     async def acreate_schema(self) -> None:
-        await self.aexecutor.drive(lambda s: create(self.family, self.table))
+        await to_thread(self.create_schema)
+
+    def upgrade(self, target: int | None = None) -> Applied:
+        """Migrate the tables to ``target`` (default: this mideng's version), under the
+        lock, on a connection of their own without the store's statement timeouts."""
+        engine = self.config.make_migration_engine()
+        try:
+            return on_engine(engine, lambda family: migrate(family, self.tables, target))
+        finally:
+            engine.dispose()
+
+    def _checked(self, s: Statements) -> Op[None]:
+        return checked(s.kind, self.table, self.migrate_command)
 
     # -- the protocol, sync -------------------------------------------------------------------
     # The claim's own row is kept, so settling it needs no read-back.
