@@ -224,4 +224,4 @@ def test_schema_prints_and_applies_on_a_good_url(tmp_path: Path) -> None:
         answered(cli(*args), args, USAGE)
     applied = cli("schema", "--url", db, "--apply")
     assert applied.exit_code == 0, applied.output
-    assert "-- applied to mideng_records" in applied.stderr
+    assert "record table mideng_records: absent, to version" in applied.stderr

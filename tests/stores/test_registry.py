@@ -36,7 +36,7 @@ def test_schemes_pick_backends(tmp_path: Path) -> None:
         ("sqlite:////nonexistent/x\udcff.db", "not UTF-8"),
         # A store reading its URL's options (int(), float(), its constructor's keywords).
         ("sqlite:////nonexistent/x.db?timeout=soon", "sqlite store refused its URL or options"),
-        ("sqlite:////nonexistent/x.db?no_such=1", "sqlite store refused its URL or options"),
+        ("sqlite:////nonexistent/x.db?no_such=1", "is not one the store takes"),
         ("postgresql://root@h/db?pool_size=many", "postgresql store refused its URL or options"),
     ],
 )

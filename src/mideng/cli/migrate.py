@@ -21,11 +21,12 @@ import click
 
 from mideng.cli.errors import Problems, named, one_line
 from mideng.db.statements import Op
-from mideng.errors import ConfigurationError
+from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.schema.apply import LOCK_TIMEOUT, LOCK_WAIT, Applied, migrate, on_engine
 from mideng.schema.plan import Plan, plan
 from mideng.schema.tables import TableSet, outbox, records
 from mideng.schema.versions import known, survey
+from mideng.stores.registry import scheme_of
 
 
 def engine_for(url: str) -> Any:
@@ -34,10 +35,14 @@ def engine_for(url: str) -> Any:
     from sqlalchemy import create_engine
     from sqlalchemy.engine import make_url
 
+    scheme_of(url)  # the stores' rule for any URL: text, one reachable host and port
     backend = make_url(url).get_backend_name()
     if backend == "sqlite":
+        from mideng.stores.sqlite import sqlite_url
+
+        path, _options = sqlite_url(url)  # the store's rule for its URL: a file, known options
         # A second's busy wait per try: a migration waiting for another says so within it.
-        return create_engine(url, connect_args={"timeout": 1.0})
+        return create_engine(f"sqlite:///{path}", connect_args={"timeout": 1.0})
     if backend not in ("postgresql", "postgres", "mysql", "mariadb"):
         raise ConfigurationError(
             f"mideng's tables live in PostgreSQL, MySQL/MariaDB or SQLite; got {backend!r}"
@@ -60,6 +65,8 @@ def reported() -> Iterator[None]:
 
     try:
         yield
+    except IdempotencyError:
+        raise  # the group's to map (a ConfigurationError is a ValueError too)
     except (ArgumentError, ValueError, TypeError) as exc:
         raise click.UsageError(one_line(exc)) from exc
     except SQLAlchemyError as exc:

@@ -59,7 +59,7 @@ def open_store(url: str, *, durable: str | Store | None = None, **options: Any) 
 
     A URL or option no store could use is a ConfigurationError, raised before any connection
     where the URL alone shows it."""
-    scheme = _scheme_of(url)
+    scheme = scheme_of(url)
     factory = _factory(scheme)
     try:
         store = factory(url, **options)
@@ -75,7 +75,7 @@ def open_store(url: str, *, durable: str | Store | None = None, **options: Any) 
     return store if durable is None else in_front(store, durable)
 
 
-def _scheme_of(url: object) -> str:
+def scheme_of(url: object) -> str:
     """The scheme of a URL every store could read: text (no byte a strict UTF-8 decode would
     have refused) and, where it names one host, a port and a host name that could be reached.
     Found later, at the first connection, each would be a driver's error, different on every

@@ -101,20 +101,8 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteStore:
-        parts = urlsplit(url)
-        path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
-        if not path or parts.netloc:
-            raise ConfigurationError(
-                f"SQLite URL needs a file: sqlite:///relative.db or sqlite:////abs/path.db ({url})"
-            )
-        for name, values in parse_qs(parts.query).items():
-            value: Any = values[-1]
-            if name == "timeout":
-                value = float(value)
-            elif name in ("read_first", "inline", "auto_upgrade"):
-                value = value.lower() in ("1", "true", "yes", "on")
-            options.setdefault(name, value)
-        return cls(path, **options)
+        path, given = sqlite_url(url)
+        return cls(path, **{**given, **options})
 
     # -- connections --------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -373,3 +361,34 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path}, table={self.table})"
+
+
+# The URL options the store takes, and how each is read from text.
+_URL_OPTIONS: dict[str, Any] = {
+    "table": str,
+    "timeout": float,
+    "synchronous": str,
+    "read_first": lambda v: v.lower() in ("1", "true", "yes", "on"),
+    "inline": lambda v: v.lower() in ("1", "true", "yes", "on"),
+    "auto_upgrade": lambda v: v.lower() in ("1", "true", "yes", "on"),
+}
+
+
+def sqlite_url(url: str) -> tuple[str, dict[str, Any]]:
+    """The file and the options of a ``sqlite:///path.db?option=value`` URL; a URL without a
+    file, or with an option the store does not take, is a ConfigurationError."""
+    parts = urlsplit(url)
+    path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
+    if not path or parts.netloc:
+        raise ConfigurationError(
+            f"SQLite URL needs a file: sqlite:///relative.db or sqlite:////abs/path.db ({url})"
+        )
+    options: dict[str, Any] = {}
+    for name, values in parse_qs(parts.query).items():
+        read = _URL_OPTIONS.get(name)
+        if read is None:
+            raise ConfigurationError(
+                f"SQLite URL option {name!r} is not one the store takes: {', '.join(_URL_OPTIONS)}"
+            )
+        options[name] = read(values[-1])
+    return path, options
