@@ -36,7 +36,7 @@ from typing import Any
 
 from mideng.errors import ConfigurationError
 from mideng.messaging.consumer import IdempotentConsumer
-from mideng.messaging.headers import text_headers
+from mideng.messaging.headers import amqp_copy, text_headers
 from mideng.messaging.message import Message
 from mideng.messaging.reconnect import Backoff
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
@@ -158,7 +158,7 @@ class _Settler:
             await incoming.reject(requeue=False)
             return
         aio_pika = _aio_pika()
-        headers = {**(incoming.headers or {}), DEAD_REASON: verdict.reason[:1000]}
+        headers = {**amqp_copy(incoming.headers or {}), DEAD_REASON: verdict.reason[:1000]}
         dead = aio_pika.Message(
             bytes(incoming.body),
             headers=headers,
