@@ -325,6 +325,21 @@ def rabbitmq_consumer_cancelled(queue: str, failures: int, delay: float) -> None
 
 
 @contained
+def rabbitmq_channel_closed(queue: str, failures: int, delay: float, exc: BaseException) -> None:
+    """The broker closed the consumer's channel (a channel error) with the connection up: it
+    requeued what the channel held unacked, and the consumer starts again as on a lost
+    connection."""
+    messaging_log.warning(
+        "%s, consuming %r; consuming again in %.2fs (failure %d in a row)",
+        exc,
+        queue,
+        delay,
+        failures,
+        extra=fields(outcome="channel_closed"),
+    )
+
+
+@contained
 def nats_connection_lost(durable: str, failures: int, delay: float, exc: BaseException) -> None:
     """nats-py gave up reconnecting (or never got through): a new client after the delay; what
     was fetched and not acked is redelivered after ack_wait."""
