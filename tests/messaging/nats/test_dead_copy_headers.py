@@ -11,12 +11,10 @@ import json
 
 import pytest
 
-from mideng import Guard
-from mideng.messaging import IdempotentConsumer
 from mideng.messaging import nats as adapter
-from mideng.stores.memory import MemoryStore
 from tests.brokers import BrokerNames
 from tests.messaging.nats.test_consume import consuming, dead_copies, until, until_settled
+from tests.messaging.running import dead_lettering
 from tests.messaging.test_header_keys import Nats
 
 pytestmark = pytest.mark.slow
@@ -34,13 +32,7 @@ def test_the_dead_copy_carries_every_header_nats_py_read(broker_names: BrokerNam
     broker = Nats(broker_names)
     side = broker.side
     dead = f"{side.names.subject}.dead"
-    reasons: list[str] = []
-    consumer = IdempotentConsumer(
-        Guard(MemoryStore()),
-        "stock",
-        lambda _message: None,
-        on_dead_letter=lambda _message, reason: reasons.append(reason),
-    )
+    consumer, reasons = dead_lettering()
 
     async def scenario() -> None:
         stop = asyncio.Event()

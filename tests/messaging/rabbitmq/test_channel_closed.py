@@ -16,12 +16,10 @@ import aiormq
 import pytest
 
 from mideng import Guard
-from mideng.messaging import IdempotentConsumer, Message, rabbitmq
-from mideng.messaging.reconnect import Backoff
+from mideng.messaging import IdempotentConsumer, Message
 from mideng.stores.memory import MemoryStore
-from tests.brokers import AMQP_URL, BrokerNames
-from tests.messaging.rabbitmq.test_adapter import publish, ready
-from tests.messaging.running import consume_until
+from tests.brokers import BrokerNames
+from tests.messaging.rabbitmq.test_adapter import consume_through
 
 KEY = "idempotency-key"
 FIRST = [f"order:{n}" for n in range(3)]
@@ -58,32 +56,16 @@ def test_a_channel_the_broker_closes_is_opened_again_and_consumed_on(
             asyncio.run_coroutine_threadsafe(channel_error(channels[-1], missing), loop).result()
 
     consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", handler)
-    published_later = False
+
+    async def close_channel() -> bool:
+        if closed == "while waiting":
+            await channel_error(channels[-1], missing)
+        return True
 
     async def scenario() -> None:
         nonlocal loop
         loop = asyncio.get_running_loop()
-        await publish(queue, *FIRST)
-
-        async def first_then_later() -> bool:
-            nonlocal published_later
-            if not published_later:
-                if len(runs) < len(FIRST) or await ready(queue):
-                    return False
-                if closed == "while waiting":
-                    await channel_error(channels[-1], missing)
-                await publish(queue, *LATER)
-                published_later = True
-                return False
-            return len(runs) == 6 and await ready(queue) == 0
-
-        await consume_until(
-            lambda stop: rabbitmq.consume(
-                consumer, AMQP_URL, queue=queue, stop=stop, reconnect=Backoff(0.01, 0.05)
-            ),
-            first_then_later,
-            timeout=15,
-        )
+        await consume_through(consumer, queue, runs, close_channel, (FIRST, LATER))
 
     with caplog.at_level(logging.WARNING, logger="mideng"):
         asyncio.run(scenario())

@@ -14,12 +14,10 @@ from typing import Any
 import aio_pika
 import pytest
 
-from mideng import Guard
-from mideng.messaging import IdempotentConsumer, rabbitmq
-from mideng.stores.memory import MemoryStore
+from mideng.messaging import rabbitmq
 from tests.brokers import AMQP_URL, BrokerNames
 from tests.messaging.rabbitmq.test_adapter import ready
-from tests.messaging.running import consume_until
+from tests.messaging.running import consume_until, dead_lettering
 
 #: As a producer in another language sends them: bytes as long strings, floats as doubles.
 SENT: dict[str, Any] = {
@@ -96,13 +94,7 @@ def test_a_dead_letter_copy_carries_the_headers_as_they_came(
     broker_names: BrokerNames, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     queue, dlq = broker_names.rabbitmq_queue(), broker_names.rabbitmq_queue("dead")
-    reasons: list[str] = []
-    consumer = IdempotentConsumer(
-        Guard(MemoryStore()),
-        "stock",
-        lambda _message: None,
-        on_dead_letter=lambda _message, reason: reasons.append(reason),
-    )
+    consumer, reasons = dead_lettering()
     with monkeypatch.context() as patch:
         sends_as_another_client(patch)
         asyncio.run(publish_keyless(queue))
