@@ -323,8 +323,8 @@ class _Session:
             except BaseException as exc:
                 settler.forget()  # the channel is gone or going: the broker requeues them
                 if ended.done() and isinstance(exc, _connection_errors()):
-                    # Why the channel went (a channel error the broker sent), not the ack
-                    # that met it closed.
+                    # Why the session ended (the broker closed the channel, or the
+                    # connection), not the ack that then met the channel closed.
                     raise ended.result() from exc
                 raise
             finally:
