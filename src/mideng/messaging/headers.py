@@ -1,5 +1,6 @@
 """The header names mideng puts on every message it publishes and reads back when consuming,
-and how a header a broker delivers is read as text.
+how a header a broker delivers is read as text, and how an AMQP table is written back as it
+was read (``amqp_copy``: a dead-letter copy's headers).
 
 One message id travels from an outbox row to the broker and to the consumer's dedup; the
 business key and the request id ride along so a consumer can dedupe on the key the producer
@@ -14,6 +15,8 @@ decode that replaced bad bytes made ``b"order-\\xff"`` and ``b"order-\\xfe"`` on
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Iterable, Mapping
 
 #: The publisher's own id for the message (an outbox row id): the same on every re-publish.
@@ -76,3 +79,41 @@ def unreplaced_headers(headers: Mapping[str, str]) -> dict[str, str]:
     it is missing, never a collision (a value that really holds U+FFFD is left out too: the
     two cannot be told apart)."""
     return {name: value for name, value in headers.items() if REPLACEMENT not in value}
+
+
+def amqp_copy(table: Mapping[str, object]) -> dict[str, object]:
+    """An AMQP header table as pamqp (aio-pika's codec) read it, made into one pamqp writes back
+    with every value the same: a message's headers for its dead-letter copy.
+
+    Read as it came, a table could not always be written back, and the copy was refused on
+    every try: pamqp reads a long string that is not UTF-8 as bytes and writes no bytes, and
+    it writes every float in single precision (a double out of its range raised, one within it
+    was rounded). Each value goes as ``_amqp_value`` says."""
+    return {name: _amqp_value(value) for name, value in table.items()}
+
+
+def _amqp_value(value: object) -> object:
+    """``value`` as pamqp writes it back: bytes (a long string not UTF-8) as a byte array of
+    the same bytes, a double single precision cannot hold as its text (which reads back to
+    that double), tables and arrays value by value; anything else as it is (an integer keeps
+    its value in the smallest type that holds it, a timestamp goes in whole seconds: pamqp
+    writes no other)."""
+    if isinstance(value, bytes):
+        return bytearray(value)
+    if isinstance(value, Mapping):
+        return amqp_copy(value)
+    if isinstance(value, list):
+        return [_amqp_value(item) for item in value]
+    if isinstance(value, float) and not _single_precision(value):
+        return repr(value)
+    return value
+
+
+def _single_precision(value: float) -> bool:
+    """Whether single precision holds ``value`` exactly (it does every float pamqp read from a
+    single-precision field; a double it may not)."""
+    try:
+        (single,) = struct.unpack(">f", struct.pack(">f", value))
+    except OverflowError:
+        return False
+    return bool(single == value or math.isnan(value))

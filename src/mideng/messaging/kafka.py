@@ -11,7 +11,8 @@ the claims), and the partition's offset is committed only after that, past every
 was settled: acked (run now, or a duplicate, which is committed too) or dead-lettered. Kafka
 cannot hand one record back, so a ``Retry`` stops the partition there: the offset is
 committed up to it, the partition is rewound to it and paused for the verdict's delay; the
-records after it were already decided and come back as duplicates, acked without running.
+records after it were already decided and come back as duplicates, acked without running. A
+record aiokafka cannot read at all (a header name that is not UTF-8) is logged and skipped.
 
 A revoked partition is never committed by its old owner after the revocation: the rebalance
 waits (``on_partitions_revoked``) for the batch in hand to be committed, and a batch fetched
@@ -29,6 +30,7 @@ read again by the next owner and answered as duplicates. The user's handler is n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, TypeVar
@@ -112,12 +114,10 @@ async def consume(
         raise ConfigurationError("enable_auto_commit would commit offsets before processing")
     aiokafka = require("aiokafka", "kafka")
     servers = bootstrap_servers(url)
-    member = _Member(consumer, dead_topic, servers, stop, close_timeout)
-    client = aiokafka.AIOKafkaConsumer(
-        bootstrap_servers=servers,
-        group_id=group,
-        **{"auto_offset_reset": "earliest", **options, "enable_auto_commit": False},
-    )
+    settings = {"auto_offset_reset": "earliest", **options, "enable_auto_commit": False}
+    from_start = settings["auto_offset_reset"] == "earliest"
+    member = _Member(consumer, dead_topic, servers, stop, close_timeout, from_start)
+    client = aiokafka.AIOKafkaConsumer(bootstrap_servers=servers, group_id=group, **settings)
     member.client = client
     client.subscribe([topic], listener=member.listener(aiokafka))
     try:
@@ -210,6 +210,7 @@ class _Member:
         servers: str,
         stop: asyncio.Event,
         close_timeout: float,
+        from_start: bool,
     ) -> None:
         self.consumer = consumer
         self.dead_topic = dead_topic
@@ -218,6 +219,7 @@ class _Member:
         self.close_timeout = close_timeout
         self.client: Any = None
         self.producer: Any = None
+        self.from_start = from_start  # read a partition the group never committed from its start
         self.busy = asyncio.Lock()
         self.paused: dict[Any, float] = {}
         #: Revocations so far, and how many there had been when the last fetch returned.
@@ -251,10 +253,89 @@ class _Member:
         # Noted before the fetch: a revocation while it waits counts against its batches too
         # (they may hold records of the assignment it ended).
         self.fetched_at = self.revocations
-        records: dict[Any, Any] = await self.client.getmany(
-            timeout_ms=int(poll_timeout * 1000), max_records=batch
-        )
+        timeout_ms = int(poll_timeout * 1000)
+        positions = await self._positions()
+        try:
+            records: dict[Any, Any] = await self.client.getmany(
+                timeout_ms=timeout_ms, max_records=batch
+            )
+        except UnicodeDecodeError:
+            # A record aiokafka cannot read: it decodes header names as UTF-8, which another
+            # client need not write. The fetch raised at it every time, and consume ended.
+            return await self._around_unreadable(positions, batch, timeout_ms)
         return records
+
+    async def _positions(self) -> dict[Any, int]:
+        """Where each partition aiokafka has fetched from (so given a highwater) stands; this
+        waits only while aiokafka resets one whose offset went out of range."""
+        errors = require("aiokafka.errors", "kafka")
+        positions: dict[Any, int] = {}
+        for partition in self.client.assignment():
+            if self.revocations != self.fetched_at:
+                break  # a rebalance meanwhile: this fetch's batches are abandoned anyway
+            if self.client.highwater(partition) is not None:
+                with contextlib.suppress(errors.IllegalStateError):  # revoked while it waited
+                    positions[partition] = await self.client.position(partition)
+        return positions
+
+    async def _around_unreadable(
+        self, positions: dict[Any, int], batch: int, timeout_ms: int
+    ) -> dict[Any, Any]:
+        """What a fetch that met a record aiokafka cannot read should have returned, read
+        again partition by partition up to that record, which is skipped. The fetch dropped
+        what it had taken by then and moved partitions past it: each is put back first."""
+        errors = require("aiokafka.errors", "kafka")
+        fetched: dict[Any, Any] = {}
+        try:
+            await self._rewind(positions)
+            for partition in self.client.assignment() - self.paused.keys():
+                if records := await self._read_to_unreadable(partition, batch, timeout_ms):
+                    fetched[partition] = records
+        except errors.IllegalStateError:
+            return {}  # a rebalance took a partition meanwhile: its next owner reads it
+        return fetched
+
+    async def _rewind(self, positions: dict[Any, int]) -> None:
+        """Each partition where it stood. One first fetched from by the failed fetch began at
+        its committed offset, or with none at its start when the group reads from the start;
+        else where it began is lost, and it stays (as if the group joined a moment later)."""
+        for partition in self.client.assignment():
+            if partition in positions:
+                self.client.seek(partition, positions[partition])
+            elif (committed := await self.client.committed(partition)) is not None:
+                self.client.seek(partition, committed)
+            elif self.from_start:
+                await self.client.seek_to_beginning(partition)
+            else:  # sought where it is: what the failed fetch left of it is dropped
+                self.client.seek(partition, await self.client.position(partition))
+
+    async def _read_to_unreadable(self, partition: Any, batch: int, timeout_ms: int) -> list[Any]:
+        """Up to ``batch`` records of ``partition``, fetched one at a time, so a record that
+        cannot be read is met alone: it is skipped, and the records before it returned."""
+        records: list[Any] = []
+        while len(records) < batch and await self._unread(partition):
+            try:
+                fetched = await self.client.getmany(partition, timeout_ms=timeout_ms, max_records=1)
+            except UnicodeDecodeError as exc:
+                await self._skip(partition, exc)
+                break
+            if not fetched:
+                break
+            records += fetched[partition]
+        return records
+
+    async def _unread(self, partition: Any) -> bool:
+        """Whether ``partition`` has records past its position (or may: never fetched yet)."""
+        highwater = self.client.highwater(partition)
+        return highwater is None or bool(await self.client.position(partition) < highwater)
+
+    async def _skip(self, partition: Any, exc: UnicodeDecodeError) -> None:
+        # aiokafka leaves the position after the last record read, at the one it could not
+        # read, but past a gap in the offsets (a compaction's, a transaction marker's): then
+        # the gap's offset is skipped, and the record at the next fetch.
+        offset = await self.client.position(partition)
+        logs.kafka_record_unreadable(f"{partition.topic}:{partition.partition}:{offset}", exc)
+        self.client.seek(partition, offset + 1)
 
     async def process(self, partition: Any, records: Sequence[Any]) -> None:
         async with self.busy:

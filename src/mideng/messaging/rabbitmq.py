@@ -20,11 +20,12 @@ finished, messages delivered but not started and retries still waiting go back t
 and the call returns.
 
 A closed connection or channel (the broker restarted, an operator closed it, the network
-dropped) does not end the call: it is logged and, after a bounded exponential backoff that
-``stop`` cuts short, the adapter connects again. The broker has requeued every delivery the
-closed channel held unacked, so one whose handler finished before its ack was lost comes back
-and is acked without running again. A consumer the broker cancelled (its queue deleted) ends
-the session the same way, and the next one declares the queue again.
+dropped, a channel error closed the channel alone) does not end the call: it is logged and,
+after a bounded exponential backoff that ``stop`` cuts short, the adapter connects again. The
+broker has requeued every delivery the closed channel held unacked, so one whose handler
+finished before its ack was lost comes back and is acked without running again. A consumer
+the broker cancelled (its queue deleted) ends the session the same way, and the next one
+declares the queue again.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any
 
 from mideng.errors import ConfigurationError
 from mideng.messaging.consumer import IdempotentConsumer
-from mideng.messaging.headers import text_headers
+from mideng.messaging.headers import amqp_copy, text_headers
 from mideng.messaging.message import Message
 from mideng.messaging.reconnect import Backoff
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
@@ -158,7 +159,7 @@ class _Settler:
             await incoming.reject(requeue=False)
             return
         aio_pika = _aio_pika()
-        headers = {**(incoming.headers or {}), DEAD_REASON: verdict.reason[:1000]}
+        headers = {**amqp_copy(incoming.headers or {}), DEAD_REASON: verdict.reason[:1000]}
         dead = aio_pika.Message(
             bytes(incoming.body),
             headers=headers,
@@ -232,7 +233,11 @@ async def consume(
     if prefetch < 1:
         raise ConfigurationError(f"prefetch must be at least 1: {prefetch!r}")
     backoff = reconnect if reconnect is not None else Backoff()
-    session_ends: tuple[type[BaseException], ...] = (*_connection_errors(), ConsumerCancelled)
+    session_ends: tuple[type[BaseException], ...] = (
+        *_connection_errors(),
+        ConsumerCancelled,
+        ChannelLost,
+    )
     while not stop.is_set():
         session = _Session(queue, prefetch, dead_letter_queue)
         try:
@@ -243,6 +248,8 @@ async def consume(
             delay = backoff.failed()
             if isinstance(exc, ConsumerCancelled):
                 logs.rabbitmq_consumer_cancelled(queue, backoff.failures, delay)
+            elif isinstance(exc, ChannelLost):
+                logs.rabbitmq_channel_closed(queue, backoff.failures, delay, exc)
             else:
                 logs.rabbitmq_connection_lost(queue, backoff.failures, delay, exc)
             await backoff.wait(delay, stop)
@@ -275,6 +282,10 @@ class ConsumerCancelled(Exception):
     """The broker cancelled the consumer (its queue deleted, say) while the connection held."""
 
 
+class ChannelLost(Exception):
+    """The broker closed the consumer's channel (a channel error) while the connection held."""
+
+
 class _Session:
     """One connection's consumer: set up, deliveries decided and settled, torn down."""
 
@@ -296,7 +307,7 @@ class _Session:
         )
         try:
             channel, source = await _queue(connection, self.queue)
-            await self._end_when_cancelled(channel, ended)
+            await self._end_with_channel(channel, ended)
             await channel.set_qos(prefetch_count=self.prefetch)
             if self.dead_letter_queue is not None:
                 # As the queue: an operator's own (a quorum queue, a length limit) is used as
@@ -309,8 +320,12 @@ class _Session:
             consuming()
             try:
                 await _loop(consumer, inbox, settler, stop, ended)
-            except BaseException:
+            except BaseException as exc:
                 settler.forget()  # the channel is gone or going: the broker requeues them
+                if ended.done() and isinstance(exc, _connection_errors()):
+                    # Why the session ended (the broker closed the channel, or the
+                    # connection), not the ack that then met the channel closed.
+                    raise ended.result() from exc
                 raise
             finally:
                 if not connection.is_closed:
@@ -322,15 +337,28 @@ class _Session:
         finally:
             await connection.close()
 
-    async def _end_when_cancelled(self, channel: Any, ended: asyncio.Future[Exception]) -> None:
-        """End the session when the broker cancels its consumer (the queue deleted, say): no
-        delivery comes any more, and the next session declares the queue again as this one
-        did. Waiting on, the consumer stopped for good."""
+    async def _end_with_channel(self, channel: Any, ended: asyncio.Future[Exception]) -> None:
+        """End the session, as a closed connection does, when no delivery can come on its
+        channel any more: the broker cancelled its consumer (the queue deleted, say) or closed
+        the channel with the connection up (a channel error: a delivery unacked past the
+        consumer timeout, an ack of a tag it does not know, a failed declare on it). The next
+        session declares the queue again as this one did. Waiting on, the consumer stopped for
+        good."""
+        import aiormq.exceptions as amqp
+
         cancelled = ConsumerCancelled(f"the broker cancelled the consumer of {self.queue!r}")
         underlay = await channel.get_underlay_channel()
         # The channel's only consumer is this session's; registered before it exists, so a
         # cancel that comes at once is not missed.
         underlay.on_consumer_cancel_callbacks.add(lambda _frame: _end(ended, cancelled))
+
+        def closed(_channel: Any, exc: BaseException | None) -> None:
+            # A channel closed with its connection is the connection's close callback's to
+            # report; this one is for a channel error, the connection still up.
+            if isinstance(exc, amqp.AMQPChannelError):
+                _end(ended, ChannelLost(f"the broker closed the channel: {exc}"))
+
+        channel.close_callbacks.add(closed)
 
 
 def _end(ended: asyncio.Future[Exception], reason: Exception) -> None:

@@ -8,13 +8,11 @@ import asyncio
 
 import pytest
 
-from mideng import Guard
-from mideng.messaging import IdempotentConsumer
 from mideng.messaging import kafka as adapter
-from mideng.stores.memory import MemoryStore
 from tests.brokers import BrokerNames, KafkaBroker
 from tests.messaging.kafka.conftest import KafkaSide
 from tests.messaging.kafka.test_consume import consuming, read_all, settled, until
+from tests.messaging.running import dead_lettering
 
 pytestmark = pytest.mark.slow
 
@@ -38,13 +36,7 @@ def test_a_dead_letter_copy_keeps_the_records_headers(
 ) -> None:
     side = KafkaSide(broker_names.kafka(kafka_broker))
     dead = KafkaSide(broker_names.kafka(kafka_broker, "orders-dead"))
-    reasons: list[str] = []
-    consumer = IdempotentConsumer(
-        Guard(MemoryStore()),
-        "stock",
-        lambda _m: None,
-        on_dead_letter=lambda _m, r: reasons.append(r),
-    )
+    consumer, reasons = dead_lettering()
 
     async def scenario() -> None:
         await publish(side)

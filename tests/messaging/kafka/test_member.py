@@ -75,7 +75,7 @@ def records(*offsets: int) -> list[Record]:
 
 
 def member(consumer: Any, client: Client, dead_topic: str | None = None) -> Any:
-    made = adapter._Member(consumer, dead_topic, "127.0.0.1:1", asyncio.Event(), 1.0)
+    made = adapter._Member(consumer, dead_topic, "127.0.0.1:1", asyncio.Event(), 1.0, True)
     made.client = client
     return made
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import aio_pika
@@ -13,6 +15,7 @@ import pytest
 
 from mideng import Guard
 from mideng.messaging import IdempotentConsumer, Message, rabbitmq
+from mideng.messaging.reconnect import Backoff
 from mideng.stores.memory import MemoryStore
 from tests.brokers import AMQP_URL, BrokerNames
 from tests.messaging.running import consume_until
@@ -40,6 +43,38 @@ async def declared(queue: str) -> Any:
 
 async def ready(queue: str) -> int:
     return int((await declared(queue)).message_count or 0)
+
+
+async def consume_through(
+    consumer: IdempotentConsumer,
+    queue: str,
+    runs: Counter[str],
+    disrupt: Callable[[], Awaitable[bool]],
+    keys: tuple[Sequence[str], Sequence[str]],
+) -> None:
+    """Publish the first ``keys`` and consume ``queue`` until each ran and none is ready; then
+    ``disrupt()`` until it answers that it is done, publish the later ``keys``, and consume
+    until every key of both ran and none is ready. Reconnects are quick."""
+    first, later = keys
+    await publish(queue, *first)
+    published_later = False
+
+    async def through() -> bool:
+        nonlocal published_later
+        if not published_later:
+            if len(runs) < len(set(first)) or await ready(queue) or not await disrupt():
+                return False
+            await publish(queue, *later)
+            published_later = True
+            return False
+        return len(runs) == len({*first, *later}) and await ready(queue) == 0
+
+    await consume_until(
+        lambda stop: rabbitmq.consume(
+            consumer, AMQP_URL, queue=queue, stop=stop, reconnect=Backoff(0.01, 0.05)
+        ),
+        through,
+    )
 
 
 def test_duplicates_are_acked_and_a_keyless_message_is_dead_lettered(

@@ -15,12 +15,10 @@ import aio_pika
 import pytest
 
 from mideng import Guard
-from mideng.messaging import IdempotentConsumer, Message, rabbitmq
-from mideng.messaging.reconnect import Backoff
+from mideng.messaging import IdempotentConsumer, Message
 from mideng.stores.memory import MemoryStore
 from tests.brokers import AMQP_URL, BrokerNames
-from tests.messaging.rabbitmq.test_adapter import declared, publish, ready
-from tests.messaging.running import consume_until
+from tests.messaging.rabbitmq.test_adapter import consume_through, declared, ready
 
 KEY = "idempotency-key"
 FIRST = [f"order:{n}" for n in range(4)]
@@ -58,32 +56,15 @@ def test_a_queue_deleted_and_declared_again_is_consumed_again(
             replaced.set()
 
     consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", handler)
-    published_later = False
+
+    async def replace_queue() -> bool:
+        if deleted == "while waiting" and await consumers(queue):
+            await delete_and_declare(queue)
+            replaced.set()
+        return replaced.is_set()
 
     async def scenario() -> None:
-        await publish(queue, *FIRST)
-
-        async def first_then_later() -> bool:
-            nonlocal published_later
-            if not published_later:
-                if len(runs) < len(FIRST) or await ready(queue):
-                    return False
-                if deleted == "while waiting" and await consumers(queue):
-                    await delete_and_declare(queue)
-                    replaced.set()
-                if not replaced.is_set():
-                    return False
-                await publish(queue, *LATER)
-                published_later = True
-                return False
-            return len(runs) == 8 and await ready(queue) == 0
-
-        await consume_until(
-            lambda stop: rabbitmq.consume(
-                consumer, AMQP_URL, queue=queue, stop=stop, reconnect=Backoff(0.01, 0.05)
-            ),
-            first_then_later,
-        )
+        await consume_through(consumer, queue, runs, replace_queue, (FIRST, LATER))
         assert await ready(queue) == 0
 
     with caplog.at_level(logging.WARNING, logger="mideng"):

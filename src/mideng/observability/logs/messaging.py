@@ -157,6 +157,18 @@ def kafka_record_dead_lettered(message_id: str | None, reason: str) -> None:
 
 
 @contained
+def kafka_record_unreadable(message_id: str, exc: BaseException) -> None:
+    """aiokafka cannot read the record at all (a header name that is not UTF-8): it is never
+    handed to the consumer, and no copy of it can be made; it stays in the topic."""
+    messaging_log.error(
+        "record %s cannot be read (%r); skipped",
+        message_id,
+        exc,
+        extra=fields(outcome="unreadable"),
+    )
+
+
+@contained
 def kafka_dead_letter_copy_failed(message_id: str | None, topic: str, exc: BaseException) -> None:
     """The record is not skipped without its copy: the partition rewinds and it comes back."""
     messaging_log.error(
@@ -321,6 +333,21 @@ def rabbitmq_consumer_cancelled(queue: str, failures: int, delay: float) -> None
         delay,
         failures,
         extra=fields(outcome="consumer_cancelled"),
+    )
+
+
+@contained
+def rabbitmq_channel_closed(queue: str, failures: int, delay: float, exc: BaseException) -> None:
+    """The broker closed the consumer's channel (a channel error) with the connection up: it
+    requeued what the channel held unacked, and the consumer starts again as on a lost
+    connection."""
+    messaging_log.warning(
+        "%s, consuming %r; consuming again in %.2fs (failure %d in a row)",
+        exc,
+        queue,
+        delay,
+        failures,
+        extra=fields(outcome="channel_closed"),
     )
 
 
