@@ -10,6 +10,7 @@ inside a Lua check of its status and time, so a claim made since the scan keeps 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mideng.core import effects
@@ -190,6 +191,30 @@ class RedisSurvey(SurveyStore):
 def _scan(node: Any, cursor: int | None, match: str) -> Effect[Any]:
     """One SCAN of a master's record hashes, from ``cursor`` (None: the first)."""
     return either(node.scan, cursor or 0, match=match, count=BATCH, _type="hash")
+
+
+def every_name(client: Any, match: str) -> Effects[list[bytes]]:
+    """The name of every hash ``match`` finds, on every master."""
+    names: list[bytes] = []
+    for node in _masters(client):
+        cursor: int | None = None
+        while cursor != 0:
+            cursor, found = yield _scan(node, cursor, match)
+            names += found
+    return names
+
+
+def read_each(
+    client: Any, names: list[bytes], queue: Callable[[Any, bytes], None]
+) -> Effects[list[Any]]:
+    """Every reply of ``queue(pipe, name)`` for each name, in pipelines of ``BATCH`` names."""
+    replies: list[Any] = []
+    for i in range(0, len(names), BATCH):
+        pipe = client.pipeline(transaction=False)
+        for name in names[i : i + BATCH]:
+            queue(pipe, name)
+        replies += yield either(pipe.execute)
+    return replies
 
 
 def _add(found: Survey | None, node: Survey, biggest: int) -> Survey:

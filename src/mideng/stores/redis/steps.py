@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from mideng.core import effects
+from mideng.core.effects import Effects
 from mideng.core.record import Record, Status
 from mideng.stores.redis.commands import Command, Commands
 from mideng.stores.redis.rows import NAMES, row
+from mideng.stores.redis.scan import every_name, read_each
 from mideng.stores.steps import ARGUMENTS, Finished, OperationEntry, StepStore, step_lost
-
-# Operator scans fetch in pipelines of this many.
-_BATCH = 256
 
 
 def _entry(value: bytes) -> tuple[float, str, bytes]:
@@ -141,39 +141,11 @@ class RedisSteps(StepStore):
     def clear_steps(self, scope: str, key: str) -> None:
         self._run(self.steps.clear(scope, key))
 
-    def _scan(self, pattern: str) -> tuple[Any, list[bytes]]:
-        client = self._client()
-        return client, list(client.scan_iter(match=pattern, count=1000, _type="hash"))
-
     def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        try:
-            client, names = self._scan(self.steps.hashes.pattern(scope))
-            hashes, records = [], []
-            for i in range(0, len(names), _BATCH):
-                pipe = client.pipeline(transaction=False)
-                for name in names[i : i + _BATCH]:
-                    identity = self.steps.hashes.identity(name)
-                    pipe.hgetall(name)
-                    pipe.hmget(self.commands.key(*identity) if identity else name, NAMES)
-                replies = pipe.execute()
-                hashes += replies[::2]
-                records += replies[1::2]
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
-        return self.steps.entries(names, hashes, records, limit)
+        return effects.run(self._operations(self._client(), scope, limit))
 
     def running(self, scope: str | None = None, limit: int = 100) -> list[Record]:
-        try:
-            client, names = self._scan(self.commands.pattern(scope))
-            records = []
-            for i in range(0, len(names), _BATCH):
-                pipe = client.pipeline(transaction=False)
-                for name in names[i : i + _BATCH]:
-                    pipe.hmget(name, NAMES)
-                records += pipe.execute()
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
-        return self.steps.running(names, records, scope, limit)
+        return effects.run(self._running(self._client(), scope, limit))
 
     async def abegin_steps(
         self, scope: str, key: str, owner: str, arguments: bytes, codec: str
@@ -192,37 +164,39 @@ class RedisSteps(StepStore):
     async def aclear_steps(self, scope: str, key: str) -> None:
         await self._arun(self.steps.clear(scope, key))
 
-    async def _ascan(self, pattern: str) -> tuple[Any, list[bytes]]:
-        client = await self._aclient()
-        names = [n async for n in client.scan_iter(match=pattern, count=1000, _type="hash")]
-        return client, names
-
     async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        try:
-            client, names = await self._ascan(self.steps.hashes.pattern(scope))
-            hashes, records = [], []
-            for i in range(0, len(names), _BATCH):
-                pipe = client.pipeline(transaction=False)
-                for name in names[i : i + _BATCH]:
-                    identity = self.steps.hashes.identity(name)
-                    pipe.hgetall(name)
-                    pipe.hmget(self.commands.key(*identity) if identity else name, NAMES)
-                replies = await pipe.execute()
-                hashes += replies[::2]
-                records += replies[1::2]
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
-        return self.steps.entries(names, hashes, records, limit)
+        return await effects.arun(self._operations(await self._aclient(), scope, limit))
 
     async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        return await effects.arun(self._running(await self._aclient(), scope, limit))
+
+    # -- the views, each a SCAN and pipelined reads, written once ----------------------------
+    def _operations(
+        self, client: Any, scope: str | None, limit: int
+    ) -> Effects[list[OperationEntry]]:
+        steps = self.steps
+
+        def both(pipe: Any, name: bytes) -> None:  # the steps hash, and its record's fields
+            identity = steps.hashes.identity(name)
+            pipe.hgetall(name)
+            pipe.hmget(self.commands.key(*identity) if identity else name, NAMES)
+
         try:
-            client, names = await self._ascan(self.commands.pattern(scope))
-            records = []
-            for i in range(0, len(names), _BATCH):
-                pipe = client.pipeline(transaction=False)
-                for name in names[i : i + _BATCH]:
-                    pipe.hmget(name, NAMES)
-                records += await pipe.execute()
+            names = yield from every_name(client, steps.hashes.pattern(scope))
+            replies = yield from read_each(client, names, both)
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return steps.entries(names, replies[::2], replies[1::2], limit)
+
+    def _running(self, client: Any, scope: str | None, limit: int) -> Effects[list[Record]]:
+        try:
+            names = yield from every_name(client, self.commands.pattern(scope))
+            records = yield from read_each(client, names, fields)
         except self._errors as exc:
             raise self._unavailable(exc) from exc
         return self.steps.running(names, records, scope, limit)
+
+
+def fields(pipe: Any, name: bytes) -> None:
+    """A record's fields, as its row reads them."""
+    pipe.hmget(name, NAMES)

@@ -18,6 +18,8 @@ import asyncio
 import threading
 from typing import Any, TypeVar, overload
 
+from mideng.core import effects
+from mideng.core.effects import Effects, either
 from mideng.core.loops import running_loop
 from mideng.core.record import Claim, ClaimRequest, Record, Resolution, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
@@ -27,15 +29,12 @@ from mideng.stores.redis.commands import Command, Commands, stuck
 from mideng.stores.redis.connect import Connection, Target, connect, parse, redact
 from mideng.stores.redis.direct import AsyncDirectSender, DirectSender, pack, usable
 from mideng.stores.redis.layout import check as layout_check
-from mideng.stores.redis.rows import NAMES
-from mideng.stores.redis.scan import RedisSurvey
+from mideng.stores.redis.scan import RedisSurvey, every_name, read_each
 from mideng.stores.redis.scripts import Calls, scripts
-from mideng.stores.redis.steps import RedisSteps, StepCommands
+from mideng.stores.redis.steps import RedisSteps, StepCommands, fields
 from mideng.stores.registry import in_front, require
 
 T = TypeVar("T")
-# unresolved() fetches scanned records in pipelines of this many.
-_BATCH = 256
 
 
 class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
@@ -268,28 +267,18 @@ class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
         return 0
 
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
+        return effects.run(self._unresolved(self._client(), scope, limit))
+
+    def _unresolved(self, client: Any, scope: str | None, limit: int) -> Effects[list[Record]]:
         # A SCAN, not an index: an index key would put a second slot into every claim on a
         # cluster and a second write into every claim anywhere, for the sake of an operator view.
-        client = self._client()
         try:
-            sec, usec = client.time()
-            match = self.commands.pattern(scope)
-            names = list(client.scan_iter(match=match, count=1000, _type="hash"))
-            rows = [
-                row
-                for i in range(0, len(names), _BATCH)
-                for row in self._fetch(client, names[i : i + _BATCH])
-            ]
+            sec, usec = yield either(client.time)
+            names = yield from every_name(client, self.commands.pattern(scope))
+            rows = yield from read_each(client, names, fields)
         except self._errors as exc:
             raise self._unavailable(exc) from exc
         return stuck(self.commands, names, rows, scope, sec + usec / 1e6, limit)
-
-    @staticmethod
-    def _fetch(client: Any, names: list[Any]) -> list[Any]:
-        pipe = client.pipeline(transaction=False)
-        for name in names:
-            pipe.hmget(name, NAMES)
-        return pipe.execute()  # type: ignore[no-any-return]
 
     def close(self) -> None:
         with self._lock:
@@ -343,26 +332,7 @@ class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
         return 0
 
     async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
-        try:
-            client = await self._aclient()
-            sec, usec = await client.time()
-            match = self.commands.pattern(scope)
-            names = [n async for n in client.scan_iter(match=match, count=1000, _type="hash")]
-            rows = [
-                row
-                for i in range(0, len(names), _BATCH)
-                for row in await self._afetch(client, names[i : i + _BATCH])
-            ]
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
-        return stuck(self.commands, names, rows, scope, sec + usec / 1e6, limit)
-
-    @staticmethod
-    async def _afetch(client: Any, names: list[Any]) -> list[Any]:
-        pipe = client.pipeline(transaction=False)
-        for name in names:
-            pipe.hmget(name, NAMES)
-        return await pipe.execute()  # type: ignore[no-any-return]
+        return await effects.arun(self._unresolved(await self._aclient(), scope, limit))
 
     async def aclose(self) -> None:
         """Close this loop's client here; clients of other loops and the sync one as close()."""
