@@ -44,7 +44,9 @@ def test_a_publish_to_a_stopped_redis_ends_within_the_lease(
     assert process is not None
 
     async def main() -> float:
-        relay = Relay(db.engine, server.url + url_timeout, lease=LEASE, listen=False)
+        relay = Relay(
+            db.engine, server.url + url_timeout, table=db.table, lease=LEASE, listen=False
+        )
         async with relay:
             # A connection made, and reused by the next publish.
             await relay.publisher.publish(outgoing("relay-bound", b"1", key="order:1"))
