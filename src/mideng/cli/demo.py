@@ -174,19 +174,26 @@ def run_demo(workdir: Path, store_url: str | None) -> dict[str, tuple[int, int, 
 def demo(store_url: str | None) -> None:
     """Replay the payment-callback incident: 3 concurrent callbacks and a retry."""
     console = Console()
-    # Each duplicate mideng turns away is logged at WARNING with its scope and key: show them.
-    logging.basicConfig(
-        level=logging.WARNING,
-        format="%(message)s",
-        force=True,
-        handlers=[RichHandler(console=console, show_path=False, show_time=False)],
-    )
-    console.print(
-        "[bold]A payment callback times out; the platform retries.[/bold] "
-        f"{CALLBACKS} callbacks for trade T20261129-0001 arrive at once, then one more retry."
-    )
-    with tempfile.TemporaryDirectory(prefix="mideng-demo-") as tmp:
-        rows = run_demo(Path(tmp), store_url)
+    # Each duplicate mideng turns away is logged at WARNING with its scope and key: show them,
+    # on mideng's logger alone and for the demo alone (the process's logging is not ours).
+    shown = RichHandler(console=console, show_path=False, show_time=False)
+    shown.setFormatter(logging.Formatter("%(message)s"))
+    log = logging.getLogger("mideng")
+    before = log.level, log.propagate
+    log.addHandler(shown)
+    log.setLevel(logging.WARNING)
+    log.propagate = False
+    try:
+        console.print(
+            "[bold]A payment callback times out; the platform retries.[/bold] "
+            f"{CALLBACKS} callbacks for trade T20261129-0001 arrive at once, then one more retry."
+        )
+        with tempfile.TemporaryDirectory(prefix="mideng-demo-") as tmp:
+            rows = run_demo(Path(tmp), store_url)
+    finally:
+        log.removeHandler(shown)
+        log.setLevel(before[0])
+        log.propagate = before[1]
     table = Table(title="Retried payment callback: order paid once, or three times?")
     for column in ("", "coupons issued", "points added", "handler runs", "distinct receipts"):
         table.add_column(column, justify="right" if column else "left", no_wrap=not column)
