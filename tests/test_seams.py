@@ -27,7 +27,6 @@ STILL_READ = {
     ("http/asgi.py", "made._raw"),
     ("http/asgi.py", "made._bytes"),
     ("http/asgi.py", "headers._bytes"),
-    ("http/identity.py", "hashlib._Hash"),
     ("messaging/kafka.py", "client._coordinator"),
     ("messaging/kafka.py", "client._fetcher"),
     ("messaging/kafka.py", "client._client"),
