@@ -21,12 +21,6 @@ PUBLIC_BY_CONVENTION = {"_asdict", "_fields", "_make", "_replace", "_mapping", "
 #: (module, expression) pairs read today that a public seam should replace.
 STILL_READ = {
     ("core/loops.py", "loop._thread_id"),
-    ("http/asgi.py", "opts._policy"),
-    ("http/asgi.py", "guard._defaults"),
-    ("http/asgi.py", "guard._scopes"),
-    ("http/asgi.py", "made._raw"),
-    ("http/asgi.py", "made._bytes"),
-    ("http/asgi.py", "headers._bytes"),
     ("messaging/kafka.py", "client._coordinator"),
     ("messaging/kafka.py", "client._fetcher"),
     ("messaging/kafka.py", "client._client"),

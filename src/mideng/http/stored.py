@@ -13,7 +13,6 @@ it as JSON, whichever wrote it.
 from __future__ import annotations
 
 import binascii
-import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -28,18 +27,13 @@ class Form(tuple[int, tuple[tuple[str, str], ...], bytes]):
     __slots__ = ()
 
 
-#: ``Form((status, headers, body))`` made in C (a tuple subclass's class call is Python-level).
-form: Callable[[tuple[int, tuple[tuple[str, str], ...], bytes]], Form] = functools.partial(
-    tuple.__new__, Form
-)
-
 # A JSON string as the codec spells it (ensure_ascii off): the C function the codec calls.
 _string: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def response_bytes(status: int, headers: tuple[tuple[str, str], ...], body: bytes) -> bytes:
     """``JSON_CODEC.encode(stored_form(...))`` for these fields; CodecError where it fails."""
-    return RESPONSE_CODEC.encode(form((status, headers, body)))
+    return RESPONSE_CODEC.encode(Form((status, headers, body)))
 
 
 def _base64(body: bytes) -> str:
@@ -65,11 +59,8 @@ class ResponseCodec:
         status, headers, body = value
         if type(status) is not int:  # an int subclass spells as the codec decides: let it
             return JSON_CODEC.encode(_plain(value))
-        fields = []
-        for n, v in headers:  # one pass, no comprehension frame: every kept response's
-            fields.append(f"[{_string(n)},{_string(v)}]")
-        spelt = binascii.b2a_base64(body, newline=False).decode("ascii")  # _base64, inline
-        text = f'{{"status":{status},"headers":[{",".join(fields)}],"body":"{spelt}"}}'
+        fields = ",".join([f"[{_string(n)},{_string(v)}]" for n, v in headers])
+        text = f'{{"status":{status},"headers":[{fields}],"body":"{_base64(body)}"}}'
         try:
             return text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: the codec fails it, with its own error
