@@ -2,10 +2,10 @@
 
 Every guarded response that is kept is encoded once. The JSON codec's C encoder walks the stored
 form (a dict, a list of header pairs, the body's base64) at about 14 thousand instructions for
-a small response, most of it per-call set-up and the generic walk; the same bytes spelled
-field by field are a few C calls. The spelling is the codec's own (``,`` and ``:`` without
-spaces, the fields in order, strings through the C string encoder, text as UTF-8), so records
-written here and by the codec are alike to every reader (pinned in
+a small response, most of it per-call set-up and the generic walk; the same bytes written from
+the three fields directly are a few C calls. The spelling is the codec's own (``,`` and ``:``
+without spaces, the fields in order, strings through the C string encoder, text as UTF-8), so
+records written here and by the codec are alike to every reader (pinned in
 tests/http/test_stored_bytes.py). The record still names the ``json`` codec: a replay decodes
 it as JSON, whichever wrote it.
 """
@@ -47,7 +47,7 @@ def _plain(value: Form) -> dict[str, Any]:
 
 
 class ResponseCodec:
-    """The HTTP layer's codec: a ``Form`` is written field by field (``response_bytes``);
+    """The HTTP layer's codec: a ``Form`` is written directly (``response_bytes``);
     anything else, and every record read back, is the JSON codec's."""
 
     name = JSON_CODEC.name
