@@ -2,13 +2,13 @@
 around them.
 
 "a lean layer of mideng's parts" calls, in one coroutine, the same parts the middleware calls
-on a first request, nothing else: the request read (``asgi._begin``: method, path, headers,
-the request id bound), the key's rules (``HttpOptions.plan``), the body, the fingerprint
-(``http_digest``, JSON by its meaning), the Guard's ``prepare``, the memory store's claim and
-completion called directly (no coroutine), the claim's decision (``Call.next``), the lease's
-beat (``renew_store``), the response held back by two closures, its stored form
-(``response_bytes``) and the reply (``asgi_send.messages``). What it leaves out is the
-middleware's structure: the Exchange and Capture objects, the driver's and the body's
+on a first request, nothing else: the request read (``asgi.incoming``: method, path,
+headers; ``bind_request_id``: the request id bound), the key's rules (``HttpOptions.plan``),
+the body, the fingerprint (``http_digest``, JSON by its meaning), the Guard's ``prepare``,
+the memory store's claim and completion called directly (no coroutine), the claim's decision
+(``Call.next``), the lease's beat (``renew_store``), the response held back by two closures,
+its stored form (``response_bytes``) and the reply (``asgi_send.messages``). What it leaves
+out is the middleware's structure: the Exchange and Capture objects, the driver's and the body's
 coroutines, the store's async twins, the policy and retention lookups, metrics and tracing
 hooks, and every path but a first request that runs (anything else is handed to the
 middleware). So its time over the hand-written minimal layer is what the guarantees' parts
@@ -21,10 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 from mideng import Guard
-from mideng.context import leave_request_id
+from mideng.context import enter_request_id, leave_request_id
 from mideng.core.flow import RUN
 from mideng.guard.aheartbeat import renew_store
-from mideng.http.asgi import IdempotencyMiddleware, _begin, guard_asgi
+from mideng.http.asgi import IdempotencyMiddleware, bind_request_id, guard_asgi, incoming
 from mideng.http.asgi_send import messages
 from mideng.http.core import RecordKey, StoredResponse
 from mideng.http.identity import NO_HEADERS, http_digest
@@ -43,7 +43,11 @@ class LeanLayer(IdempotencyMiddleware):
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         opts = self.options
-        request, token, tag = _begin(scope, None, True, None)
+        request = incoming(scope)
+        request_id = bind_request_id(scope)
+        token = tag = None
+        if request_id is not None:
+            token, tag = enter_request_id(request_id), request_id.encode("latin-1")
         try:
             plan = opts.plan(request)
             message = await receive()

@@ -93,8 +93,6 @@ class AsVersion1:
 
     def __enter__(self) -> None:
         self.monkeypatch.setattr(HttpOptions, "digest", HttpOptions.fingerprint)
-        # The ASGI drive spells HttpOptions.digest inline: version 1 of the same fields.
-        self.monkeypatch.setattr(asgi, "http_digest", http_fingerprint)
 
     def __exit__(self, *exc: object) -> None:
         self.monkeypatch.undo()

@@ -15,7 +15,7 @@ from mideng.core.codec import JSON_CODEC
 from mideng.errors import CodecError
 from mideng.http.core import HttpOptions, StoredResponse
 from mideng.http.exchange import storable_headers, stored_form
-from mideng.http.stored import RESPONSE_CODEC, form, response_bytes
+from mideng.http.stored import RESPONSE_CODEC, Form, response_bytes
 from mideng.stores.memory import MemoryStore
 
 texts = st.text(max_size=8) | st.sampled_from(
@@ -38,9 +38,9 @@ def test_the_bytes_are_the_json_codecs(
         expected = JSON_CODEC.encode(stored_form(response))
     except CodecError:  # text UTF-8 can't carry: neither can store it
         with pytest.raises(CodecError):
-            RESPONSE_CODEC.encode(form((status, kept, body)))
+            RESPONSE_CODEC.encode(Form((status, kept, body)))
         return
-    assert RESPONSE_CODEC.encode(form((status, kept, body))) == expected
+    assert RESPONSE_CODEC.encode(Form((status, kept, body))) == expected
     assert response_bytes(status, kept, body) == expected
 
 
@@ -56,7 +56,7 @@ def test_anything_but_a_form_is_the_json_codecs(value: Any) -> None:
 
 
 def test_records_name_the_json_codec_and_decode_as_json() -> None:
-    data = RESPONSE_CODEC.encode(form((201, (("content-type", "text/plain"),), b"ok")))
+    data = RESPONSE_CODEC.encode(Form((201, (("content-type", "text/plain"),), b"ok")))
     assert RESPONSE_CODEC.name == "json"
     assert RESPONSE_CODEC.decode(data) == JSON_CODEC.decode(data)
 

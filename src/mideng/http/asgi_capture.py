@@ -7,12 +7,8 @@ through as it comes instead (and its key released).
 
 from __future__ import annotations
 
-from typing import Any
-
-from mideng.core.record import blank
 from mideng.http.asgi_ids import ASGIApp, Message, Receive, Scope, Send, tagged
 from mideng.http.core import StoredResponse
-from mideng.http.exchange import Exchange
 
 
 # -- capturing the application's response ----------------------------------------------------
@@ -50,8 +46,8 @@ class Capture:
 
     The application reads the body already read (then the client's own messages). An event
     stream, or a body past ``limit`` bytes, switches to passing the response through as it
-    comes; ``produce`` (which runs it) then keeps nothing, so the key is released rather than
-    half-stored. Made for every guarded request, so it is one object: what the application
+    comes; ``response`` (which runs it) then gives none to keep, so the key is released rather
+    than half-stored. Made for every guarded request, so it is one object: what the application
     needs is made only when it runs (a replay never does).
     """
 
@@ -96,6 +92,26 @@ class Capture:
         self.complete = False
         self.passing = False
         self.late_error: BaseException | None = None
+
+    async def response(self) -> StoredResponse | None:
+        """Run the application; its complete response, or None when it was passed through as
+        it came (an event stream, or a body past the limit)."""
+        try:
+            await self.app(self.scope, self.receive, self.send)
+        except BaseException as exc:
+            if not self.complete or self.passing or self.start is None:
+                raise
+            # Raised after a complete response (a failing background task, or the request's
+            # task cancelled while one runs): the response stands, as it would without the
+            # capture, and is stored, since the body has run; the error is raised once the
+            # response is sent. Released instead, a cancelled request's retry would run the
+            # body a second time.
+            self.late_error = exc
+        if self.passing:
+            return None
+        if self.start is None or not self.complete:
+            raise RuntimeError("the application returned without a complete response")
+        return StoredResponse(int(self.start["status"]), self.headers, b"".join(self.chunks))
 
     async def receive(self) -> Message:
         body = self.body
@@ -160,32 +176,3 @@ def capturable(scope: Scope) -> None:
         scope["extensions"] = {
             k: v for k, v in extensions.items() if not k.startswith("http.response.")
         }
-
-
-# Declared Any, so a replay hands back the decoded JSON as it is (exchange.from_stored).
-async def produce(exchange: Exchange) -> Any:
-    """The guarded body of an ASGI request: the application run through its capture
-    (``exchange.downstream``), what it answered kept (``Exchange.keep``). One coroutine, where
-    the capture's run and the body were two: every first request awaits it."""
-    exchange.ran = True
-    capture: Capture = exchange.downstream
-    try:
-        await capture.app(capture.scope, capture.receive, capture.send)
-    except BaseException as exc:
-        if not capture.complete or capture.passing or capture.start is None:
-            raise
-        # Raised after a complete response (a failing background task, or the request's task
-        # cancelled while one runs): the response stands, as it would without the capture, and
-        # is stored, since the body has run; the error is raised once the response is sent.
-        # Released instead, a cancelled request's retry would run the body a second time.
-        capture.late_error = exc
-    if capture.passing:
-        return exchange.keep(None)
-    start = capture.start
-    if start is None or not capture.complete:
-        raise RuntimeError("the application returned without a complete response")
-    chunks = capture.chunks
-    captured = blank(StoredResponse)  # its fields set here: no __init__ frame per request
-    captured.status, captured.headers = int(start["status"]), capture.headers
-    captured.body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    return exchange.keep(captured)

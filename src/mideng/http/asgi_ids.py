@@ -19,7 +19,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Set in the scope by whichever layer bound the request id first; inner layers reuse it.
 SCOPE_REQUEST_ID = "mideng.request_id"
-_REQUEST_ID_BYTES = REQUEST_ID_HEADER.encode("latin-1")
+REQUEST_ID_BYTES = REQUEST_ID_HEADER.encode("latin-1")
 
 
 # -- request id ------------------------------------------------------------------------------
@@ -29,7 +29,7 @@ def bind_request_id(scope: Scope) -> str | None:
         return None
     header = None
     for k, v in scope.get("headers", ()):
-        if k.lower() == _REQUEST_ID_BYTES:
+        if k.lower() == REQUEST_ID_BYTES:
             header = v.decode("latin-1")
             break
     request_id = accept_request_id(header)
@@ -40,9 +40,9 @@ def bind_request_id(scope: Scope) -> str | None:
 def tagged(start: Message, value: bytes) -> Message:
     """A response start with the request id set, unless the application set one."""
     headers = list(start.get("headers", ()))
-    if any(k.lower() == _REQUEST_ID_BYTES for k, _ in headers):
+    if any(k.lower() == REQUEST_ID_BYTES for k, _ in headers):
         return start
-    headers.append((_REQUEST_ID_BYTES, value))
+    headers.append((REQUEST_ID_BYTES, value))
     return {**start, "headers": headers}
 
 

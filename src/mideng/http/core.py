@@ -20,7 +20,6 @@ from typing import Any
 from mideng.context import get_request_id
 from mideng.core.keys import MAX_KEY_LENGTH, MAX_SCOPE_LENGTH, check_scope
 from mideng.core.policy import Policy
-from mideng.core.record import blank
 from mideng.errors import (
     ConfigurationError,
     IdempotencyError,
@@ -32,7 +31,7 @@ from mideng.errors import (
 )
 from mideng.guard import Guard
 from mideng.http import problem as p
-from mideng.http.headers import Headers, _BytesHeaders
+from mideng.http.headers import Headers
 from mideng.http.identity import (
     NO_HEADERS,
     Form,
@@ -44,7 +43,7 @@ from mideng.http.identity import (
     path_form,
     principal_scope,
 )
-from mideng.http.sfv import _PLAIN_STRING, parse_key
+from mideng.http.sfv import parse_key
 from mideng.http.stored import RESPONSE_CODEC
 
 KEY_HEADER = "idempotency-key"
@@ -78,7 +77,6 @@ NOT_REPLAYED = HOP_BY_HOP | {
     REPLAYED_HEADER,
     RETENTION_HEADER,
 }
-_KEY_BYTES = KEY_HEADER.encode("latin-1")
 
 
 # The per-request value types here and in mideng.http.exchange are slotted, not frozen: a frozen
@@ -243,8 +241,10 @@ class HttpOptions:
     def current(self) -> tuple[Policy, Policy, tuple[tuple[str, str], ...]]:
         """The Guard's policy of ``scope_prefix``, ``policy()`` made from it and ``retention()``
         made from that, in one look (a guarded request needs the last two)."""
-        guard = self.guard  # guard.policy(self.scope_prefix), inline: every guarded request asks
-        base = guard._scopes.get(self.scope_prefix, guard._defaults)
+        # Guard.policy hands back the scope's own policy object while nothing reconfigured it
+        # (a Policy is frozen: configure_scope makes a new one), so that object is the version
+        # the cached derivation was made from.
+        base = self.guard.policy(self.scope_prefix)
         cached = self._policy
         if cached and cached[0][0] is base:
             return cached[0]
@@ -276,15 +276,7 @@ class HttpOptions:
         if method not in methods and method.upper() not in methods:
             return None
         required = self.required if route is None or route.required is None else route.required
-        headers = request.headers
-        if type(headers) is _BytesHeaders:  # ASGI's: its two reads inline (Headers.get's frames)
-            fields = headers._bytes
-            raw_key, raw_length = fields.get(_KEY_BYTES), fields.get(b"content-length")
-            value = None if raw_key is None else raw_key.decode("latin-1")
-            declared = None if raw_length is None else raw_length.decode("latin-1")
-        else:
-            value = headers.get(KEY_HEADER)
-            declared = headers.get("content-length")
+        value = request.headers.get(KEY_HEADER)
         if value is None:
             if not required:
                 return None
@@ -293,24 +285,25 @@ class HttpOptions:
                 f"{request.method} {request.path} needs an "
                 'Idempotency-Key header, e.g. Idempotency-Key: "<uuid>"',
             )
-        plain = _PLAIN_STRING.fullmatch(value)  # parse_key's usual case inline: one sf-string
-        key = plain.group(1) if plain is not None else parse_key(value, lenient=self.lenient)
-        if key is None or not 0 < len(key) <= MAX_KEY_LENGTH:
+        key = parse_key(value, lenient=self.lenient)
+        if key is None:
             return self.problem(
                 p.KEY_MALFORMED,
                 "Idempotency-Key must be one quoted string "
                 f"(RFC 8941 sf-string) of 1 to {MAX_KEY_LENGTH} characters",
             )
-        if declared is not None:
-            try:
-                if int(declared) > self.max_body:
-                    return self.too_large()
-            except ValueError:  # the server rejects a garbled length; the read limit holds
-                pass
-        target = blank(RecordKey)  # its fields set here: no __init__ frame per request
-        target.scope = self._anonymous if self.principal is None else self.scope_for(request)
-        target.key = key
-        return target
+        if self._declares_too_much(request.headers):
+            return self.too_large()
+        return RecordKey(self.scope_for(request), key)
+
+    def _declares_too_much(self, headers: Headers) -> bool:
+        """The request's Content-Length says more than ``max_body``. A garbled length is the
+        server's to reject; the read limit holds whatever it says."""
+        declared = headers.get("content-length")
+        try:
+            return declared is not None and int(declared) > self.max_body
+        except ValueError:
+            return False
 
     def scope_for(self, request: Incoming) -> str:
         if self.principal is None:
@@ -342,7 +335,7 @@ class HttpOptions:
 
     def digest(self, request: Incoming, body: bytes) -> str:
         """The request's fingerprint as stored: version 2 (``identity.http_digest``), which
-        matches exactly where ``fingerprint`` does. (``exchange.arun`` spells it inline.)"""
+        matches exactly where ``fingerprint`` does."""
         return self._made(http_digest, request, body)
 
     def chosen_headers(self, headers: Headers) -> str:

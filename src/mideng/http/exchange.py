@@ -1,12 +1,11 @@
 """The drivers of the HTTP core: run one guarded request through the Guard.
 
-``run`` is the blocking drive (WSGI, Django, Flask); its awaited twin is spelt in
-``mideng.http.asgi.guard_asgi``, its body ``mideng.http.asgi_capture.produce``, as every
-guarded ASGI request runs it. The guarded body (``_produce``) calls the integration's
-``downstream``, which runs the application and returns its captured response. A response
-that may be stored is the body's result; any other makes the body raise ``NotStored``, so the
-Guard releases the claim, and carries what the client gets instead. The module-level bodies
-keep the Guard's per-function cache to two entries however many requests pass.
+``run`` is the blocking drive (WSGI, Django, Flask), ``arun`` the awaited one (ASGI); both
+carry out one procedure of effects (``_guarded_reply``, see ``mideng.core.effects``). The
+guarded body calls the integration's ``downstream``, which runs the application and returns
+its captured response. A response that may be stored is the body's result; any other makes
+the body raise ``NotStored``, so the Guard releases the claim, and carries what the client
+gets instead.
 
 The body's result is the response's fields (``mideng.http.stored.Form``), which the HTTP
 policy's codec writes as the JSON of its stored form (``stored_form``) without the encoder's
@@ -19,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import binascii
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mideng.core.record import blank
+from mideng.core import effects
+from mideng.core.effects import Effects, call
+from mideng.core.flow import Call
 from mideng.errors import (
     CodecError,
     IdempotencyError,
@@ -33,16 +34,13 @@ from mideng.errors import (
 from mideng.http.core import (
     NOT_REPLAYED,
     REPLAYED_HEADER,
-    RETENTION_HEADER,
-    RETRY_LATER,
     HttpOptions,
     Incoming,
     RecordKey,
     StoredResponse,
-    storable_status,
 )
 from mideng.http.identity import V2
-from mideng.http.stored import form
+from mideng.http.stored import Form
 from mideng.observability import logs, watch
 
 
@@ -70,7 +68,7 @@ def storable_headers(headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, s
     field written fresh for every response."""
     kept = []
     connection = False
-    for h in headers:  # one pass, no comprehension frame: this runs for every stored response
+    for h in headers:
         if h[0] not in NOT_REPLAYED:
             kept.append(h)
         elif h[0] == "connection":
@@ -103,9 +101,10 @@ def from_stored(plain: Any) -> StoredResponse:
         status, listed, body = plain["status"], plain["headers"], plain["body"]
         if type(status) is not int or type(listed) is not list or type(body) is not str:
             raise TypeError("status, headers or body of the wrong type")
-        headers = tuple((n, v) for n, v in listed)  # two items each, else a ValueError
-        if not all(type(n) is str and type(v) is str for n, v in headers):
-            raise TypeError("a header that is not two strings")
+        headers = tuple([(n, v) for n, v in listed])  # two items each, else a ValueError
+        for n, v in headers:
+            if type(n) is not str or type(v) is not str:
+                raise TypeError("a header that is not two strings")
         return StoredResponse(status, headers, binascii.a2b_base64(body))
     except (TypeError, ValueError, KeyError) as exc:  # binascii.Error is a ValueError
         raise CodecError(f"stored result is not a stored response: {exc}") from exc
@@ -122,45 +121,9 @@ def _has_length(status: int) -> bool:
     return status not in (204, 304) and status >= 200
 
 
-_REPLAYED = (REPLAYED_HEADER, "true")
-# The names ``replayed`` sets, by (a retention header?, a content-length?): a stored field of
-# the same name gives way to them.
-_SET_ON_REPLAY = {
-    (retention, length): frozenset(
-        {REPLAYED_HEADER}
-        | ({RETENTION_HEADER} if retention else set())
-        | ({"content-length"} if length else set())
-    )
-    for retention in (False, True)
-    for length in (False, True)
-}
-
-
 def replay_of(plain: Any, opts: HttpOptions) -> StoredResponse:
-    """``replayed(from_stored(plain), opts)``, in one pass over the stored headers."""
-    if type(plain) is not dict:
-        return replayed(from_stored(plain), opts)
-    retention = opts.retention()
-    try:
-        status, listed, body = plain["status"], plain["headers"], plain["body"]
-        if type(status) is not int or type(listed) is not list or type(body) is not str:
-            raise TypeError("status, headers or body of the wrong type")
-        length = _has_length(status)
-        dropped = _SET_ON_REPLAY[bool(retention), length]
-        headers = [(n, v) for n, v in listed]  # two items each, else a ValueError
-        for n, v in headers:
-            if type(n) is not str or type(v) is not str:
-                raise TypeError("a header that is not two strings")
-        raw = binascii.a2b_base64(body)
-    except (TypeError, ValueError, KeyError) as exc:  # binascii.Error is a ValueError
-        raise CodecError(f"stored result is not a stored response: {exc}") from exc
-    if not dropped.isdisjoint([n for n, _ in headers]):
-        headers = [h for h in headers if h[0] not in dropped]
-    headers.append(_REPLAYED)
-    headers += retention
-    if length:
-        headers.append(("content-length", str(len(raw))))
-    return StoredResponse(status, tuple(headers), raw)
+    """What a replay sends for the stored response ``plain`` (its decoded JSON)."""
+    return replayed(from_stored(plain), opts)
 
 
 Captured = StoredResponse | None  # None: too big or a stream; the app's own response went out
@@ -173,24 +136,36 @@ STORE_IO = (OSError, asyncio.TimeoutError)
 class Exchange:
     """One guarded request's state: did the body run here, and what did the app answer."""
 
-    __slots__ = ("downstream", "opts", "original", "passed", "ran", "retention")
-    # What runs the application: a callable returning the captured response (``run``'s), or
-    # over ASGI the request's Capture, which the body runs itself (asgi_capture.produce).
+    __slots__ = ("downstream", "opts", "original", "passed", "policy", "ran", "retention")
+    # What runs the application and returns its captured response: a blocking callable
+    # (``run``'s), or a coroutine function (``arun``'s).
     downstream: Any
 
-    def __init__(
-        self,
-        opts: HttpOptions,
-        downstream: Callable[[], Any],
-        retention: tuple[tuple[str, str], ...] | None = None,
-    ) -> None:
+    def __init__(self, opts: HttpOptions, downstream: Callable[[], Any]) -> None:
         self.opts = opts
         self.downstream = downstream
         self.ran = False
         self.original: StoredResponse | None = None
         self.passed = False  # the application's response went out as it came (not kept)
-        # The Idempotency-Retention header of the policy the call runs under.
-        self.retention = opts.retention() if retention is None else retention
+        # The HTTP policy the call runs under, and the Idempotency-Retention header it
+        # advertises.
+        _, self.policy, self.retention = opts.current()
+
+    def drive(self, target: RecordKey, fingerprint: str) -> Any:
+        """The Guard's blocking drive of the guarded body, claimed with ``fingerprint``."""
+        call = self._call(target, fingerprint, _produce)
+        return self.opts.guard.drive(call, _produce, (self,), {})
+
+    async def adrive(self, target: RecordKey, fingerprint: str) -> Any:
+        """``drive`` on the event loop, the body awaited."""
+        call = self._call(target, fingerprint, _aproduce)
+        return await self.opts.guard.adrive(call, _aproduce, (self,), {})
+
+    def _call(self, target: RecordKey, fingerprint: str, body: Callable[..., Any]) -> Call:
+        # Prepared without a payload: the request's fingerprint is the HTTP layer's own.
+        call = self.opts.guard.prepare(target.scope, target.key, body, None, self.policy)
+        call.fingerprint = fingerprint
+        return call
 
     def keep(self, captured: Captured) -> Any:
         if captured is None:
@@ -198,33 +173,16 @@ class Exchange:
             self.passed = True
             raise NotStored(Reply(None, own=True))
         self.original = captured
-        status, store = captured.status, self.opts.store_status
-        if not (  # the default rule (storable_status) inline
-            status < 500 and status not in RETRY_LATER
-            if store is storable_status
-            else store(status)
-        ):
+        if not self.opts.store_status(captured.status):
             raise NotStored(Reply(captured, own=True))
-        # storable_headers(captured.headers), its usual case (no ``connection`` field) inline.
-        kept = []
-        connection = False
-        for h in captured.headers:
-            if h[0] not in NOT_REPLAYED:
-                kept.append(h)
-            elif h[0] == "connection":
-                connection = True
-                break
-        headers = storable_headers(captured.headers) if connection else tuple(kept)
         # Encoded by the policy's codec (mideng.http.stored): the stored form's JSON bytes.
-        return form((status, headers, captured.body))
+        return Form((captured.status, storable_headers(captured.headers), captured.body))
 
     def reply(self, stored: Any) -> Reply:
         """What to send after the Guard returned ``stored`` (a stored form, or the plain data
         a replay decoded)."""
         if self.ran and self.original is not None:
-            reply = blank(Reply)  # every first request's: no __init__ frame
-            reply.response, reply.own, reply.added = self.original, True, self.retention
-            return reply
+            return Reply(self.original, True, self.retention)
         try:
             return Reply(replay_of(stored, self.opts))
         except CodecError as exc:
@@ -267,31 +225,49 @@ class Exchange:
 
 def _sent(reply: Reply) -> Reply:
     """The reply, counted in mideng_http_responses_total while metrics are on."""
-    if reply.response is not None:
-        count_reply(reply.response)
+    sent = reply.response
+    if sent is not None and watch.metrics is not None:
+        watch.metrics.http_reply(sent.status, any(n == REPLAYED_HEADER for n, _ in sent.headers))
     return reply
 
 
-def count_reply(sent: StoredResponse) -> None:
-    """Count ``sent`` in mideng_http_responses_total (metrics on)."""
-    if watch.metrics is not None:
-        watch.metrics.http_reply(sent.status, any(n == REPLAYED_HEADER for n, _ in sent.headers))
-
-
-# Declared Any, so a replay hands back the decoded JSON as it is (see from_stored).
+# The guarded bodies, declared Any so a replay hands back the decoded JSON as it is (see
+# from_stored); module-level, so the Guard's per-function cache holds two entries however many
+# requests pass.
 def _produce(exchange: Exchange) -> Any:
     exchange.ran = True
     return exchange.keep(exchange.downstream())
 
 
-# ``run`` and guard_asgi's drive are the one loop that exists twice (blocking and awaited);
-# what they decide is the Exchange's: ``keep`` (what the app answered), ``reply`` (what to send
-# after the Guard), ``recover`` (what an exception out of the Guard means).
-# The call is prepared without a payload and handed the request's fingerprint, version 2
-# (HttpOptions.digest), made in one pass over plain data. A record stored before version 2
-# carries version 1, which the Guard reports as a mismatch: when version 1 of this request is
-# the record's, the call is made again with it (``legacy``), and the record answers as it
-# always did (a replay, in progress, ...).
+async def _aproduce(exchange: Exchange) -> Any:
+    exchange.ran = True
+    return exchange.keep(await exchange.downstream())
+
+
+def _guarded_reply(
+    exchange: Exchange, target: RecordKey, request: Incoming, body: bytes
+) -> Effects[Reply]:
+    """The reply to one guarded request, written once for ``run`` and ``arun``: the Guard's
+    drive is the effect; what it means is the Exchange's: ``keep`` (what the app answered),
+    ``reply`` (what to send after the Guard), ``recover`` (what an exception out of it means).
+
+    The call is claimed with the request's fingerprint, version 2 (``HttpOptions.digest``). A
+    record stored before version 2 carries version 1, which the Guard reports as a mismatch:
+    when version 1 of this request is the record's, the call is made again with it
+    (``legacy``), and the record answers as it always did (a replay, in progress, ...)."""
+    fingerprint = exchange.opts.digest(request, body)
+    try:
+        try:
+            stored = yield call(exchange.drive, exchange.adrive, target, fingerprint)
+        except PayloadMismatchError as exc:
+            if (old := legacy(exc, exchange, request, body)) is None:
+                raise
+            stored = yield call(exchange.drive, exchange.adrive, target, old)
+    except Exception as exc:
+        return _sent(exchange.recover_or_raise(exc))
+    return _sent(exchange.reply(stored))
+
+
 def run(
     opts: HttpOptions,
     target: RecordKey,
@@ -299,24 +275,20 @@ def run(
     body: bytes,
     downstream: Callable[[], Captured],
 ) -> Reply:
-    _, policy, retention = opts.current()
-    exchange = Exchange(opts, downstream, retention)
-    guard = opts.guard
-    fingerprint = opts.digest(request, body)
-    try:
-        try:
-            call = guard.prepare(target.scope, target.key, _produce, None, policy)
-            call.fingerprint = fingerprint
-            stored = guard.drive(call, _produce, (exchange,), {})
-        except PayloadMismatchError as exc:
-            if (old := legacy(exc, exchange, request, body)) is None:
-                raise
-            call = guard.prepare(target.scope, target.key, _produce, None, policy)
-            call.fingerprint = old
-            stored = guard.drive(call, _produce, (exchange,), {})
-    except Exception as exc:
-        return _sent(exchange.recover_or_raise(exc))
-    return _sent(exchange.reply(stored))
+    """One guarded request, blocking (WSGI, Django, Flask): ``downstream`` runs the
+    application and returns its captured response."""
+    return effects.run(_guarded_reply(Exchange(opts, downstream), target, request, body))
+
+
+async def arun(
+    opts: HttpOptions,
+    target: RecordKey,
+    request: Incoming,
+    body: bytes,
+    downstream: Callable[[], Awaitable[Captured]],
+) -> Reply:
+    """``run`` on the event loop (ASGI): ``downstream`` is awaited."""
+    return await effects.arun(_guarded_reply(Exchange(opts, downstream), target, request, body))
 
 
 def legacy(

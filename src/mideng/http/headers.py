@@ -7,8 +7,6 @@ from collections.abc import Iterable, Iterator
 
 __all__ = ["Headers"]
 
-_new = object.__new__
-
 
 class Headers:
     """Request headers as (lower-case name, value); repeated fields join with ", "."""
@@ -32,26 +30,21 @@ class Headers:
         latin-1 when it is read."""
         pairs = raw if isinstance(raw, list) else list(raw)
         try:
-            joined = dict(pairs)
+            fields = dict(pairs)
         except TypeError:  # a bytearray name (unhashable), as a layer in front may hand on:
-            joined = {}  # the general path decodes it like bytes, rather than a 500
+            fields = {}  # the general path decodes it like bytes, rather than a 500
         # One lower-case name per field, as ASGI servers send them: values are looked up as
         # bytes and decoded when read. Anything else (a repeated field, a name with upper-case
         # letters, a bytearray) takes the general path.
-        if len(joined) == len(pairs) and b"".join(joined).islower():
-            made = _new(_BytesHeaders)  # its fields set here: no __init__ frame per request
-            made._raw, made._bytes = pairs, joined
-            return made
+        if len(fields) == len(pairs) and b"".join(fields).islower():
+            return _BytesHeaders(pairs, fields)
         return cls([(k.decode("latin-1"), v.decode("latin-1")) for k, v in pairs])
 
     @classmethod
     def of_fields(cls, fields: dict[str, str]) -> Headers:
         """Headers from lower-case names, one value each (as Django's request.headers has
         them): the dict is the lookup, nothing is joined."""
-        headers = cls.__new__(cls)
-        headers._pairs = list(fields.items())
-        headers._joined = fields
-        return headers
+        return _FieldHeaders(fields)
 
     def get(self, name: str, default: str | None = None) -> str | None:
         return self._joined.get(name.lower(), default)
@@ -65,13 +58,24 @@ class Headers:
         return iter(self._pairs)
 
 
+class _FieldHeaders(Headers):
+    """Headers.of_fields's: the caller's dict of lower-case names is the lookup."""
+
+    __slots__ = ()
+
+    def __init__(self, fields: dict[str, str]) -> None:
+        self._pairs = list(fields.items())
+        self._joined = fields
+
+
 class _BytesHeaders(Headers):
     """Headers.of_bytes's: the server's own list and a dict of it, each value decoded on read."""
 
     __slots__ = ("_bytes", "_raw")
 
-    _raw: list[tuple[bytes, bytes]]
-    _bytes: dict[bytes, bytes]
+    def __init__(self, raw: list[tuple[bytes, bytes]], fields: dict[bytes, bytes]) -> None:
+        self._raw = raw
+        self._bytes = fields
 
     def get(self, name: str, default: str | None = None) -> str | None:
         key = _NAMES.get(name)

@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from mideng.core.keys import MAX_SCOPE_LENGTH
 
@@ -204,22 +204,15 @@ def request_fingerprint(method: Form, path: Form, query: Form, body: str, header
     in the canonical order (sorted keys, no spaces) rather than by a walk over a dict: ``body``
     is a body digest (plain ASCII), ``headers`` the canonical spelling of the chosen headers'
     forms."""
-    if type(method) is str and type(path) is str and type(query) is str:  # _form, inlined
-        text = (
-            f'{{"body":"{body}","headers":{headers},"method":{_string(method)},'
-            f'"path":{_string(path)},"query":{_string(query)}}}'
-        )
-    else:
-        text = (
-            f'{{"body":"{body}","headers":{headers},"method":{_form(method)},'
-            f'"path":{_form(path)},"query":{_form(query)}}}'
-        )
+    text = (
+        f'{{"body":"{body}","headers":{headers},"method":{_form(method)},'
+        f'"path":{_form(path)},"query":{_form(query)}}}'
+    )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 #: The ``headers`` of ``request_fingerprint`` when no header is fingerprinted.
 NO_HEADERS = canonical({})
-_sha256 = hashlib.sha256
 
 
 def http_fingerprint(
@@ -243,28 +236,35 @@ def http_fingerprint(
 #: Starts a version-2 fingerprint (``http_digest``); one without it is version 1
 #: (``http_fingerprint``), as records stored before version 2 carry.
 V2 = "h2:"
+
+
+class HashState(Protocol):
+    """What ``http_digest`` does with a hashlib object: copy it, add bytes, read the digest."""
+
+    def copy(self) -> HashState: ...
+
+    def update(self, data: bytes, /) -> None: ...
+
+    def hexdigest(self) -> str: ...
+
+
 # The head's hash state by its fields (http_digest); copies are taken, the kept state is never
 # updated, so threads share it (a hashlib object's copy holds its lock).
-_HEADS: dict[tuple[str, str, str, str, str, bytes | None], hashlib._Hash] = {}
+_HEADS: dict[tuple[str, str, str, str, str, bytes | None], HashState] = {}
 _HEADS_KEPT = 1024
 
 
 def _head(
     kind: str, headers: str, method: str, path: str, query: str, raw: bytes | None
-) -> hashlib._Hash:
+) -> HashState:
     """The hash of a version-2 head: version 1's canonical JSON with the body's kind in place
     of its digest, and a newline."""
-    if (method.isascii() and path.isascii() and query.isascii()) and (
-        raw is None or raw.isascii()
-    ):  # ASCII text is its own form (exact, path_form)
-        fields = _string(method), _string(path), _string(query)
-    else:
-        fields = _form(exact(method)), _form(path_form(path, raw)), _form(exact(query))
+    fields = _form(exact(method)), _form(path_form(path, raw)), _form(exact(query))
     head = (
         f'{{"body":"{kind}","headers":{headers},"method":{fields[0]},'
         f'"path":{fields[1]},"query":{fields[2]}}}\n'
     )
-    return _sha256(head.encode("utf-8"))
+    return hashlib.sha256(head.encode("utf-8"))
 
 
 def http_digest(
@@ -282,27 +282,9 @@ def http_digest(
     version-1 fingerprint: the head is version 1's canonical JSON with the body's kind in place
     of its digest, and a newline (which canonical JSON never holds) ends it before the body's
     bytes."""
-    kind = None
-    data = body
-    # body_form's usual case inline (the JSON scanner's first case, as _parse_json tries it);
-    # anything else is body_form's.
-    if (
-        len(body) >= 4
-        and (content_type == "application/json" or _is_json(content_type))
-        and body[0] in b"{["
-        and body[1]
-    ):
-        try:
-            text = body.decode("utf-8", "surrogatepass")
-            value, end = _SCAN(text, 0)
-            if end == len(text):
-                data, kind = "".join(_CHUNKS(value, 0)).encode("utf-8"), "json"
-        except (StopIteration, ValueError, TypeError, RecursionError):
-            pass
-    if kind is None:
-        kind, data = body_form(content_type, body)
+    kind, data = body_form(content_type, body)
     # The head is the same for every request to one endpoint: its hash state is kept per
-    # fields and copied, rather than the fields checked, spelt, encoded and hashed each time.
+    # fields and copied, rather than the fields checked, written, encoded and hashed each time.
     fields = (kind, headers, method, path, query, raw)
     start = _HEADS.get(fields)
     if start is None:

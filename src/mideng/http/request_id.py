@@ -85,7 +85,7 @@ class _Ids:
 
 _VERSION_4 = bytes(b & 0x0F | 0x40 for b in range(256))
 _VARIANT = bytes(b & 0x3F | 0x80 for b in range(256))  # the RFC 4122 variant
-#: Fresh request ids: ``next(IDS.ids, None) or IDS.refill()`` (``new_request_id``, inline).
+#: Where fresh request ids come from (``new_request_id``).
 IDS = _Ids()
 
 

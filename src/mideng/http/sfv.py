@@ -171,7 +171,7 @@ class _Parser:
         return self.text[start : self.pos]
 
 
-# The Idempotency-Key's own reading of an Item (mideng.http.core's requests use it).
+# The Idempotency-Key's own reading of an Item (``parse_key``).
 _PLAIN_STRING = re.compile(r'[ \t]*"([ !#-\[\]-~]*)"[ \t]*')
 # A bare key, accepted leniently: token characters plus what UUIDs, base64 and URL-ish keys
 # use; never a quote, comma, semicolon or space (those would start another item or field).

@@ -2,10 +2,10 @@
 
 Every guarded response that is kept is encoded once. The JSON codec's C encoder walks the stored
 form (a dict, a list of header pairs, the body's base64) at about 14 thousand instructions for
-a small response, most of it per-call set-up and the generic walk; the same bytes spelled
-field by field are a few C calls. The spelling is the codec's own (``,`` and ``:`` without
-spaces, the fields in order, strings through the C string encoder, text as UTF-8), so records
-written here and by the codec are alike to every reader (pinned in
+a small response, most of it per-call set-up and the generic walk; the same bytes written from
+the three fields directly are a few C calls. The spelling is the codec's own (``,`` and ``:``
+without spaces, the fields in order, strings through the C string encoder, text as UTF-8), so
+records written here and by the codec are alike to every reader (pinned in
 tests/http/test_stored_bytes.py). The record still names the ``json`` codec: a replay decodes
 it as JSON, whichever wrote it.
 """
@@ -13,7 +13,6 @@ it as JSON, whichever wrote it.
 from __future__ import annotations
 
 import binascii
-import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -28,18 +27,13 @@ class Form(tuple[int, tuple[tuple[str, str], ...], bytes]):
     __slots__ = ()
 
 
-#: ``Form((status, headers, body))`` made in C (a tuple subclass's class call is Python-level).
-form: Callable[[tuple[int, tuple[tuple[str, str], ...], bytes]], Form] = functools.partial(
-    tuple.__new__, Form
-)
-
 # A JSON string as the codec spells it (ensure_ascii off): the C function the codec calls.
 _string: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def response_bytes(status: int, headers: tuple[tuple[str, str], ...], body: bytes) -> bytes:
     """``JSON_CODEC.encode(stored_form(...))`` for these fields; CodecError where it fails."""
-    return RESPONSE_CODEC.encode(form((status, headers, body)))
+    return RESPONSE_CODEC.encode(Form((status, headers, body)))
 
 
 def _base64(body: bytes) -> str:
@@ -53,7 +47,7 @@ def _plain(value: Form) -> dict[str, Any]:
 
 
 class ResponseCodec:
-    """The HTTP layer's codec: a ``Form`` is written field by field (``response_bytes``);
+    """The HTTP layer's codec: a ``Form`` is written directly (``response_bytes``);
     anything else, and every record read back, is the JSON codec's."""
 
     name = JSON_CODEC.name
@@ -65,11 +59,8 @@ class ResponseCodec:
         status, headers, body = value
         if type(status) is not int:  # an int subclass spells as the codec decides: let it
             return JSON_CODEC.encode(_plain(value))
-        fields = []
-        for n, v in headers:  # one pass, no comprehension frame: every kept response's
-            fields.append(f"[{_string(n)},{_string(v)}]")
-        spelt = binascii.b2a_base64(body, newline=False).decode("ascii")  # _base64, inline
-        text = f'{{"status":{status},"headers":[{",".join(fields)}],"body":"{spelt}"}}'
+        fields = ",".join([f"[{_string(n)},{_string(v)}]" for n, v in headers])
+        text = f'{{"status":{status},"headers":[{fields}],"body":"{_base64(body)}"}}'
         try:
             return text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: the codec fails it, with its own error

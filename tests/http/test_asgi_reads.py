@@ -1,6 +1,7 @@
-"""What the ASGI middleware spells inline is what the code it stands for gives: the plan read
-from the request's byte headers, the fingerprint (``HttpOptions.digest``), the HTTP policy as
-the Guard's scopes change, and the request ids it makes (``new_request_id``)."""
+"""What the ASGI middleware reads agrees with the framework-free core: the plan read from the
+request's byte headers as from the same headers in text, the stored fingerprint
+(``HttpOptions.digest``), the HTTP policy as the Guard's scopes and defaults change, and the
+request ids it makes (``new_request_id``)."""
 
 from __future__ import annotations
 
@@ -124,6 +125,25 @@ def test_the_http_policy_follows_the_guards_scopes() -> None:
     assert retention('"p-2"') == b"60"
     guard.configure_scope("http", ttl=120)
     assert retention('"p-3"') == b"120"
+
+
+def test_the_http_policy_follows_the_guards_defaults() -> None:
+    guard = Guard(MemoryStore(), ttl=30)
+    middleware = asgi.IdempotencyMiddleware(App(), guard=guard)
+
+    def retention(key: str) -> bytes | None:
+        sent = _post(middleware, _scope([(b"idempotency-key", key.encode())]), b"{}")
+        value: bytes | None = dict(sent[0]["headers"]).get(b"idempotency-retention")
+        return value
+
+    assert retention('"d-1"') == b"30"
+    guard.defaults = guard.defaults.merged(ttl=90)
+    assert retention('"d-2"') == b"90"
+    guard.defaults = guard.defaults.merged(ttl=None)
+    assert retention('"d-3"') is None  # no ttl: nothing advertised
+    guard.configure_scope("http", ttl=45)  # a scope of its own outranks the defaults
+    guard.defaults = guard.defaults.merged(ttl=10)
+    assert retention('"d-4"') == b"45"
 
 
 def test_fresh_request_ids_are_version_4_uuids_none_repeated_past_a_batch() -> None:
