@@ -22,6 +22,7 @@ from rich.logging import RichHandler
 from rich.table import Table
 
 from mideng import Guard, open_store
+from mideng.observability import logs
 
 CALLBACKS = 3
 
@@ -178,22 +179,13 @@ def demo(store_url: str | None) -> None:
     # on mideng's logger alone and for the demo alone (the process's logging is not ours).
     shown = RichHandler(console=console, show_path=False, show_time=False)
     shown.setFormatter(logging.Formatter("%(message)s"))
-    log = logging.getLogger("mideng")
-    before = log.level, log.propagate
-    log.addHandler(shown)
-    log.setLevel(logging.WARNING)
-    log.propagate = False
-    try:
+    with logs.shown_by(shown):
         console.print(
             "[bold]A payment callback times out; the platform retries.[/bold] "
             f"{CALLBACKS} callbacks for trade T20261129-0001 arrive at once, then one more retry."
         )
         with tempfile.TemporaryDirectory(prefix="mideng-demo-") as tmp:
             rows = run_demo(Path(tmp), store_url)
-    finally:
-        log.removeHandler(shown)
-        log.setLevel(before[0])
-        log.propagate = before[1]
     table = Table(title="Retried payment callback: order paid once, or three times?")
     for column in ("", "coupons issued", "points added", "handler runs", "distinct receipts"):
         table.add_column(column, justify="right" if column else "left", no_wrap=not column)

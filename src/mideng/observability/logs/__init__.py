@@ -53,6 +53,7 @@ from mideng.observability.logs.fields import (
     log,
     messaging_log,
     outbox_log,
+    shown_by,
     to_stderr,
 )
 from mideng.observability.logs.messaging import (
@@ -175,6 +176,7 @@ __all__ = [
     "steps_kept",
     "stuck_record",
     "survey_failed",
+    "shown_by",
     "to_stderr",
     "unsettled",
 ]

@@ -98,3 +98,19 @@ def to_stderr() -> Iterator[None]:
         yield
     finally:
         log.removeHandler(handler)
+
+
+@contextlib.contextmanager
+def shown_by(handler: logging.Handler, level: int = logging.WARNING) -> Iterator[None]:
+    """mideng's lines from ``level`` up through ``handler`` alone, for a while (the demo's
+    terminal): the process's own logging set-up is left as it was, and gets none of them."""
+    before = log.level, log.propagate
+    log.addHandler(handler)
+    log.setLevel(level)
+    log.propagate = False
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(before[0])
+        log.propagate = before[1]
