@@ -111,7 +111,9 @@ def part_batch(part: str) -> Any:
         setattr(core, "http_digest", lambda *fields: "h2:" + "f" * 64)  # noqa: B010 (its name there)
     elif part == "guard":
 
-        async def adrive(self: Any, call: Any, fn: Any, args: Any, kwargs: Any) -> Any:
+        async def adrive(
+            self: Any, call: Any, fn: Any, args: Any, kwargs: Any, terms: Any = None
+        ) -> Any:
             return await fn(*args, **kwargs)  # the body alone: no claim, no completion
 
         Guard.prepare = lambda self, *args: _Call()  # type: ignore[method-assign,assignment]

@@ -92,6 +92,13 @@ def pause(seconds: float) -> Effect[None]:
     return Effect(time.sleep, asyncio.sleep, (seconds,), {})
 
 
+def answer(value: T) -> Effects[T]:
+    """A procedure that makes no call and returns ``value``: where a procedure is asked for
+    and what it has to do needs no I/O."""
+    yield from ()  # nothing to carry out
+    return value
+
+
 def run(procedure: Effects[T]) -> T:
     """Carry ``procedure`` out with blocking calls; its return value."""
     try:

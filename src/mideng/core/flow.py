@@ -1,8 +1,11 @@
-"""One guarded call as an I/O-free state machine.
+"""One guarded call as an I/O-free state machine: the pipeline's decisions.
 
-The drivers (``Guard.run`` and ``Guard.arun``) loop: ask the store for a claim, hand it to
-``Call.next`` and do what it says: run the body, return a replayed value, raise, or wait and
-ask again. Everything that decides lives here, once, for both drivers.
+The drivers (mideng.guard.pipeline, one sync and one async loop) ask the store for a claim,
+hand it to ``Call.next`` and do what it says: run the body, return a replayed value, raise,
+or wait and ask again. Once the body is over, ``Call.returned`` or ``Call.raised`` says how
+the claim is settled and what the call then returns or raises. Everything that decides lives
+here, once, for both drivers; an entry with other rules (a message consumer answers with
+verdicts) gives the drivers its own decisions (``mideng.guard.pipeline.Terms``).
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ from mideng.core.record import (
     ClaimRequest,
     Record,
     Ticket,
-    blank,
 )
+from mideng.core.settle import RELEASED, Complete, Fail, Settle, failure_to_record, unencodable
 from mideng.errors import (
     AttemptsExhaustedError,
+    CodecError,
     IdempotencyError,
     InProgressError,
     PayloadMismatchError,
@@ -41,8 +45,7 @@ MAX_POLL = 0.25
 
 class Action(enum.Enum):
     """What a driver does next, as ``Call.next`` decides. The details ride on the call itself
-    (``ticket``, ``value``, ``error``, ``delay``), so deciding allocates nothing beyond what
-    the answer holds: an action object per claim was a Python-level constructor per call."""
+    (``ticket``, ``value``, ``error``, ``delay``)."""
 
     RUN = "run"  # run the body under ``call.ticket``
     RETURN = "return"  # return ``call.value``, the replayed result (of ``call.record``)
@@ -79,8 +82,10 @@ class Call(ClaimRequest):
     # a call is made per guarded call, and most need one of them).
     ticket: Ticket = field(init=False, repr=False, compare=False)  # RUN: the claim to settle
     value: Any = field(init=False, repr=False, compare=False)  # RETURN: the replayed result
-    record: Record = field(init=False, repr=False, compare=False)  # RETURN: the record replayed
-    error: BaseException = field(init=False, repr=False, compare=False)  # RAISE
+    # RETURN: the record replayed; RUN: the record claimed
+    record: Record = field(init=False, repr=False, compare=False)
+    # RAISE: the error to raise; a consumer's failed handler: its error, for the log lines
+    error: BaseException = field(init=False, repr=False, compare=False)
     delay: float = field(init=False, repr=False, compare=False)  # WAIT
 
     def request(self) -> ClaimRequest:
@@ -90,23 +95,29 @@ class Call(ClaimRequest):
         """Another call of this one's scope, policy and body (so the same terms) for ``key``,
         as ``Guard.prepare`` would make it without a payload: ``owner`` and ``request_id`` its
         own, started now. A batch makes its calls after the first this way; ``key`` must be
-        checked already. ``Guard.prepare`` spells the same fields inline (its hot path)."""
-        call = blank(Call)  # every field, without the class call
-        call.scope, call.key, call.owner = self.scope, key, owner
-        call.lease, call.ttl, call.fingerprint = self.lease, self.ttl, None
-        call.on_expiry, call.request_id = self.on_expiry, request_id
-        call.max_attempts, call.policy = self.max_attempts, self.policy
-        call.started, call.type_hint = time.monotonic(), self.type_hint
-        call.polls, call.duplicate = 0, None
-        return call
+        checked already."""
+        return Call(
+            self.scope,
+            key,
+            owner,
+            self.lease,
+            self.ttl,
+            None,
+            self.on_expiry,
+            request_id,
+            self.max_attempts,
+            policy=self.policy,
+            started=time.monotonic(),
+            type_hint=self.type_hint,
+        )
 
     def next(self, claim: Claim, now: float | None = None) -> Action:
         """Decide what to do with a claim; ``now`` is the caller's monotonic clock, read here
         when not given (only an in-progress claim needs it: the wait it leaves)."""
         record, outcome = claim.record, claim.outcome
         if outcome is ACQUIRED:
-            t = self.ticket = blank(Ticket)  # Ticket.of(record), without the class call
-            t.scope, t.key, t.owner, t.fence = record.scope, record.key, record.owner, record.fence
+            self.ticket = Ticket(record.scope, record.key, record.owner, record.fence)
+            self.record = record
             return RUN
         if self.duplicate is None:
             self.duplicate = claim  # the driver logs the first sighting once
@@ -144,6 +155,30 @@ class Call(ClaimRequest):
                 )
             )
         return self._in_progress(record, time.monotonic() if now is None else now)
+
+    def returned(self, result: Any) -> Settle:
+        """The body returned ``result``: complete with it encoded, and return it; or, when the
+        codec can't store it, record that as the failure and raise it."""
+        policy = self.policy
+        codec = policy.codec
+        try:
+            data = codec.encode(result)
+        except CodecError as exc:
+            return unencodable(policy, exc, result)
+        return Settle(Complete(data, codec.name, policy.ttl), None, result)
+
+    def raised(self, exc: BaseException) -> Settle:
+        """The body raised ``exc``: record it (``on_error="record"``) or release the claim;
+        raise it either way. A CodecError (a result, a step's or a nested call's, that could
+        not be stored) ends a task as an unstorable result of its own does: what ran before it
+        is not run again."""
+        policy = self.policy
+        if policy.retry_limit and isinstance(exc, CodecError):
+            return unencodable(policy, exc)
+        failure = failure_to_record(policy, exc)
+        if failure is None:
+            return Settle(RELEASED, exc)
+        return Settle(Fail(failure, policy.ttl), exc)
 
     def _raise(self, error: BaseException) -> Action:
         self.error = error

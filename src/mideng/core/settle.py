@@ -1,5 +1,6 @@
-"""After the body: what a claim becomes, decided without I/O (both drivers carry it out);
-and how an operator's ``resolve`` settles an UNKNOWN record.
+"""After the body: the writes that settle a claim, as typed values, and the decisions the
+pipeline's calls make with them (``mideng.core.flow.Call.returned`` / ``raised``); how an
+operator's ``resolve`` settles an UNKNOWN record.
 
 A result is encoded and completes the claim. An exception either releases the claim (the retry
 may run again: the default, and always for cancellation and interrupts) or records the failure
@@ -52,35 +53,42 @@ class Release(NamedTuple):
     """Drop the claim so a retry runs again: ``store.release(ticket)``."""
 
 
+class Hold(NamedTuple):
+    """Keep the claim ``lease`` seconds more, its attempt counted, so a copy that comes back
+    sooner waits: ``store.heartbeat(ticket, lease, ttl)`` (a consumer's failed run, retried
+    after a backoff)."""
+
+    lease: float
+    ttl: float | None
+
+
 #: A write that settles a claim, as a typed value (mideng.guard.settling makes it on a store).
-Write = Complete | Fail | Release
+Write = Complete | Fail | Release | Hold
 #: The store operation each write is, by name (log lines and metric labels).
-OPERATION: dict[type[Write], str] = {Complete: "complete", Fail: "fail", Release: "release"}
-_RELEASED = Release()
+OPERATION: dict[type[Write], str] = {
+    Complete: "complete",
+    Fail: "fail",
+    Release: "release",
+    Hold: "heartbeat",
+}
+#: The one Release: it holds nothing.
+RELEASED = Release()
 
 
 class Settle(NamedTuple):
-    """What a claim becomes once the body is over: ``write``, the store write that settles it,
-    and ``error``, what the call raises once it is settled (None: the call returns the body's
-    result)."""
+    """What a claim becomes once the body is over: ``write``, the store write that settles it;
+    ``error``, what the call raises once it is settled; and ``value``, what it returns when
+    ``error`` is None and the body raised (an entry that answers a failure, as a consumer
+    answers with a verdict). When the body returned and ``error`` is None, the call returns
+    the body's result."""
 
     write: Write
     error: BaseException | None
+    value: Any = None
 
     @property
     def operation(self) -> str:
         return OPERATION[type(self.write)]
-
-
-def returned(policy: Policy, result: Any) -> Settle:
-    """The body returned ``result``: complete with it encoded, or, when the codec can't store
-    it, record that as the failure and raise it."""
-    codec = policy.codec
-    try:
-        data = codec.encode(result)
-    except CodecError as exc:
-        return unencodable(policy, exc, result)
-    return Settle(Complete(data, codec.name, policy.ttl), None)
 
 
 def unencodable(policy: Policy, exc: CodecError, result: Any = None) -> Settle:
@@ -100,7 +108,7 @@ def unencodable(policy: Policy, exc: CodecError, result: Any = None) -> Settle:
             "an async body with arun() or an async def, and await what it returns"
         )
         refused.__cause__ = exc  # raised after the release, outside the codec's except
-        return Settle(_RELEASED, refused)
+        return Settle(RELEASED, refused)
     if policy.retry_limit:
         return Settle(Complete(encode_failure(exc), UNSTORED, policy.ttl), exc)
     return Settle(Fail(encode_failure(exc), policy.ttl), exc)
@@ -112,23 +120,6 @@ def _not_started(value: Any) -> bool:
     if inspect.isgenerator(value):
         return inspect.getgeneratorstate(value) == inspect.GEN_CREATED
     return False
-
-
-def completion(policy: Policy, data: bytes) -> Settle:
-    """``returned``'s step for a result the policy's codec encoded as ``data``."""
-    return Settle(Complete(data, policy.codec.name, policy.ttl), None)
-
-
-def raised(policy: Policy, exc: BaseException) -> Settle:
-    """The body raised ``exc``: record it (``on_error="record"``) or release the claim. A
-    CodecError (a result, a step's or a nested call's, that could not be stored) ends a task
-    as an unstorable result of its own does: what ran before it is not run again."""
-    if policy.retry_limit and isinstance(exc, CodecError):
-        return unencodable(policy, exc)
-    failure = failure_to_record(policy, exc)
-    if failure is None:
-        return Settle(_RELEASED, exc)
-    return Settle(Fail(failure, policy.ttl), exc)
 
 
 def tolerated(policy: Policy, step: Settle | None, exc: BaseException) -> bool:

@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from mideng.core.flow import Call
 from mideng.core.policy import Policy
+from mideng.guard.pipeline import TERMS, Terms
 from mideng.stores.base import Store
 
 R = TypeVar("R")
@@ -36,9 +37,15 @@ class Driver(Protocol):
         """A call ready to drive: InvalidKeyError / ConfigurationError before any store I/O."""
 
     def drive(
-        self, call: Call, fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        call: Call,
+        fn: Callable[..., R],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        terms: Terms = TERMS,
     ) -> R:
-        """Claim and run ``fn(*args, **kwargs)`` once, or replay / raise / wait and replay."""
+        """Claim and run ``fn(*args, **kwargs)`` once, or replay / raise / wait and replay
+        (mideng.guard.pipeline; ``terms``: an entry's own decisions)."""
 
     async def adrive(
         self,
@@ -46,6 +53,7 @@ class Driver(Protocol):
         fn: Callable[..., Awaitable[R]],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        terms: Terms = TERMS,
     ) -> R:
         """``drive`` for a coroutine function, on the running loop."""
 

@@ -1,12 +1,12 @@
-"""Guard: the sync and async drivers of the core's call state machine.
+"""Guard: runs a body at most once per (scope, key), configured per scope.
 
-``run`` and ``arun`` are the same short loop, once with blocking calls and once with await:
-claim, let ``Call.next`` decide, then run the body, replay, raise, or wait and claim again.
+``run`` / ``arun`` (and the decorator, transactional mode, the HTTP exchange, operations and
+consumers) prepare a call and hand it to the pipeline (mideng.guard.pipeline), with the store
+as the observers see it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -14,21 +14,19 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from mideng.context import get_request_id
 from mideng.core.canonical import fingerprint as make_fingerprint
-from mideng.core.flow import RAISE, RETURN, RUN, Call
+from mideng.core.flow import Call
 from mideng.core.keys import MAX_KEY_LENGTH, KeySpec, check_key, check_scope
 from mideng.core.policy import Policy
-from mideng.core.record import Record, blank
-from mideng.core.settle import UNSET, raised, resolution, returned
-from mideng.errors import ConfigurationError, IdempotencyError
-from mideng.guard.aheartbeat import renew_store
+from mideng.core.record import Record
+from mideng.core.settle import UNSET, resolution
+from mideng.errors import ConfigurationError
+from mideng.guard import pipeline
 from mideng.guard.bodies import LIMIT, learn
-from mideng.guard.cancelled import give_back
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.operations import Operations
 from mideng.guard.owners import OWNERS
-from mideng.guard.settling import asettle, settle
-from mideng.guard.store_errors import store_error
+from mideng.guard.pipeline import TERMS, Terms
 from mideng.observability import logs, watch
 from mideng.observability.instrument import Counting
 from mideng.observability.watch import store_label
@@ -37,10 +35,6 @@ from mideng.stores.registry import open_store
 
 R = TypeVar("R")
 P = ParamSpec("P")
-
-
-def _no_heartbeat() -> None:
-    pass
 
 
 class Guard(Operations):
@@ -185,8 +179,7 @@ class Guard(Operations):
         policy: Policy | None = None,
     ) -> Call:
         """The call ``run`` / ``arun`` drive for ``fn`` under (scope, key): the key checked,
-        the payload fingerprinted, the scope's policy (or ``policy``) applied. In one frame:
-        every guarded call makes one."""
+        the payload fingerprinted, the scope's policy (or ``policy``) applied."""
         known = self._bodies.get(fn)
         hint = known[0] if known is not None else learn(self._bodies, fn)[0]
         # The usual key (a short ASCII str) passes check_key's rules in a few C calls; any
@@ -208,19 +201,20 @@ class Guard(Operations):
             p = self._ready_scope(scope)
         if policy is not None:
             p = policy
-        call = blank(Call)  # Call(...) without the class call (core.record.blank): every field
-        call.scope, call.key = scope, key
-        call.owner = next(OWNERS.ids)
-        call.lease, call.ttl = p.lease, p.ttl
-        call.fingerprint = fp
-        call.on_expiry = p.on_expiry
-        call.request_id = get_request_id()
-        call.max_attempts = p.retry_limit
-        call.policy = p
-        call.started = time.monotonic()
-        call.type_hint = hint
-        call.polls, call.duplicate = 0, None
-        return call
+        return Call(
+            scope,
+            key,
+            next(OWNERS.ids),
+            p.lease,
+            p.ttl,
+            fp,
+            p.on_expiry,
+            get_request_id(),
+            p.retry_limit,
+            policy=p,
+            started=time.monotonic(),
+            type_hint=hint,
+        )
 
     def _ready_scope(self, scope: str) -> Policy:
         check_scope(scope)
@@ -231,21 +225,23 @@ class Guard(Operations):
             self._ready[scope] = p
         return p
 
-    # The loops below are the only code here that exists twice; what they do is decided in the
-    # core (``Call.next`` after a claim, ``settle`` after the body). Where a call's outcome is
-    # known, once for both loops: ``Call.next``'s action (the claim's outcome), ``logs.duplicate``
-    # (a duplicate: a replay, a refusal or a wait), ``store_error`` (every store error the call
-    # meets, tolerated or not). Observers see the call through its store: counted while metrics
-    # are on (``instrument.counted``), and traced, inside the call's span, while tracing is.
+    # -- the pipeline (mideng.guard.pipeline), seen by the observers ----------------------------
+    # Observers see the call through its store: counted while metrics are on
+    # (``instrument.counted``), and traced, inside the call's span, while tracing is.
     def drive(
-        self, call: Call, fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        call: Call,
+        fn: Callable[..., R],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        terms: Terms = TERMS,
     ) -> R:
         store = self.store if watch.metrics is None else self._counting.of(self.store)
         if watch.on is None:
-            return self._drive(store, call, fn, args, kwargs)
+            return pipeline.drive(store, self._heartbeats, call, fn, args, kwargs, terms)
         with watch.on.call(call, self.store):
             traced = watch.on.traced(store, store_label(self.store))
-            return self._drive(traced, call, fn, args, kwargs)
+            return pipeline.drive(traced, self._heartbeats, call, fn, args, kwargs, terms)
 
     async def adrive(
         self,
@@ -253,98 +249,14 @@ class Guard(Operations):
         fn: Callable[..., Awaitable[R]],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        terms: Terms = TERMS,
     ) -> R:
         store = self.store if watch.metrics is None else self._counting.of(self.store)
         if watch.on is None:
-            return await self._adrive(store, call, fn, args, kwargs)
+            return await pipeline.adrive(store, call, fn, args, kwargs, terms)
         with watch.on.call(call, self.store):
             traced = watch.on.traced(store, store_label(self.store))
-            return await self._adrive(traced, call, fn, args, kwargs)
-
-    def _drive(
-        self,
-        store: Store,
-        call: Call,
-        fn: Callable[..., R],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> R:
-        while True:
-            try:
-                claim = store.claim(call)
-            except IdempotencyError as exc:
-                if not store_error(call, None, exc):
-                    raise
-                return fn(*args, **kwargs)
-            action = call.next(claim)
-            if action is RUN:
-                break
-            logs.duplicate(call)
-            if action is RETURN:
-                return call.value  # type: ignore[no-any-return]
-            if action is RAISE:
-                raise call.error
-            time.sleep(call.delay)
-        p, ticket = call.policy, call.ticket
-        stop = (
-            self._heartbeats.start(p.lease, lambda: store.heartbeat(ticket, p.lease, p.ttl), ticket)
-            if p.heartbeat
-            else _no_heartbeat
-        )
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as exc:
-            stop()
-            settle(store, call, ticket, raised(p, exc))
-            raise
-        stop()
-        step = returned(p, result)
-        settle(store, call, ticket, step)
-        if step.error is not None:
-            raise step.error
-        return result
-
-    async def _adrive(
-        self,
-        store: Store,
-        call: Call,
-        fn: Callable[..., Awaitable[R]],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> R:
-        while True:
-            try:
-                claim = await store.aclaim(call)
-            except IdempotencyError as exc:
-                if not store_error(call, None, exc):
-                    raise
-                return await fn(*args, **kwargs)
-            except asyncio.CancelledError:  # it may have landed: not left held (guard.cancelled)
-                await give_back(store, call)
-                raise
-            action = call.next(claim)
-            if action is RUN:
-                break
-            logs.duplicate(call)
-            if action is RETURN:
-                return call.value  # type: ignore[no-any-return]
-            if action is RAISE:
-                raise call.error
-            await asyncio.sleep(call.delay)
-        p, ticket = call.policy, call.ticket
-        stop = renew_store(p.lease, store, ticket, p.ttl) if p.heartbeat else _no_heartbeat
-        try:
-            result = await fn(*args, **kwargs)
-        except BaseException as exc:
-            stop()
-            await asettle(store, call, ticket, raised(p, exc))
-            raise
-        stop()
-        step = returned(p, result)
-        await asettle(store, call, ticket, step)
-        if step.error is not None:
-            raise step.error
-        return result
+            return await pipeline.adrive(traced, call, fn, args, kwargs, terms)
 
     def log_duplicate(self, call: Call) -> None:
         logs.duplicate(call)

@@ -1,7 +1,7 @@
 """After the body: the write that settles a claim, made again when the store failed it once,
 and done to its end when the call is cancelled at it. Written once (a procedure of effects,
 mideng.core.effects), entered once the store failed the write or the call was cancelled at
-it; ``settle`` and ``asettle`` make the write and carry out what follows.
+it; the drivers (mideng.guard.pipeline) make the write and enter these when it fails.
 
 Made again: the body has run. Left processing, its record is taken over once the lease runs
 out and the body runs a second time, though its holder never died; a failure meant to be
@@ -37,7 +37,7 @@ from mideng.core import effects
 from mideng.core.effects import Effect, Effects
 from mideng.core.flow import Call
 from mideng.core.record import FAILED, SUCCEEDED, Record, Ticket
-from mideng.core.settle import Complete, Fail, Release, Settle, Write
+from mideng.core.settle import Complete, Fail, Hold, Release, Settle, Write
 from mideng.errors import IdempotencyError, LeaseLostError, StoreUnavailableError
 from mideng.guard.store_errors import store_error
 from mideng.observability import logs
@@ -50,29 +50,6 @@ FIRST_PAUSE = 0.05
 WINDOW = 1.0
 
 
-def settle(store: RecordStore, call: Call, ticket: Ticket, step: Settle) -> None:
-    """``step``'s write made on the store (blocking); if the store failed it, made again
-    while the lease holds, and the error that stands raised (``standing``)."""
-    write = written(store, ticket, step.write)
-    try:
-        write.sync(*write.args)
-    except IdempotencyError as exc:
-        effects.run(standing(store, call, ticket, step, exc))
-
-
-async def asettle(store: RecordStore, call: Call, ticket: Ticket, step: Settle) -> None:
-    """``settle`` on the event loop; cancelled at the write, the write is done to its end
-    before the cancellation is raised (``to_its_end``)."""
-    write = written(store, ticket, step.write)
-    try:
-        await write.aio(*write.args)
-    except IdempotencyError as exc:
-        await effects.arun(standing(store, call, ticket, step, exc))
-    except asyncio.CancelledError:
-        await effects.arun(to_its_end(call, write))
-        raise
-
-
 def written(store: RecordStore, ticket: Ticket, write: Write) -> Effect[Any]:
     """``write`` as the store operation it is."""
     if isinstance(write, Complete):
@@ -81,19 +58,26 @@ def written(store: RecordStore, ticket: Ticket, write: Write) -> Effect[Any]:
         )
     if isinstance(write, Fail):
         return effects.call(store.fail, store.afail, ticket, write.error, write.ttl)
+    if isinstance(write, Hold):
+        return effects.call(store.heartbeat, store.aheartbeat, ticket, write.lease, write.ttl)
     return effects.call(store.release, store.arelease, ticket)
 
 
 def standing(
-    store: RecordStore, call: Call, ticket: Ticket, step: Settle, exc: IdempotencyError
-) -> Effects[None]:
+    store: RecordStore, call: Call, ticket: Ticket, step: Settle, exc: Exception
+) -> Effects[Any]:
     """After the store failed ``step``'s write with ``exc``: the write made again while the
-    lease holds; the store error that then stands raised, unless the call goes on with it."""
+    lease holds; the store error that then stands raised, unless the call goes on with it
+    (then what the call returns: ``step.value``). An error that is not the store's answer
+    (a bug in a store's code) is raised as it is."""
+    if not isinstance(exc, IdempotencyError):
+        raise exc
     left = yield from made_again(store, call, ticket, step, exc)
     if left is not None and not store_error(call, step, left):
         if left is exc:
             raise exc
         raise left from exc
+    return step.value
 
 
 def made_again(
@@ -121,16 +105,16 @@ def made_again(
             logs.settled_again(call, step.operation, tries)
             return None
     except asyncio.CancelledError:
-        yield from to_its_end(call, write)
+        yield from to_its_end(store, call, ticket, step)
         raise
     return exc
 
 
-def to_its_end(call: Call, write: Effect[Any]) -> Effects[None]:
-    """``write`` done again, uncancellable: a cancellation cut it short, and the caller raises
-    that once this returns."""
+def to_its_end(store: RecordStore, call: Call, ticket: Ticket, step: Settle) -> Effects[None]:
+    """``step``'s write done again, uncancellable: a cancellation cut it short, and the caller
+    raises that once this returns."""
     try:
-        yield effects.shielded(write)
+        yield effects.shielded(written(store, ticket, step.write))
     except LeaseLostError:
         pass  # the cut-short write had landed (or the key was taken over): nothing to do
     except IdempotencyError as exc:
@@ -154,7 +138,7 @@ def _pauses(call: Call, exc: IdempotencyError) -> Iterator[float]:
 
 def _landed(record: Record | None, ticket: Ticket, write: Write) -> bool:
     """Whether ``record`` is what ``write`` had made of this claim (its write had landed)."""
-    if isinstance(write, Release):
+    if isinstance(write, (Release, Hold)):
         return True
     status = SUCCEEDED if isinstance(write, Complete) else FAILED
     return (

@@ -22,3 +22,8 @@ def store_error(call: Call, step: Settle | None, exc: IdempotencyError) -> bool:
     else:
         logs.unsettled(call, step.error, exc)
     return True
+
+
+def at_claim(call: Call, exc: IdempotencyError) -> bool:
+    """``store_error`` at the claim: True when the call goes on unguarded (``fail_open``)."""
+    return store_error(call, None, exc)

@@ -19,35 +19,32 @@ its writes commit in the same transaction as the dedup record (mideng.messaging.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import inspect
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from mideng.context import get_request_id, request_id_scope
 from mideng.core.calls import is_async
-from mideng.core.failure import encode_failure, message_of
-from mideng.core.flow import Call
+from mideng.core.failure import message_of
+from mideng.core.flow import RUN, Call
 from mideng.core.keys import check_scope
 from mideng.core.loops import running_loop
-from mideng.core.record import Claim, Ticket, blank
+from mideng.core.record import Claim, Ticket
+from mideng.core.settle import Complete
 from mideng.errors import (
-    CodecError,
-    IdempotencyError,
     InvalidKeyError,
     LeaseLostError,
     StoreUnavailableError,
 )
-from mideng.guard.aheartbeat import start_async
 from mideng.guard.driver import Driver
 from mideng.guard.owners import OWNERS
+from mideng.guard.pipeline import asettle
 from mideng.messaging.batch import claim_all, complete_all
+from mideng.messaging.delivery import RAN, UNRUN, Delivery, lapsed
 from mideng.messaging.holds import BatchHold
 from mideng.messaging.keys import KeyFn, default_key, key_as, key_of, request_id_of, scope_of
 from mideng.messaging.message import Message
-from mideng.messaging.outcome import RetryRules, after_failure, standing
+from mideng.messaging.outcome import RetryRules
 from mideng.messaging.transactional import check as check_transactional
 from mideng.messaging.transactional import handle as handle_in_transaction
 from mideng.messaging.turns import handlers_done, run_handler
@@ -58,14 +55,6 @@ from mideng.observability.instrument import counted
 from mideng.stores.batch import Completion
 
 DeadLetterHook = Callable[[Message, str], "Awaitable[None] | None"]
-
-
-def _no_heartbeat() -> None:
-    pass
-
-
-# Verdicts are frozen values: a batch hands out these two instead of making one per message.
-_RAN, _UNRUN = Ack(ran=True), Ack(ran=False)
 
 
 class IdempotentConsumer:
@@ -106,8 +95,7 @@ class IdempotentConsumer:
         self.on_dead_letter = on_dead_letter
         self.coroutine = is_async(handler)
         self.async_engine = engine is not None and hasattr(engine, "sync_engine")
-        # What a completion stores (the codec's None), encoded once per codec.
-        self._nothing: tuple[Any, bytes] = (None, b"")
+        self.delivery = Delivery(self)  # its decisions at each point of the pipeline
         # Runs whose completion the store refused, written when their message comes back.
         self.unwritten = Unwritten(scope)
         if engine is not None:
@@ -189,7 +177,7 @@ class IdempotentConsumer:
         await self._run_batch(messages, rids, calls, verdicts)
         for i, of in copies.items():
             v = verdicts[of]
-            verdicts[i] = _UNRUN if isinstance(v, Ack) else v
+            verdicts[i] = UNRUN if isinstance(v, Ack) else v
         decided: list[Verdict] = []
         for verdict in verdicts:
             assert verdict is not None
@@ -205,25 +193,21 @@ class IdempotentConsumer:
         if key in self.unwritten:
             return (await write_kept(self, [key]))[0]
         call = self.prepare(key)
-        store = counted(self.guard.store)
+        self.delivery.encoded_none(call.policy)
         try:
-            claim = await store.aclaim(call.request())
+            # The delivery's terms answer with a verdict, whatever the handler returns.
+            verdict = cast(
+                Verdict,
+                await self.guard.adrive(
+                    call,
+                    run_handler,
+                    (self.handler, self.coroutine, message),
+                    {},
+                    self.delivery.terms,
+                ),
+            )
         except StoreUnavailableError as exc:
             return Retry(self.rules.retry_delay, f"store unavailable at claim: {exc}")
-        verdict, completion = await self._run(message, call, claim)
-        if completion is None:
-            return verdict
-        try:
-            await store.acomplete(
-                completion.ticket, completion.result, completion.codec, completion.ttl
-            )
-        except LeaseLostError as exc:
-            _lapsed(call, exc)
-        except Exception as exc:  # whatever failed, the run happened: it must not run again
-            return kept(self, key, completion, exc)
-        except asyncio.CancelledError:  # as much so: written to its end first (unwritten)
-            await finish(self, [(key, completion)])
-            raise
         return verdict
 
     async def _run_batch(
@@ -233,6 +217,9 @@ class IdempotentConsumer:
         calls: list[tuple[int, Call]],
         out: list[Any],
     ) -> None:
+        if not calls:
+            return
+        self.delivery.encoded_none(calls[0][1].policy)  # CodecError: before any claim
         store = counted(self.guard.store)
         sent = running_loop().time()
         try:
@@ -241,22 +228,13 @@ class IdempotentConsumer:
             for i, _ in calls:
                 out[i] = Retry(self.rules.retry_delay, f"store unavailable at claim: {exc}")
             return
-        if not calls:
-            return
         # Every lease of the batch was granted at once, but its handlers run one after another:
         # each is renewed from now until its completion is written, so a key waiting behind a
         # slow handler is not taken over (by a copy elsewhere, or a stream's pending-entry
         # claim) and then run here too. A key whose lease is no longer known to hold when its
         # turn comes is not started (see _run). One beat renews the batch (messaging.holds).
         p = calls[0][1].policy
-        tickets: list[Ticket | None] = []
-        for claim in claims:
-            if claim.acquired:
-                r, t = claim.record, blank(Ticket)  # Ticket.of(record), without the class call
-                t.scope, t.key, t.owner, t.fence = r.scope, r.key, r.owner, r.fence
-                tickets.append(t)
-            else:
-                tickets.append(None)
+        tickets = [Ticket.of(claim.record) if claim.acquired else None for claim in claims]
         held = BatchHold(store, tickets, p.lease, p.ttl, p.heartbeat, sent)
         ran: list[tuple[int, Call, Completion]] = []
         started: set[int] = set()
@@ -280,7 +258,7 @@ class IdempotentConsumer:
                 return
             for (_, call, _), answer in zip(ran, answers, strict=True):
                 if isinstance(answer, LeaseLostError):
-                    _lapsed(call, answer)
+                    lapsed(call, answer)
         except BaseException:
             # Cancelled mid-batch: what ran is completed (redelivered, it is acked unrun), and
             # the keys not started yet are given back, so their redeliveries run at once
@@ -295,86 +273,39 @@ class IdempotentConsumer:
             held.stop()
 
     async def _run(
-        self,
-        message: Message,
-        call: Call,
-        claim: Claim,
-        held: BatchHold | None = None,
-        n: int = 0,
+        self, message: Message, call: Call, claim: Claim, held: BatchHold, n: int
     ) -> tuple[Verdict, Completion | None]:
-        """Run the handler on an acquired claim; the completion is the caller's to write. A
-        batch passes its hold and the claim's place in it: the key is renewed until the caller
-        has written the completion, and released here otherwise."""
-        if not claim.acquired:
-            call.duplicate = claim
-            self.guard.log_duplicate(call)
-            return standing(claim, time.time(), self.rules), None
-        store, p = counted(self.guard.store), call.policy
-        if held is None:
-            ticket = Ticket.of(claim.record)
-            stop = (
-                start_async(p.lease, lambda: store.aheartbeat(ticket, p.lease, p.ttl), ticket)
-                if p.heartbeat
-                else _no_heartbeat
-            )
-        else:
-            ticket = held.ticket(n)
-            stop = functools.partial(held.release, n)
-            if not held.holds(n):
-                # Its renewals failed while earlier handlers ran, or it was taken over: the
-                # lease may end, and the key be taken over, while this handler would run.
-                stop()
-                logs.consumer_turn_missed(call.scope, call.key)
-                return Retry(self.rules.retry_delay, "lease not held at the handler's turn"), None
-        codec, nothing = self._nothing
-        if codec is not p.codec:  # the handler's result is not kept: the codec's None is
-            try:
-                nothing = p.codec.encode(None)
-            except CodecError:
-                # Encoded before the handler runs: a completion that could not be written
-                # after it ran would leave the claim to lapse and a copy to run it again.
-                stop()
-                await release_quietly(store, ticket)
-                raise
-            codec = p.codec
-            self._nothing = codec, nothing
+        """The pipeline's batch form for one message of a batch: its claim decided, its handler
+        run while the batch's hold renews its key, a failure settled here; a run's completion
+        is the caller's to write, with the batch's."""
+        terms = self.delivery.terms
+        if terms.next(call, claim) is not RUN:
+            logs.duplicate(call)
+            return call.value, None
+        store, ticket = counted(self.guard.store), held.ticket(n)
+        if not held.holds(n):
+            # Its renewals failed while earlier handlers ran, or it was taken over: the
+            # lease may end, and the key be taken over, while this handler would run.
+            held.release(n)
+            logs.consumer_turn_missed(call.scope, call.key)
+            return Retry(self.rules.retry_delay, "lease not held at the handler's turn"), None
         try:
             cancelled = await run_handler(self.handler, self.coroutine, message)
-        except Exception as exc:
-            stop()
-            return await self._failed(call, ticket, claim.record.attempts, exc), None
-        except BaseException:
-            stop()  # cancelled or interrupted: the next delivery may run it at once
-            await release_quietly(store, ticket)
+        except BaseException as exc:
+            held.release(n)
+            step = terms.raised(call, exc)
+            verdict = await asettle(store, call, ticket, step, terms)
+            if step.error is None:
+                return verdict, None
             raise
-        if held is None:
-            stop()
-        completion = blank(Completion)  # Completion(...) without the class call, per message
-        completion.ticket, completion.result = ticket, nothing
-        completion.codec, completion.ttl = codec.name, p.ttl
+        step = terms.returned(call, cancelled)
+        assert isinstance(step.write, Complete)
+        completion = Completion(ticket, step.write.result, step.write.codec, step.write.ttl)
         if cancelled is not None:  # a def ran on in its thread, to its end: completed first
             await finish(self, [(call.key, completion)])
-            stop()
+            held.release(n)
             raise cancelled
-        return _RAN, completion
-
-    async def _failed(self, call: Call, ticket: Ticket, attempt: int, exc: Exception) -> Verdict:
-        """Keep the claim with its attempt count: a lease as long as the backoff (so a copy
-        that comes back sooner waits, and the next run counts one more attempt), or the
-        failure itself once the attempts are used up (every later copy is dead-lettered)."""
-        where = f"{call.scope}:{call.key}"
-        logs.consumer_attempt_failed(call.scope, call.key, attempt, exc)
-        verdict = after_failure(where, attempt, exc, self.rules)
-        store, p = counted(self.guard.store), call.policy
-        try:
-            if isinstance(verdict, DeadLetter):
-                await store.afail(ticket, encode_failure(exc), p.ttl)
-            else:
-                assert isinstance(verdict, Retry)
-                await store.aheartbeat(ticket, verdict.delay, p.ttl)
-        except IdempotencyError as store_exc:
-            logs.unsettled(call, exc, store_exc)
-        return verdict
+        return RAN, completion
 
     async def _settled(self, message: Message, verdict: Verdict) -> Verdict:
         """The verdict the adapter gets for one message (a batch settles each as this does)."""
@@ -406,9 +337,3 @@ class IdempotentConsumer:
 
 # The ``verdict`` label of mideng_consumer_messages_total (an Ack that did not run: "duplicate").
 _VERDICTS: dict[type, str] = {Ack: "ran", Retry: "retry", DeadLetter: "dead_letter"}
-
-
-def _lapsed(call: Call, exc: LeaseLostError) -> None:
-    # Ran, but the lease lapsed and someone took the key over: the work is done, so the message
-    # is acked; the taker may run it again, the hazard every lease has.
-    logs.consumer_claim_lost(call.scope, call.key, exc)
