@@ -303,7 +303,7 @@ def test_an_async_renewal_unanswered_at_the_lease_end_is_abandoned_and_retried()
 
 
 def test_a_loop_beat_has_the_fields_lease_init_gives_and_renews_through_its_store() -> None:
-    """_LoopBeats.start sets Lease's fields itself; renew_store's beat calls the store's
+    """A held beat has the fields Lease's own init gives; renew_store's beat calls the store's
     aheartbeat (looked up when it renews) with the ticket, the lease and the ttl."""
     from mideng.guard.aheartbeat import _loop_beats, renew_store
 
@@ -314,7 +314,7 @@ def test_a_loop_beat_has_the_fields_lease_init_gives_and_renews_through_its_stor
             pass
 
         now = loop.time()
-        beat = _loop_beats().start(0.9, nothing, "what", since=now)
+        beat = _loop_beats().hold(0.9, nothing, "what", now)
         made = Lease(0.9, nothing, "what", now)
         for name in Lease.__slots__:
             if name != "ident":
@@ -338,29 +338,32 @@ def test_a_loop_beat_has_the_fields_lease_init_gives_and_renews_through_its_stor
     asyncio.run(scenario())
 
 
-def test_renew_stores_beat_has_the_fields_start_gives() -> None:
-    """renew_store makes its beat in place: the fields _LoopBeats.start sets for the same
-    arguments, registered with the loop's beats."""
-    from mideng.guard.aheartbeat import AsyncBeat, _by_store, _loop_beats, renew_store
+def test_a_beat_not_yet_due_is_a_pending_entry_that_its_stop_removes() -> None:
+    """Until its first renewal falls due a beat is a plain entry of the loop's beats (no beat
+    object, no timer of its own); its stop function removes it, and nothing renews after."""
+    from mideng.guard.aheartbeat import _by_store, _loop_beats, renew_store
 
     async def scenario() -> None:
-        store = object()
-        stop = renew_store(0.9, store, "ticket", 7.0)
-        beat = stop.__self__  # type: ignore[attr-defined]
+        renewed: list[Any] = []
+
+        class Store:
+            async def aheartbeat(self, ticket: Any, lease: float, ttl: float | None) -> None:
+                renewed.append(ticket)
+
+        store = Store()
         beats = _loop_beats()
-        assert beats.beats[beat.ident] is beat
-        made = beats.start(0.9, _by_store, "ticket", beat.deadline - 0.9, store, 7.0)
-        for name in (*Lease.__slots__, *AsyncBeat.__slots__):
-            if name in ("ident",):
-                continue
-            mine, theirs = getattr(beat, name), getattr(made, name)
-            if isinstance(mine, float):
-                assert mine == pytest.approx(theirs), name
-            else:
-                assert mine == theirs, name
+        before = set(beats.beats)
+        now = beats.loop.time()
+        stop = renew_store(0.15, store, "ticket", 7.0)
+        (ident,) = set(beats.beats) - before
+        due, lease, renew, what, started, held_store, ttl = beats.beats[ident]  # type: ignore[misc]
+        assert (lease, renew, what, held_store, ttl) == (0.15, _by_store, "ticket", store, 7.0)
+        assert started == pytest.approx(now, abs=0.05)
+        assert due == pytest.approx(started + 0.05)
         stop()
-        made.stop()
-        assert beat.ident not in beats.beats
+        assert ident not in beats.beats
+        await asyncio.sleep(0.3)  # past two periods: a beat left behind would have renewed
+        assert renewed == []
 
     asyncio.run(scenario())
 

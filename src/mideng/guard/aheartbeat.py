@@ -7,6 +7,7 @@ the lease it protects has run out is abandoned and tried again.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import weakref
 from collections.abc import Awaitable, Callable
@@ -16,27 +17,38 @@ from mideng.core.loops import running_loop
 from mideng.guard.lease import Lease
 
 _INF = float("inf")
-_new = object.__new__
 
 
 class AsyncBeat(Lease):
-    """A lease renewed on an event loop; made by ``_LoopBeats.start``, which sets Lease's own
-    fields, ``beats`` (the loop's beats), ``task`` (a renewal in flight, None), and ``store``
-    and ``ttl`` (``renew_store``'s: a renewal is ``store.aheartbeat(what, lease, ttl)``; store
-    None: it is ``renew()``)."""
+    """A lease renewed on an event loop, one of ``beats`` (the loop's). A renewal is
+    ``store.aheartbeat(what, lease, ttl)`` when ``store`` is given (``renew_store``), else
+    ``renew()``; ``task`` is the renewal in flight, if any."""
 
     __slots__ = ("beats", "store", "task", "ttl")
-    beats: _LoopBeats
-    task: asyncio.Task[None] | None
-    store: Any
-    ttl: float | None
+
+    def __init__(
+        self,
+        beats: _LoopBeats,
+        lease: float,
+        renew: Callable[[], Awaitable[object]],
+        what: object,
+        now: float,
+        store: Any = None,
+        ttl: float | None = None,
+    ) -> None:
+        super().__init__(lease, renew, what, now)
+        self.beats = beats
+        self.task: asyncio.Task[None] | None = None
+        self.store = store
+        self.ttl = ttl
 
     def stop(self) -> None:
-        self.cancelled = True
-        self.beats.beats.pop(self.ident, None)
-        task = self.task
-        if task is not None and not task.done():
-            task.cancel()
+        self.beats.stop(self.ident)
+
+
+#: A beat not yet due: (due, lease, renew, what, started, store, ttl). Most bodies end before
+#: their first renewal; the loop's timer makes an AsyncBeat of one only when it falls due.
+Pending = tuple[float, float, Callable[[], Awaitable[object]], object, float, Any, float | None]
 
 
 class _LoopBeats:
@@ -50,7 +62,7 @@ class _LoopBeats:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.beats: dict[int, AsyncBeat] = {}
+        self.beats: dict[int, AsyncBeat | Pending] = {}
         self.ids = itertools.count()
         self.timer: asyncio.TimerHandle | None = None
         self.at = _INF
@@ -60,24 +72,36 @@ class _LoopBeats:
         lease: float,
         renew: Callable[[], Awaitable[object]],
         what: object,
-        since: float | None = None,
         store: Any = None,
         ttl: float | None = None,
+    ) -> Callable[[], None]:
+        """Renew every ``lease / 3`` from now; the function that stops it."""
+        now = self.loop.time()
+        due = now + lease / 3
+        ident = next(self.ids)
+        self.beats[ident] = (due, lease, renew, what, now, store, ttl)
+        if due < self.at:  # else the loop's timer is due first, and finds this one then
+            self.arm(due)
+        return functools.partial(self.stop, ident)
+
+    def hold(
+        self, lease: float, renew: Callable[[], Awaitable[object]], what: object, since: float
     ) -> AsyncBeat:
-        now = self.loop.time() if since is None else since
-        # AsyncBeat(lease, renew, what, now), its fields set here: every guarded call makes
-        # one, and a class call with Lease.__init__ is two frames (tests compare the two).
-        beat = _new(AsyncBeat)
-        beat.lease, beat.renew, beat.what = lease, renew, what
-        beat.period = period = lease / 3
-        beat.deadline, beat.due = now + lease, now + period
-        beat.failures, beat.lapsed, beat.cancelled = 0, False, False
-        beat.beats, beat.task, beat.store, beat.ttl = self, None, store, ttl
+        """Renew a lease granted no earlier than ``since``; the beat says whether it holds."""
+        beat = AsyncBeat(self, lease, renew, what, since)
         beat.ident = ident = next(self.ids)
         self.beats[ident] = beat
-        if beat.due < self.at:  # else the loop's timer is due first, and finds this one then
+        if beat.due < self.at:
             self.arm(beat.due)
         return beat
+
+    def stop(self, ident: int) -> None:
+        entry = self.beats.pop(ident, None)
+        if isinstance(entry, AsyncBeat):
+            entry.cancelled = True
+            task = entry.task
+            if task is not None and not task.done():
+                task.cancel()
 
     def arm(self, due: float) -> None:
         """Make the loop's timer fire by ``due`` (loop time), if it is set for later."""
@@ -90,7 +114,17 @@ class _LoopBeats:
     def _tick(self) -> None:
         self.timer, self.at = None, _INF
         now = self.loop.time()
-        for beat in list(self.beats.values()):
+        for ident, entry in list(self.beats.items()):
+            if not isinstance(entry, AsyncBeat):
+                due, lease, renew, what, started, store, ttl = entry
+                if due > now:
+                    self.arm(due)
+                    continue
+                beat = AsyncBeat(self, lease, renew, what, started, store, ttl)
+                beat.ident = ident
+                self.beats[ident] = beat
+            else:
+                beat = entry
             if beat.task is not None or beat.cancelled:
                 continue  # renewing (it re-arms when done), or stopped
             if beat.due > now:
@@ -137,31 +171,13 @@ def start_async(
     lease: float, renew: Callable[[], Awaitable[object]], what: object = None
 ) -> Callable[[], None]:
     """Begin renewing every ``lease / 3`` on the running loop; returns the stop function."""
-    return _loop_beats().start(lease, renew, what).stop
+    return _loop_beats().start(lease, renew, what)
 
 
 def renew_store(lease: float, store: Any, ticket: object, ttl: float | None) -> Callable[[], None]:
-    """``start_async(lease, lambda: store.aheartbeat(ticket, lease, ttl), ticket)``: the beat
-    holds the store and the arguments instead of a closure made per guarded call, and looks
-    ``aheartbeat`` up as the closure did, when it renews."""
-    loop = running_loop()  # asyncio.get_running_loop() without its getpid() system call
-    beats = _LAST[0]  # _loop_beats()'s usual case inline
-    if beats is None or beats.loop is not loop:
-        beats = _loop_beats()
-    # beats.start(lease, _by_store, ticket, None, store, ttl), spelt here: every async first
-    # call makes its beat here, and the call passes six arguments (tests compare the two).
-    now = loop.time()
-    beat = _new(AsyncBeat)
-    beat.lease, beat.renew, beat.what = lease, _by_store, ticket
-    beat.period = period = lease / 3
-    beat.deadline, beat.due = now + lease, now + period
-    beat.failures, beat.lapsed, beat.cancelled = 0, False, False
-    beat.beats, beat.task, beat.store, beat.ttl = beats, None, store, ttl
-    beat.ident = ident = next(beats.ids)
-    beats.beats[ident] = beat
-    if beat.due < beats.at:  # else the loop's timer is due first, and finds this one then
-        beats.arm(beat.due)
-    return beat.stop
+    """``start_async(lease, lambda: store.aheartbeat(ticket, lease, ttl), ticket)``, with the
+    beat holding the store and the arguments instead of a closure made per guarded call."""
+    return _loop_beats().start(lease, _by_store, ticket, store, ttl)
 
 
 def _by_store() -> Awaitable[object]:  # a store's beat's ``renew``: _renew calls the store
@@ -176,7 +192,8 @@ def hold_async(
 ) -> AsyncBeat:
     """Begin renewing a lease the store granted no earlier than ``since`` (the loop's time when
     the claim was sent; now when not given); the beat says whether it still holds."""
-    return _loop_beats().start(lease, renew, what, since)
+    beats = _loop_beats()
+    return beats.hold(lease, renew, what, beats.loop.time() if since is None else since)
 
 
 # The beats of the loop that asked last: every guarded call asks, nearly always from the same
