@@ -23,13 +23,11 @@ from mideng.core.record import (
     Resolution,
     Status,
     Ticket,
-    blank,
 )
 
 
 def fresh(req: ClaimRequest, now: float, previous: Record | None) -> Record:
-    """The record written by an ACQUIRED claim (made with ``blank``: this starts every first
-    call)."""
+    """The record written by an ACQUIRED claim."""
     lease, ttl = req.lease, req.ttl
     # A processing record must outlive its lease, or a crashed holder's key would vanish and a
     # retry would run again. Under the UNKNOWN policy it must never vanish by itself: only
@@ -41,25 +39,30 @@ def fresh(req: ClaimRequest, now: float, previous: Record | None) -> Record:
     else:
         fence, attempts = previous.fence + 1, previous.attempts + 1
         created = previous.created_at
-    r = blank(Record)  # every field, as Record(...) by position would set them
-    r.scope, r.key, r.status, r.fence, r.owner = req.scope, req.key, PROCESSING, fence, req.owner
-    r.fingerprint = req.fingerprint
-    r.lease_until = now + lease
-    r.result = r.codec = r.error = None
-    r.attempts = attempts
-    r.request_id = req.request_id
-    r.created_at, r.updated_at, r.expires_at = created, now, expires
-    return r
+    return Record(
+        req.scope,
+        req.key,
+        PROCESSING,
+        fence,
+        req.owner,
+        req.fingerprint,
+        now + lease,
+        None,
+        None,
+        None,
+        attempts,
+        req.request_id,
+        created,
+        now,
+        expires,
+    )
 
 
 def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim, bool]:
     """Decide a claim. Returns the claim and whether ``claim.record`` must be written."""
-    # Record.expired and lease_live spelt inline: this runs on every claim that finds a row.
-    if current is None or (current.expires_at is not None and current.expires_at <= now):
+    if current is None or current.expired(now):
         # An expired record keeps counting fences so an old ticket can never match again.
-        acquired = blank(Claim)  # Claim(ACQUIRED, ...), without the class call: every first call
-        acquired.outcome, acquired.record = ACQUIRED, fresh(req, now, current)
-        return acquired, True
+        return Claim(ACQUIRED, fresh(req, now, current)), True
 
     status = current.status
     # The record stands unless a branch below returns a write. Compared by identity, not
@@ -68,7 +71,7 @@ def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim
     if status is SUCCEEDED:
         standing = REPLAY
     elif status is PROCESSING:
-        if not (current.lease_until is not None and current.lease_until > now):
+        if not current.lease_live(now):
             if req.on_expiry is GOES_UNKNOWN:
                 unknown = current.with_(
                     status=Status.UNKNOWN, lease_until=None, updated_at=now, expires_at=None
@@ -82,12 +85,7 @@ def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim
         standing = REPLAY
     else:
         standing = UNRESOLVED
-    fp = req.fingerprint
-    if fp is not None and current.fingerprint is not None and fp != current.fingerprint:
-        standing = MISMATCH  # as _or_mismatch, inline
-    claim = blank(Claim)  # Claim(standing, current), without the class call: every duplicate
-    claim.outcome, claim.record = standing, current
-    return claim, False
+    return Claim(_or_mismatch(standing, current, req), current), False
 
 
 def _or_mismatch(outcome: Outcome, record: Record, req: ClaimRequest) -> Outcome:
@@ -106,10 +104,9 @@ def holds(current: Record | None, ticket: Ticket, now: float) -> bool:
     A holder whose lease ran out but whom nobody has taken over yet may still finish: the
     record is unchanged, so its completion is the truth.
     """
-    # Record.expired spelt inline: this runs on every first call's completion.
     return (
         current is not None
-        and (current.expires_at is None or current.expires_at > now)
+        and not current.expired(now)
         and current.status is PROCESSING
         and current.owner == ticket.owner
         and current.fence == ticket.fence
@@ -127,7 +124,7 @@ def finished(
     ttl: float | None,
 ) -> Record:
     """The record as a claim ends: no lease, retained for ttl from now (None: forever)."""
-    c = current  # built by position: this ends every first call
+    c = current
     return Record(
         c.scope,
         c.key,
@@ -150,15 +147,7 @@ def finished(
 def completed(
     current: Record, now: float, *, result: bytes, codec: str, ttl: float | None
 ) -> Record:
-    # finished(status=SUCCEEDED), spelt out and made with ``blank``: this ends every first call.
-    c, r = current, blank(Record)
-    r.scope, r.key, r.status, r.fence, r.owner = c.scope, c.key, SUCCEEDED, c.fence, c.owner
-    r.fingerprint = c.fingerprint
-    r.lease_until = r.error = None
-    r.result, r.codec = result, codec
-    r.attempts, r.request_id, r.created_at = c.attempts, c.request_id, c.created_at
-    r.updated_at, r.expires_at = now, None if ttl is None else now + ttl
-    return r
+    return finished(current, now, status=SUCCEEDED, result=result, codec=codec, ttl=ttl)
 
 
 def failed(current: Record, now: float, *, error: bytes, ttl: float | None) -> Record:

@@ -19,25 +19,3 @@ class Message:
     id: str | None = None
     attempt: int | None = None
     raw: Any = field(default=None, repr=False, compare=False)
-
-
-# A Message made field by field: a frozen dataclass's __init__ sets each field through
-# object.__setattr__ from a Python frame, which costs more than an adapter's parsing of a short
-# entry; the slots' own setters do the same without the frame (tests compare the two).
-_new = object.__new__
-_set_body, _set_headers, _set_id, _set_attempt, _set_raw = (
-    Message.__dict__[name].__set__ for name in ("body", "headers", "id", "attempt", "raw")
-)
-
-
-def build(
-    body: bytes, headers: Mapping[str, str], id: str | None, attempt: int | None, raw: Any
-) -> Message:
-    """``Message(body, headers, id, attempt, raw)``, for an adapter's hot loop."""
-    message: Message = _new(Message)
-    _set_body(message, body)
-    _set_headers(message, headers)
-    _set_id(message, id)
-    _set_attempt(message, attempt)
-    _set_raw(message, raw)
-    return message

@@ -18,7 +18,7 @@ import struct
 from typing import Any
 
 from mideng.messaging.headers import decoded
-from mideng.messaging.message import Message, build
+from mideng.messaging.message import Message
 
 # KEYS[1] the stream; ARGV: group, consumer, count, then the ids of entries to XACK first (the
 # last batch's, settled). A reply of no entries is the empty string. Each entry: '>I4' count
@@ -85,7 +85,7 @@ def entries(reply: bytes, attempt: int | None) -> list[Message]:
                 body = value
             else:
                 headers[decoded(name)] = decoded(value)
-        out.append(build(body, headers, entry_id.decode(), attempt, (entry_id, fields)))
+        out.append(Message(body, headers, entry_id.decode(), attempt, (entry_id, fields)))
     return out
 
 

@@ -5,14 +5,11 @@ slice its script acks at a time."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from typing import Any
 
-import pytest
 import redis.asyncio as aredis
 
-from mideng.messaging import Message, redis_read
-from mideng.messaging.message import build
+from mideng.messaging import redis_read
 from mideng.messaging.redis_streams import message_of
 from tests.brokers import BrokerNames
 from tests.services import REDIS_URL
@@ -90,19 +87,3 @@ def test_a_read_acks_more_entries_than_one_slice(broker_names: BrokerNames) -> N
             await client.aclose()
 
     asyncio.run(scenario())
-
-
-def test_build_makes_the_message_the_class_makes() -> None:
-    made = build(b"x", {"a": "b"}, "1-1", 2, ("raw",))
-    plain = Message(b"x", {"a": "b"}, "1-1", 2, ("raw",))
-    assert made == plain
-    assert repr(made) == repr(plain)
-    assert (made.body, made.headers, made.id, made.attempt, made.raw) == (
-        b"x",
-        {"a": "b"},
-        "1-1",
-        2,
-        ("raw",),
-    )
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        made.body = b"y"  # type: ignore[misc]
