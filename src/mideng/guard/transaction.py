@@ -23,8 +23,6 @@ docs/transactions.md.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager, nullcontext
 from typing import Any, TypeVar
 
 from mideng.core import effects
@@ -41,7 +39,6 @@ from mideng.stores.sql.table import RecordTable
 
 T = TypeVar("T")
 _UNSET: Any = object()
-_UNOBSERVED = nullcontext()
 # A claim that loses a deadlock in a transaction the block began itself is simply run again.
 CLAIM_RETRIES = 3
 
@@ -219,57 +216,91 @@ def _leave(
     yield either(site.commit)
 
 
-@contextmanager
-def transaction(
-    guard: Driver,
-    conn: Any,
-    scope: str,
-    key: str,
-    *,
-    payload: Any = None,
-    table: str | None = None,
-    savepoint: bool = True,
-    result_type: Any = None,
-    **options: Any,
-) -> Iterator[Tx]:
-    """``with transaction(guard, conn, scope, key) as tx:``; ``Guard.transaction`` is this."""
-    records = _record_table(guard, table)
-    site = Site(conn)
-    call = _call(guard, scope, key, payload, result_type, options)
-    seen = blocks.observe(call)  # None unless metrics or tracing are on
-    with seen or _UNOBSERVED:
-        kind, tx = effects.run(_enter(guard, call, records, site, savepoint, seen))
+class Transaction:
+    """A transactional block, entered with ``with`` on a blocking connection (a ``Site``) or
+    ``async with`` on an async one (an ``AsyncSite``): the same procedures (``_enter``,
+    ``_leave``) carried out by ``effects.run`` or ``effects.arun``. ``transaction`` and
+    ``atransaction`` make one; see the module's docstring."""
+
+    def __init__(
+        self,
+        guard: Driver,
+        site: AnySite,
+        scope: str,
+        key: str,
+        *,
+        payload: Any = None,
+        table: str | None = None,
+        savepoint: bool = True,
+        result_type: Any = None,
+        **options: Any,
+    ) -> None:
+        self.guard, self.site, self.savepoint = guard, site, savepoint
+        self.records = _record_table(guard, table)
+        self.call = _call(guard, scope, key, payload, result_type, options)
+        self.seen = blocks.observe(self.call)  # None unless metrics or tracing are on
+        self.kind = ""
+        self.tx: Tx | None = None
+
+    def _entered(self) -> Effects[Tx]:
+        """Inside the block's span (while observed): open the block and claim its key."""
+        if self.seen is not None:
+            self.seen.__enter__()
         try:
-            yield tx
-        except BaseException:
-            effects.run(_leave(site, records, kind, call, tx, True, seen))
+            self.kind, self.tx = yield from _enter(
+                self.guard, self.call, self.records, self.site, self.savepoint, self.seen
+            )
+        except BaseException as exc:
+            self._unobserved(exc)
             raise
-        effects.run(_leave(site, records, kind, call, tx, False, seen))
+        return self.tx
+
+    def _left(self, failed: BaseException | None) -> Effects[None]:
+        """Store the block's result and commit, or roll back; then the span ends."""
+        assert self.tx is not None
+        try:
+            yield from _leave(
+                self.site,
+                self.records,
+                self.kind,
+                self.call,
+                self.tx,
+                failed is not None,
+                self.seen,
+            )
+        except BaseException as exc:
+            self._unobserved(exc)
+            raise
+        self._unobserved(failed)
+
+    def _unobserved(self, exc: BaseException | None) -> None:
+        if self.seen is not None:
+            self.seen.__exit__(None if exc is None else type(exc), exc, None)
+
+    def __enter__(self) -> Tx:
+        if not isinstance(self.site, Site):
+            raise ConfigurationError("an async connection's block is entered with async with")
+        return effects.run(self._entered())
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        effects.run(self._left(exc))
+
+    async def __aenter__(self) -> Tx:
+        if not isinstance(self.site, AsyncSite):
+            raise ConfigurationError("a blocking connection's block is entered with with")
+        return await effects.arun(self._entered())
+
+    async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        await effects.arun(self._left(exc))
 
 
-@asynccontextmanager
-async def atransaction(
-    guard: Driver,
-    conn: Any,
-    scope: str,
-    key: str,
-    *,
-    payload: Any = None,
-    table: str | None = None,
-    savepoint: bool = True,
-    result_type: Any = None,
-    **options: Any,
-) -> AsyncIterator[Tx]:
+def transaction(guard: Driver, conn: Any, scope: str, key: str, **options: Any) -> Transaction:
+    """``with transaction(guard, conn, scope, key) as tx:``; ``Guard.transaction`` is this.
+    Options: ``payload``, ``table``, ``savepoint``, ``result_type`` and the scope's policy
+    overrides (``Transaction``)."""
+    return Transaction(guard, Site(conn), scope, key, **options)
+
+
+def atransaction(guard: Driver, conn: Any, scope: str, key: str, **options: Any) -> Transaction:
     """``async with atransaction(guard, conn, scope, key) as tx:``; the async twin."""
-    records = _record_table(guard, table)
-    site = AsyncSite(conn)
-    call = _call(guard, scope, key, payload, result_type, options)
-    seen = blocks.observe(call)
-    with seen or _UNOBSERVED:
-        kind, tx = await effects.arun(_enter(guard, call, records, site, savepoint, seen))
-        try:
-            yield tx
-        except BaseException:
-            await effects.arun(_leave(site, records, kind, call, tx, True, seen))
-            raise
-        await effects.arun(_leave(site, records, kind, call, tx, False, seen))
+    return Transaction(guard, AsyncSite(conn), scope, key, **options)
