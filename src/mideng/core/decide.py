@@ -60,7 +60,7 @@ def fresh(req: ClaimRequest, now: float, previous: Record | None) -> Record:
 
 def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim, bool]:
     """Decide a claim. Returns the claim and whether ``claim.record`` must be written."""
-    if current is None or current.expired(now):
+    if current is None or (current.expires_at is not None and current.expires_at <= now):
         # An expired record keeps counting fences so an old ticket can never match again.
         return Claim(ACQUIRED, fresh(req, now, current)), True
 
@@ -71,7 +71,7 @@ def decide(current: Record | None, req: ClaimRequest, now: float) -> tuple[Claim
     if status is SUCCEEDED:
         standing = REPLAY
     elif status is PROCESSING:
-        if not current.lease_live(now):
+        if current.lease_until is None or current.lease_until <= now:  # its lease ran out
             if req.on_expiry is GOES_UNKNOWN:
                 unknown = current.with_(
                     status=Status.UNKNOWN, lease_until=None, updated_at=now, expires_at=None
@@ -106,7 +106,7 @@ def holds(current: Record | None, ticket: Ticket, now: float) -> bool:
     """
     return (
         current is not None
-        and not current.expired(now)
+        and (current.expires_at is None or current.expires_at > now)
         and current.status is PROCESSING
         and current.owner == ticket.owner
         and current.fence == ticket.fence
@@ -124,7 +124,18 @@ def finished(
     ttl: float | None,
 ) -> Record:
     """The record as a claim ends: no lease, retained for ttl from now (None: forever)."""
-    c = current
+    return _ended(current, now, status, result, codec, error, ttl)
+
+
+def _ended(
+    c: Record,
+    now: float,
+    status: Status,
+    result: bytes | None,
+    codec: str | None,
+    error: bytes | None,
+    ttl: float | None,
+) -> Record:
     return Record(
         c.scope,
         c.key,
@@ -147,7 +158,7 @@ def finished(
 def completed(
     current: Record, now: float, *, result: bytes, codec: str, ttl: float | None
 ) -> Record:
-    return finished(current, now, status=SUCCEEDED, result=result, codec=codec, ttl=ttl)
+    return _ended(current, now, SUCCEEDED, result, codec, None, ttl)
 
 
 def failed(current: Record, now: float, *, error: bytes, ttl: float | None) -> Record:

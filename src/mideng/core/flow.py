@@ -71,7 +71,8 @@ def exhausted(scope: str, key: str, record: Record) -> AttemptsExhaustedError:
 class Call(ClaimRequest):
     """One guarded call. It is its own claim request (lease, ttl and expiry policy taken from
     its policy when it is made), so claiming again after a wait copies nothing; and it holds
-    what ``next`` decided (see ``Action``)."""
+    what ``next`` decided (see ``Action``). Its fields are given by position, the request's
+    first (``ClaimRequest``), then ``policy``, ``started`` and ``type_hint``."""
 
     policy: Policy = field(default_factory=Policy)
     started: float = 0.0  # the caller's monotonic clock when the call began
@@ -106,9 +107,9 @@ class Call(ClaimRequest):
             self.on_expiry,
             request_id,
             self.max_attempts,
-            policy=self.policy,
-            started=time.monotonic(),
-            type_hint=self.type_hint,
+            self.policy,
+            time.monotonic(),
+            self.type_hint,
         )
 
     def next(self, claim: Claim, now: float | None = None) -> Action:

@@ -9,12 +9,12 @@ protocol needs no Guard import, so none of it can pull the Guard into an import 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from mideng.core.flow import Call
 from mideng.core.policy import Policy
-from mideng.guard.pipeline import TERMS, Terms
+from mideng.guard.pipeline import TERMS, Args, AsyncBody, Kwargs, Terms
 from mideng.stores.base import Store
 
 R = TypeVar("R")
@@ -37,23 +37,13 @@ class Driver(Protocol):
         """A call ready to drive: InvalidKeyError / ConfigurationError before any store I/O."""
 
     def drive(
-        self,
-        call: Call,
-        fn: Callable[..., R],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        terms: Terms = TERMS,
+        self, call: Call, fn: Callable[..., R], args: Args, kwargs: Kwargs, terms: Terms = TERMS
     ) -> R:
         """Claim and run ``fn(*args, **kwargs)`` once, or replay / raise / wait and replay
         (mideng.guard.pipeline; ``terms``: an entry's own decisions)."""
 
     async def adrive(
-        self,
-        call: Call,
-        fn: Callable[..., Awaitable[R]],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        terms: Terms = TERMS,
+        self, call: Call, fn: AsyncBody[R], args: Args, kwargs: Kwargs, terms: Terms = TERMS
     ) -> R:
         """``drive`` for a coroutine function, on the running loop."""
 

@@ -20,13 +20,14 @@ from mideng.core.policy import Policy
 from mideng.core.record import Record
 from mideng.core.settle import UNSET, resolution
 from mideng.errors import ConfigurationError
-from mideng.guard import pipeline
 from mideng.guard.bodies import LIMIT, learn
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.operations import Operations
 from mideng.guard.owners import OWNERS
-from mideng.guard.pipeline import TERMS, Terms
+from mideng.guard.pipeline import TERMS, Args, AsyncBody, Kwargs, Terms
+from mideng.guard.pipeline import adrive as pipeline_adrive
+from mideng.guard.pipeline import drive as pipeline_drive
 from mideng.observability import logs, watch
 from mideng.observability.instrument import Counting
 from mideng.observability.watch import store_label
@@ -201,19 +202,20 @@ class Guard(Operations):
             p = self._ready_scope(scope)
         if policy is not None:
             p = policy
+        owner, request_id, started = next(OWNERS.ids), get_request_id(), time.monotonic()
         return Call(
             scope,
             key,
-            next(OWNERS.ids),
+            owner,
             p.lease,
             p.ttl,
             fp,
             p.on_expiry,
-            get_request_id(),
+            request_id,
             p.retry_limit,
-            policy=p,
-            started=time.monotonic(),
-            type_hint=hint,
+            p,
+            started,
+            hint,
         )
 
     def _ready_scope(self, scope: str) -> Policy:
@@ -229,34 +231,24 @@ class Guard(Operations):
     # Observers see the call through its store: counted while metrics are on
     # (``instrument.counted``), and traced, inside the call's span, while tracing is.
     def drive(
-        self,
-        call: Call,
-        fn: Callable[..., R],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        terms: Terms = TERMS,
+        self, call: Call, fn: Callable[..., R], args: Args, kwargs: Kwargs, terms: Terms = TERMS
     ) -> R:
         store = self.store if watch.metrics is None else self._counting.of(self.store)
         if watch.on is None:
-            return pipeline.drive(store, self._heartbeats, call, fn, args, kwargs, terms)
+            return pipeline_drive(store, self._heartbeats, call, fn, args, kwargs, terms)
         with watch.on.call(call, self.store):
             traced = watch.on.traced(store, store_label(self.store))
-            return pipeline.drive(traced, self._heartbeats, call, fn, args, kwargs, terms)
+            return pipeline_drive(traced, self._heartbeats, call, fn, args, kwargs, terms)
 
     async def adrive(
-        self,
-        call: Call,
-        fn: Callable[..., Awaitable[R]],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        terms: Terms = TERMS,
+        self, call: Call, fn: AsyncBody[R], args: Args, kwargs: Kwargs, terms: Terms = TERMS
     ) -> R:
         store = self.store if watch.metrics is None else self._counting.of(self.store)
         if watch.on is None:
-            return await pipeline.adrive(store, call, fn, args, kwargs, terms)
+            return await pipeline_adrive(store, call, fn, args, kwargs, terms)
         with watch.on.call(call, self.store):
             traced = watch.on.traced(store, store_label(self.store))
-            return await pipeline.adrive(traced, call, fn, args, kwargs, terms)
+            return await pipeline_adrive(traced, call, fn, args, kwargs, terms)
 
     def log_duplicate(self, call: Call) -> None:
         logs.duplicate(call)

@@ -42,7 +42,6 @@ from mideng.guard.recovery import (
     Rerun,
     StaleTask,
     apending,
-    astale,
     pending,
     reconcile,
     stale,
@@ -154,7 +153,7 @@ class Operations:
     ) -> list[StaleTask]:
         """Processing records whose holder stopped renewing, or (``older_than`` seconds)
         that have run too long; ``alert`` is called with them when there are any."""
-        return stale(cast(Driver, self), older_than, _scope(scope), limit, alert)
+        return effects.run(stale(cast(Driver, self), older_than, _scope(scope), limit, alert))
 
     async def astale(
         self,
@@ -164,7 +163,8 @@ class Operations:
         limit: int = 1000,
         alert: Callable[[list[StaleTask]], Any] | None = None,
     ) -> list[StaleTask]:
-        return await astale(cast(Driver, self), older_than, _scope(scope), limit, alert)
+        found = stale(cast(Driver, self), older_than, _scope(scope), limit, alert)
+        return await effects.arun(found)
 
 
 def _scope(scope: str | None) -> str | None:

@@ -35,6 +35,11 @@ from mideng.observability import logs
 from mideng.stores.base import RecordStore, Store
 
 R = TypeVar("R")
+#: A body's positional and keyword arguments, as the entries hand them to the pipeline.
+Args = tuple[Any, ...]
+Kwargs = dict[str, Any]
+#: An async body: what ``adrive`` awaits.
+AsyncBody = Callable[..., Awaitable[R]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +78,8 @@ def drive(
     beats: Heartbeats,
     call: Call,
     fn: Callable[..., R],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
+    args: Args,
+    kwargs: Kwargs,
     terms: Terms = TERMS,
 ) -> R:
     """Carry ``call`` out with blocking calls; ``beats`` renew its lease while ``fn`` runs."""
@@ -118,12 +123,7 @@ def drive(
 
 
 async def adrive(
-    store: Store,
-    call: Call,
-    fn: Callable[..., Awaitable[R]],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    terms: Terms = TERMS,
+    store: Store, call: Call, fn: AsyncBody[R], args: Args, kwargs: Kwargs, terms: Terms = TERMS
 ) -> R:
     """``drive`` on the running event loop. A claim cut short by a cancellation is given back
     (mideng.guard.cancelled); a settling write cut short is done to its end (``cut_short``)."""

@@ -326,15 +326,8 @@ def stale(
     scope: str | None,
     limit: int,
     alert: Callable[[list[StaleTask]], Any] | None,
-) -> list[StaleTask]:
-    return _stale(_store(guard).running(scope, limit), older_than, alert)
-
-
-async def astale(
-    guard: Driver,
-    older_than: float | None,
-    scope: str | None,
-    limit: int,
-    alert: Callable[[list[StaleTask]], Any] | None,
-) -> list[StaleTask]:
-    return _stale(await _store(guard).arunning(scope, limit), older_than, alert)
+) -> Effects[list[StaleTask]]:
+    """Processing records whose holder stopped renewing, or that ran past ``older_than``."""
+    store = _store(guard)
+    records = yield effects.call(store.running, store.arunning, scope, limit)
+    return _stale(records, older_than, alert)

@@ -15,7 +15,7 @@ import hashlib
 import inspect
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,8 +138,7 @@ def step_wrapper(
             running, step_id, done = enter(kwargs)
             if done is not None:
                 return _replayed(running, done, hint)
-            token = _step.set(Current(running, step_id))
-            try:
+            with _current(running, step_id):
                 if conn is None:
                     result = await fn(*args, **kwargs)
                     await _arecord(running, _entry(running, step_id, result))
@@ -149,8 +148,6 @@ def step_wrapper(
                     result = await fn(*args, **kwargs)
                     await record(*_entry(running, step_id, result))
                 return result
-            finally:
-                _step.reset(token)
 
         return async_step
 
@@ -159,8 +156,7 @@ def step_wrapper(
         running, step_id, done = enter(kwargs)
         if done is not None:
             return _replayed(running, done, hint)
-        token = _step.set(Current(running, step_id))
-        try:
+        with _current(running, step_id):
             if conn is None:
                 result = fn(*args, **kwargs)
                 running.store.record_step(*_entry(running, step_id, result))
@@ -169,10 +165,18 @@ def step_wrapper(
                 result = fn(*args, **kwargs)
                 record(*_entry(running, step_id, result))
             return result
-        finally:
-            _step.reset(token)
 
     return sync_step
+
+
+@contextlib.contextmanager
+def _current(running: Running, step_id: str) -> Iterator[None]:
+    """The step that runs now, for ``step_key`` / ``step_id`` inside it."""
+    token = _step.set(Current(running, step_id))
+    try:
+        yield
+    finally:
+        _step.reset(token)
 
 
 def _entry(running: Running, step_id: str, result: Any) -> tuple[str, str, str, str, bytes, str]:
