@@ -42,13 +42,16 @@ from mideng.state.statements import (
     INSERTS,
     InsertPlan,
     InsertShape,
+    UpdateOf,
     UpdateShape,
     cached,
     core_table,
     insert_plan,
     keep,
+    own_column,
     update_shape,
     values_of,
+    version_bump,
 )
 
 InsertAnswer = Inserted | Existing
@@ -177,7 +180,9 @@ def _decrement(
         spoken = speech(dialect)
         cache_key = ("decrement", spoken.key, names, column)
         shape = cached(table, cache_key) or keep(
-            table, cache_key, _decrement_shape(table, spoken.kind, dialect, names, column)
+            table,
+            cache_key,
+            _decrement_shape(UpdateOf(table, spoken.kind, dialect, names, ()), column),
         )
         params = dict(zip(shape.where_names, where.values(), strict=True))
         params["n"] = amount
@@ -215,26 +220,12 @@ def _amount(table: Any, column: str, amount: Any) -> Any:
     return int(amount) if whole else amount
 
 
-def _decrement_shape(
-    table: Any, kind: str, dialect: Any, names: tuple[str, ...], column: str
-) -> UpdateShape:
+def _decrement_shape(of: UpdateOf, column: str) -> UpdateShape:
     from sqlalchemy import bindparam
 
-    if column not in table.c:
-        raise ConfigurationError(f"{table.name} has no column {column!r} to decrement")
-    col = table.c[column]
+    col = own_column(of.table, column, f"column {column!r} to decrement")
     n = bindparam("n", type_=col.type)
-    return update_shape(
-        table,
-        kind,
-        dialect,
-        names,
-        (),
-        sets={col: col - n},
-        conds=[col >= n],
-        binds=[n],
-        picked=[col],
-    )
+    return update_shape(of, sets={col: col - n}, conds=[col >= n], binds=[n], picked=[col])
 
 
 def decrement(
@@ -272,7 +263,7 @@ def _versioned(
         shape = cached(table, cache_key) or keep(
             table,
             cache_key,
-            _versioned_shape(table, spoken.kind, dialect, names, given, column),
+            _versioned_shape(UpdateOf(table, spoken.kind, dialect, names, given), column),
         )
         params = dict(zip(shape.where_names, where.values(), strict=True))
         params.update(zip(shape.value_names, values.values(), strict=True))
@@ -286,31 +277,10 @@ def _versioned(
     return make
 
 
-def _versioned_shape(
-    table: Any,
-    kind: str,
-    dialect: Any,
-    names: tuple[str, ...],
-    given: tuple[str, ...],
-    column: str,
-) -> UpdateShape:
-    from sqlalchemy import bindparam, literal_column
-
-    if column not in table.c:
-        raise ConfigurationError(f"{table.name} has no version column {column!r}")
-    col = table.c[column]
-    read = bindparam("ver", type_=col.type)
-    return update_shape(
-        table,
-        kind,
-        dialect,
-        names,
-        given,
-        sets={col: col + literal_column("1")},
-        conds=[col == read],
-        binds=[read],
-        picked=[col],
-    )
+def _versioned_shape(of: UpdateOf, column: str) -> UpdateShape:
+    col = own_column(of.table, column, f"version column {column!r}")
+    bump, check, read_version = version_bump(col)
+    return update_shape(of, sets={col: bump}, conds=[check], binds=[read_version], picked=[col])
 
 
 def update_versioned(
