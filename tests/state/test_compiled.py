@@ -34,7 +34,7 @@ from mideng.state.compiled import TableSql, speech
 from mideng.state.ops import insert_once as insert_once_op
 from mideng.state.primitives import _decrement_shape
 from mideng.state.run import execute
-from mideng.state.statements import insert_shape
+from mideng.state.statements import UpdateOf, insert_shape
 from tests.services import MYSQL_URL, POSTGRES_URL, need
 from tests.state.conftest import business_tables, new_key
 from tests.state.sides import Db
@@ -61,7 +61,7 @@ WHERE = {"w0": "sku-1", "n": 3}
 
 def _shape(dialect: Any, column: str = "qty", table: Table = STOCK) -> TableSql:
     kind = speech(dialect).kind
-    update = _decrement_shape(table, kind, dialect, ("sku",), column).update
+    update = _decrement_shape(UpdateOf(table, kind, dialect, ("sku",), ()), column).update
     assert update is not None
     return update
 
@@ -93,7 +93,7 @@ def test_statements_sqlalchemy_must_process_go_through_it() -> None:
     assert _shape(sqlite, "weight").driver is None
     assert _shape(psycopg.dialect(), "weight").driver is not None  # type: ignore[no-untyped-call]
     flow = StateMachine({"A": ["B"]}, column="grade")
-    plan = flow._plan(STOCK, "sqlite", sqlite, "B", ("sku",), (), False)
+    plan = flow._plan(UpdateOf(STOCK, "sqlite", sqlite, ("sku",), ()), "B", False)
     update = plan[0].update
     assert update is not None
     assert update.driver is None

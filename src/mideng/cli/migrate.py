@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from mideng.cli.errors import Problems, named, one_line
+from mideng.cli.options import db_option, seconds
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.schema.apply import LOCK_TIMEOUT, LOCK_WAIT, Applied, migrate, on_engine
@@ -102,31 +103,19 @@ def applied(
 
 
 @click.command("migrate")
-@click.option(
-    "--db",
-    "db_url",
-    required=True,
-    help="postgresql://…, mysql://…, sqlite:///path.db (SQLAlchemy forms too).",
-)
+@db_option("postgresql://…, mysql://…, sqlite:///path.db (SQLAlchemy forms too).")
 @click.option(
     "--plan", "show_plan", is_flag=True, help="Print the SQL it would run; change nothing."
 )
 @click.option("--to", "target", type=click.IntRange(min=1), default=None, help="Stop at version N.")
 @click.option("--table", "tables", multiple=True, help="A record table (repeatable).")
 @click.option("--outbox", "outboxes", multiple=True, help="An outbox table (repeatable).")
-@click.option(
-    "--wait",
-    type=click.FloatRange(min=0, min_open=False),
-    default=LOCK_WAIT,
-    show_default=True,
-    help="Seconds to wait for another migration of the same tables.",
-)
-@click.option(
+@seconds("--wait", LOCK_WAIT, "Seconds to wait for another migration of the same tables.")
+@seconds(
     "--lock-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=LOCK_TIMEOUT,
-    show_default=True,
-    help="Seconds a change may wait for a table lock (writers queue behind it meanwhile).",
+    LOCK_TIMEOUT,
+    "Seconds a change may wait for a table lock (writers queue behind it meanwhile).",
+    zero=False,
 )
 def migrate_command(
     db_url: str,

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -61,7 +62,48 @@ def _bad_guard(message: str) -> click.BadParameter:
     return click.BadParameter(message, param_hint="'--guard'")
 
 
-def _options(fn: Any) -> Any:
+@dataclasses.dataclass(frozen=True)
+class _Asked:
+    """What every operations command is asked: whose Guard (``--store`` or ``--guard``),
+    which scope, how many, and whether to print JSON."""
+
+    store_url: str
+    guard_path: str | None
+    scope: str | None
+    limit: int
+    as_json: bool
+
+    def guard(self) -> contextlib.closing[Guard]:
+        return _guard(self.store_url, self.guard_path)
+
+    def show(self, title: str, rows: Sequence[dict[str, Any]]) -> None:
+        if self.as_json:
+            for row in rows:
+                click.echo(json.dumps(row, ensure_ascii=False, default=str))
+            return
+        table = Table(title=title)
+        for column in rows[0] if rows else ():
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*(", ".join(v) if isinstance(v, list) else str(v) for v in row.values()))
+        Console().print(table)
+
+
+def _asking(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with the options every operations command takes, handed to it as one
+    ``_Asked``; its own options come after them."""
+
+    @functools.wraps(command)
+    def asked(
+        store_url: str,
+        guard_path: str | None,
+        scope: str | None,
+        limit: int,
+        as_json: bool,
+        **own: Any,
+    ) -> None:
+        command(_Asked(store_url, guard_path, scope, limit, as_json), **own)
+
     for option in reversed(
         [
             click.option(
@@ -84,21 +126,8 @@ def _options(fn: Any) -> Any:
             click.option("--json", "as_json", is_flag=True, help="Print JSON lines."),
         ]
     ):
-        fn = option(fn)
-    return fn
-
-
-def _show(title: str, rows: Sequence[dict[str, Any]], as_json: bool) -> None:
-    if as_json:
-        for row in rows:
-            click.echo(json.dumps(row, ensure_ascii=False, default=str))
-        return
-    table = Table(title=title)
-    for column in rows[0] if rows else ():
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*(", ".join(v) if isinstance(v, list) else str(v) for v in row.values()))
-    Console().print(table)
+        asked = option(asked)
+    return asked
 
 
 @click.group()
@@ -107,13 +136,11 @@ def operations() -> None:
 
 
 @operations.command()
-@_options
-def pending(
-    store_url: str, guard_path: str | None, scope: str | None, limit: int, as_json: bool
-) -> None:
+@_asking
+def pending(asked: _Asked) -> None:
     """List unfinished operations: state, steps done and left, attempts, since."""
-    with _guard(store_url, guard_path) as guard:
-        found = guard.pending(scope, limit)
+    with asked.guard() as guard:
+        found = guard.pending(asked.scope, asked.limit)
     rows = [
         {
             "scope": p.scope,
@@ -127,24 +154,22 @@ def pending(
         }
         for p in found
     ]
-    _show(f"{len(rows)} unfinished operation(s)", rows, as_json)
+    asked.show(f"{len(rows)} unfinished operation(s)", rows)
 
 
 @operations.command()
-@_options
-def reconcile(
-    store_url: str, guard_path: str | None, scope: str | None, limit: int, as_json: bool
-) -> None:
+@_asking
+def reconcile(asked: _Asked) -> None:
     """Finish every unfinished operation whose holder is gone (run it from cron)."""
-    with _guard(store_url, guard_path) as guard:
-        report = guard.reconcile(scope, limit)
-    _show(f"{len(report)} operation(s) seen", [dataclasses.asdict(r) for r in report], as_json)
+    with asked.guard() as guard:
+        report = guard.reconcile(asked.scope, asked.limit)
+    asked.show(f"{len(report)} operation(s) seen", [dataclasses.asdict(r) for r in report])
     if any(r.outcome in ("failed", "unregistered") for r in report):
         raise SystemExit(1)
 
 
 @operations.command()
-@_options
+@_asking
 @click.option(
     "--older-than",
     type=Duration(),
@@ -152,18 +177,10 @@ def reconcile(
     help="How long a task may run: seconds, or 90s, 30m, 12h, 7d.",
 )
 @click.option("--fail-on-any", is_flag=True, help="Exit 1 when a stale task is found.")
-def stale(
-    store_url: str,
-    guard_path: str | None,
-    scope: str | None,
-    limit: int,
-    as_json: bool,
-    older_than: float | None,
-    fail_on_any: bool,
-) -> None:
+def stale(asked: _Asked, older_than: float | None, fail_on_any: bool) -> None:
     """List processing records whose holder stopped renewing or that run too long."""
-    with _guard(store_url, guard_path) as guard:
-        found = guard.stale(older_than, scope, limit=limit)
+    with asked.guard() as guard:
+        found = guard.stale(older_than, asked.scope, limit=asked.limit)
     rows = [
         {
             "scope": s.record.scope,
@@ -174,7 +191,7 @@ def stale(
         }
         for s in found
     ]
-    _show(f"{len(rows)} stale task(s)", rows, as_json)
+    asked.show(f"{len(rows)} stale task(s)", rows)
     if fail_on_any and rows:
         raise SystemExit(1)
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from mideng.cli.errors import named
+from mideng.cli.options import db_option
 from mideng.errors import IdempotencyError
 
 if TYPE_CHECKING:
@@ -19,12 +20,9 @@ if TYPE_CHECKING:
 
 
 @click.command("relay")
-@click.option(
-    "--db",
-    "db_url",
-    required=True,
+@db_option(
+    "Database URL: postgresql://…, mysql://…, sqlite:///… (SQLAlchemy forms too).",
     envvar="MIDENG_RELAY_DB",
-    help="Database URL: postgresql://…, mysql://…, sqlite:///… (SQLAlchemy forms too).",
 )
 @click.option(
     "--broker",

@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from mideng.core import effects
+from mideng.core.effects import Effects, either
 from mideng.db.site import AsyncSite, Site
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
@@ -134,11 +136,7 @@ class Outbox:
         """Write one message into ``conn``'s transaction (a ``Connection`` or ``Session``); the
         caller commits it with the business change. Returns the message id."""
         values = self._values(destination, payload, key, headers, event_type)
-        site = Site(conn)
-        # A transaction the site begins is left open for the caller, as SQLAlchemy's own
-        # autobegin would: add() must never commit.
-        site.run(add_row(self._for(site.open(savepoint=False)), values))
-        return str(values["id"])
+        return effects.run(self._written(Site(conn), values))
 
     async def aadd(
         self,
@@ -152,8 +150,14 @@ class Outbox:
     ) -> str:
         """``add`` for an ``AsyncConnection`` or ``AsyncSession``."""
         values = self._values(destination, payload, key, headers, event_type)
-        site = AsyncSite(conn)
-        await site.run(add_row(self._for(await site.open(savepoint=False)), values))
+        return await effects.arun(self._written(AsyncSite(conn), values))
+
+    def _written(self, site: Site | AsyncSite, values: dict[str, Any]) -> Effects[str]:
+        """The message's row written on ``site``; its id. A transaction the site begins is
+        left open for the caller, as SQLAlchemy's own autobegin would: add() must never
+        commit."""
+        kind = yield either(site.open, savepoint=False)
+        yield either(site.run, add_row(self._for(kind), values))
         return str(values["id"])
 
     def _for(self, kind: str) -> Queries:

@@ -30,13 +30,16 @@ from mideng.state.primitives import checked_where
 from mideng.state.results import AlreadyThere, Applied, Conflict, Direction, Illegal, Missing
 from mideng.state.run import Make, arun, run
 from mideng.state.statements import (
+    UpdateOf,
     UpdateShape,
     cached,
     core_table,
     keep,
+    own_column,
     read_shape,
     update_shape,
     values_of,
+    version_bump,
 )
 
 AdvanceAnswer = Applied | AlreadyThere | Illegal | Missing | Conflict
@@ -179,7 +182,7 @@ class StateMachine:
             plan = cached(table, cache_key) or keep(
                 table,
                 cache_key,
-                self._plan(table, spoken.kind, dialect, to, names, given, versioned),
+                self._plan(UpdateOf(table, spoken.kind, dialect, names, given), to, versioned),
             )
             shape, base, decode = plan
             params = dict(base)
@@ -207,22 +210,15 @@ class StateMachine:
         return make
 
     def _plan(
-        self,
-        table: Any,
-        kind: str,
-        dialect: Any,
-        to: Any,
-        names: tuple[str, ...],
-        given: tuple[str, ...],
-        versioned: bool,
+        self, of: UpdateOf, to: Any, versioned: bool
     ) -> tuple[UpdateShape, dict[str, Any], dict[Any, Any]]:
         from sqlalchemy import Enum as SQLEnum
-        from sqlalchemy import bindparam, literal_column
+        from sqlalchemy import bindparam
 
-        for name in (self.column, *((self.version_column,) if versioned else ())):
-            if name not in table.c:
-                raise ConfigurationError(f"{table.name} has no column {name!r}")
-        col = table.c[self.column]
+        col = own_column(of.table, self.column, f"column {self.column!r}")
+        ver = None
+        if versioned:
+            ver = own_column(of.table, self.version_column, f"column {self.version_column!r}")
         # A SQLAlchemy Enum column binds the members itself; any other column stores values.
         members = isinstance(col.type, SQLEnum) and col.type.enum_class is not None
 
@@ -233,35 +229,22 @@ class StateMachine:
         base = {"to": stored(to), **{f"s{i}": stored(s) for i, s in enumerate(sources)}}
         decode = {stored(s): s for s in self.states}
         # The columns advance sets, and reads back after a miss.
-        own = [col, *((table.c[self.version_column],) if versioned else ())]
+        own = [col] if ver is None else [col, ver]
         if not sources:
             # Nothing leads to ``to`` (an initial state): an UPDATE could only miss, so the
             # read is the whole advance and tells the duplicate from the rest.
-            read = read_shape(table, kind, dialect, names, given, sets=own, picked=own)
-            return read, base, decode
+            return read_shape(of, sets=own, picked=own), base, decode
         target = bindparam("to", type_=col.type)
         allowed = [bindparam(f"s{i}", type_=col.type) for i in range(len(sources))]
         sets: dict[Any, Any] = {col: target}
         conds = [col.in_(allowed)]
         binds = [target, *allowed]
-        if versioned:
-            ver = table.c[self.version_column]
-            expected = bindparam("ver", type_=ver.type)
-            sets[ver] = ver + literal_column("1")
-            conds.append(ver == expected)
-            binds.append(expected)
-        shape = update_shape(
-            table,
-            kind,
-            dialect,
-            names,
-            given,
-            sets=sets,
-            conds=conds,
-            binds=binds,
-            picked=own,
-        )
-        return shape, base, decode
+        if ver is not None:
+            bump, check, read_version = version_bump(ver)
+            sets[ver] = bump
+            conds.append(check)
+            binds.append(read_version)
+        return update_shape(of, sets=sets, conds=conds, binds=binds, picked=own), base, decode
 
     def advance(
         self,

@@ -97,8 +97,7 @@ def after_insert(
     failure: BaseException | None,
 ) -> Op[Inserted | Existing]:
     """An insert_once whose insert wrote nothing (``failure``: MySQL's duplicate-key error it
-    raised): the existing row, read by the key. A runner that sent the first insert itself
-    (mideng.state.primitives, on the caller's open transaction) continues here."""
+    raised): the existing row, read by the key."""
     races = RACES  # counted down rather than a range(): no iterator to make
     unexplained = False
     while True:

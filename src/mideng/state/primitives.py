@@ -5,10 +5,7 @@ per table, dialect and column names (mideng.state.statements) — and hands it t
 its loop (mideng.state.run). The sync and async functions differ only in which runner they
 call. The shapes are built by module-level functions, on a miss only: a call makes no
 function objects but the one it hands the runner, and insert_once none (it hands the runner
-its plan and values, which ``_insert`` turns into the operation). On a caller's open
-Connection, insert_once sends its insert itself and makes an operation only for the read
-that follows an insert that wrote nothing (ops.after_insert): the happy path is the
-statement and the few lines around it.
+its plan and values, which ``_insert`` turns into the operation).
 """
 
 from __future__ import annotations
@@ -18,42 +15,31 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy.engine import Connection
-
-from mideng.db.drive import adrive, drive
-from mideng.db.statements import Op, Stmt
+from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.state.compiled import speech
 from mideng.state.defaults import fill
-from mideng.state.ops import (
-    APPLIED,
-    after_insert,
-    conditional,
-    duplicate_entry,
-    first_answer,
-    insert_params,
-    moved_on,
-    short_of,
-)
+from mideng.state.ops import APPLIED, conditional, moved_on, short_of
 from mideng.state.ops import insert_once as insert_once_op
 from mideng.state.results import Applied, Conflict, Existing, Inserted, Insufficient, Missing
-from mideng.state.run import Make, aexecute, arun, async_connection, execute, run
+from mideng.state.run import Make, arun, run
 from mideng.state.statements import (
     INSERTS,
     InsertPlan,
     InsertShape,
+    UpdateOf,
     UpdateShape,
     cached,
     core_table,
     insert_plan,
     keep,
+    own_column,
     update_shape,
     values_of,
+    version_bump,
 )
 
 InsertAnswer = Inserted | Existing
-# A step built as the tuple it is (see mideng.state.ops).
-_new = tuple.__new__
 DecrementAnswer = Applied | Insufficient | Missing
 VersionedAnswer = Applied | Conflict | Missing
 
@@ -104,58 +90,13 @@ def insert_once(conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
     ``Inserted(row)``, or ``Existing(row)`` with the stored row (and a WARNING log line with
     the key). One statement when the row is new; a duplicate never raises and never aborts
     the caller's transaction. A clash on another unique key is still an error."""
-    plan = _planned(table, values, unique)
-    if type(conn) is not Connection or not conn.in_transaction():
-        return run(conn, _insert, plan, values)
-    # On the caller's open transaction nothing is begun or decided around the statement
-    # (mideng.state.run): the insert is sent here, and an operation is made only when it
-    # wrote nothing, to read the row that was there. A statement that returns the row is
-    # always sent as its typed clause (mideng.state.compiled), so its rows are read here
-    # as ops.first_answer would read them, without the Res a runner's execute builds.
-    dialect = conn.dialect
-    shape = _shape(plan, dialect)
-    params, row = insert_params(shape, values, dialect)
-    sql = shape.insert
-    try:
-        if shape.returns:
-            rows: Any = conn.execute(sql.typed, params).fetchall()
-            if rows:
-                return Inserted(rows[0]._mapping)
-        else:
-            made = first_answer(shape, row, execute(conn, _new(Stmt, (sql, params))))
-            if made is not None:
-                return made
-    except Exception as exc:
-        if not duplicate_entry(exc):
-            raise
-        return drive(after_insert(shape, values, params, row, exc), execute, conn)
-    return drive(after_insert(shape, values, params, row, None), execute, conn)
+    return run(conn, _insert, _planned(table, values, unique), values)
 
 
 async def ainsert_once(
     conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
 ) -> InsertAnswer:
-    plan = _planned(table, values, unique)
-    if type(conn) is not async_connection() or not conn.in_transaction():
-        return await arun(conn, _insert, plan, values)
-    dialect = conn.dialect
-    shape = _shape(plan, dialect)
-    params, row = insert_params(shape, values, dialect)
-    sql = shape.insert
-    try:
-        if shape.returns:
-            rows: Any = (await conn.execute(sql.typed, params)).fetchall()
-            if rows:
-                return Inserted(rows[0]._mapping)
-        else:
-            made = first_answer(shape, row, await aexecute(conn, _new(Stmt, (sql, params))))
-            if made is not None:
-                return made
-    except Exception as exc:
-        if not duplicate_entry(exc):
-            raise
-        return await adrive(after_insert(shape, values, params, row, exc), aexecute, conn)
-    return await adrive(after_insert(shape, values, params, row, None), aexecute, conn)
+    return await arun(conn, _insert, _planned(table, values, unique), values)
 
 
 # -- decrement -----------------------------------------------------------------------------
@@ -177,7 +118,9 @@ def _decrement(
         spoken = speech(dialect)
         cache_key = ("decrement", spoken.key, names, column)
         shape = cached(table, cache_key) or keep(
-            table, cache_key, _decrement_shape(table, spoken.kind, dialect, names, column)
+            table,
+            cache_key,
+            _decrement_shape(UpdateOf(table, spoken.kind, dialect, names, ()), column),
         )
         params = dict(zip(shape.where_names, where.values(), strict=True))
         params["n"] = amount
@@ -215,26 +158,12 @@ def _amount(table: Any, column: str, amount: Any) -> Any:
     return int(amount) if whole else amount
 
 
-def _decrement_shape(
-    table: Any, kind: str, dialect: Any, names: tuple[str, ...], column: str
-) -> UpdateShape:
+def _decrement_shape(of: UpdateOf, column: str) -> UpdateShape:
     from sqlalchemy import bindparam
 
-    if column not in table.c:
-        raise ConfigurationError(f"{table.name} has no column {column!r} to decrement")
-    col = table.c[column]
+    col = own_column(of.table, column, f"column {column!r} to decrement")
     n = bindparam("n", type_=col.type)
-    return update_shape(
-        table,
-        kind,
-        dialect,
-        names,
-        (),
-        sets={col: col - n},
-        conds=[col >= n],
-        binds=[n],
-        picked=[col],
-    )
+    return update_shape(of, sets={col: col - n}, conds=[col >= n], binds=[n], picked=[col])
 
 
 def decrement(
@@ -272,7 +201,7 @@ def _versioned(
         shape = cached(table, cache_key) or keep(
             table,
             cache_key,
-            _versioned_shape(table, spoken.kind, dialect, names, given, column),
+            _versioned_shape(UpdateOf(table, spoken.kind, dialect, names, given), column),
         )
         params = dict(zip(shape.where_names, where.values(), strict=True))
         params.update(zip(shape.value_names, values.values(), strict=True))
@@ -286,31 +215,10 @@ def _versioned(
     return make
 
 
-def _versioned_shape(
-    table: Any,
-    kind: str,
-    dialect: Any,
-    names: tuple[str, ...],
-    given: tuple[str, ...],
-    column: str,
-) -> UpdateShape:
-    from sqlalchemy import bindparam, literal_column
-
-    if column not in table.c:
-        raise ConfigurationError(f"{table.name} has no version column {column!r}")
-    col = table.c[column]
-    read = bindparam("ver", type_=col.type)
-    return update_shape(
-        table,
-        kind,
-        dialect,
-        names,
-        given,
-        sets={col: col + literal_column("1")},
-        conds=[col == read],
-        binds=[read],
-        picked=[col],
-    )
+def _versioned_shape(of: UpdateOf, column: str) -> UpdateShape:
+    col = own_column(of.table, column, f"version column {column!r}")
+    bump, check, read_version = version_bump(col)
+    return update_shape(of, sets={col: bump}, conds=[check], binds=[read_version], picked=[col])
 
 
 def update_versioned(

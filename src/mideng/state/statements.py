@@ -296,12 +296,20 @@ class UpdateShape(NamedTuple):
     filled: tuple[Filled, ...]  # Python-side onupdate values of the columns not set, per call
 
 
+class UpdateOf(NamedTuple):
+    """What a primitive's UPDATE is built for: the table, the connection's dialect and the
+    statement kind of its speech (mideng.state.compiled), the columns of ``where`` that pick
+    the row and the columns the caller sets (``given``)."""
+
+    table: Any
+    kind: str
+    dialect: Any
+    where: tuple[str, ...]
+    given: tuple[str, ...]
+
+
 def update_shape(
-    table: Any,
-    kind: str,
-    dialect: Any,
-    where: tuple[str, ...],
-    given: tuple[str, ...],
+    of: UpdateOf,
     *,
     sets: Mapping[Any, Any],
     conds: Sequence[Any],
@@ -312,38 +320,49 @@ def update_shape(
     read of ``picked`` by ``where``."""
     from sqlalchemy import update
 
-    key = equal(picking_one_row(table, where), "w")
-    values = _set(table, given, sets)
-    assigned = {table.c[name]: b for name, b in zip(given, values.binds, strict=True)}
+    table, dialect = of.table, of.dialect
+    key = equal(picking_one_row(table, of.where), "w")
+    values = _set(table, of.given, sets)
+    assigned = {table.c[name]: b for name, b in zip(of.given, values.binds, strict=True)}
     defaults = update_defaults(table, [*assigned, *sets], dialect)
     stmt = update(table).where(*key.parts, *conds).values({**assigned, **sets, **defaults.values})
     return UpdateShape(
         TableSql(stmt, dialect, [*key.binds, *values.binds, *binds, *defaults.binds]),
-        read(table, kind, dialect, key, picked),
+        read(table, of.kind, dialect, key, picked),
         key.names,
         values.names,
         defaults.filled,
     )
 
 
-def read_shape(
-    table: Any,
-    kind: str,
-    dialect: Any,
-    where: tuple[str, ...],
-    given: tuple[str, ...],
-    *,
-    sets: Iterable[Any],
-    picked: Sequence[Any],
-) -> UpdateShape:
+def read_shape(of: UpdateOf, *, sets: Iterable[Any], picked: Sequence[Any]) -> UpdateShape:
     """The shape of an update whose condition no row can meet (an advance to a state no
     transition leads to): no UPDATE, which could only change nothing, but the read of
     ``picked`` by ``where``, which answers alone. ``where``, ``given`` and the columns the
     primitive ``sets`` are checked and named as update_shape checks and names them, so a
     call is refused or bound alike whichever shape it gets."""
-    key = equal(picking_one_row(table, where), "w")
-    values = _set(table, given, sets)
-    return UpdateShape(None, read(table, kind, dialect, key, picked), key.names, values.names, ())
+    key = equal(picking_one_row(of.table, of.where), "w")
+    values = _set(of.table, of.given, sets)
+    return UpdateShape(
+        None, read(of.table, of.kind, of.dialect, key, picked), key.names, values.names, ()
+    )
+
+
+def own_column(table: Any, column: str, missing: str) -> Any:
+    """The column a primitive itself sets, or a ConfigurationError: ``missing`` says which
+    column the table lacks."""
+    if column not in table.c:
+        raise ConfigurationError(f"{table.name} has no {missing}")
+    return table.c[column]
+
+
+def version_bump(col: Any) -> tuple[Any, Any, Any]:
+    """A version column's optimistic check: set ``col + 1`` where ``col = :ver``, the version
+    the caller read. The new value, the condition and its bind."""
+    from sqlalchemy import bindparam, literal_column
+
+    read_version = bindparam("ver", type_=col.type)
+    return col + literal_column("1"), col == read_version, read_version
 
 
 def _set(table: Any, given: tuple[str, ...], sets: Iterable[Any]) -> Bound:

@@ -11,6 +11,7 @@ from typing import Any
 
 from mideng.errors import ConfigurationError
 from mideng.messaging.publish import Outgoing, check_options
+from mideng.stores.registry import require
 
 
 def bootstrap(url: str) -> str:
@@ -27,12 +28,7 @@ class KafkaPublisher:
     ``request_timeout_ms``); ``options`` go to ``AIOKafkaProducer``."""
 
     def __init__(self, url: str, *, timeout: float = 40.0, **options: Any) -> None:
-        try:
-            import aiokafka  # type: ignore[import-untyped]
-        except ImportError as exc:
-            raise ConfigurationError(
-                "aiokafka is not installed; pip install 'mideng[kafka]'"
-            ) from exc
+        aiokafka = require("aiokafka", "kafka")
         check_options(aiokafka.AIOKafkaProducer, options, "Kafka's producer")
         self.servers = bootstrap(url)
         self.options = {"acks": "all", "request_timeout_ms": round(timeout * 1000), **options}
