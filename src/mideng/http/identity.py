@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from mideng.core.canonical import c_encoder
 from mideng.core.keys import MAX_SCOPE_LENGTH
 
 ANONYMOUS = "-"
@@ -106,25 +107,16 @@ def _unspellable(value: object) -> Any:
 
 
 def _make_chunks() -> Callable[[Any, int], list[str]]:
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator (PyPy): the encoder object does it all
-        encoder = json.JSONEncoder(
-            sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-        return lambda value, _level: [encoder.encode(value)]
-    # No markers dict: one shared by threads would see a value two threads encode at once as
-    # circular. Plain data decoded from JSON or made here can't contain itself.
-    return make(  # type: ignore[no-any-return]
-        None,
-        _unspellable,
-        json.encoder.c_encode_basestring,  # type: ignore[attr-defined]
-        None,
-        ":",
-        ",",
-        True,
-        False,
-        False,
+    # Plain data decoded from JSON or made here can't contain itself (the C encoder keeps no
+    # markers to tell).
+    chunks = c_encoder(_unspellable, sort_keys=True)
+    if chunks is not None:
+        return chunks
+    # No C accelerator (PyPy): the encoder object does it all.
+    encoder = json.JSONEncoder(
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
+    return lambda value, _level: [encoder.encode(value)]
 
 
 _CHUNKS = _make_chunks()
