@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from mideng.core.canonical import c_encoder
-from mideng.core.keys import MAX_SCOPE_LENGTH
+from mideng.core.keys import MAX_SCOPE_LENGTH, utf8_error
 
 ANONYMOUS = "-"
 DIGEST_MARK = "#"
@@ -74,13 +74,9 @@ def _as_bytes(raw: bytes) -> dict[str, str]:
 def exact(value: str) -> Form:
     """A text field of the fingerprint: itself, or (holding a lone surrogate, which UTF-8 can't
     carry) the bytes it stands for."""
-    if value.isascii():
+    if value.isascii() or utf8_error(value) is None:
         return value
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return _as_bytes(text_bytes(value))
-    return value
+    return _as_bytes(text_bytes(value))
 
 
 def path_form(path: str, raw: bytes | None) -> Form:
