@@ -186,16 +186,21 @@ def _form(value: Form) -> str:
     return _string(value) if type(value) is str else canonical(value)
 
 
-def request_fingerprint(method: Form, path: Form, query: Form, body: str, headers: str) -> str:
-    """The Guard's fingerprint (``mideng.core.canonical.fingerprint``: sha256 of the canonical
-    JSON) of the payload {"method", "path", "query", "body", "headers"}, spelled here key by key
-    in the canonical order (sorted keys, no spaces) rather than by a walk over a dict: ``body``
-    is a body digest (plain ASCII), ``headers`` the canonical spelling of the chosen headers'
-    forms."""
-    text = (
+def _payload(method: Form, path: Form, query: Form, body: str, headers: str) -> str:
+    """The canonical JSON of the payload {"method", "path", "query", "body", "headers"},
+    spelled key by key in the canonical order (sorted keys, no spaces) rather than by a walk
+    over a dict: ``body`` is plain ASCII, ``headers`` the canonical spelling of the chosen
+    headers' forms."""
+    return (
         f'{{"body":"{body}","headers":{headers},"method":{_form(method)},'
         f'"path":{_form(path)},"query":{_form(query)}}}'
     )
+
+
+def request_fingerprint(method: Form, path: Form, query: Form, body: str, headers: str) -> str:
+    """The Guard's fingerprint (``mideng.core.canonical.fingerprint``: sha256 of the canonical
+    JSON) of the payload, ``body`` a body digest."""
+    text = _payload(method, path, query, body, headers)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -247,11 +252,7 @@ def _head(
 ) -> HashState:
     """The hash of a version-2 head: version 1's canonical JSON with the body's kind in place
     of its digest, and a newline."""
-    fields = _form(exact(method)), _form(path_form(path, raw)), _form(exact(query))
-    head = (
-        f'{{"body":"{kind}","headers":{headers},"method":{fields[0]},'
-        f'"path":{fields[1]},"query":{fields[2]}}}\n'
-    )
+    head = _payload(exact(method), path_form(path, raw), exact(query), kind, headers) + "\n"
     return hashlib.sha256(head.encode("utf-8"))
 
 
