@@ -14,7 +14,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from mideng.core.canonical import to_jsonable
+from mideng.core.canonical import c_encoder, to_jsonable
 from mideng.core.convert import BY_ID, converter
 from mideng.errors import CodecError, ConfigurationError
 
@@ -36,28 +36,10 @@ _ENCODER = json.JSONEncoder(
 )
 
 
-def _make_chunks() -> Callable[[Any, int], list[str]] | None:
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator (PyPy): the encoder object does it all
-        return None
-    # _ENCODER's settings as one C encoder, built once: JSONEncoder.encode builds a new one on
-    # every call, which is half a small result's encoding time. It has no markers dict (one
-    # shared by threads would see a value two threads encode at once as circular), so a
-    # circular value ends in RecursionError instead of ValueError.
-    return make(  # type: ignore[no-any-return]
-        None,
-        to_jsonable,
-        json.encoder.c_encode_basestring,  # type: ignore[attr-defined]
-        None,
-        ":",
-        ",",
-        False,
-        False,
-        False,
-    )
-
-
-_CHUNKS = _make_chunks()
+# _ENCODER's settings as one C encoder, built once (None on PyPy: the encoder object does it
+# all); JSONEncoder.encode builds a new one on every call, which is half a small result's
+# encoding time.
+_CHUNKS = c_encoder(to_jsonable, sort_keys=False)
 # The C scanner behind json.loads, called directly: loads wraps it in three Python-level calls
 # and two whitespace matches, which is most of a small replay's decoding time.
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]

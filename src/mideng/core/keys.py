@@ -39,21 +39,31 @@ RESERVED_PREFIXES = {
 _RESERVED = tuple(RESERVED_PREFIXES)
 
 
+def utf8_error(text: str) -> UnicodeEncodeError | None:
+    """What encoding ``text`` as UTF-8 raises, or None: a lone surrogate (bytes decoded with
+    surrogateescape, a badly decoded header) has no UTF-8 form."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc
+    return None
+
+
 def _refuse_bad_text(value: str, what: str) -> None:
     """Raise for a NUL or a lone surrogate; return for any other (non-ASCII) text."""
     # PostgreSQL's text can't hold NUL, and no business identity needs one: refuse it here,
     # the same for every store, instead of as a store failure on one of them.
     if "\x00" in value:
         raise InvalidKeyError(f"{what} contains a NUL character: {value!r}")
-    # A lone surrogate (bytes decoded with surrogateescape, a badly decoded header) has no
-    # UTF-8 form: every store but memory would fail to send it, and memory would run the body.
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
+    # Text with no UTF-8 form: every store but memory would fail to send it, and memory would
+    # run the body.
+    error = utf8_error(value)
+    if error is not None:
         raise InvalidKeyError(
-            f"{what} contains a lone surrogate {value[exc.start]!r} at index {exc.start}, which "
-            f"is not text any store can hold; decode the bytes it came from strictly: {value!r}"
-        ) from exc
+            f"{what} contains a lone surrogate {value[error.start]!r} at index {error.start}, "
+            f"which is not text any store can hold; decode the bytes it came from strictly: "
+            f"{value!r}"
+        ) from error
 
 
 def check_text(value: str, what: str) -> str:

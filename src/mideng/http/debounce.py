@@ -19,8 +19,7 @@ from mideng.core.keys import check_entry_scope, check_text
 from mideng.errors import ConfigurationError, IdempotencyError, StoreUnavailableError
 from mideng.http import problem as p
 from mideng.http.core import Incoming, Principal, StoredResponse, problem_response
-from mideng.http.exchange import STORE_IO
-from mideng.observability import logs
+from mideng.http.exchange import STORE_IO, unwrapped
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
 
@@ -96,11 +95,8 @@ class DebounceGate:
             return None
         try:
             return self._answer(self.debouncer.hit(*subject))
-        except IdempotencyError as exc:
+        except (IdempotencyError, *STORE_IO) as exc:
             return self._failed(exc)
-        except STORE_IO as exc:  # a store's own I/O error, let through unwrapped: it is down
-            logs.store_io_failed(exc)
-            return self._failed(StoreUnavailableError(str(exc)))
 
     async def acheck(self, request: Incoming, route: str | None = None) -> StoredResponse | None:
         subject = self._subject(request, route)
@@ -108,11 +104,8 @@ class DebounceGate:
             return None
         try:
             return self._answer(await self.debouncer.ahit(*subject))
-        except IdempotencyError as exc:
+        except (IdempotencyError, *STORE_IO) as exc:
             return self._failed(exc)
-        except STORE_IO as exc:  # a store's own I/O error, let through unwrapped: it is down
-            logs.store_io_failed(exc)
-            return self._failed(StoreUnavailableError(str(exc)))
 
     def _answer(self, wait: float | None) -> StoredResponse | None:
         if wait is None:
@@ -125,9 +118,12 @@ class DebounceGate:
             self.problem_base,
         )
 
-    def _failed(self, exc: IdempotencyError) -> StoredResponse:
-        if not isinstance(exc, StoreUnavailableError):
-            raise exc
+    def _failed(self, exc: Exception) -> StoredResponse:
+        """The 503 for a store that is down (a store's own I/O error let through unwrapped is
+        one); any other IdempotencyError is raised."""
+        error = exc if isinstance(exc, IdempotencyError) else unwrapped(exc)
+        if not isinstance(error, StoreUnavailableError):
+            raise error
         return problem_response(
             p.STORE_UNAVAILABLE, "not processed; retry later", 1.0, self.problem_base
         )

@@ -16,9 +16,7 @@ middleware is synchronous; Django adapts it under ASGI. ``require_token``, ``tok
 
 from __future__ import annotations
 
-import functools
-import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 from urllib.parse import unquote_to_bytes, urlsplit
 
@@ -33,10 +31,10 @@ from mideng.context import enter_request_id, leave_request_id
 from mideng.guard import Guard
 from mideng.http import asgi, wsgi
 from mideng.http.core import REQUEST_ID_HEADER, HttpOptions, Incoming, StoredResponse
-from mideng.http.debounce import DebounceGate, Debouncer
 from mideng.http.exchange import Captured, run
 from mideng.http.headers import Headers
-from mideng.http.resubmit import TOKEN_FIELD, TOKEN_HEADER, BizKey, TokenGate
+from mideng.http.resubmit import BizKey, TokenGate
+from mideng.http.views import SyncViews, held
 from mideng.http.wsgi import bind_request_id
 from mideng.tokens import TokenService
 
@@ -135,17 +133,12 @@ def capture(response: HttpResponseBase, limit: int) -> Captured:
         return StoredResponse(response.status_code, headers, content)
     if response.is_async or response.get("Content-Type", "").startswith("text/event-stream"):
         return None
-    chunks: list[bytes] = []
-    size = 0
-    rest = iter(cast(Iterator[bytes], response.streaming_content))  # is_async was ruled out
-    for chunk in rest:
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            response.streaming_content = itertools.chain(chunks, rest)
-            return None
-    response.streaming_content = chunks
-    return StoredResponse(response.status_code, headers, b"".join(chunks))
+    # is_async was ruled out: the content is an iterator of bytes.
+    body = held(cast(Iterator[bytes], response.streaming_content), limit)
+    response.streaming_content = body
+    if not isinstance(body, list):
+        return None
+    return StoredResponse(response.status_code, headers, b"".join(body))
 
 
 def bad_body(exc: Exception, meta: dict[str, Any]) -> BadRequest | None:
@@ -239,56 +232,33 @@ def token_view(service: TokenService, biz_key: BizKey) -> View:
     return issue
 
 
-def require_token(
-    service: TokenService, biz_key: BizKey, *, header: str = TOKEN_HEADER, field: str = TOKEN_FIELD
-) -> Callable[[View], View]:
-    """Consume the token (header or form field) before the view; restore it if the view
-    raises or answers 5xx, so the user can submit again."""
-    gate = TokenGate(service, biz_key, header, field)
+class _Views(SyncViews[HttpResponseBase]):
+    """A Django view's request is its first argument."""
 
-    def decorate(view: View) -> View:
-        @functools.wraps(view)
-        def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            try:
-                form = request.POST if request.method == "POST" else None
-            except (UnreadablePostError, ValueError) as exc:
-                refusal = bad_body(exc, request.META)  # no token was consumed yet
-                if refusal is None:
-                    raise
-                raise refusal from exc
-            admitted = gate.admit(incoming(request), form)
-            if isinstance(admitted, StoredResponse):
-                return to_django(admitted)
-            return gate.run_admitted(
-                admitted,
-                lambda: view(request, *args, **kwargs),
-                lambda response: response.status_code,
-            )
+    def incoming(self, args: tuple[Any, ...]) -> Incoming:
+        return incoming(args[0])
 
-        return guarded
+    def route(self, args: tuple[Any, ...]) -> str | None:
+        match = args[0].resolver_match
+        return match.route if match else None
 
-    return decorate
+    def form(self, args: tuple[Any, ...]) -> Mapping[str, Any] | None:
+        request: HttpRequest = args[0]
+        try:
+            return request.POST if request.method == "POST" else None
+        except (UnreadablePostError, ValueError) as exc:
+            refusal = bad_body(exc, request.META)  # no token was consumed yet
+            if refusal is None:
+                raise
+            raise refusal from exc
+
+    def native(self, response: StoredResponse) -> HttpResponseBase:
+        return to_django(response)
+
+    def respond(self, returned: HttpResponseBase) -> HttpResponseBase:
+        return returned
 
 
-def debounce(
-    debouncer: Debouncer,
-    principal: Callable[[Incoming], str | None],
-    *,
-    operation: str | None = None,
-) -> Callable[[View], View]:
-    """Refuse (429) a principal's second call within the window; ``operation`` defaults to
-    the method and the URL pattern."""
-    gate = DebounceGate(debouncer, principal, operation)
-
-    def decorate(view: View) -> View:
-        @functools.wraps(view)
-        def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            match = request.resolver_match
-            refusal = gate.check(incoming(request), match.route if match else None)
-            if refusal is not None:
-                return to_django(refusal)
-            return view(request, *args, **kwargs)
-
-        return guarded
-
-    return decorate
+_VIEWS = _Views()
+require_token = _VIEWS.require_token
+debounce = _VIEWS.debounce

@@ -133,6 +133,13 @@ Captured = StoredResponse | None  # None: too big or a stream; the app's own res
 STORE_IO = (OSError, asyncio.TimeoutError)
 
 
+def unwrapped(exc: Exception) -> StoreUnavailableError:
+    """A store's own I/O error, let through unwrapped: the store is down (a 503, fail-closed),
+    not an error of the request (a 500); logged."""
+    logs.store_io_failed(exc)
+    return StoreUnavailableError(str(exc))
+
+
 class Exchange:
     """One guarded request's state: did the body run here, and what did the app answer."""
 
@@ -215,11 +222,8 @@ class Exchange:
             return Reply(self.original, own=True)
         if isinstance(exc, IdempotencyError):
             return Reply(self.opts.problem_for(exc))
-        if isinstance(exc, STORE_IO):
-            # Nothing ran, so an I/O error can only be the store's, let through unwrapped: the
-            # 503 of a store that is down (fail-closed), not a 500.
-            logs.store_io_failed(exc)
-            return Reply(self.opts.problem_for(StoreUnavailableError(str(exc))))
+        if isinstance(exc, STORE_IO):  # nothing ran, so an I/O error can only be the store's
+            return Reply(self.opts.problem_for(unwrapped(exc)))
         return None
 
 

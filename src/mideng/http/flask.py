@@ -16,8 +16,7 @@ Flask's finished error page, stores a 4xx instead.
 from __future__ import annotations
 
 import functools
-import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flask import Response, current_app, request
@@ -25,10 +24,10 @@ from flask import Response, current_app, request
 from mideng.context import request_id_scope
 from mideng.guard import Guard
 from mideng.http.core import REQUEST_ID_HEADER, HttpOptions, Incoming, RecordKey, StoredResponse
-from mideng.http.debounce import DebounceGate, Debouncer
 from mideng.http.exchange import Captured, run
 from mideng.http.headers import Headers
-from mideng.http.resubmit import TOKEN_FIELD, TOKEN_HEADER, BizKey, TokenGate
+from mideng.http.resubmit import BizKey, TokenGate
+from mideng.http.views import SyncViews, held
 from mideng.http.wsgi import bind_request_id, wsgi_bytes
 from mideng.tokens import TokenService
 
@@ -65,16 +64,11 @@ def capture(response: Response, limit: int) -> Captured:
         return StoredResponse(response.status_code, headers, response.get_data())
     if response.mimetype == "text/event-stream":
         return None
-    chunks: list[bytes] = []
-    size = 0
-    rest = iter(response.iter_encoded())
-    for chunk in rest:
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            response.response = itertools.chain(chunks, rest)
-            return None
-    response.set_data(b"".join(chunks))
+    body = held(response.iter_encoded(), limit)
+    if not isinstance(body, list):
+        response.response = body
+        return None
+    response.set_data(b"".join(body))
     return StoredResponse(response.status_code, headers, response.get_data())
 
 
@@ -142,49 +136,26 @@ def token_view(service: TokenService, biz_key: BizKey) -> View:
     return issue_token
 
 
-def require_token(
-    service: TokenService, biz_key: BizKey, *, header: str = TOKEN_HEADER, field: str = TOKEN_FIELD
-) -> Callable[[View], View]:
-    """Consume the token (header or form field) before the view; restore it if the view
-    raises or answers 5xx, so the user can submit again."""
-    gate = TokenGate(service, biz_key, header, field)
+class _Views(SyncViews[Any]):
+    """A Flask view reads its request from the context; what it returns is made a response."""
 
-    def decorate(view: View) -> View:
-        @functools.wraps(view)
-        def guarded(*args: Any, **kwargs: Any) -> Response:
-            admitted = gate.admit(incoming(), request.form)
-            if isinstance(admitted, StoredResponse):
-                return to_flask(admitted)
-            return gate.run_admitted(
-                admitted,
-                lambda: current_app.make_response(view(*args, **kwargs)),
-                lambda response: response.status_code,
-            )
+    def incoming(self, args: tuple[Any, ...]) -> Incoming:
+        return incoming()
 
-        return guarded
+    def route(self, args: tuple[Any, ...]) -> str | None:
+        rule = request.url_rule
+        return rule.rule if rule is not None else None
 
-    return decorate
+    def form(self, args: tuple[Any, ...]) -> Mapping[str, Any] | None:
+        return request.form
+
+    def native(self, response: StoredResponse) -> Response:
+        return to_flask(response)
+
+    def respond(self, returned: Any) -> Response:
+        return current_app.make_response(returned)
 
 
-def debounce(
-    debouncer: Debouncer,
-    principal: Callable[[Incoming], str | None],
-    *,
-    operation: str | None = None,
-) -> Callable[[View], View]:
-    """Refuse (429) a principal's second call within the window; ``operation`` defaults to
-    the method and the URL rule."""
-    gate = DebounceGate(debouncer, principal, operation)
-
-    def decorate(view: View) -> View:
-        @functools.wraps(view)
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            rule = request.url_rule
-            refusal = gate.check(incoming(), rule.rule if rule is not None else None)
-            if refusal is not None:
-                return to_flask(refusal)
-            return view(*args, **kwargs)
-
-        return guarded
-
-    return decorate
+_VIEWS = _Views()
+require_token = _VIEWS.require_token
+debounce = _VIEWS.debounce

@@ -17,7 +17,8 @@ import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from mideng.core.keys import MAX_SCOPE_LENGTH
+from mideng.core.canonical import c_encoder
+from mideng.core.keys import MAX_SCOPE_LENGTH, utf8_error
 
 ANONYMOUS = "-"
 DIGEST_MARK = "#"
@@ -73,13 +74,9 @@ def _as_bytes(raw: bytes) -> dict[str, str]:
 def exact(value: str) -> Form:
     """A text field of the fingerprint: itself, or (holding a lone surrogate, which UTF-8 can't
     carry) the bytes it stands for."""
-    if value.isascii():
+    if value.isascii() or utf8_error(value) is None:
         return value
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return _as_bytes(text_bytes(value))
-    return value
+    return _as_bytes(text_bytes(value))
 
 
 def path_form(path: str, raw: bytes | None) -> Form:
@@ -106,25 +103,16 @@ def _unspellable(value: object) -> Any:
 
 
 def _make_chunks() -> Callable[[Any, int], list[str]]:
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator (PyPy): the encoder object does it all
-        encoder = json.JSONEncoder(
-            sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-        return lambda value, _level: [encoder.encode(value)]
-    # No markers dict: one shared by threads would see a value two threads encode at once as
-    # circular. Plain data decoded from JSON or made here can't contain itself.
-    return make(  # type: ignore[no-any-return]
-        None,
-        _unspellable,
-        json.encoder.c_encode_basestring,  # type: ignore[attr-defined]
-        None,
-        ":",
-        ",",
-        True,
-        False,
-        False,
+    # Plain data decoded from JSON or made here can't contain itself (the C encoder keeps no
+    # markers to tell).
+    chunks = c_encoder(_unspellable, sort_keys=True)
+    if chunks is not None:
+        return chunks
+    # No C accelerator (PyPy): the encoder object does it all.
+    encoder = json.JSONEncoder(
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
+    return lambda value, _level: [encoder.encode(value)]
 
 
 _CHUNKS = _make_chunks()
@@ -198,16 +186,21 @@ def _form(value: Form) -> str:
     return _string(value) if type(value) is str else canonical(value)
 
 
-def request_fingerprint(method: Form, path: Form, query: Form, body: str, headers: str) -> str:
-    """The Guard's fingerprint (``mideng.core.canonical.fingerprint``: sha256 of the canonical
-    JSON) of the payload {"method", "path", "query", "body", "headers"}, spelled here key by key
-    in the canonical order (sorted keys, no spaces) rather than by a walk over a dict: ``body``
-    is a body digest (plain ASCII), ``headers`` the canonical spelling of the chosen headers'
-    forms."""
-    text = (
+def _payload(method: Form, path: Form, query: Form, body: str, headers: str) -> str:
+    """The canonical JSON of the payload {"method", "path", "query", "body", "headers"},
+    spelled key by key in the canonical order (sorted keys, no spaces) rather than by a walk
+    over a dict: ``body`` is plain ASCII, ``headers`` the canonical spelling of the chosen
+    headers' forms."""
+    return (
         f'{{"body":"{body}","headers":{headers},"method":{_form(method)},'
         f'"path":{_form(path)},"query":{_form(query)}}}'
     )
+
+
+def request_fingerprint(method: Form, path: Form, query: Form, body: str, headers: str) -> str:
+    """The Guard's fingerprint (``mideng.core.canonical.fingerprint``: sha256 of the canonical
+    JSON) of the payload, ``body`` a body digest."""
+    text = _payload(method, path, query, body, headers)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -259,11 +252,7 @@ def _head(
 ) -> HashState:
     """The hash of a version-2 head: version 1's canonical JSON with the body's kind in place
     of its digest, and a newline."""
-    fields = _form(exact(method)), _form(path_form(path, raw)), _form(exact(query))
-    head = (
-        f'{{"body":"{kind}","headers":{headers},"method":{fields[0]},'
-        f'"path":{fields[1]},"query":{fields[2]}}}\n'
-    )
+    head = _payload(exact(method), path_form(path, raw), exact(query), kind, headers) + "\n"
     return hashlib.sha256(head.encode("utf-8"))
 
 

@@ -16,11 +16,13 @@ from typing import Any, TypeVar
 from mideng.errors import IdempotencyError, StoreUnavailableError
 from mideng.http import problem as p
 from mideng.http.core import Incoming, StoredResponse, problem_response
-from mideng.http.exchange import STORE_IO
+from mideng.http.exchange import STORE_IO, unwrapped
 from mideng.observability import logs
 from mideng.tokens import TokenService
 
 R = TypeVar("R")
+#: A consumed token with its business key, or the refusal to send.
+Admitted = tuple[str, str] | StoredResponse
 
 TOKEN_HEADER = "X-Resubmit-Token"
 TOKEN_FIELD = "resubmit_token"
@@ -33,13 +35,6 @@ BizKey = Callable[[Incoming], str]
 
 def restore_failed(exc: Exception) -> None:
     logs.token_not_restored(exc)
-
-
-def unwrapped(exc: Exception) -> StoreUnavailableError:
-    """A store's own I/O error, let through unwrapped: the store is down, as for the
-    idempotency middleware (a 503), not an error of the request."""
-    logs.store_io_failed(exc)
-    return StoreUnavailableError(str(exc))
 
 
 @dataclass(frozen=True)
@@ -58,34 +53,31 @@ class TokenGate:
         return token
 
     # -- submit ----------------------------------------------------------------------------
-    def admit(
-        self, request: Incoming, form: Mapping[str, Any] | None = None
-    ) -> tuple[str, str] | StoredResponse:
-        """``(biz_key, token)`` once consumed, or the refusal to send."""
+    def _presented(self, request: Incoming, form: Mapping[str, Any] | None) -> Admitted:
+        """``(biz_key, token)`` the request presents, or the refusal when it has no token."""
         token = self.token_from(request, form)
-        if token is None:
-            return self._missing()
-        key = self.biz_key(request)
-        try:
-            return (key, token) if self.service.consume(key, token) else self._rejected()
-        except IdempotencyError as exc:
-            return self._failed(exc)
-        except STORE_IO as exc:
-            return self._failed(unwrapped(exc))
+        return self._missing() if token is None else (self.biz_key(request), token)
 
-    async def aadmit(
-        self, request: Incoming, form: Mapping[str, Any] | None = None
-    ) -> tuple[str, str] | StoredResponse:
-        token = self.token_from(request, form)
-        if token is None:
-            return self._missing()
-        key = self.biz_key(request)
+    def admit(self, request: Incoming, form: Mapping[str, Any] | None = None) -> Admitted:
+        """``(biz_key, token)`` once consumed, or the refusal to send."""
+        presented = self._presented(request, form)
+        if isinstance(presented, StoredResponse):
+            return presented
         try:
-            return (key, token) if await self.service.aconsume(key, token) else self._rejected()
-        except IdempotencyError as exc:
+            consumed = self.service.consume(*presented)
+        except (IdempotencyError, *STORE_IO) as exc:
             return self._failed(exc)
-        except STORE_IO as exc:
-            return self._failed(unwrapped(exc))
+        return presented if consumed else self._rejected()
+
+    async def aadmit(self, request: Incoming, form: Mapping[str, Any] | None = None) -> Admitted:
+        presented = self._presented(request, form)
+        if isinstance(presented, StoredResponse):
+            return presented
+        try:
+            consumed = await self.service.aconsume(*presented)
+        except (IdempotencyError, *STORE_IO) as exc:
+            return self._failed(exc)
+        return presented if consumed else self._rejected()
 
     def run_admitted(
         self, admitted: tuple[str, str], view: Callable[[], R], status: Callable[[R], int]
@@ -125,19 +117,15 @@ class TokenGate:
         key = self.biz_key(request)
         try:
             return self._token_response(self.service.issue(key))
-        except IdempotencyError as exc:
+        except (IdempotencyError, *STORE_IO) as exc:
             return self._failed(exc, _NOT_ISSUED)
-        except STORE_IO as exc:
-            return self._failed(unwrapped(exc), _NOT_ISSUED)
 
     async def aissued(self, request: Incoming) -> StoredResponse:
         key = self.biz_key(request)
         try:
             return self._token_response(await self.service.aissue(key))
-        except IdempotencyError as exc:
+        except (IdempotencyError, *STORE_IO) as exc:
             return self._failed(exc, _NOT_ISSUED)
-        except STORE_IO as exc:
-            return self._failed(unwrapped(exc), _NOT_ISSUED)
 
     def _token_response(self, token: str) -> StoredResponse:
         body = json.dumps(
@@ -168,7 +156,10 @@ class TokenGate:
             base=self.problem_base,
         )
 
-    def _failed(self, exc: IdempotencyError, detail: str = _NOT_PROCESSED) -> StoredResponse:
-        if isinstance(exc, StoreUnavailableError):
+    def _failed(self, exc: Exception, detail: str = _NOT_PROCESSED) -> StoredResponse:
+        """The refusal for a store call that raised ``exc`` (an IdempotencyError, or a store's
+        own I/O error let through unwrapped)."""
+        error = exc if isinstance(exc, IdempotencyError) else unwrapped(exc)
+        if isinstance(error, StoreUnavailableError):
             return problem_response(p.STORE_UNAVAILABLE, detail, 1.0, self.problem_base)
-        return problem_response(p.TOKEN_MISSING, str(exc), base=self.problem_base)
+        return problem_response(p.TOKEN_MISSING, str(error), base=self.problem_base)

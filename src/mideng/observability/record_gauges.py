@@ -24,6 +24,16 @@ from typing import Any
 from mideng.observability import logs
 from mideng.observability.watch import store_label
 
+#: The gauges of the store as a whole (label ``store``) and their help, in the order exposed.
+_STORE_GAUGES = {
+    "mideng_stuck_records": "Processing records whose lease ran out longer ago than the grace, "
+    "not taken over.",
+    "mideng_oldest_processing_age_seconds": "Age of the oldest processing record (absent when "
+    "none is processing).",
+    "mideng_survey_timestamp_seconds": "When the last good survey of the store ended (Unix time).",
+    "mideng_survey_duration_seconds": "How long the last good survey took.",
+}
+
 
 class RecordGauges:
     """The collector of one watched store; ``close()`` takes it off its registry."""
@@ -90,26 +100,10 @@ class RecordGauges:
             "Records the store holds, by scope and status (at the last survey).",
             labels=["store", "scope", "status"],
         )
-        stuck = core.GaugeMetricFamily(
-            "mideng_stuck_records",
-            "Processing records whose lease ran out longer ago than the grace, not taken over.",
-            labels=["store"],
-        )
-        oldest = core.GaugeMetricFamily(
-            "mideng_oldest_processing_age_seconds",
-            "Age of the oldest processing record (absent when none is processing).",
-            labels=["store"],
-        )
-        stamp = core.GaugeMetricFamily(
-            "mideng_survey_timestamp_seconds",
-            "When the last good survey of the store ended (Unix time).",
-            labels=["store"],
-        )
-        took = core.GaugeMetricFamily(
-            "mideng_survey_duration_seconds",
-            "How long the last good survey took.",
-            labels=["store"],
-        )
+        gauges = {
+            name: core.GaugeMetricFamily(name, text, labels=["store"])
+            for name, text in _STORE_GAUGES.items()
+        }
         errors = core.CounterMetricFamily(
             "mideng_survey_errors", "Surveys of the store that failed.", labels=["store"]
         )
@@ -117,14 +111,17 @@ class RecordGauges:
             for scope, statuses in sorted(found.by_scope.items()):
                 for status, n in sorted(statuses.items()):
                     records.add_metric([self.name, scope, status], n)
-            stuck.add_metric(store, found.stuck_count)
-            age = found.oldest_processing_age
-            if age is not None:
-                oldest.add_metric(store, age)
-            stamp.add_metric(store, self._ended_at)
-            took.add_metric(store, self._seconds)
+            values = {
+                "mideng_stuck_records": found.stuck_count,
+                "mideng_oldest_processing_age_seconds": found.oldest_processing_age,
+                "mideng_survey_timestamp_seconds": self._ended_at,
+                "mideng_survey_duration_seconds": self._seconds,
+            }
+            for name, value in values.items():
+                if value is not None:  # no processing record, no oldest age
+                    gauges[name].add_metric(store, value)
         errors.add_metric(store, self.errors)
-        return [records, stuck, oldest, stamp, took, errors]
+        return [records, *gauges.values(), errors]
 
     def close(self) -> None:
         if self.registry is not None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
+from mideng.core.keys import utf8_error
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.stores.base import Store
 
@@ -82,13 +83,12 @@ def scheme_of(url: object) -> str:
     store (on Redis, an exception no store error wraps)."""
     if not isinstance(url, str) or "://" not in url:
         raise ConfigurationError(f"store URL must look like scheme://..., got {url!r}")
-    try:
-        url.encode("utf-8")
-    except UnicodeEncodeError as exc:
+    error = utf8_error(url)
+    if error is not None:
         raise ConfigurationError(
-            f"store URL holds a byte that is not UTF-8 (character {exc.start}); "
+            f"store URL holds a byte that is not UTF-8 (character {error.start}); "
             "give it as text, percent-encoded where it is no character"
-        ) from exc
+        ) from error
     try:
         parts = urlsplit(url)
     except ValueError as exc:  # an unclosed [ of an IPv6 address

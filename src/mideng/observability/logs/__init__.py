@@ -10,9 +10,9 @@ be traced back to its first request.
 This package is a leaf: it imports nothing from mideng but ``errors`` and ``context``, so
 callers hand it plain values (any object with ``scope`` and ``key`` attributes is a call).
 
-By area: ``fields`` (the loggers and the four fields), ``calls`` (the Guard, heartbeats,
-stores, HTTP, operator views, operations, business tables), ``messaging`` (consumers and
-broker adapters), ``outbox`` (the relay).
+By area: ``fields`` (the loggers, the four fields and the shapes a line is declared with),
+``calls`` (the Guard, heartbeats, stores, HTTP, operator views, operations, business tables),
+``messaging`` (consumers and broker adapters), ``outbox`` (the relay).
 """
 
 from __future__ import annotations

@@ -1,15 +1,31 @@
 """The lines of a guarded call: the Guard, its heartbeats, the stores, HTTP, the operator
-views and recoverable operations."""
+views and recoverable operations.
+
+A line is declared (``fields.Line`` and its kin, and here the lines about a call or a claim)
+with the arguments it takes; one that does more than fill its text and fields (a metric, a
+level or an outcome chosen by its arguments, a duplicate's fast path) is a function."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mideng.errors import IdempotencyError, LeaseLostError, StoreUnavailableError
 from mideng.observability import watch
-from mideng.observability.logs.fields import contained, fields, http_log, log, unwritten
+from mideng.observability.logs.fields import (
+    Keyed,
+    Line,
+    Shape,
+    Traced,
+    contained,
+    fields,
+    http_log,
+    log,
+    unwritten,
+    with_error_type,
+)
 
 
 class _Claim(Protocol):
@@ -94,54 +110,63 @@ def fail_open(call: CallLike, exc: StoreUnavailableError, step: str) -> None:
     )
 
 
-@contained
-def unsettled(call: CallLike, exc: BaseException, store_exc: IdempotencyError) -> None:
-    log.warning(
-        "mideng could not settle %s:%s after %s: %s",
-        call.scope,
-        call.key,
-        type(exc).__name__,
-        store_exc,
-        extra=fields(call.scope, call.key, "unsettled", call.request_id),
-    )
+@dataclass(frozen=True, slots=True)
+class _OfCall(Shape):
+    """A line about a guarded call: called with the call first, whose scope, key and request id
+    are its fields; ``fill`` puts the call's and the other arguments in the text."""
+
+    fill: Callable[..., tuple[object, ...]]
+
+    def __call__(self, call: CallLike, *more: object) -> None:
+        self.written(self.fill(call, *more), call.scope, call.key, request_id=call.request_id)
 
 
-@contained
-def settled_again(call: CallLike, op: str, tries: int) -> None:
-    """A settling write the store failed once was made again (its body ran once)."""
-    log.warning(
-        "mideng: %s of %s:%s made on try %d after the store failed it",
-        op,
-        call.scope,
-        call.key,
-        tries + 1,
-        extra=fields(call.scope, call.key, "settled_again", call.request_id),
-    )
+unsettled: Callable[[CallLike, BaseException, IdempotencyError], None] = _OfCall(
+    log.warning,
+    "unsettled",
+    "mideng could not settle %s:%s after %s: %s",
+    fill=lambda call, exc, store_exc: (call.scope, call.key, type(exc).__name__, store_exc),
+)
 
+#: A settling write the store failed once was made again (its body ran once).
+settled_again: Callable[[CallLike, str, int], None] = _OfCall(
+    log.warning,
+    "settled_again",
+    "mideng: %s of %s:%s made on try %d after the store failed it",
+    fill=lambda call, op, tries: (op, call.scope, call.key, tries + 1),
+)
 
-@contained
-def rollback_failed(exc: Exception) -> None:
-    log.warning("mideng could not roll back the transactional block: %s", exc, extra=fields())
+rollback_failed: Callable[[Exception], None] = Line(
+    log.warning, None, "mideng could not roll back the transactional block: %s"
+)
 
-
-@contained
-def span_failed(span: str, step: str, exc: Exception) -> None:
-    """The tracer (a span processor, sampler or exporter of the application's) raised; the
-    call went on, that span left unrecorded or unended."""
-    log.warning(
-        "mideng tracing failed at %s %s, the call goes on: %s: %s",
-        span,
-        step,
-        type(exc).__name__,
-        exc,
-        extra=fields(outcome="span_failed"),
-    )
+#: The tracer (a span processor, sampler or exporter of the application's) raised; the call
+#: went on, that span left unrecorded or unended.
+span_failed: Callable[[str, str, Exception], None] = Line(
+    log.warning,
+    "span_failed",
+    "mideng tracing failed at %s %s, the call goes on: %s: %s",
+    fill=with_error_type,
+)
 
 
 # -- heartbeats: ``what`` names the claim (a Ticket from the Guard; anything printable) -------
 def _claim(what: object) -> str:
     scope, key, fence = (getattr(what, name, None) for name in ("scope", "key", "fence"))
     return f"{scope}:{key} fence={fence}" if scope is not None else repr(what)
+
+
+@dataclass(frozen=True, slots=True)
+class _OfClaim(Shape):
+    """A heartbeat's line about its claim: called with the claim ``what`` first, which its text
+    names first and whose scope and key are its fields; the arguments after it fill the rest
+    of the text, as ``fill`` puts them."""
+
+    fill: Callable[..., tuple[object, ...]] | None = None
+
+    def __call__(self, what: object, *more: object) -> None:
+        shown = more if self.fill is None else self.fill(*more)
+        self.written((_claim(what), *shown), *_where(what))
 
 
 @contained
@@ -167,88 +192,67 @@ def heartbeat_failed(
         )
 
 
-@contained
-def heartbeat_lapsed(what: object, exc: Exception, failures: int) -> None:
-    log.error(
-        "mideng heartbeat of %s could not renew before its lease ran out (%d failures, last "
-        "%s: %s): another caller may take over; this holder's completion is fenced and "
-        "renewal goes on",
-        _claim(what),
-        failures,
-        type(exc).__name__,
-        exc,
-        extra=fields(*_where(what), "heartbeat_lapsed"),
-    )
+heartbeat_lapsed: Callable[[object, Exception, int], None] = _OfClaim(
+    log.error,
+    "heartbeat_lapsed",
+    "mideng heartbeat of %s could not renew before its lease ran out (%d failures, last %s: %s): "
+    "another caller may take over; this holder's completion is fenced and renewal goes on",
+    fill=lambda exc, failures: (failures, type(exc).__name__, exc),
+)
 
-
-@contained
-def heartbeat_recovered(what: object, failures: int, lapsed: bool) -> None:
-    log.warning(
-        "mideng heartbeat of %s renewed again after %d failures%s",
-        _claim(what),
+heartbeat_recovered: Callable[[object, int, bool], None] = _OfClaim(
+    log.warning,
+    "heartbeat_recovered",
+    "mideng heartbeat of %s renewed again after %d failures%s",
+    fill=lambda failures, lapsed: (
         failures,
         " (its lease had run out meanwhile)" if lapsed else "",
-        extra=fields(*_where(what), "heartbeat_recovered"),
-    )
+    ),
+)
 
+heartbeat_lost: Callable[[object, Exception], None] = _OfClaim(
+    log.warning, "lease_lost", "mideng heartbeat of %s stopped, its lease is lost: %s"
+)
 
-@contained
-def heartbeat_lost(what: object, exc: Exception) -> None:
-    log.warning(
-        "mideng heartbeat of %s stopped, its lease is lost: %s",
-        _claim(what),
-        exc,
-        extra=fields(*_where(what), "lease_lost"),
-    )
-
-
-@contained
-def heartbeat_thread_died(exc: BaseException) -> None:
-    log.error("mideng heartbeat timer died and is restarted", exc_info=exc, extra=fields())
+heartbeat_thread_died: Callable[[BaseException], None] = Traced(
+    log.error, None, "mideng heartbeat timer died and is restarted"
+)
 
 
 # -- stores -----------------------------------------------------------------------------------
-@contained
-def checkpoint_failed(path: str, exc: Exception) -> None:
-    """A SQLite store's passive checkpoint failed; the next one picks up where it stopped."""
-    log.warning(
-        "mideng: SQLite store %s: a checkpoint failed: %r",
-        path,
-        exc,
-        extra=fields(outcome="checkpoint_failed"),
-    )
+#: A SQLite store's passive checkpoint failed; the next one picks up where it stopped.
+checkpoint_failed: Callable[[str, Exception], None] = Line(
+    log.warning, "checkpoint_failed", "mideng: SQLite store %s: a checkpoint failed: %r"
+)
 
+redis_down: Callable[[StoreUnavailableError, int], None] = Line(
+    log.warning,
+    "redis_unavailable",
+    "redis unavailable, answering from durable store: %s (%d more failures since the last warning)",
+)
 
-@contained
-def redis_down(exc: StoreUnavailableError, quiet: int) -> None:
-    log.warning(
-        "redis unavailable, answering from durable store: %s "
-        "(%d more failures since the last warning)",
-        exc,
-        quiet,
-        extra=fields(outcome="redis_unavailable"),
-    )
+redis_copy_kept: Callable[[str, str], None] = Keyed(
+    log.warning,
+    "redis_copy_kept",
+    "could not drop the Redis copy of %s:%s; it replays until it expires",
+)
 
-
-@contained
-def redis_copy_kept(scope: str, key: str) -> None:
-    log.warning(
-        "could not drop the Redis copy of %s:%s; it replays until it expires",
-        scope,
-        key,
-        extra=fields(scope, key, "redis_copy_kept"),
-    )
+#: A survey for the record gauges failed; the scrape answers with the last good one.
+survey_failed: Callable[[str, Exception], None] = Line(
+    log.warning,
+    "survey_failed",
+    "mideng could not survey the %s store for its record gauges: %s: %s",
+    fill=with_error_type,
+)
 
 
 # -- HTTP -------------------------------------------------------------------------------------
-@contained
-def response_unguarded(max_response: int) -> None:
-    http_log.warning(
-        "mideng: a streamed or oversized response (max_response=%d) was passed "
-        "through unguarded and its key released",
-        max_response,
-        extra=fields(outcome="unguarded"),
-    )
+response_unguarded: Callable[[int], None] = Line(
+    http_log.warning,
+    "unguarded",
+    "mideng: a streamed or oversized response (max_response=%d) was passed through unguarded "
+    "and its key released",
+)
 
 
 @contained
@@ -257,24 +261,18 @@ def response_unstored(exc: Exception) -> None:
     http_log.warning("mideng: response sent but not stored: %s", exc, extra=fields(outcome=outcome))
 
 
-@contained
-def store_io_failed(exc: Exception) -> None:
-    """A store's own I/O error, let through unwrapped before the request ran: answered 503."""
-    http_log.warning(
-        "mideng: store failed before the request ran (answered 503): %r",
-        exc,
-        extra=fields(outcome="store_unavailable"),
-    )
+#: A store's own I/O error, let through unwrapped before the request ran: answered 503.
+store_io_failed: Callable[[Exception], None] = Line(
+    http_log.warning,
+    "store_unavailable",
+    "mideng: store failed before the request ran (answered 503): %r",
+)
 
-
-@contained
-def token_not_restored(exc: Exception) -> None:
-    """A resubmit token could not be given back after the view failed."""
-    http_log.warning(
-        "mideng: a resubmit token could not be given back after the view failed: %s",
-        exc,
-        extra=fields(outcome="token_not_restored"),
-    )
+token_not_restored: Callable[[Exception], None] = Line(
+    http_log.warning,
+    "token_not_restored",
+    "mideng: a resubmit token could not be given back after the view failed: %s",
+)
 
 
 # -- operator views ---------------------------------------------------------------------------
@@ -293,47 +291,20 @@ def stuck_record(scope: str, key: str, fence: int, lapsed: float, request_id: st
     )
 
 
-@contained
-def survey_failed(store: str, exc: Exception) -> None:
-    """A survey for the record gauges failed; the scrape answers with the last good one."""
-    log.warning(
-        "mideng could not survey the %s store for its record gauges: %s: %s",
-        store,
-        type(exc).__name__,
-        exc,
-        extra=fields(outcome="survey_failed"),
-    )
-
-
 # -- recoverable operations (mideng.guard.operations, reconcile, the stale-task scan) ---------
-@contained
-def steps_kept(scope: str, key: str, exc: BaseException) -> None:
-    """The operation completed but its kept steps stayed behind: reconcile drops them."""
-    log.warning(
-        "operation %s:%s completed, but its kept steps could not be dropped (%r); reconcile "
-        "drops them",
-        scope,
-        key,
-        exc,
-        extra=fields(scope, key, "steps_kept"),
-    )
+#: The operation completed but its kept steps stayed behind: reconcile drops them.
+steps_kept: Callable[[str, str, BaseException], None] = Keyed(
+    log.warning,
+    "steps_kept",
+    "operation %s:%s completed, but its kept steps could not be dropped (%r); reconcile drops them",
+)
 
+reconcile_failed: Callable[[str, str, BaseException], None] = Keyed(
+    log.warning, "reconcile_failed", "reconcile of %s:%s failed: %r"
+)
 
-@contained
-def reconcile_failed(scope: str, key: str, exc: BaseException) -> None:
-    log.warning(
-        "reconcile of %s:%s failed: %r",
-        scope,
-        key,
-        exc,
-        extra=fields(scope, key, "reconcile_failed"),
-    )
-
-
-@contained
-def stale_task(scope: str, key: str, reason: str) -> None:
-    """A task still marked running whose holder stopped renewing or that ran past its limit."""
-    log.warning("stale task %s:%s: %s", scope, key, reason, extra=fields(scope, key, "stale"))
+#: A task still marked running whose holder stopped renewing or that ran past its limit.
+stale_task: Callable[[str, str, str], None] = Keyed(log.warning, "stale", "stale task %s:%s: %s")
 
 
 # -- business tables (mideng.state) -----------------------------------------------------------
@@ -354,12 +325,8 @@ def duplicate_insert(table: str, key: tuple[str, ...], values: Mapping[str, obje
     )
 
 
-@contained
-def statement_rollback_failed(exc: Exception) -> None:
-    """The site's own transaction could not be rolled back after its statement raised; the
-    statement's error is raised all the same."""
-    log.warning(
-        "mideng could not roll back after a failed statement: %s",
-        exc,
-        extra=fields(outcome="rollback_failed"),
-    )
+#: The site's own transaction could not be rolled back after its statement raised; the
+#: statement's error is raised all the same.
+statement_rollback_failed: Callable[[Exception], None] = Line(
+    log.warning, "rollback_failed", "mideng could not roll back after a failed statement: %s"
+)

@@ -1,4 +1,6 @@
-"""The loggers mideng writes to and the four fields every one of its lines carries."""
+"""The loggers mideng writes to, the four fields every one of its lines carries, and the shapes
+a line is declared with (``Line``, ``Keyed``, ``Traced``): its logger and level, its outcome,
+its text, and how the arguments it is called with fill that text and its fields."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import logging
 import sys
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, ParamSpec
 
 from mideng.context import get_request_id
@@ -65,6 +68,74 @@ def fields(
         "mideng_key": key,
         "mideng_outcome": outcome,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What a declared line is made of: ``write``, the logger's method for its level; its
+    ``outcome`` field; its ``text``. Like every line it never raises into the code writing it
+    (``contained``). Its record's place (``funcName``, ``lineno``) is where it was called."""
+
+    write: Callable[..., None]
+    outcome: str | None
+    text: str
+
+    def written(
+        self,
+        args: tuple[object, ...],
+        scope: str | None = None,
+        key: str | None = None,
+        exc: BaseException | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        try:
+            extra = fields(scope, key, self.outcome, request_id)
+            # stacklevel: the caller of the line, past its __call__ and this method.
+            self.write(self.text, *args, exc_info=exc, extra=extra, stacklevel=3)
+        except Exception:
+            unwritten()
+
+
+@dataclass(frozen=True, slots=True)
+class Line(Shape):
+    """A line whose arguments fill its text in order, or as ``fill`` puts them, with its
+    outcome as a field (no scope or key):
+    ``Line(outbox_log.warning, "polling", "outbox relay cannot LISTEN (%s); ...")(exc)``."""
+
+    fill: Callable[..., tuple[object, ...]] | None = None
+
+    def __call__(self, *args: object) -> None:
+        self.written(args if self.fill is None else self.fill(*args))
+
+
+def with_error_type(*args: object) -> tuple[object, ...]:
+    """A ``fill`` for a line whose last argument is an exception that its text shows as
+    ``Type: message``: the arguments before it, the exception's type name, the exception."""
+    *before, exc = args
+    return (*before, type(exc).__name__, exc)
+
+
+@dataclass(frozen=True, slots=True)
+class Keyed(Shape):
+    """A line about one record: its first two arguments are the record's scope and key, its
+    fields, and fill the text's first two places (``%s:%s``); with ``joined`` they fill its
+    first place as one ``scope:key``. The arguments after them fill the rest."""
+
+    joined: bool = False
+
+    def __call__(self, scope: str, key: str, *more: object) -> None:
+        where = (f"{scope}:{key}",) if self.joined else (scope, key)
+        self.written((*where, *more), scope, key)
+
+
+@dataclass(frozen=True, slots=True)
+class Traced(Shape):
+    """A line written with a traceback: its last argument is the exception, the ones before it
+    fill its text."""
+
+    def __call__(self, *args: Any) -> None:
+        *shown, exc = args
+        self.written(tuple(shown), exc=exc)
 
 
 class MidengFields(logging.Filter):

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from mideng.observability.logs.fields import contained, fields, outbox_log
+from collections.abc import Callable
 
+from mideng.observability.logs.fields import (
+    Line,
+    Traced,
+    contained,
+    fields,
+    outbox_log,
+    with_error_type,
+)
 
-@contained
-def relay_batch_failed(exc: BaseException) -> None:
-    """The database or the broker is down: the relay waits, then tries again."""
-    outbox_log.error(
-        "outbox relay batch failed", exc_info=exc, extra=fields(outcome="relay_failed")
-    )
+#: The database or the broker is down: the relay waits, then tries again.
+relay_batch_failed: Callable[[BaseException], None] = Traced(
+    outbox_log.error, "relay_failed", "outbox relay batch failed"
+)
 
-
-@contained
-def purge_failed(exc: BaseException) -> None:
-    """Sent rows past their retention stay until the next purge."""
-    outbox_log.error("outbox purge failed", exc_info=exc, extra=fields(outcome="purge_failed"))
+#: Sent rows past their retention stay until the next purge.
+purge_failed: Callable[[BaseException], None] = Traced(
+    outbox_log.error, "purge_failed", "outbox purge failed"
+)
 
 
 @contained
@@ -33,40 +38,25 @@ def publish_failed(row_id: str, key: str | None, attempts: int, dead: bool, erro
     )
 
 
-@contained
-def publisher_client_error(scheme: str, exc: BaseException) -> None:
-    """An error a broker client reports on its own (a failed connect attempt among them), as
-    one line: the client goes on, or a publish that needs it fails and says so."""
-    outbox_log.warning(
-        "%s publisher: %s: %s",
-        scheme,
-        type(exc).__name__,
-        exc,
-        extra=fields(outcome="broker_error"),
-    )
+#: An error a broker client reports on its own (a failed connect attempt among them), as one
+#: line: the client goes on, or a publish that needs it fails and says so.
+publisher_client_error: Callable[[str, BaseException], None] = Line(
+    outbox_log.warning, "broker_error", "%s publisher: %s: %s", fill=with_error_type
+)
 
+#: Writers held some of a batch's keys until its lease ran out: those keys are published again
+#: only once the lease lapses (their sent rows stay sent).
+keys_left_leased: Callable[[int], None] = Line(
+    outbox_log.warning,
+    "keys_left_leased",
+    "outbox relay: %d key(s) held by writers until the lease ended; they wait for it",
+)
 
-@contained
-def keys_left_leased(count: int) -> None:
-    """Writers held some of a batch's keys until its lease ran out: those keys are published
-    again only once the lease lapses (their sent rows stay sent)."""
-    outbox_log.warning(
-        "outbox relay: %d key(s) held by writers until the lease ended; they wait for it",
-        count,
-        extra=fields(outcome="keys_left_leased"),
-    )
+#: No LISTEN connection: the relay finds new rows by polling until it gets one.
+listen_unavailable: Callable[[BaseException], None] = Line(
+    outbox_log.warning, "polling", "outbox relay cannot LISTEN (%s); polling instead"
+)
 
-
-@contained
-def listen_unavailable(exc: BaseException) -> None:
-    """No LISTEN connection: the relay finds new rows by polling until it gets one."""
-    outbox_log.warning(
-        "outbox relay cannot LISTEN (%s); polling instead", exc, extra=fields(outcome="polling")
-    )
-
-
-@contained
-def listen_lost(exc: BaseException) -> None:
-    outbox_log.warning(
-        "outbox relay lost its LISTEN connection: %s", exc, extra=fields(outcome="polling")
-    )
+listen_lost: Callable[[BaseException], None] = Line(
+    outbox_log.warning, "polling", "outbox relay lost its LISTEN connection: %s"
+)
