@@ -32,31 +32,22 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar
 
 T = TypeVar("T")
 P = ParamSpec("P")
 
 
-class Effect(Generic[T]):
+class Effect(NamedTuple, Generic[T]):
     """One call a procedure asks its driver to make: ``sync(*args, **kwargs)`` from ``run``,
-    ``await aio(*args, **kwargs)`` from ``arun``."""
+    ``await aio(*args, **kwargs)`` from ``arun``; ``shield``: carried to its end by ``arun``
+    however often its task is cancelled meanwhile."""
 
-    __slots__ = ("aio", "args", "kwargs", "shield", "sync")
-
-    def __init__(
-        self,
-        sync: Callable[..., T],
-        aio: Callable[..., Awaitable[T]],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        shield: bool = False,
-    ) -> None:
-        self.sync = sync
-        self.aio = aio
-        self.args = args
-        self.kwargs = kwargs
-        self.shield = shield
+    sync: Callable[..., T]
+    aio: Callable[..., Awaitable[T]]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    shield: bool = False
 
     def __repr__(self) -> str:
         name = getattr(self.sync, "__qualname__", repr(self.sync))
@@ -77,7 +68,7 @@ def call(
 
 def shielded(effect: Effect[T]) -> Effect[T]:
     """``effect``, carried to its end by ``arun`` even when its task is cancelled meanwhile."""
-    return Effect(effect.sync, effect.aio, effect.args, effect.kwargs, shield=True)
+    return effect._replace(shield=True)
 
 
 def either(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Effect[Any]:

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from mideng.core.flow import Call
 from mideng.core.policy import Policy
-from mideng.guard.pipeline import TERMS, Args, AsyncBody, Kwargs, Terms
+from mideng.guard.pipeline import TERMS, Args, AsyncBody, Body, Kwargs, Terms
 from mideng.stores.base import Store
 
 R = TypeVar("R")
@@ -27,12 +27,7 @@ class Driver(Protocol):
         """The scope's policy with ``overrides`` applied (the same object when none)."""
 
     def prepare(
-        self,
-        scope: str,
-        key: str,
-        fn: Callable[..., Any],
-        payload: Any,
-        policy: Policy | None = None,
+        self, scope: str, key: str, fn: Body, payload: Any, policy: Policy | None = None
     ) -> Call:
         """A call ready to drive: InvalidKeyError / ConfigurationError before any store I/O."""
 

@@ -25,7 +25,7 @@ from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.operations import Operations
 from mideng.guard.owners import OWNERS
-from mideng.guard.pipeline import TERMS, Args, AsyncBody, Kwargs, Terms
+from mideng.guard.pipeline import TERMS, Args, AsyncBody, Body, Kwargs, Terms
 from mideng.guard.pipeline import adrive as pipeline_adrive
 from mideng.guard.pipeline import drive as pipeline_drive
 from mideng.observability import logs, watch
@@ -172,12 +172,7 @@ class Guard(Operations):
         return self.policy(scope, **policy)
 
     def prepare(
-        self,
-        scope: str,
-        key: str,
-        fn: Callable[..., Any],
-        payload: Any,
-        policy: Policy | None = None,
+        self, scope: str, key: str, fn: Body, payload: Any, policy: Policy | None = None
     ) -> Call:
         """The call ``run`` / ``arun`` drive for ``fn`` under (scope, key): the key checked,
         the payload fingerprinted, the scope's policy (or ``policy``) applied."""

@@ -38,6 +38,8 @@ R = TypeVar("R")
 #: A body's positional and keyword arguments, as the entries hand them to the pipeline.
 Args = tuple[Any, ...]
 Kwargs = dict[str, Any]
+#: A body, as ``Guard.prepare`` learns it (its return type, whether it is a coroutine).
+Body = Callable[..., Any]
 #: An async body: what ``adrive`` awaits.
 AsyncBody = Callable[..., Awaitable[R]]
 
