@@ -31,7 +31,6 @@ from mideng.core.record import (
     Record,
     Resolution,
     Ticket,
-    blank,
 )
 from mideng.db.drive import drive
 from mideng.db.statements import Op, check_table
@@ -45,7 +44,7 @@ from mideng.stores.sql import ops
 from mideng.stores.sql.claims import ClaimOrder, HeldClaims
 from mideng.stores.sql.connections import Process
 from mideng.stores.sql.embedded import SQLiteStatements, execute_sqlite, purge, records, transact
-from mideng.stores.sql.rows import sqlite_current, sqlite_replayed, sqlite_replayed_as
+from mideng.stores.sql.rows import sqlite_replayed, sqlite_replayed_as, typed
 from mideng.stores.sql.schema import DEFAULT_TABLE
 from mideng.stores.sql.stats import SQLiteSurvey
 from mideng.stores.sql.steps import SQLiteSteps
@@ -249,8 +248,7 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
                           req.request_id, now, now, now, lease, ttl)
                 # fmt: on
                 if cur.execute(s.insert_q, params).rowcount == 1:
-                    claim = blank(Claim)  # Claim(ACQUIRED, ...) without the class call
-                    claim.outcome, claim.record = ACQUIRED, rules.fresh(req, now, None)
+                    claim = Claim(ACQUIRED, rules.fresh(req, now, None))
                 else:  # the key is taken: on as the operation goes, reading first
                     claim = drive(ops.claim(s, req), execute_sqlite, cur.connection)
         except BaseException as exc:
@@ -274,7 +272,7 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
             self._replays.pop(scope, None)
         now = time.time()
         row = cur.execute(self.statements.select_q, (scope, key)).fetchone()
-        return (None if row is None else sqlite_current(row, scope, key)), now
+        return (None if row is None else typed(row, scope, key)), now
 
     def _learn(self, scope: str, codec: str | None) -> None:
         """After a replay read by the generic statement: the scope's own from now on (its

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from mideng.core.record import PROCESSING, SUCCEEDED, ClaimRequest, Record, Status, blank
+from mideng.core.record import PROCESSING, SUCCEEDED, ClaimRequest, Record, Status
 from mideng.stores.batch import Completion
 
 STATUSES = {s.value.encode(): s for s in Status}
@@ -217,15 +217,24 @@ def claims(reqs: Sequence[ClaimRequest], reply: bytes) -> list[tuple[int, Record
             if answer:
                 _, f, a, ca = answer.split(b"|")
                 fence, attempts, created = int(f), int(a), float(ca)
-            # Built without the class call (core.record.blank), every field set: a batch
-            # builds one per key.
-            record = blank(Record)
-            record.scope, record.key, record.status = req.scope, req.key, PROCESSING
-            record.fence, record.owner, record.fingerprint = fence, req.owner, req.fingerprint
-            record.lease_until, record.result = lease_until, None
-            record.codec = record.error = None
-            record.attempts, record.request_id = attempts, req.request_id
-            record.created_at, record.updated_at, record.expires_at = created, now, expires
+            result = codec = error = None  # a new claim's
+            record = Record(
+                req.scope,
+                req.key,
+                PROCESSING,
+                fence,
+                req.owner,
+                req.fingerprint,
+                lease_until,
+                result,
+                codec,
+                error,
+                attempts,
+                req.request_id,
+                created,
+                now,
+                expires,
+            )
             out.append((0, record))
             continue
         code, _, found = decode(req.scope, req.key, answer)
@@ -255,14 +264,23 @@ def completions(items: Sequence[Completion], reply: bytes) -> list[tuple[bool, R
         if tail or lfp != b"-" or lrid != b"-":  # most consumers' records have neither
             fp, end = _cut(tail, 0, lfp)
             rid, _ = _cut(tail, end, lrid)
-        record = blank(Record)  # as in claims
-        record.scope, record.key, record.status = t.scope, t.key, SUCCEEDED
-        record.fence, record.owner = t.fence, t.owner
-        record.fingerprint = None if fp is None else fp.decode()
-        record.lease_until = record.error = None
-        record.result, record.codec = item.result, item.codec
-        record.attempts = int(a)
-        record.request_id = None if rid is None else rid.decode()
-        record.created_at, record.updated_at, record.expires_at = float(ca), now, expires
+        lease_until = error = None  # a completed record's
+        record = Record(
+            t.scope,
+            t.key,
+            SUCCEEDED,
+            t.fence,
+            t.owner,
+            _str(fp),
+            lease_until,
+            item.result,
+            item.codec,
+            error,
+            int(a),
+            _str(rid),
+            float(ca),
+            now,
+            expires,
+        )
         out.append((True, record))
     return out
