@@ -39,6 +39,7 @@ from mideng.schema.apply import command as migrate_command
 from mideng.schema.apply import ensure
 from mideng.schema.tables import records as record_tables
 from mideng.stores.base import Step, T
+from mideng.stores.batch import Completion
 from mideng.stores.local_batch import LocalBatch
 from mideng.stores.sql import ops
 from mideng.stores.sql.claims import ClaimOrder, HeldClaims
@@ -287,7 +288,9 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
     def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
         known = self.held.pop(ticket)
         if known is None:
-            return self._drive(ops.complete(self.statements, ticket, result, codec, ttl))
+            return self._drive(
+                ops.complete(self.statements, Completion(ticket, result, codec, ttl))
+            )
         # The claim's own row: the fenced update alone tells the new one (the store's clock is
         # ours), so the operation's generator is not entered.
         local = self._local  # _conn's common case, inline, and the claim's cursor
@@ -308,7 +311,7 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
             return rules.completed(known, now, result=result, codec=codec, ttl=ttl)
         # Never holds again (fences only grow): the operation's own update misses too, then
         # reads the row for the error.
-        return self._drive(ops.complete(self.statements, ticket, result, codec, ttl))
+        return self._drive(ops.complete(self.statements, Completion(ticket, result, codec, ttl)))
 
     def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
         known = self.held.pop(ticket)
