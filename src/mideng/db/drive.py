@@ -13,7 +13,7 @@ it means (retry, map to StoreUnavailableError, roll back).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from mideng.db.statements import Op, Res, Stmt, T
 
@@ -21,29 +21,39 @@ Execute = Callable[[Any, Stmt], Res]
 AsyncExecute = Callable[[Any, Stmt], Awaitable[Res]]
 
 
+class _Returned(NamedTuple):
+    """What an operation returned: it has no statement left."""
+
+    value: Any
+
+
+def _resumed(op: Op[Any], answer: Res | Exception) -> Stmt | _Returned:
+    """The operation, handed a statement's answer at its ``yield`` (the result, or the
+    exception ``execute`` raised, thrown in there): its next statement, or what it returned.
+    An exception it does not handle propagates from here unchanged."""
+    try:
+        return op.throw(answer) if isinstance(answer, Exception) else op.send(answer)
+    except StopIteration as stop:
+        return _Returned(stop.value)
+
+
 def drive(op: Op[T], execute: Execute, conn: Any) -> T:
-    stmt = next(op)
-    while True:
+    step: Stmt | _Returned = next(op)
+    while not isinstance(step, _Returned):
         try:
-            try:
-                res = execute(conn, stmt)
-            except Exception as exc:
-                stmt = op.throw(exc)
-            else:
-                stmt = op.send(res)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+            answer: Res | Exception = execute(conn, step)
+        except Exception as exc:
+            answer = exc
+        step = _resumed(op, answer)
+    return step.value  # type: ignore[no-any-return]
 
 
 async def adrive(op: Op[T], execute: AsyncExecute, conn: Any) -> T:
-    stmt = next(op)
-    while True:
+    step: Stmt | _Returned = next(op)
+    while not isinstance(step, _Returned):
         try:
-            try:
-                res = await execute(conn, stmt)
-            except Exception as exc:
-                stmt = op.throw(exc)
-            else:
-                stmt = op.send(res)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+            answer: Res | Exception = await execute(conn, step)
+        except Exception as exc:
+            answer = exc
+        step = _resumed(op, answer)
+    return step.value  # type: ignore[no-any-return]

@@ -64,9 +64,17 @@ def aexecute_for(kind: str) -> AsyncExecute:
 class _Rules:
     """The state and rules both sites share; each step returns the call to make, if any."""
 
-    def __init__(self, conn: Any, session: bool) -> None:
+    def __init__(self, conn: Any, kinds: tuple[type[Any], type[Any]], elsewhere: str) -> None:
+        """``kinds``: the connection and the session class the site takes; ``elsewhere``:
+        where any other connection goes instead."""
+        connection, session = kinds
+        if not isinstance(conn, kinds):
+            raise ConfigurationError(
+                f"expected a SQLAlchemy {connection.__name__} or {session.__name__}, "
+                f"got {type(conn)!r}; {elsewhere}"
+            )
         self.conn: Any = conn
-        self.session = session
+        self.session = isinstance(conn, session)
         self.owned = not conn.in_transaction()
         self.begun: Any = None  # the transaction or savepoint the site began, if any
         self.connection: Any = None  # the Connection / AsyncConnection statements go to
@@ -150,13 +158,8 @@ class Site(_Rules):
     """A sync SQLAlchemy ``Connection`` or ``Session``."""
 
     def __init__(self, conn: Any) -> None:
-        kinds = _SYNC or _sync()
-        if not isinstance(conn, kinds):
-            raise ConfigurationError(
-                f"expected a SQLAlchemy Connection or Session, got {type(conn)!r}; an "
-                "AsyncConnection or AsyncSession goes to the async twin (atransaction())"
-            )
-        super().__init__(conn, isinstance(conn, kinds[1]))
+        elsewhere = "an AsyncConnection or AsyncSession goes to the async twin (atransaction())"
+        super().__init__(conn, _SYNC or _sync(), elsewhere)
 
     def open(self, savepoint: bool, *, atomic: bool = False) -> str:
         """Begin the site's transaction or savepoint, as the rules say; the statement kind.
@@ -203,13 +206,8 @@ class AsyncSite(_Rules):
     """An ``AsyncConnection`` or ``AsyncSession``: ``Site`` awaited."""
 
     def __init__(self, conn: Any) -> None:
-        kinds = _ASYNC or _async()
-        if not isinstance(conn, kinds):
-            raise ConfigurationError(
-                f"expected a SQLAlchemy AsyncConnection or AsyncSession, got {type(conn)!r}; "
-                "a sync Connection or Session goes to the sync twin (transaction())"
-            )
-        super().__init__(conn, isinstance(conn, kinds[1]))
+        elsewhere = "a sync Connection or Session goes to the sync twin (transaction())"
+        super().__init__(conn, _ASYNC or _async(), elsewhere)
 
     async def open(self, savepoint: bool, *, atomic: bool = False) -> str:
         early = self._early(atomic)

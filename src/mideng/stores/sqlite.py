@@ -31,7 +31,6 @@ from mideng.core.record import (
     Record,
     Resolution,
     Ticket,
-    blank,
 )
 from mideng.db.drive import drive
 from mideng.db.statements import Op, check_table
@@ -40,12 +39,13 @@ from mideng.schema.apply import command as migrate_command
 from mideng.schema.apply import ensure
 from mideng.schema.tables import records as record_tables
 from mideng.stores.base import Step, T
+from mideng.stores.batch import Completion
 from mideng.stores.local_batch import LocalBatch
 from mideng.stores.sql import ops
 from mideng.stores.sql.claims import ClaimOrder, HeldClaims
 from mideng.stores.sql.connections import Process
 from mideng.stores.sql.embedded import SQLiteStatements, execute_sqlite, purge, records, transact
-from mideng.stores.sql.rows import sqlite_current, sqlite_replayed, sqlite_replayed_as
+from mideng.stores.sql.rows import sqlite_replayed, sqlite_replayed_as, typed
 from mideng.stores.sql.schema import DEFAULT_TABLE
 from mideng.stores.sql.stats import SQLiteSurvey
 from mideng.stores.sql.steps import SQLiteSteps
@@ -249,8 +249,7 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
                           req.request_id, now, now, now, lease, ttl)
                 # fmt: on
                 if cur.execute(s.insert_q, params).rowcount == 1:
-                    claim = blank(Claim)  # Claim(ACQUIRED, ...) without the class call
-                    claim.outcome, claim.record = ACQUIRED, rules.fresh(req, now, None)
+                    claim = Claim(ACQUIRED, rules.fresh(req, now, None))
                 else:  # the key is taken: on as the operation goes, reading first
                     claim = drive(ops.claim(s, req), execute_sqlite, cur.connection)
         except BaseException as exc:
@@ -274,7 +273,7 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
             self._replays.pop(scope, None)
         now = time.time()
         row = cur.execute(self.statements.select_q, (scope, key)).fetchone()
-        return (None if row is None else sqlite_current(row, scope, key)), now
+        return (None if row is None else typed(row, scope, key)), now
 
     def _learn(self, scope: str, codec: str | None) -> None:
         """After a replay read by the generic statement: the scope's own from now on (its
@@ -289,7 +288,9 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
     def complete(self, ticket: Ticket, result: bytes, codec: str, ttl: float | None) -> Record:
         known = self.held.pop(ticket)
         if known is None:
-            return self._drive(ops.complete(self.statements, ticket, result, codec, ttl))
+            return self._drive(
+                ops.complete(self.statements, Completion(ticket, result, codec, ttl))
+            )
         # The claim's own row: the fenced update alone tells the new one (the store's clock is
         # ours), so the operation's generator is not entered.
         local = self._local  # _conn's common case, inline, and the claim's cursor
@@ -310,7 +311,7 @@ class SQLiteStore(InlineCalls, LocalBatch, SQLiteSteps, SQLiteSurvey):
             return rules.completed(known, now, result=result, codec=codec, ttl=ttl)
         # Never holds again (fences only grow): the operation's own update misses too, then
         # reads the row for the error.
-        return self._drive(ops.complete(self.statements, ticket, result, codec, ttl))
+        return self._drive(ops.complete(self.statements, Completion(ticket, result, codec, ttl)))
 
     def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
         known = self.held.pop(ticket)

@@ -14,11 +14,15 @@ import abc
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypedDict
 
 from mideng.core.keys import HIT_PREFIX, TOKEN_PREFIX
 from mideng.core.record import Record, Status
 from mideng.errors import ConfigurationError
 from mideng.stores.base import KEEP, LocalStore, Store
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: Remaining retention, as (label, upper bound in seconds); past the last, ``"longer"``.
 EXPIRY_BUCKETS: tuple[tuple[str, float], ...] = (
@@ -188,31 +192,50 @@ def finished_before(record: Record, cutoff: float) -> bool:
     return record.status in (Status.SUCCEEDED, Status.FAILED) and record.updated_at <= cutoff
 
 
+class SurveyOptions(TypedDict, total=False):
+    """What ``survey`` may be asked besides its prefix (``SurveyTerms`` has their defaults)."""
+
+    grace: float
+    biggest: int
+    progress: Progress
+
+
+@dataclass(frozen=True, slots=True)
+class SurveyTerms:
+    """What a survey counts: the records of scopes starting with ``prefix`` (None: all);
+    as stuck, processing ones whose lease ran out more than ``grace`` seconds ago; the
+    ``biggest`` by stored bytes (0: none). ``progress`` is told how many were counted."""
+
+    prefix: str | None = None
+    grace: float = 60.0
+    biggest: int = 10
+    progress: Progress = None
+
+    def reported(self, found: Survey) -> Survey:
+        """``found``, its total told to ``progress`` (a store that counts in one go)."""
+        if self.progress is not None:
+            self.progress(found.total)
+        return found
+
+
 class SurveyStore(abc.ABC):
-    """The survey capability, sync and async."""
+    """The survey capability, sync and async: a store counts ``SurveyTerms`` its own way."""
 
-    @abc.abstractmethod
-    def survey(
-        self,
-        prefix: str | None = None,
-        *,
-        grace: float = 60.0,
-        biggest: int = 10,
-        progress: Progress = None,
-    ) -> Survey:
+    def survey(self, prefix: str | None = None, **options: Unpack[SurveyOptions]) -> Survey:
         """Count the records (of scopes starting with ``prefix``): by scope and status,
-        stuck ones (processing, lease ran out more than ``grace`` s ago), the oldest
-        processing one, the spread of remaining retention, the ``biggest`` by stored bytes."""
+        stuck ones, the oldest processing one, the spread of remaining retention, the
+        biggest by stored bytes (``SurveyTerms``)."""
+        return self.count_records(SurveyTerms(prefix, **options))
+
+    async def asurvey(self, prefix: str | None = None, **options: Unpack[SurveyOptions]) -> Survey:
+        return await self.acount_records(SurveyTerms(prefix, **options))
 
     @abc.abstractmethod
-    async def asurvey(
-        self,
-        prefix: str | None = None,
-        *,
-        grace: float = 60.0,
-        biggest: int = 10,
-        progress: Progress = None,
-    ) -> Survey: ...
+    def count_records(self, terms: SurveyTerms) -> Survey:
+        """The survey ``terms`` ask for."""
+
+    @abc.abstractmethod
+    async def acount_records(self, terms: SurveyTerms) -> Survey: ...
 
     @abc.abstractmethod
     def purge_older(self, age: float, limit: int | None = None) -> int:
@@ -226,36 +249,17 @@ class SurveyStore(abc.ABC):
 class LocalSurvey(LocalStore, SurveyStore):
     """The survey of an embedded store: one pass over its records (``LocalStore._records``)."""
 
-    def survey(
-        self,
-        prefix: str | None = None,
-        *,
-        grace: float = 60.0,
-        biggest: int = 10,
-        progress: Progress = None,
-    ) -> Survey:
-        tally = Tally(self._now(), grace, biggest)
+    def count_records(self, terms: SurveyTerms) -> Survey:
+        tally = Tally(self._now(), terms.grace, terms.biggest)
         for record in self._records():
-            if surveyed(record.scope, prefix):
+            if surveyed(record.scope, terms.prefix):
                 expires = record.expires_at
                 remaining = None if expires is None else expires - tally.survey.now
                 tally.add(record, remaining, record_size(record))
-        found = tally.done()
-        if progress is not None:
-            progress(found.total)
-        return found
+        return terms.reported(tally.done())
 
-    async def asurvey(
-        self,
-        prefix: str | None = None,
-        *,
-        grace: float = 60.0,
-        biggest: int = 10,
-        progress: Progress = None,
-    ) -> Survey:
-        return await self._offload(
-            lambda: self.survey(prefix, grace=grace, biggest=biggest, progress=progress)
-        )
+    async def acount_records(self, terms: SurveyTerms) -> Survey:
+        return await self._offload(self.count_records, terms)
 
     def purge_older(self, age: float, limit: int | None = None) -> int:
         cutoff = self._now() - age
@@ -290,28 +294,11 @@ class FrontedSurvey(SurveyStore):
             raise ConfigurationError(f"{type(durable).__name__} has no survey")
         return durable
 
-    def survey(
-        self,
-        prefix: str | None = None,
-        *,
-        grace: float = 60.0,
-        biggest: int = 10,
-        progress: Progress = None,
-    ) -> Survey:
-        return self._durable_survey().survey(
-            prefix, grace=grace, biggest=biggest, progress=progress
-        )
+    def count_records(self, terms: SurveyTerms) -> Survey:
+        return self._durable_survey().count_records(terms)
 
-    async def asurvey(
-        self,
-        prefix: str | None = None,
-        *,
-        grace: float = 60.0,
-        biggest: int = 10,
-        progress: Progress = None,
-    ) -> Survey:
-        durable = self._durable_survey()
-        return await durable.asurvey(prefix, grace=grace, biggest=biggest, progress=progress)
+    async def acount_records(self, terms: SurveyTerms) -> Survey:
+        return await self._durable_survey().acount_records(terms)
 
     def purge_older(self, age: float, limit: int | None = None) -> int:
         gone = self._durable_survey().purge_older(age, limit)

@@ -20,7 +20,6 @@ from mideng.core.record import (
     Record,
     Resolution,
     Ticket,
-    blank,
 )
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.stores.base import check_resolvable, is_unresolved, lease_lost
@@ -179,12 +178,7 @@ class Commands:
             args += (r.owner, opt(r.fingerprint), opt(r.request_id))
 
         def finish(reply: bytes) -> list[Claim]:
-            out = []
-            for code, record in claims(reqs, reply):
-                claim = blank(Claim)  # Claim(outcome, record) without the class call, per key
-                claim.outcome, claim.record = OUTCOMES[code], record
-                out.append(claim)
-            return out
+            return [Claim(OUTCOMES[code], record) for code, record in claims(reqs, reply)]
 
         return Command(tuple(args), finish, self.scripts.claim_many)
 

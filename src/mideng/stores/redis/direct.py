@@ -160,8 +160,7 @@ class DirectSender:
             self._give(conn)
             raise
         except BaseException:
-            conn.disconnect()
-            self.pool.release(conn)
+            self._drop(conn)
             raise
         self._give(conn)
         return reply
@@ -179,8 +178,7 @@ class DirectSender:
                 except self.reply_error as exc:
                     replies.append(exc)
         except BaseException:
-            conn.disconnect()
-            self.pool.release(conn)
+            self._drop(conn)
             raise
         self._give(conn)
         return replies
@@ -193,11 +191,16 @@ class DirectSender:
         else:
             self.free.append((conn, time.monotonic()))
 
+    def _drop(self, conn: Any) -> None:
+        """Disconnect a connection and hand it back to the pool, which reconnects it before
+        it is used again (one left mid-reply, or no longer wanted)."""
+        conn.disconnect()
+        self.pool.release(conn)
+
     def close(self) -> None:
         free, self.free = self.free, []
         for conn, _ in free:
-            conn.disconnect()
-            self.pool.release(conn)
+            self._drop(conn)
 
 
 class AsyncDirectSender:
@@ -242,8 +245,7 @@ class AsyncDirectSender:
             await self._give(conn)
             raise
         except BaseException:
-            await conn.disconnect(nowait=True)
-            await self.pool.release(conn)
+            await self._drop(conn)
             raise
         await self._give(conn)
         return reply
@@ -260,8 +262,7 @@ class AsyncDirectSender:
                 except self.reply_error as exc:
                     replies.append(exc)
         except BaseException:
-            await conn.disconnect(nowait=True)
-            await self.pool.release(conn)
+            await self._drop(conn)
             raise
         await self._give(conn)
         return replies
@@ -271,6 +272,11 @@ class AsyncDirectSender:
             await self.pool.release(conn)
         else:
             self.free.append(conn)
+
+    async def _drop(self, conn: Any) -> None:
+        """As ``DirectSender._drop``, the transport closed without waiting for it."""
+        await conn.disconnect(nowait=True)
+        await self.pool.release(conn)
 
     async def aclose(self) -> None:
         free, self.free = self.free, []

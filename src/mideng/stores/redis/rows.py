@@ -1,10 +1,11 @@
 """A record as the Redis store keeps it: everything about hash fields <-> Record, in one place.
 
-A record is one hash with a field per attribute. ``FIELDS`` is the one definition of those
-fields and of their order, which Python and Lua share: an ``HMGET`` reads them in it, put.lua
-takes them as its arguments in it, and the Lua head numbers them by it, from the declarations
-``lua_fields()`` writes into lua/record.lua when the code is loaded. Nothing in lua/ spells
-the list or its length again.
+A record is one hash with a field per attribute. ``NAMES`` is the one definition of those
+fields and of their order (Record's), which Python and Lua share: an ``HMGET`` reads them in
+it, put.lua takes them as its arguments in it, and the Lua head numbers them by it, from the
+declarations ``lua_fields()`` writes into lua/record.lua when the code is loaded. Nothing in
+lua/ spells the list or its length again. ``FIELDS`` adds how each is written and read, as
+the attribute's type says.
 
 The operations answer with one string (see ``decode``); that layout is record.lua's ``reply``
 and this module's ``decode``, and only they know it. The batch operations' compact replies are
@@ -16,9 +17,16 @@ keywords cost twice what positions do.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_args, get_type_hints
 
-from mideng.core.record import PROCESSING, SUCCEEDED, ClaimRequest, Record, Status, blank
+from mideng.core.record import (
+    PROCESSING,
+    RECORD_FIELDS,
+    SUCCEEDED,
+    ClaimRequest,
+    Record,
+    Status,
+)
 from mideng.stores.batch import Completion
 
 STATUSES = {s.value.encode(): s for s in Status}
@@ -75,23 +83,33 @@ class Field(NamedTuple):
     read: Callable[[bytes], Any]  # a present value from HMGET
 
 
-FIELDS: tuple[Field, ...] = (
-    Field("s", "status", False, _status, STATUSES.__getitem__),
-    Field("f", "fence", False, _number, int),
-    Field("o", "owner", False, _text, _decoded),
-    Field("fp", "fingerprint", True, _text, _decoded),
-    Field("lu", "lease_until", True, _time, float),
-    Field("r", "result", True, _blob, _same),
-    Field("c", "codec", True, _text, _decoded),
-    Field("e", "error", True, _blob, _same),
-    Field("a", "attempts", False, _number, int),
-    Field("rid", "request_id", True, _text, _decoded),
-    Field("ca", "created_at", False, _time, float),
-    Field("ua", "updated_at", False, _time, float),
-    Field("ea", "expires_at", True, _time, float),
+#: The hash's field names, one for each Record attribute after scope and key, in Record's
+#: order: what an HMGET of a whole record asks for.
+NAMES = ("s", "f", "o", "fp", "lu", "r", "c", "e", "a", "rid", "ca", "ua", "ea")
+
+# How a value of each of Record's types is written for put.lua and read from HMGET.
+_CODECS: dict[Any, tuple[Callable[[Any], str | bytes], Callable[[bytes], Any]]] = {
+    Status: (_status, STATUSES.__getitem__),
+    int: (_number, int),
+    str: (_text, _decoded),
+    float: (_time, float),
+    bytes: (_blob, _same),
+}
+
+
+def _field(name: str, attribute: str, hint: Any) -> Field:
+    """The hash field ``name`` of ``attribute``, written and read as its type ``hint`` says:
+    optional where the attribute may be None."""
+    optional = type(None) in get_args(hint)
+    kind = next(t for t in get_args(hint) if t is not type(None)) if optional else hint
+    return Field(name, attribute, optional, *_CODECS[kind])
+
+
+_HINTS = get_type_hints(Record)
+FIELDS: tuple[Field, ...] = tuple(
+    _field(name, attribute, _HINTS[attribute])
+    for name, attribute in zip(NAMES, RECORD_FIELDS[2:], strict=True)
 )
-#: The hash's field names in FIELDS order: what an HMGET of a whole record asks for.
-NAMES = tuple(field.name for field in FIELDS)
 
 # Where lua/record.lua has the declarations written in.
 LUA_MARK = "--@fields\n"
@@ -217,15 +235,24 @@ def claims(reqs: Sequence[ClaimRequest], reply: bytes) -> list[tuple[int, Record
             if answer:
                 _, f, a, ca = answer.split(b"|")
                 fence, attempts, created = int(f), int(a), float(ca)
-            # Built without the class call (core.record.blank), every field set: a batch
-            # builds one per key.
-            record = blank(Record)
-            record.scope, record.key, record.status = req.scope, req.key, PROCESSING
-            record.fence, record.owner, record.fingerprint = fence, req.owner, req.fingerprint
-            record.lease_until, record.result = lease_until, None
-            record.codec = record.error = None
-            record.attempts, record.request_id = attempts, req.request_id
-            record.created_at, record.updated_at, record.expires_at = created, now, expires
+            result = codec = error = None  # a new claim's
+            record = Record(
+                req.scope,
+                req.key,
+                PROCESSING,
+                fence,
+                req.owner,
+                req.fingerprint,
+                lease_until,
+                result,
+                codec,
+                error,
+                attempts,
+                req.request_id,
+                created,
+                now,
+                expires,
+            )
             out.append((0, record))
             continue
         code, _, found = decode(req.scope, req.key, answer)
@@ -255,14 +282,23 @@ def completions(items: Sequence[Completion], reply: bytes) -> list[tuple[bool, R
         if tail or lfp != b"-" or lrid != b"-":  # most consumers' records have neither
             fp, end = _cut(tail, 0, lfp)
             rid, _ = _cut(tail, end, lrid)
-        record = blank(Record)  # as in claims
-        record.scope, record.key, record.status = t.scope, t.key, SUCCEEDED
-        record.fence, record.owner = t.fence, t.owner
-        record.fingerprint = None if fp is None else fp.decode()
-        record.lease_until = record.error = None
-        record.result, record.codec = item.result, item.codec
-        record.attempts = int(a)
-        record.request_id = None if rid is None else rid.decode()
-        record.created_at, record.updated_at, record.expires_at = float(ca), now, expires
+        lease_until = error = None  # a completed record's
+        record = Record(
+            t.scope,
+            t.key,
+            SUCCEEDED,
+            t.fence,
+            t.owner,
+            _str(fp),
+            lease_until,
+            item.result,
+            item.codec,
+            error,
+            int(a),
+            _str(rid),
+            float(ca),
+            now,
+            expires,
+        )
         out.append((True, record))
     return out

@@ -18,7 +18,7 @@ from mideng.core.effects import Effect, Effects, either
 from mideng.errors import StoreUnavailableError
 from mideng.stores.redis.commands import Commands
 from mideng.stores.redis.rows import NAMES, row
-from mideng.stores.survey import Progress, Survey, SurveyStore, Tally, surveyed
+from mideng.stores.survey import Survey, SurveyStore, SurveyTerms, Tally, surveyed
 
 BATCH = 500
 # The blobs are not read: a field name no record has stands in for each (HMGET says nil).
@@ -108,26 +108,11 @@ class RedisSurvey(SurveyStore):
     def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
         raise NotImplementedError
 
-    def survey(
-        self,
-        prefix: str | None = None,
-        *,
-        grace: float = 60.0,
-        biggest: int = 10,
-        progress: Progress = None,
-    ) -> Survey:
-        return effects.run(self._surveying(self._client(), prefix, grace, biggest, progress))
+    def count_records(self, terms: SurveyTerms) -> Survey:
+        return effects.run(self._surveying(self._client(), terms))
 
-    async def asurvey(
-        self,
-        prefix: str | None = None,
-        *,
-        grace: float = 60.0,
-        biggest: int = 10,
-        progress: Progress = None,
-    ) -> Survey:
-        client = await self._aclient()
-        return await effects.arun(self._surveying(client, prefix, grace, biggest, progress))
+    async def acount_records(self, terms: SurveyTerms) -> Survey:
+        return await effects.arun(self._surveying(await self._aclient(), terms))
 
     def purge_older(self, age: float, limit: int | None = None) -> int:
         return effects.run(self._purging(self._client(), age, limit))
@@ -135,16 +120,14 @@ class RedisSurvey(SurveyStore):
     async def apurge_older(self, age: float, limit: int | None = None) -> int:
         return await effects.arun(self._purging(await self._aclient(), age, limit))
 
-    def _surveying(
-        self, client: Any, prefix: str | None, grace: float, biggest: int, progress: Progress
-    ) -> Effects[Survey]:
-        match = pattern(self.commands, prefix)
+    def _surveying(self, client: Any, terms: SurveyTerms) -> Effects[Survey]:
+        match = pattern(self.commands, terms.prefix)
         found: Survey | None = None
         seen = 0
         try:
             for node in _masters(client):
                 sec, usec = yield either(node.time)
-                tally = Tally(sec + usec / 1e6, grace, biggest)
+                tally = Tally(sec + usec / 1e6, terms.grace, terms.biggest)
                 cursor: int | None = None
                 while cursor != 0:
                     cursor, names = yield _scan(node, cursor, match)
@@ -152,11 +135,11 @@ class RedisSurvey(SurveyStore):
                         continue
                     pipe = node.pipeline(transaction=False)
                     _queue(pipe, names)
-                    _batch(tally, self.commands, names, (yield either(pipe.execute)), prefix)
+                    _batch(tally, self.commands, names, (yield either(pipe.execute)), terms.prefix)
                     seen += len(names)
-                    if progress is not None:
-                        progress(seen)
-                found = _add(found, tally.done(), biggest)
+                    if terms.progress is not None:
+                        terms.progress(seen)
+                found = _add(found, tally.done(), terms.biggest)
         except self._errors as exc:
             raise self._unavailable(exc) from exc
         assert found is not None

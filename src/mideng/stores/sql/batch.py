@@ -306,9 +306,7 @@ def _each(
     out: list[Completed] = []
     for item, row in zip(items, known, strict=True):
         try:
-            out.append(
-                (yield from complete(s, item.ticket, item.result, item.codec, item.ttl, row))
-            )
+            out.append((yield from complete(s, item, row)))
         except LeaseLostError as exc:
             out.append(exc)
     return out

@@ -8,9 +8,9 @@ would cost more than the round trip it wraps. Each executor takes a cached conne
 other failure drops it, retries a deadlock, and raises StoreUnavailableError for a database
 error. ``drive`` runs an ``ops`` generator that way, through mideng.db.drive.
 
-The claim's first statement is sent without its generator (``Executor.claim``, the async
-``claim_read_first`` and ``claim_insert_first``): most claims end there, and the generator costs
-more Python than that statement's own client side. Anything else goes on in ``ops.claim``.
+The claim's first statement is sent without its generator (``claim_read_first`` and
+``claim_insert_first``, sync and async): most claims end there, and the generator costs more
+Python than that statement's own client side. Anything else goes on in ``ops.claim``.
 
 Async connections belong to the event loop that opened them, so each loop gets its own
 SQLAlchemy async engine, made on first use. A loop that ends (``asyncio.run`` returning, a test
@@ -28,7 +28,7 @@ from typing import Any
 
 from mideng.core.decide import decide, fresh
 from mideng.core.loops import running_loop
-from mideng.core.record import ACQUIRED, Claim, ClaimRequest, blank
+from mideng.core.record import ACQUIRED, Claim, ClaimRequest
 from mideng.db.dialect import kind_of, retryable
 from mideng.db.drive import AsyncExecute, adrive, drive
 from mideng.db.statements import Op, Stmt, T
@@ -58,7 +58,6 @@ from mideng.stores.sql.ops import (
     inserted,
     seen,
 )
-from mideng.stores.sql.rows import psycopg_current
 from mideng.stores.sql.schema import REQUEST_ID_MAX
 from mideng.stores.sql.statements import Statements
 
@@ -176,46 +175,22 @@ class Executor:
         return drive(op(stmts, *args), self.execute, cur)
 
     def claim(self, req: ClaimRequest, read_first: bool) -> Claim:
-        """A claim in the given order, on a connection as ``run`` gives one. The read first is
-        spelt here: it is all a duplicate does, and a function of its own (or ``run``'s
-        argument packing) cost a duplicate more Python than the read's own."""
-        stmts = self._statements
-        if stmts is None or self._pid != Process.pid:
-            stmts = self._ready()
-        attempt = 0
-        while True:
-            cache = self.cache
-            try:
-                held = cache.free.pop()
-            except IndexError:
-                held = self._take(cache)
-            cur = held[1]
-            try:
-                if not read_first:
-                    claim = self.claim_insert_first(stmts, cur, req)
-                else:
-                    scope, key = req.scope, req.key
-                    if self.binary:
-                        cur.execute(stmts.select.positional, (scope, key), binary=True)
-                        row = cur.fetchone()
-                        found = None if row is None else psycopg_current(row, scope, key)
-                    else:
-                        cur.execute(stmts.select.positional, (scope, key))
-                        found = seen(stmts, cur.fetchone(), req, False)
-                    write = True
-                    if found is not None:  # a replay or a refusal is decided by the read alone
-                        claim, write = decide(found[0], req, found[1])
-                    if write:
-                        claim = drive(claim_op(stmts, req, found), self.execute, cur)
-            except BaseException as exc:
-                self._failed(cache, held, exc, attempt)  # raises, unless to retry a deadlock
-                attempt += 1
-                continue
-            free = cache.free
-            free.append(held)
-            if cache.waiters or len(free) > cache.keep:
-                cache.given(_close)
-            return claim
+        """A claim in the given order, on a connection as ``run`` gives one."""
+        first = self.claim_read_first if read_first else self.claim_insert_first
+        return self.run(first, req)
+
+    def claim_read_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
+        # A replay or a refusal is decided by the read alone; anything else goes on in ops.claim.
+        if self.binary:
+            cur.execute(stmts.select.positional, (req.scope, req.key), binary=True)
+        else:
+            cur.execute(stmts.select.positional, (req.scope, req.key))
+        found = seen(stmts, cur.fetchone(), req, self.binary)
+        if found is not None:
+            answer, write = decide(found[0], req, found[1])
+            if not write:
+                return answer
+        return drive(claim_op(stmts, req, found), self.execute, cur)
 
     def claim_insert_first(self, stmts: Statements, cur: Any, req: ClaimRequest) -> Claim:
         # A key the insert finds taken goes on in ops.claim, reading first, as it would itself.
@@ -230,9 +205,7 @@ class Executor:
         else:
             stamp = stmts.stamped(self.execute(cur, Stmt(insert, params)), params)
         if stamp is not None:
-            made = blank(Claim)  # Claim(ACQUIRED, ...) without the class call: every first call
-            made.outcome, made.record = ACQUIRED, fresh(req, stamp, None)
-            return made
+            return Claim(ACQUIRED, fresh(req, stamp, None))
         return drive(claim_op(stmts, req), self.execute, cur)
 
     def close(self) -> None:

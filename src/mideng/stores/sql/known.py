@@ -14,6 +14,7 @@ from mideng.core.decide import completed
 from mideng.core.record import Record, Ticket
 from mideng.db.drive import AsyncExecute, Execute, adrive, drive
 from mideng.db.statements import Stmt
+from mideng.stores.batch import Completion
 from mideng.stores.sql.ops import complete, complete_params, fenced_stamp
 from mideng.stores.sql.statements import Statements
 
@@ -41,7 +42,7 @@ def complete_known(
         if res.rowcount == 1:
             stamp = fenced_stamp(stmts, res, params)
             return completed(known, stamp, result=result, codec=codec, ttl=ttl)
-    return drive(complete(stmts, ticket, result, codec, ttl), execute, cur)
+    return drive(complete(stmts, Completion(ticket, result, codec, ttl)), execute, cur)
 
 
 async def acomplete_known(
@@ -60,4 +61,4 @@ async def acomplete_known(
         return completed(
             known, fenced_stamp(stmts, res, params), result=result, codec=codec, ttl=ttl
         )
-    return await adrive(complete(stmts, ticket, result, codec, ttl), execute, cur)
+    return await adrive(complete(stmts, Completion(ticket, result, codec, ttl)), execute, cur)

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from mideng.core import decide as rules
@@ -32,6 +33,7 @@ from mideng.core.record import (
 from mideng.db.statements import Op, Res, Sql, Stmt
 from mideng.errors import StoreUnavailableError
 from mideng.stores.base import HIT_PREFIX, TOKEN_PREFIX, check_resolvable, lease_lost
+from mideng.stores.batch import Completion
 from mideng.stores.sql.rows import cas_params, psycopg_current
 from mideng.stores.sql.schema import REQUEST_ID_MAX
 from mideng.stores.sql.statements import Statements
@@ -178,14 +180,12 @@ def _fenced(
     s: Statements,
     ticket: Ticket,
     sql: Sql,
+    params: dict[str, Any],
     known: Record | None,
     change: Callable[[Record, float], Record],
-    **values: Any,
 ) -> Op[Record]:
-    """Run a fenced update; ``known`` is the claim's own row, from which the new one follows."""
-    params = _params(
-        s, scope=ticket.scope, key=ticket.key, owner=ticket.owner, fence=ticket.fence, **values
-    )
+    """Run a fenced update (``params``: ``fenced_params``); ``known`` is the claim's own row,
+    from which the new one follows by ``change`` at the clock the update stamped."""
     res = yield Stmt(sql, params)
     if (
         res.rowcount == 1
@@ -199,6 +199,13 @@ def _fenced(
     raise lease_lost(ticket, current)
 
 
+def fenced_params(s: Statements, ticket: Ticket, **values: Any) -> dict[str, Any]:
+    """The binds of an update only ``ticket``'s claim may make, and ``values``."""
+    return _params(
+        s, scope=ticket.scope, key=ticket.key, owner=ticket.owner, fence=ticket.fence, **values
+    )
+
+
 def fenced_stamp(s: Statements, res: Res, params: dict[str, Any]) -> float:
     """The clock a fenced update that changed its row stamped it with (see statements)."""
     if s.kind == "postgresql":
@@ -209,6 +216,7 @@ def fenced_stamp(s: Statements, res: Res, params: dict[str, Any]) -> float:
 def complete_params(
     s: Statements, ticket: Ticket, result: bytes, codec: str, ttl: float | None
 ) -> dict[str, Any]:
+    """``fenced_params`` of a completion (one dict literal: every first call builds it)."""
     params = {
         "scope": ticket.scope,
         "key": ticket.key,
@@ -223,59 +231,31 @@ def complete_params(
     return params
 
 
-def complete(
-    s: Statements,
-    ticket: Ticket,
-    result: bytes,
-    codec: str,
-    ttl: float | None,
-    known: Record | None = None,
-) -> Op[Record]:
-    return _fenced(
-        s,
-        ticket,
-        s.complete,
-        known,
-        lambda cur, now: rules.completed(cur, now, result=result, codec=codec, ttl=ttl),
-        result=result,
-        codec=codec,
-        ttl=ttl,
-    )
+def complete(s: Statements, done: Completion, known: Record | None = None) -> Op[Record]:
+    result, codec, ttl = done.result, done.codec, done.ttl
+    params = complete_params(s, done.ticket, result, codec, ttl)
+    change = partial(rules.completed, result=result, codec=codec, ttl=ttl)
+    return _fenced(s, done.ticket, s.complete, params, known, change)
 
 
 def fail(
     s: Statements, ticket: Ticket, error: bytes, ttl: float | None, known: Record | None = None
 ) -> Op[Record]:
-    return _fenced(
-        s,
-        ticket,
-        s.fail,
-        known,
-        lambda cur, now: rules.failed(cur, now, error=error, ttl=ttl),
-        error=error,
-        ttl=ttl,
-    )
+    params = fenced_params(s, ticket, error=error, ttl=ttl)
+    change = partial(rules.failed, error=error, ttl=ttl)
+    return _fenced(s, ticket, s.fail, params, known, change)
 
 
 def heartbeat(
     s: Statements, ticket: Ticket, lease: float, ttl: float | None, known: Record | None = None
 ) -> Op[Record]:
-    return _fenced(
-        s,
-        ticket,
-        s.heartbeat,
-        known,
-        lambda cur, now: rules.renewed(cur, now, lease, ttl),
-        lease=float(lease),
-        ttl=ttl,
-    )
+    params = fenced_params(s, ticket, lease=float(lease), ttl=ttl)
+    change = partial(rules.renewed, lease=lease, ttl=ttl)
+    return _fenced(s, ticket, s.heartbeat, params, known, change)
 
 
 def release(s: Statements, ticket: Ticket) -> Op[None]:
-    res = yield Stmt(
-        s.release,
-        _params(s, scope=ticket.scope, key=ticket.key, owner=ticket.owner, fence=ticket.fence),
-    )
+    res = yield Stmt(s.release, fenced_params(s, ticket))
     if res.rowcount == 1:
         return None
     current, _ = yield from read(s, ticket.scope, ticket.key)

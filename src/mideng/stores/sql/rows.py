@@ -11,7 +11,7 @@ Row shapes:
   VARBINARY scope, key and owner decoded by ``mysql_record``);
 - ``current``: a claim's or a read's row, the record after scope and key and then the database
   clock (scope and key are the caller's own); ``psycopg_current`` the same from psycopg's
-  binary results, already typed;
+  binary results, already typed, as ``typed`` reads the SQLite store's own rows;
 - ``mysql_current``: the same packed into two columns (``mysql_packed``), for PyMySQL;
 - ``sqlite_replayed``: a finished row as the SQLite store's duplicate reads it first
   (``REPLAYED``), three columns fewer; ``sqlite_replayed_as`` the same in a scope whose codec
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mideng.core.record import SUCCEEDED, Record, Status, blank
+from mideng.core.record import SUCCEEDED, Record, Status
 
 _STATUS = {s.value: s for s in Status}
 
@@ -83,60 +83,19 @@ def current(row: Sequence[Any], scope: str, key: str) -> tuple[Record, float]:
     return record((scope, key, *row[:13])), float(row[13])
 
 
+def typed(row: Sequence[Any], scope: str, key: str) -> Record:
+    """The record from its columns after scope and key, already of the record's types: the
+    SQLite store's own claim read (``SQLiteStatements.select_q``, as sqlite3 returns it) and
+    psycopg's binary results (extra trailing columns ignored)."""
+    return Record(scope, key, _STATUS[row[0]], *row[1:13])
+
+
 def psycopg_current(row: Sequence[Any], scope: str, key: str) -> tuple[Record, float]:
     """``current`` for the store's own psycopg connection, whose binary results already carry
     each column's record type (bytea as bytes, the clock as a float): a duplicate then builds
-    its record without a conversion pass, unpacked straight into its fields (``blank``).
-    Transactional mode reads through the caller's driver, so it keeps ``current``.
-
-    The same unpacking as ``sqlite_current``, spelt out again on purpose: calling it (and
-    slicing the clock off) costs a PostgreSQL duplicate a frame and a tuple, about 1.5
-    thousand instructions of the 18 mideng adds (bench/bench_python.py)."""
-    r = blank(Record)
-    r.scope, r.key = scope, key
-    (
-        status,
-        r.fence,
-        r.owner,
-        r.fingerprint,
-        r.lease_until,
-        r.result,
-        r.codec,
-        r.error,
-        r.attempts,
-        r.request_id,
-        r.created_at,
-        r.updated_at,
-        r.expires_at,
-        now,
-    ) = row
-    r.status = _STATUS[status]
-    return r, now
-
-
-def sqlite_current(row: Sequence[Any], scope: str, key: str) -> Record:
-    """The record from the SQLite store's own claim read (``SQLiteStatements.select_q``): the
-    columns after scope and key, typed as sqlite3 returns them, and no clock column (the
-    clock is the caller's). ``psycopg_current`` without the clock."""
-    r = blank(Record)
-    r.scope, r.key = scope, key
-    (
-        status,
-        r.fence,
-        r.owner,
-        r.fingerprint,
-        r.lease_until,
-        r.result,
-        r.codec,
-        r.error,
-        r.attempts,
-        r.request_id,
-        r.created_at,
-        r.updated_at,
-        r.expires_at,
-    ) = row
-    r.status = _STATUS[status]
-    return r
+    its record without a conversion pass. Transactional mode reads through the caller's
+    driver, so it keeps ``current``."""
+    return typed(row, scope, key), row[13]
 
 
 #: The select list of ``sqlite_replayed``: a succeeded row without a lease or an error (what
@@ -144,7 +103,7 @@ def sqlite_current(row: Sequence[Any], scope: str, key: str) -> Record:
 #: columns known without reading them, and each column costs sqlite3 about 1,500 instructions
 #: (its type, with the GIL released and retaken, and its name for ``cursor.description``),
 #: against about 100 for the CASE in SQLite. Its first column is the fence, NULL for any other
-#: row: the store then reads that row whole (``sqlite_current``), a second statement only off
+#: row: the store then reads that row whole (``typed``), a second statement only off
 #: the replay path (in-progress, failed, unknown rows).
 REPLAYED = (
     "CASE WHEN status = 'succeeded' AND lease_until IS NULL AND error IS NULL THEN fence END, "
@@ -155,21 +114,11 @@ REPLAYED = (
 def sqlite_replayed(row: Sequence[Any], scope: str, key: str) -> Record:
     """The record from a ``REPLAYED`` row whose fence is not NULL: succeeded, no lease, no
     error, the other fields as read."""
-    r = blank(Record)
-    r.scope, r.key, r.status, r.lease_until, r.error = scope, key, SUCCEEDED, None, None
-    (
-        r.fence,
-        r.owner,
-        r.fingerprint,
-        r.result,
-        r.codec,
-        r.attempts,
-        r.request_id,
-        r.created_at,
-        r.updated_at,
-        r.expires_at,
-    ) = row
-    return r
+    fence, owner, fingerprint, result, codec, *rest = row  # rest: attempts to expires_at
+    lease_until = error = None
+    return Record(
+        scope, key, SUCCEEDED, fence, owner, fingerprint, lease_until, result, codec, error, *rest
+    )
 
 
 def replayed_as(codec: str) -> str:
@@ -184,21 +133,7 @@ def replayed_as(codec: str) -> str:
 
 def sqlite_replayed_as(row: Sequence[Any], scope: str, key: str, codec: str) -> Record:
     """``sqlite_replayed`` from a ``replayed_as(codec)`` row whose fence is not NULL."""
-    r = blank(Record)
-    r.scope, r.key, r.status, r.lease_until, r.error = scope, key, SUCCEEDED, None, None
-    r.codec = codec
-    (
-        r.fence,
-        r.owner,
-        r.fingerprint,
-        r.result,
-        r.attempts,
-        r.request_id,
-        r.created_at,
-        r.updated_at,
-        r.expires_at,
-    ) = row
-    return r
+    return sqlite_replayed((*row[:4], codec, *row[4:]), scope, key)
 
 
 def mysql_packed(now: str) -> str:
@@ -276,11 +211,11 @@ def mysql_current(row: Sequence[Any], scope: str, key: str) -> tuple[Record, flo
             start, end = end, end + int(length)
             fields.append(bytes(body[start:end]))
     fp, codec, rid, result, error = fields
-    return Record(
+    columns = (
         scope,
         key,
-        _STATUS[status],
-        int(fence),
+        status,
+        fence,
         owner,
         _text(fp),
         float(lease_until) if lease_until else None,
@@ -292,7 +227,8 @@ def mysql_current(row: Sequence[Any], scope: str, key: str) -> tuple[Record, flo
         float(created_at),
         float(updated_at),
         float(expires_at) if expires_at else None,
-    ), float(now)
+    )
+    return record(columns), float(now)
 
 
 def row_of(r: Record) -> tuple[Any, ...]:

@@ -24,10 +24,10 @@ from mideng.stores.survey import (
     STUCK_LISTED,
     Big,
     LocalSurvey,
-    Progress,
     Stuck,
     Survey,
     SurveyStore,
+    SurveyTerms,
 )
 
 PURGE_BATCH = 1000
@@ -47,24 +47,27 @@ class Queries:
             "substr(scope, 1, 6) <> 'token:' AND substr(scope, 1, 4) <> 'hit:' "
             "AND (:plen = 0 OR substr(scope, 1, :plen) = :prefix)"
         )
+
+        def counted(where: str) -> Sql:
+            """How many surveyed records ``where`` holds."""
+            return Sql(f"SELECT count(*) FROM {t} WHERE {where} AND {rec}")
+
         self.clock = Sql(f"SELECT {s.now}")
         self.by_scope = Sql(
             f"SELECT scope, status, count(*) FROM {t} WHERE {_LIVE} AND {rec} "
             "GROUP BY scope, status"
         )
-        self.expiring = Sql(
-            f"SELECT count(*) FROM {t} WHERE expires_at > :lo AND expires_at <= :hi AND {rec}"
-        )
-        self.expiring_later = Sql(f"SELECT count(*) FROM {t} WHERE expires_at > :lo AND {rec}")
-        self.expired = Sql(f"SELECT count(*) FROM {t} WHERE expires_at <= :at AND {rec}")
+        self.expiring = counted("expires_at > :lo AND expires_at <= :hi")
+        self.expiring_later = counted("expires_at > :lo")
+        self.expired = counted("expires_at <= :at")
         self.never = Sql(
             f"SELECT scope, count(*) FROM {t} WHERE expires_at IS NULL AND {rec} GROUP BY scope"
         )
-        stuck = f"status = 'processing' AND lease_until <= :cut AND {_LIVE} AND {rec}"
-        self.stuck_count = Sql(f"SELECT count(*) FROM {t} WHERE {stuck}")
+        stuck = f"status = 'processing' AND lease_until <= :cut AND {_LIVE}"
+        self.stuck_count = counted(stuck)
         self.stuck = Sql(
             f"SELECT scope, {k}, fence, lease_until, request_id FROM {t} WHERE {stuck} "
-            f"ORDER BY lease_until LIMIT :limit"
+            f"AND {rec} ORDER BY lease_until LIMIT :limit"
         )
         self.oldest = Sql(
             f"SELECT min(created_at) FROM {t} WHERE status = 'processing' AND {_LIVE} AND {rec}"
@@ -109,10 +112,11 @@ def _one(res: Res) -> Any:
     return res.rows[0][0] if res.rows else None
 
 
-def survey(s: Statements, prefix: str | None, grace: float, biggest: int) -> Op[Survey]:
+def survey(s: Statements, terms: SurveyTerms) -> Op[Survey]:
     q = queries(s)
     now = float((yield Stmt(q.clock, {"now": time.time()})).rows[0][0])
-    p: dict[str, Any] = {"at": now, "prefix": prefix or "", "plen": len(prefix or "")}
+    prefix = terms.prefix or ""
+    p: dict[str, Any] = {"at": now, "prefix": prefix, "plen": len(prefix)}
     found = Survey(now)
     for scope, status, n in (yield Stmt(q.by_scope, p)).rows:
         found.count(_text(scope), str(status), int(n))
@@ -127,7 +131,7 @@ def survey(s: Statements, prefix: str | None, grace: float, biggest: int) -> Op[
     for scope, n in (yield Stmt(q.never, p)).rows:
         found.no_expiry_by_scope[_text(scope)] = int(n)
     found.expiry["never"] = sum(found.no_expiry_by_scope.values())
-    cut = {**p, "cut": now - grace}
+    cut = {**p, "cut": now - terms.grace}
     found.stuck_count = int(_one((yield Stmt(q.stuck_count, cut))))
     rows = (yield Stmt(q.stuck, {**cut, "limit": STUCK_LISTED})).rows
     found.stuck = [
@@ -136,8 +140,8 @@ def survey(s: Statements, prefix: str | None, grace: float, biggest: int) -> Op[
     ]
     oldest = _one((yield Stmt(q.oldest, p)))
     found.oldest_processing_since = None if oldest is None else float(oldest)
-    if biggest > 0:
-        rows = (yield Stmt(q.biggest, {**p, "limit": int(biggest)})).rows
+    if terms.biggest > 0:
+        rows = (yield Stmt(q.biggest, {**p, "limit": int(terms.biggest)})).rows
         found.biggest = [Big(_text(sc), _text(key), int(n)) for sc, key, n in rows]
     return found
 
@@ -169,31 +173,13 @@ class SQLSurvey(SurveyStore):
         own: Any = self
         return own.executor, own.aexecutor
 
-    def survey(
-        self,
-        prefix: str | None = None,
-        *,
-        grace: float = 60.0,
-        biggest: int = 10,
-        progress: Progress = None,
-    ) -> Survey:
-        found: Survey = self._executors()[0].drive(survey, prefix, grace, biggest)
-        if progress is not None:
-            progress(found.total)
-        return found
+    def count_records(self, terms: SurveyTerms) -> Survey:
+        found: Survey = self._executors()[0].drive(survey, terms)
+        return terms.reported(found)
 
-    async def asurvey(
-        self,
-        prefix: str | None = None,
-        *,
-        grace: float = 60.0,
-        biggest: int = 10,
-        progress: Progress = None,
-    ) -> Survey:
-        found: Survey = await self._executors()[1].drive(survey, prefix, grace, biggest)
-        if progress is not None:
-            progress(found.total)
-        return found
+    async def acount_records(self, terms: SurveyTerms) -> Survey:
+        found: Survey = await self._executors()[1].drive(survey, terms)
+        return terms.reported(found)
 
     def purge_older(self, age: float, limit: int | None = None) -> int:
         gone: int = self._executors()[0].drive(purge_older, age, limit)
@@ -221,18 +207,8 @@ class SQLiteSurvey(LocalSurvey):
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
 
-    def survey(
-        self,
-        prefix: str | None = None,
-        *,
-        grace: float = 60.0,
-        biggest: int = 10,
-        progress: Progress = None,
-    ) -> Survey:
-        found = self._stats(survey(_sqlite(self.table), prefix, grace, biggest))
-        if progress is not None:
-            progress(found.total)
-        return found
+    def count_records(self, terms: SurveyTerms) -> Survey:
+        return terms.reported(self._stats(survey(_sqlite(self.table), terms)))
 
     def purge_older(self, age: float, limit: int | None = None) -> int:
         return self._stats(purge_older(_sqlite(self.table), age, limit))

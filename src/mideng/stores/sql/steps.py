@@ -147,12 +147,16 @@ def clear_steps(s: Statements, scope: str, key: str) -> Op[None]:
     yield Stmt(statements(s.kind, s.table).clear, {"scope": scope, "key": key})
 
 
+def _listed(every: Sql, of_scope: Sql, scope: str | None, limit: int) -> Stmt:
+    """A listing of at most ``limit``: ``every`` scope's, or ``of_scope`` for ``scope``."""
+    if scope is None:
+        return Stmt(every, {"limit": int(limit)})
+    return Stmt(of_scope, {"scope": scope, "limit": int(limit)})
+
+
 def operations(s: Statements, scope: str | None, limit: int) -> Op[list[OperationEntry]]:
     q = statements(s.kind, s.table)
-    if scope is None:
-        res = yield Stmt(q.listing_all, {"limit": int(limit)})
-    else:
-        res = yield Stmt(q.listing_scope, {"scope": scope, "limit": int(limit)})
+    res = yield _listed(q.listing_all, q.listing_scope, scope, limit)
     found: dict[tuple[str, str], OperationEntry] = {}
     for row_scope, row_key, step, arguments, codec, at in res.rows:
         ident = (_text(row_scope), _text(row_key))
@@ -175,10 +179,7 @@ def operations(s: Statements, scope: str | None, limit: int) -> Op[list[Operatio
 
 def running(s: Statements, scope: str | None, limit: int) -> Op[list[Record]]:
     q = statements(s.kind, s.table)
-    if scope is None:
-        res = yield Stmt(q.running_all, {"limit": int(limit)})
-    else:
-        res = yield Stmt(q.running_scope, {"scope": scope, "limit": int(limit)})
+    res = yield _listed(q.running_all, q.running_scope, scope, limit)
     return [s.record(row) for row in res.rows]
 
 

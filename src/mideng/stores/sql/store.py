@@ -214,7 +214,7 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
         if known is not None:
             ex = self.executor
             return ex.run(complete_known, ex.execute, ticket, result, codec, ttl, known, ex.binary)
-        return self.executor.drive(complete, ticket, result, codec, ttl)
+        return self.executor.drive(complete, Completion(ticket, result, codec, ttl))
 
     def fail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
         return self.executor.drive(fail, ticket, error, ttl, self.held.pop(ticket))
@@ -273,7 +273,7 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
         if known is not None:
             ax = self.aexecutor
             return await ax.run(acomplete_known, ax.execute, ticket, result, codec, ttl, known)
-        return await self.aexecutor.drive(complete, ticket, result, codec, ttl)
+        return await self.aexecutor.drive(complete, Completion(ticket, result, codec, ttl))
 
     async def afail(self, ticket: Ticket, error: bytes, ttl: float | None) -> Record:
         return await self.aexecutor.drive(fail, ticket, error, ttl, self.held.pop(ticket))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.db.statements import Op, check_table
+from mideng.stores.batch import Completion
 from mideng.stores.sql.ops import claim as claim_op
 from mideng.stores.sql.ops import complete as complete_op
 from mideng.stores.sql.statements import Statements
@@ -49,7 +50,7 @@ class RecordTable:
         known: Record | None = None,
     ) -> Op[Record]:
         """``known``: the claim's own row, from which the completed one follows."""
-        return complete_op(self.statements(kind), ticket, result, codec, ttl, known)
+        return complete_op(self.statements(kind), Completion(ticket, result, codec, ttl), known)
 
     def __repr__(self) -> str:
         return f"RecordTable({self.name})"
