@@ -125,3 +125,23 @@ def test_no_operation_is_named_by_a_string() -> None:
 
 def test_the_list_of_private_reads_left_only_shrinks() -> None:
     assert STILL_READ - private_reads() == set()
+
+
+def built_in_place() -> set[tuple[str, str]]:
+    """Objects made without their class's constructor: ``object.__new__`` / ``tuple.__new__``
+    (or any ``X.__new__``) called or kept outside a ``__new__`` of its own, then filled field
+    by field."""
+    found = set()
+    for module, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == "__new__":
+                continue
+            if isinstance(node, ast.Attribute) and node.attr == "__new__":
+                found.add((module, ast.unparse(node)))
+    return found
+
+
+def test_no_object_is_built_field_by_field() -> None:
+    # A class's own constructor makes every object: built in place, a field left out of one
+    # path is found only when it is read.
+    assert built_in_place() == set()

@@ -1,5 +1,5 @@
-"""What the per-call paths make without calling a class (``core.record.blank``) is what the
-class's own constructor makes from the same values: every field set, none left out."""
+"""What the per-call paths make (records from a claim, a completion or a row; claims; calls) is
+what the class's own constructor makes from the same values: every field set, none left out."""
 
 from __future__ import annotations
 

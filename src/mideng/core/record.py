@@ -99,14 +99,6 @@ ACQUIRED, REPLAY, IN_PROGRESS = Outcome.ACQUIRED, Outcome.REPLAY, Outcome.IN_PRO
 MISMATCH, UNRESOLVED = Outcome.MISMATCH, Outcome.UNRESOLVED
 GOES_UNKNOWN = ExpiryPolicy.UNKNOWN  # the expiry policy, not the status
 
-#: Makes an instance without calling its class: the per-call paths build their records,
-#: claims and calls with it and then set every field. Calling a Python class on CPython 3.11
-#: runs type_call and slot_tp_init, which look up and call ``__init__`` with a fresh argument
-#: tuple: about 1,400 machine instructions (callgrind) on top of the field stores themselves,
-#: several times per guarded call. A site that does this sets each field ``__init__`` would;
-#: tests compare what it makes with the class's own constructor.
-blank = object.__new__
-
 #: The record's fields in order; SQL and SQLite tables use them as their columns.
 RECORD_FIELDS = tuple(f.name for f in fields(Record))
 

@@ -78,10 +78,6 @@ def speech(dialect: Any) -> Speech:
     return found
 
 
-# A NamedTuple built as the tuple it is: its own constructor is a Python-level call.
-_new = tuple.__new__
-
-
 class TableSql(Sql):
     """A statement compiled from a Core construct: its ``:name`` text and typed clause, and,
     where it qualifies (see the module's text), the dialect's own text to send instead.
@@ -121,7 +117,7 @@ class TableSql(Sql):
             # Counted as fetched: no primitive reads a row-returning statement's rowcount,
             # which DB-API drivers define for DML only, and asking costs two property calls.
             rows = result.fetchall()
-            return _new(Res, (len(rows), rows, 0))
+            return Res(len(rows), rows, 0)
         count = result.rowcount
         # psycopg has no lastrowid; only MySQL's means something (the id an INSERT made).
         return Res(count, (), (result.lastrowid or 0) if self.stamp else 0)

@@ -27,9 +27,6 @@ from mideng.state.results import (
 )
 from mideng.state.statements import InsertShape
 
-# Steps and answers are built as the tuples they are (tuple.__new__), not through the
-# NamedTuples' own constructors, a Python-level call each on every statement.
-_new = tuple.__new__
 # Rounds of statement + read-back before a row that keeps changing is reported as such.
 RACES = 5
 # MySQL/MariaDB's ER_DUP_ENTRY, from PyMySQL and asyncmy alike.
@@ -78,7 +75,7 @@ def insert_once(
     error on this key is caught here (see statements.insert_shape)."""
     params, row = insert_params(shape, values, dialect)
     try:
-        sent = yield _new(Stmt, (shape.insert, params))
+        sent = yield Stmt(shape.insert, params)
     except Exception as exc:
         if not duplicate_entry(exc):
             raise
@@ -103,10 +100,10 @@ def after_insert(
     while True:
         key_names = shape.key_names
         if key_names is None:  # the read takes the key's columns from the insert's parameters
-            found = yield _new(Stmt, (shape.read, params))
+            found = yield Stmt(shape.read, params)
         else:
             key = zip(key_names, (values[name] for name in shape.unique), strict=True)
-            found = yield _new(Stmt, (shape.read, dict(key)))
+            found = yield Stmt(shape.read, dict(key))
         if found.rows:
             logs.duplicate_insert(shape.table, shape.unique, values)
             return Existing(_mapping(found.rows[0]))
@@ -126,7 +123,7 @@ def after_insert(
             )
         failure = None
         try:
-            sent = yield _new(Stmt, (shape.insert, params))
+            sent = yield Stmt(shape.insert, params)
         except Exception as exc:
             if not duplicate_entry(exc):
                 raise
@@ -166,10 +163,10 @@ def conditional(
     sent alone."""
     for _ in range(RACES):
         if update is not None:
-            res = yield _new(Stmt, (update, params))
+            res = yield Stmt(update, params)
             if res.rowcount:
                 return applied
-        found = yield _new(Stmt, (read, where))
+        found = yield Stmt(read, where)
         if not found.rows:
             return Missing()
         answer = judge(found.rows[0])
