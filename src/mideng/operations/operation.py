@@ -1,4 +1,4 @@
-"""Multi-step operations: a guarded call whose steps record their results as they finish.
+"""An operation: a guarded call whose body begins its steps, then runs with them in context.
 
 ``@guard.operation(scope, key=...)`` decorates the body, ``@guard.step(name)`` each function it
 calls for an effect (mark the order paid, issue a coupon, add points, send an SMS). Inside a
@@ -6,11 +6,7 @@ running operation a step runs at most once per (operation, step name, n-th call 
 its result is recorded under the operation's claim, and a re-run of the operation (a retry, a
 take-over after the lease, ``reconcile``) gets the finished steps' results back without
 running them and resumes at the first unfinished one. The operation's own record completes
-only when its body returns.
-
-The running operation travels in a context variable, so steps need no extra argument; a step
-called outside an operation raises ConfigurationError. The public helpers (``step_key`` and
-the operator views) are in mideng.effects.
+only when its body returns, and its kept steps are cleared then.
 """
 
 from __future__ import annotations
@@ -35,22 +31,41 @@ from mideng.core.keys import (
 from mideng.core.policy import Policy
 from mideng.errors import CodecError, ConfigurationError
 from mideng.guard.driver import Driver
-from mideng.guard.recovery import (
-    PendingOperation,
-    Reconciled,
-    Register,
-    Rerun,
-    StaleTask,
-    apending,
-    pending,
-    reconcile,
-    stale,
-)
-from mideng.guard.steps import Running, check_name, running_operation, step_wrapper
 from mideng.observability import logs
+from mideng.operations.register import Register, Rerun
+from mideng.operations.steps import Running, check_name, running_operation
 from mideng.stores.steps import StepStore
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def operation(
+    guard: Driver,
+    scope: str,
+    key: KeySpec,
+    steps: tuple[str, ...] | list[str] | None,
+    payload: Callable[..., Any] | None,
+    options: dict[str, Any],
+) -> Callable[[F], F]:
+    """The decorator ``guard.operation`` answers: it makes ``fn`` an operation of ``scope``
+    and registers it in ``guard``'s register for reconcile."""
+    check_scope(scope)
+    if payload is not None and not callable(payload):
+        raise ConfigurationError("payload= must be a callable over the call's arguments")
+    if guard.policy(scope, **options).fail_open:
+        raise ConfigurationError(
+            "fail_open can't guard an operation: its steps need the store to record them"
+        )
+    declared = tuple(steps or ())
+    for name in declared:
+        check_name(name)
+
+    def decorate(fn: F) -> F:
+        wrapper, rerun = _operation(guard, scope, key, payload, options, fn)
+        Register.of(guard).add(scope, wrapper, rerun, fn, declared, options)
+        return cast(F, wrapper)
+
+    return decorate
 
 
 def _steps_of(guard: Driver) -> StepStore:
@@ -69,106 +84,6 @@ def _key_of(key: KeySpec) -> Callable[[Any], Any]:
     if isinstance(key, str):
         return compile_template(key)
     return lambda arguments: render(None, arguments)
-
-
-class Operations:
-    """The Guard's multi-step operations (mixed into Guard; written against Driver)."""
-
-    def operation(
-        self,
-        scope: str,
-        /,
-        *,
-        key: KeySpec = None,
-        steps: tuple[str, ...] | list[str] | None = None,
-        payload: Callable[..., Any] | None = None,
-        **options: Any,
-    ) -> Callable[[F], F]:
-        """Decorate a ``def`` or ``async def`` whose steps resume where a failed run stopped.
-
-        ``key``, ``payload`` and the options are ``idempotent``'s. ``steps``: the step names
-        the body calls, in order, so ``pending`` can say which are left. The arguments are
-        stored with the scope's codec when the operation starts, so ``reconcile`` can run an
-        unfinished one again; the function is registered for its scope in this Guard.
-        """
-        guard = cast(Driver, self)
-        check_scope(scope)
-        if payload is not None and not callable(payload):
-            raise ConfigurationError("payload= must be a callable over the call's arguments")
-        if guard.policy(scope, **options).fail_open:
-            raise ConfigurationError(
-                "fail_open can't guard an operation: its steps need the store to record them"
-            )
-        declared = tuple(steps or ())
-        for name in declared:
-            check_name(name)
-
-        def decorate(fn: F) -> F:
-            wrapper, rerun = _operation(guard, scope, key, payload, options, fn)
-            Register.of(guard).add(scope, wrapper, rerun, fn, declared, options)
-            return cast(F, wrapper)
-
-        return decorate
-
-    def step(
-        self, name: str, /, *, conn: str | None = None, key_arg: str | None = None
-    ) -> Callable[[F], F]:
-        """Decorate a function an operation calls for one effect.
-
-        ``conn``: the name of the step's argument holding the caller's SQLAlchemy connection;
-        the step's record is then written on it, so it commits (or rolls back) with the step's
-        own writes. ``key_arg``: the name of an argument that receives the step's downstream
-        key (as ``mideng.effects.step_key()`` gives it), to pass on as an Idempotency-Key.
-        """
-        check_name(name)
-
-        def decorate(fn: F) -> F:
-            return cast(F, step_wrapper(name, conn, key_arg, fn))
-
-        return decorate
-
-    # -- the operator views (mideng.guard.recovery) -------------------------------------------
-    def pending(self, scope: str | None = None, limit: int = 100) -> list[PendingOperation]:
-        """Unfinished operations: state, steps done and left, attempts, since when."""
-        return pending(cast(Driver, self), _scope(scope), limit)
-
-    async def apending(self, scope: str | None = None, limit: int = 100) -> list[PendingOperation]:
-        return await apending(cast(Driver, self), _scope(scope), limit)
-
-    def reconcile(self, scope: str | None = None, limit: int = 100) -> list[Reconciled]:
-        """Run every unfinished operation whose holder is gone again, with its stored
-        arguments, through the function registered for its scope; report each."""
-        return effects.run(reconcile(cast(Driver, self), _scope(scope), limit))
-
-    async def areconcile(self, scope: str | None = None, limit: int = 100) -> list[Reconciled]:
-        return await effects.arun(reconcile(cast(Driver, self), _scope(scope), limit))
-
-    def stale(
-        self,
-        older_than: float | None = None,
-        scope: str | None = None,
-        *,
-        limit: int = 1000,
-        alert: Callable[[list[StaleTask]], Any] | None = None,
-    ) -> list[StaleTask]:
-        """Processing records whose holder stopped renewing, or (``older_than`` seconds)
-        that have run too long; ``alert`` is called with them when there are any."""
-        return effects.run(stale(cast(Driver, self), older_than, _scope(scope), limit, alert))
-
-    async def astale(
-        self,
-        older_than: float | None = None,
-        scope: str | None = None,
-        *,
-        limit: int = 1000,
-        alert: Callable[[list[StaleTask]], Any] | None = None,
-    ) -> list[StaleTask]:
-        found = stale(cast(Driver, self), older_than, _scope(scope), limit, alert)
-        return await effects.arun(found)
-
-
-def _scope(scope: str | None) -> str | None:
-    return None if scope is None else check_scope(scope)
 
 
 def _operation(
@@ -243,7 +158,6 @@ def _operation(
     return wrapper, rerun
 
 
-Start = Callable[[tuple[Any, ...], dict[str, Any], str | None], tuple[Call, Running, bytes]]
 Body = Callable[[tuple[Any, ...], dict[str, Any]], Effects[Any]]
 
 

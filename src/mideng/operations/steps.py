@@ -4,6 +4,10 @@ A step's identity is (operation, step name, n-th call of that name in the run); 
 is recorded under the operation's claim, and a re-run of the operation gets it back without
 running the step. The running operation travels in a context variable (``Running``), so steps
 need no extra argument; a step called outside an operation raises ConfigurationError.
+
+Inside a running step, ``step_key()`` is its deterministic downstream key, to send to a remote
+API as its Idempotency-Key: a step killed after the remote call but before its record is
+re-sent with the same key, and the provider dedupes it. ``step_id()`` is the step's identity.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ class Running:
 
 @dataclass(frozen=True, slots=True)
 class Current:
-    """The step running now (what ``mideng.effects.step_key`` reads)."""
+    """The step running now (what ``step_key`` reads)."""
 
     operation: Running
     step: str
@@ -76,6 +80,26 @@ def current_step() -> Current | None:
 
 def current_operation() -> Running | None:
     return running_operation.get()
+
+
+def step_key() -> str:
+    """The running step's downstream key: the same on every run of this step of this
+    operation (scope, key, step name and call number), unique to it."""
+    current = current_step()
+    if current is None:
+        raise ConfigurationError(
+            "step_key() is only known inside a running step (a function decorated with "
+            "@guard.step, called by a running @guard.operation)"
+        )
+    return current.key
+
+
+def step_id() -> str:
+    """The running step's identity in its operation: ``name#n`` (the n-th call of name)."""
+    current = current_step()
+    if current is None:
+        raise ConfigurationError("step_id() is only known inside a running step")
+    return current.step
 
 
 def check_name(name: str) -> None:
