@@ -1,0 +1,15 @@
+"""Deprecated: the Guard's operation methods are ``mideng.operations.methods``; this module
+goes in the next release. Its names still answer, with a DeprecationWarning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mideng.operations import methods
+from mideng.operations.moved import moved
+
+_HOMES = {"Operations": methods}
+
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _HOMES)
