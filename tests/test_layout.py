@@ -223,8 +223,8 @@ NO_IO = {
 @pytest.mark.parametrize("name", sorted(NO_IO))
 def test_every_feature_operation_has_an_async_twin(name: str) -> None:
     from mideng.guard import Guard
-    from mideng.guard.operations import Operations
     from mideng.http.debounce import Debouncer
+    from mideng.operations.methods import Operations
     from mideng.tokens import TokenService
 
     classes = {"Guard": Guard, "Operations": Operations, "TokenService": TokenService}

@@ -101,7 +101,7 @@ REFUSED = [
     ("stats", "--no-such-option"),
     ("operations", "pending", "--no-such-option"),
     ("operations", "pending", "--guard", "no_such_module_at_all:guard"),
-    ("operations", "pending", "--guard", "tests.effects.shop"),
+    ("operations", "pending", "--guard", "tests.operations.shop"),
     ("operations", "pending", "--guard", "json:no_such_attribute"),
     ("operations", "reconcile", "--guard", "json:loads"),
     ("schema", "--table", "bad-name"),

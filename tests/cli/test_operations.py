@@ -25,10 +25,10 @@ def _json(output: str) -> list[dict[str, Any]]:
 def test_pending_reconcile_and_stale(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MIDENG_TEST_SHOP_STORE", url)
     monkeypatch.setenv("MIDENG_TEST_SHOP_DOWN", "1")
-    monkeypatch.delitem(sys.modules, "tests.effects.shop", raising=False)
-    # Imported afresh for this store: ``from tests.effects import shop`` would find the
+    monkeypatch.delitem(sys.modules, "tests.operations.shop", raising=False)
+    # Imported afresh for this store: ``from tests.operations import shop`` would find the
     # module an earlier test left on the package.
-    shop: Any = importlib.import_module("tests.effects.shop")
+    shop: Any = importlib.import_module("tests.operations.shop")
 
     with pytest.raises(RuntimeError):
         shop.notify("o1")
@@ -37,7 +37,7 @@ def test_pending_reconcile_and_stale(url: str, monkeypatch: pytest.MonkeyPatch) 
     assert listed.exit_code == 0, listed.output
     (row,) = _json(listed.stdout)
     assert (row["key"], row["state"], row["registered"]) == ("o1", "released", False)
-    table = cli.invoke(main, ["operations", "pending", "--guard", "tests.effects.shop:guard"])
+    table = cli.invoke(main, ["operations", "pending", "--guard", "tests.operations.shop:guard"])
     assert table.exit_code == 0
     assert "send_sms" in table.output
     # The store alone cannot run it: reported, and the exit code says so.
@@ -46,7 +46,7 @@ def test_pending_reconcile_and_stale(url: str, monkeypatch: pytest.MonkeyPatch) 
     assert _json(blind.stdout)[0]["outcome"] == "unregistered"
     monkeypatch.delenv("MIDENG_TEST_SHOP_DOWN")
     done = cli.invoke(
-        main, ["operations", "reconcile", "--guard", "tests.effects.shop:guard", "--json"]
+        main, ["operations", "reconcile", "--guard", "tests.operations.shop:guard", "--json"]
     )
     assert done.exit_code == 0, done.output
     assert _json(done.stdout)[0]["outcome"] == "finished"
@@ -59,5 +59,5 @@ def test_pending_reconcile_and_stale(url: str, monkeypatch: pytest.MonkeyPatch) 
     stale = cli.invoke(main, ["operations", "stale", "--store", url, "--fail-on-any", "--json"])
     assert stale.exit_code == 1
     assert "stopped renewing" in _json(stale.stdout)[0]["reason"]
-    bad = cli.invoke(main, ["operations", "pending", "--guard", "tests.effects.shop"])
+    bad = cli.invoke(main, ["operations", "pending", "--guard", "tests.operations.shop"])
     assert bad.exit_code == 2

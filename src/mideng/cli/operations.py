@@ -26,6 +26,7 @@ from mideng.cli.common import Duration, limit_option, when
 from mideng.cli.errors import Problems, one_line
 from mideng.guard.default import DEFAULT_STORE
 from mideng.guard.guard import Guard
+from mideng.operations.results import ReconcileOutcome
 from mideng.stores.registry import open_store
 
 
@@ -164,7 +165,7 @@ def reconcile(asked: _Asked) -> None:
     with asked.guard() as guard:
         report = guard.reconcile(asked.scope, asked.limit)
     asked.show(f"{len(report)} operation(s) seen", [dataclasses.asdict(r) for r in report])
-    if any(r.outcome in ("failed", "unregistered") for r in report):
+    if any(r.outcome in (ReconcileOutcome.FAILED, ReconcileOutcome.UNREGISTERED) for r in report):
         raise SystemExit(1)
 
 

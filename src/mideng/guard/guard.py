@@ -23,7 +23,6 @@ from mideng.errors import ConfigurationError
 from mideng.guard.bodies import LIMIT, learn
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
-from mideng.guard.operations import Operations
 from mideng.guard.owners import OWNERS
 from mideng.guard.pipeline import TERMS, Args, AsyncBody, Body, Kwargs, Terms
 from mideng.guard.pipeline import adrive as pipeline_adrive
@@ -31,6 +30,7 @@ from mideng.guard.pipeline import drive as pipeline_drive
 from mideng.observability import logs, watch
 from mideng.observability.instrument import Counting
 from mideng.observability.watch import store_label
+from mideng.operations.methods import Operations
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
 
@@ -42,7 +42,7 @@ class Guard(Operations):
     """Runs a body at most once per (scope, key) and replays its result to duplicates.
 
     Multi-step operations (``operation``, ``step``, ``pending``, ``reconcile``, ``stale``)
-    come from mideng.guard.operations."""
+    come from mideng.operations."""
 
     def __init__(
         self,

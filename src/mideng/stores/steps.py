@@ -1,4 +1,4 @@
-"""The steps capability: what multi-step operations (mideng.effects) keep beside the records.
+"""The steps capability: what multi-step operations (mideng.operations) keep beside the records.
 
 An operation is a guarded call whose body calls steps. Each step that finishes is recorded
 under the operation's claim: the write names the claim's owner (minted per claim, so it names

@@ -291,7 +291,7 @@ def stuck_record(scope: str, key: str, fence: int, lapsed: float, request_id: st
     )
 
 
-# -- recoverable operations (mideng.guard.operations, reconcile, the stale-task scan) ---------
+# -- recoverable operations (mideng.operations: a run, reconcile, the stale-task scan) --------
 #: The operation completed but its kept steps stayed behind: reconcile drops them.
 steps_kept: Callable[[str, str, BaseException], None] = Keyed(
     log.warning,

@@ -14,9 +14,9 @@ import pytest
 
 from mideng import Guard, Status
 from mideng.errors import AttemptsExhaustedError, ConfigurationError
-from mideng.guard.recovery import StaleTask
+from mideng.operations import StaleTask
 from tests.backends import Ctx, Opened
-from tests.effects.processes import open_backend, until
+from tests.operations.processes import open_backend, until
 from tests.runner import Runner
 from tests.stores.test_crash import Holder
 

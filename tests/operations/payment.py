@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from mideng import Guard, open_store
-from mideng.effects import step_key
 from mideng.errors import InProgressError, LeaseLostError
+from mideng.operations import step_key
 
 STEPS = ("mark_paid", "issue_coupon", "add_points", "send_sms")
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from mideng import Guard, Status
-from mideng.effects import areconcile_forever, reconcile_forever
+from mideng.operations import areconcile_forever, reconcile_forever
 from mideng.stores.memory import MemoryStore
 from tests.backends import Ctx, Opened
-from tests.effects.processes import failing_once, open_backend, until
+from tests.operations.processes import failing_once, open_backend, until
 
 
 class Down(Exception):

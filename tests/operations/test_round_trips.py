@@ -14,7 +14,7 @@ from mideng import Guard
 from mideng.core.record import Ticket
 from mideng.stores.steps import StepStore
 from tests.backends import Ctx, Opened
-from tests.effects.processes import open_backend
+from tests.operations.processes import open_backend
 
 
 @pytest.fixture(params=["postgresql", "mysql", "redis", "sqlite"])

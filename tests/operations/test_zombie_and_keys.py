@@ -15,8 +15,8 @@ import pytest
 from mideng.errors import InProgressError
 from mideng.stores.steps import StepStore
 from tests.backends import Ctx, Opened
-from tests.effects.payment import Provider, build, effects
-from tests.effects.processes import LEASE, open_backend, start, until
+from tests.operations.payment import Provider, build, effects
+from tests.operations.processes import LEASE, open_backend, start, until
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""A service module as the CLI imports it (``--guard tests.effects.shop:guard``): its Guard,
+"""A service module as the CLI imports it (``--guard tests.operations.shop:guard``): its Guard,
 on the store named by MIDENG_TEST_SHOP_STORE, and one operation registered on it."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from mideng import Guard, Status
 from mideng.errors import StoreUnavailableError
 from mideng.stores.steps import StepStore
 from tests.backends import Ctx, Opened
-from tests.effects.processes import failing_once, open_backend
+from tests.operations.processes import failing_once, open_backend
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgresql", "redis"])

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from mideng.guard.recovery import Reconciled
+from mideng.operations import Reconciled
 from tests.backends import Ctx, Opened
-from tests.effects.payment import STEPS, build, effects
-from tests.effects.processes import LEASE, open_backend, start, until
+from tests.operations.payment import STEPS, build, effects
+from tests.operations.processes import LEASE, open_backend, start, until
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from mideng import Guard
 from mideng.errors import ConfigurationError
 from mideng.stores.memory import MemoryStore
 from tests.backends import Ctx, Opened
-from tests.effects.processes import open_backend
+from tests.operations.processes import open_backend
 
 
 @pytest.fixture(params=["postgresql", "mysql", "sqlite"])

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from mideng import Guard, Status
-from mideng.effects import step_id, step_key
 from mideng.errors import ConfigurationError
+from mideng.operations import step_id, step_key
 from mideng.stores.memory import MemoryStore
 from tests.backends import Opened
 from tests.runner import Runner

@@ -1,0 +1,106 @@
+"""The Guard's methods for multi-step operations: ``operation``, ``step``, and the operator
+views ``pending``, ``reconcile`` and ``stale`` with their async twins.
+
+``Guard`` mixes in ``Operations``; each method is written against the Driver protocol and
+hands its work to the module of this package that holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+from mideng.core import effects
+from mideng.core.keys import KeySpec, check_scope
+from mideng.guard.driver import Driver
+from mideng.operations.operation import operation
+from mideng.operations.pending import apending, pending
+from mideng.operations.reconcile import reconcile
+from mideng.operations.results import PendingOperation, Reconciled, StaleTask
+from mideng.operations.stale import stale
+from mideng.operations.steps import check_name, step_wrapper
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Operations:
+    """The Guard's multi-step operations (mixed into Guard; written against Driver)."""
+
+    def operation(
+        self,
+        scope: str,
+        /,
+        *,
+        key: KeySpec = None,
+        steps: tuple[str, ...] | list[str] | None = None,
+        payload: Callable[..., Any] | None = None,
+        **options: Any,
+    ) -> Callable[[F], F]:
+        """Decorate a ``def`` or ``async def`` whose steps resume where a failed run stopped.
+
+        ``key``, ``payload`` and the options are ``idempotent``'s. ``steps``: the step names
+        the body calls, in order, so ``pending`` can say which are left. The arguments are
+        stored with the scope's codec when the operation starts, so ``reconcile`` can run an
+        unfinished one again; the function is registered for its scope in this Guard.
+        """
+        return operation(cast(Driver, self), scope, key, steps, payload, options)
+
+    def step(
+        self, name: str, /, *, conn: str | None = None, key_arg: str | None = None
+    ) -> Callable[[F], F]:
+        """Decorate a function an operation calls for one effect.
+
+        ``conn``: the name of the step's argument holding the caller's SQLAlchemy connection;
+        the step's record is then written on it, so it commits (or rolls back) with the step's
+        own writes. ``key_arg``: the name of an argument that receives the step's downstream
+        key (as ``mideng.operations.step_key()`` gives it), to pass on as an Idempotency-Key.
+        """
+        check_name(name)
+
+        def decorate(fn: F) -> F:
+            return cast(F, step_wrapper(name, conn, key_arg, fn))
+
+        return decorate
+
+    # -- the operator views -------------------------------------------------------------------
+    def pending(self, scope: str | None = None, limit: int = 100) -> list[PendingOperation]:
+        """Unfinished operations: state, steps done and left, attempts, since when."""
+        return pending(cast(Driver, self), _scope(scope), limit)
+
+    async def apending(self, scope: str | None = None, limit: int = 100) -> list[PendingOperation]:
+        return await apending(cast(Driver, self), _scope(scope), limit)
+
+    def reconcile(self, scope: str | None = None, limit: int = 100) -> list[Reconciled]:
+        """Run every unfinished operation whose holder is gone again, with its stored
+        arguments, through the function registered for its scope; report each."""
+        return effects.run(reconcile(cast(Driver, self), _scope(scope), limit))
+
+    async def areconcile(self, scope: str | None = None, limit: int = 100) -> list[Reconciled]:
+        return await effects.arun(reconcile(cast(Driver, self), _scope(scope), limit))
+
+    def stale(
+        self,
+        older_than: float | None = None,
+        scope: str | None = None,
+        *,
+        limit: int = 1000,
+        alert: Callable[[list[StaleTask]], Any] | None = None,
+    ) -> list[StaleTask]:
+        """Processing records whose holder stopped renewing, or (``older_than`` seconds)
+        that have run too long; ``alert`` is called with them when there are any."""
+        return effects.run(stale(cast(Driver, self), older_than, _scope(scope), limit, alert))
+
+    async def astale(
+        self,
+        older_than: float | None = None,
+        scope: str | None = None,
+        *,
+        limit: int = 1000,
+        alert: Callable[[list[StaleTask]], Any] | None = None,
+    ) -> list[StaleTask]:
+        found = stale(cast(Driver, self), older_than, _scope(scope), limit, alert)
+        return await effects.arun(found)
+
+
+def _scope(scope: str | None) -> str | None:
+    return None if scope is None else check_scope(scope)

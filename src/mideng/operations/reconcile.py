@@ -1,0 +1,140 @@
+"""``reconcile``: finishing the unfinished operations whose holder is gone.
+
+``reconcile`` runs each unfinished operation in a runnable state again with its stored
+arguments through the function registered for its scope in this process (``@guard.operation``
+registers it), so it resumes at its first unfinished step; an operation whose function is not
+registered here is reported, never guessed. Operations whose record completed but whose kept
+steps are left have those cleared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from typing import Any
+
+from mideng.core import effects
+from mideng.core.codec import get_codec
+from mideng.core.convert import converter
+from mideng.core.effects import Effect, Effects
+from mideng.errors import ConfigurationError, InProgressError
+from mideng.guard.driver import Driver
+from mideng.observability import logs
+from mideng.operations.pending import state_of, store_of, unfinished
+from mideng.operations.register import Register, Registered
+from mideng.operations.results import OperationState, PendingOperation, Reconciled, ReconcileOutcome
+from mideng.stores.steps import OperationEntry
+
+#: States reconcile runs again; the others it reports and leaves.
+RUNNABLE = (OperationState.EXPIRED, OperationState.RELEASED, OperationState.RETRYING)
+
+
+def call_of(known: Registered, entry: OperationEntry) -> tuple[list[Any], dict[str, Any]]:
+    """The stored arguments as a call: rebuilt to the parameters' declared types."""
+    if entry.arguments is None or entry.codec is None:
+        raise ConfigurationError("its arguments were never stored")
+    codec = get_codec(entry.codec)
+    raw = codec.decode(entry.arguments)
+    if codec.name == "json":
+        raw = {n: converter(known.hints.get(n, Any))(v) for n, v in raw.items()}
+    params = known.signature.parameters.values()
+    spread = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for p in params:
+        if p.name not in raw:
+            continue
+        value = raw[p.name]
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            args.extend(value)
+        elif p.kind is inspect.Parameter.VAR_KEYWORD:
+            kwargs.update(value)
+        elif p.kind is inspect.Parameter.POSITIONAL_ONLY or (
+            spread and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+        ):
+            args.append(value)
+        else:
+            kwargs[p.name] = value
+    return args, kwargs
+
+
+def _plan(guard: Driver, item: PendingOperation) -> Reconciled | Registered:
+    """What to do with one pending operation: a report, or the function to run it with."""
+    if item.state not in RUNNABLE:
+        return Reconciled(item.scope, item.key, ReconcileOutcome.SKIPPED, item.state.value)
+    known = Register.of(guard).scopes.get(item.scope)
+    if known is None:
+        why = "no @operation for this scope in this process"
+        return Reconciled(item.scope, item.key, ReconcileOutcome.UNREGISTERED, why)
+    return known
+
+
+def _ran(item: PendingOperation, outcome: Any, error: BaseException | None) -> Reconciled:
+    if error is None:
+        return Reconciled(item.scope, item.key, ReconcileOutcome.FINISHED, repr(outcome)[:200])
+    if isinstance(error, InProgressError):
+        return Reconciled(
+            item.scope, item.key, ReconcileOutcome.SKIPPED, OperationState.RUNNING.value
+        )
+    logs.reconcile_failed(item.scope, item.key, error)
+    return Reconciled(item.scope, item.key, ReconcileOutcome.FAILED, repr(error)[:200])
+
+
+def _not_cleared(entry: OperationEntry, exc: Exception) -> Reconciled:
+    """Kept steps that could not be dropped: reported, and left to the next pass."""
+    logs.reconcile_failed(entry.scope, entry.key, exc)
+    return Reconciled(entry.scope, entry.key, ReconcileOutcome.FAILED, repr(exc)[:200])
+
+
+def reconcile(guard: Driver, scope: str | None, limit: int) -> Effects[list[Reconciled]]:
+    """One pass: kept steps of completed operations cleared, runnable operations run again
+    (``guard.reconcile`` / ``areconcile`` carry it out, blocking or awaited)."""
+    store = store_of(guard)
+    entries: list[OperationEntry] = yield effects.call(
+        store.operations, store.aoperations, scope, limit
+    )
+    report = []
+    for entry in _done(entries):
+        try:
+            yield effects.call(store.clear_steps, store.aclear_steps, entry.scope, entry.key)
+        except Exception as exc:  # one store error must not cost the others their reconcile
+            report.append(_not_cleared(entry, exc))
+        else:
+            report.append(Reconciled(entry.scope, entry.key, ReconcileOutcome.CLEARED))
+    for item in unfinished(guard, entries):
+        plan = _plan(guard, item)
+        if isinstance(plan, Reconciled):
+            report.append(plan)
+            continue
+        entry = next(e for e in entries if (e.scope, e.key) == (item.scope, item.key))
+        try:
+            args, kwargs = call_of(plan, entry)
+            outcome = yield _rerun(plan, entry.key, tuple(args), kwargs)
+        except Exception as exc:
+            report.append(_ran(item, None, exc))
+        else:
+            report.append(_ran(item, outcome, None))
+    return report
+
+
+def _rerun(
+    plan: Registered, key: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Effect[Any]:
+    """The operation run again: a ``def`` blocking, or in a thread from the event loop; an
+    ``async def`` awaited, or on a loop of its own from a blocking caller."""
+    rerun = plan.rerun
+    if plan.coroutine:
+        return Effect(lambda *a: asyncio.run(rerun(*a)), rerun, (key, args, kwargs), {})
+
+    async def in_thread(*a: Any) -> Any:
+        return await asyncio.to_thread(rerun, *a)
+
+    return Effect(rerun, in_thread, (key, args, kwargs), {})
+
+
+def _done(entries: list[OperationEntry]) -> list[OperationEntry]:
+    """Operations whose record completed but whose kept steps are left (the process died
+    between the two writes, or the store failed at the second)."""
+    now = time.time()
+    return [e for e in entries if state_of(e.record, now, 0) is OperationState.DONE]
