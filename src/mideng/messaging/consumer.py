@@ -29,7 +29,6 @@ from mideng.core.failure import message_of
 from mideng.core.flow import RUN, Call
 from mideng.core.keys import check_scope
 from mideng.core.loops import running_loop
-from mideng.core.record import Claim, Ticket
 from mideng.core.settle import Complete
 from mideng.errors import (
     InvalidKeyError,
@@ -234,19 +233,22 @@ class IdempotentConsumer:
         # claim) and then run here too. A key whose lease is no longer known to hold when its
         # turn comes is not started (see _run). One beat renews the batch (messaging.holds).
         p = calls[0][1].policy
-        tickets = [Ticket.of(claim.record) if claim.acquired else None for claim in claims]
+        # Each claim decided now (a duplicate's verdict, a run's ticket); run in turn below.
+        terms = self.delivery.terms
+        runs = [terms.next(c, claim) is RUN for (_, c), claim in zip(calls, claims, strict=True)]
+        tickets = [c.ticket if run else None for (_, c), run in zip(calls, runs, strict=True)]
         held = BatchHold(store, tickets, p.lease, p.ttl, p.heartbeat, sent)
         ran: list[tuple[int, Call, Completion]] = []
         started: set[int] = set()
         try:
-            for n, ((i, call), claim) in enumerate(zip(calls, claims, strict=True)):
+            for n, ((i, call), run) in enumerate(zip(calls, runs, strict=True)):
                 started.add(n)
                 rid = rids[i]
                 if rid == get_request_id():  # most messages carry none, and none is current
-                    out[i], completion = await self._run(messages[i], call, claim, held, n)
+                    out[i], completion = await self._run(messages[i], call, run, held, n)
                 else:
                     with request_id_scope(rid):
-                        out[i], completion = await self._run(messages[i], call, claim, held, n)
+                        out[i], completion = await self._run(messages[i], call, run, held, n)
                 if completion is not None:
                     ran.append((i, call, completion))
             handlers_done()
@@ -273,13 +275,13 @@ class IdempotentConsumer:
             held.stop()
 
     async def _run(
-        self, message: Message, call: Call, claim: Claim, held: BatchHold, n: int
+        self, message: Message, call: Call, run: bool, held: BatchHold, n: int
     ) -> tuple[Verdict, Completion | None]:
         """The pipeline's batch form for one message of a batch: its claim decided, its handler
         run while the batch's hold renews its key, a failure settled here; a run's completion
         is the caller's to write, with the batch's."""
         terms = self.delivery.terms
-        if terms.next(call, claim) is not RUN:
+        if not run:  # its verdict decided with the batch's claims
             logs.duplicate(call)
             return call.value, None
         store, ticket = counted(self.guard.store), held.ticket(n)
