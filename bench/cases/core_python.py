@@ -1,24 +1,25 @@
-"""bench_core.py's contenders counted in instructions per call, under callgrind.
+"""core's contenders counted in instructions per call, under callgrind.
 
-    .venv/bin/python bench/bench_core_python.py [--calls 2000] [CASE ...]
+    .venv/bin/python -m bench core-python [--calls 2000] [CASE ...]
 
 A CASE is a contender and a kind: ``minimal d``, ``raw d``, ``sqlite d``, ``memory d`` (a
 duplicate) or the same with ``f`` (a first call); all eight by default. Each runs in a child
 process under ``valgrind --tool=callgrind`` twice, with 500 and 500 + ``--calls`` calls; the
 difference divided by ``--calls`` is one call, interpreter, sqlite3 module and SQLite library
-included (what the timed benchmark's load average moves, this does not). Figures in thousands.
+included (what the timed case's load average moves, this does not). Figures in thousands.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import shutil
+import sys
 import tempfile
 from pathlib import Path
 
-import bench_core
-from callgrind import instructions_per_call
+from bench.callgrind import instructions_per_call, need_valgrind
+from bench.cases import core
+from bench.report import parser
 
 CASES = ("minimal d", "raw d", "sqlite d", "memory d", "minimal f", "raw f", "sqlite f", "memory f")
 BASE = 500
@@ -29,18 +30,18 @@ def child(case: str, calls: int) -> None:
     from mideng.stores.memory import MemoryStore
     from mideng.stores.sqlite import SQLiteStore
 
-    logging.getLogger("mideng").setLevel(logging.ERROR)  # as bench_core.py does
+    logging.getLogger("mideng").setLevel(logging.ERROR)  # as the timed case does
     name, kind = case.split()
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
         if name == "minimal":
-            first, duplicate = bench_core.minimal(where / "min.db")
+            first, duplicate = core.minimal(where / "min.db")
         elif name == "raw":
-            first, duplicate = bench_core.store_table(where / "raw.db")
+            first, duplicate = core.store_table(where / "raw.db")
         elif name == "sqlite":
-            first, duplicate = bench_core.guarded(Guard(SQLiteStore(str(where / "m.db"))))
+            first, duplicate = core.guarded(Guard(SQLiteStore(str(where / "m.db"))))
         elif name == "memory":
-            first, duplicate = bench_core.guarded(Guard(MemoryStore()))
+            first, duplicate = core.guarded(Guard(MemoryStore()))
         else:
             raise SystemExit(f"unknown case {case!r}")
         call = first if kind == "f" else duplicate
@@ -50,21 +51,20 @@ def child(case: str, calls: int) -> None:
             call(f"k{i}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("cases", nargs="*", help="e.g. 'sqlite d' (default: all)")
-    parser.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+def main(argv: list[str]) -> None:
+    options = parser("core-python", __doc__)
+    options.add_argument("--calls", type=int, default=2000)
+    options.add_argument("cases", nargs="*", help="e.g. 'sqlite d' (default: all)")
+    options.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
+    args = options.parse_args(argv)
     if args.child:
         child(args.child[0], int(args.child[1]))
         return
-    if shutil.which("valgrind") is None:
-        raise SystemExit("bench_core_python.py counts instructions with valgrind")
+    need_valgrind("core-python")
     for case in args.cases or CASES:
-        count = instructions_per_call(__file__, case, args.calls, BASE)
+        count = instructions_per_call(__spec__.name, case, args.calls, BASE)
         print(f"{case}: {count / 1000:.1f} thousand instructions per call", flush=True)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # the child callgrind counts
+    main(sys.argv[1:])
