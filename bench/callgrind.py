@@ -5,7 +5,8 @@ the machine's load. Every counted case runs its calls through this one counter:
     instructions_per_call("bench.cases.python", "mideng first", 500, 1000)
 
 ``target`` is a module run with ``python -m`` (from the repository's root) or a script's path;
-either must run ``CALLS`` calls of ``CASE`` when given ``--child CASE CALLS``.
+either must run ``CALLS`` calls of ``CASE`` when given ``--child CASE CALLS`` (a counted case
+ends with ``child(*child_call(sys.argv[1:]))``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ def instructions_per_call(target: str, case: str, calls: int, base: int) -> floa
                 raise SystemExit(f"{case}: valgrind failed\n{done.stderr[-2000:]}")
             totals.append(int(found.group(1)))
     return (totals[1] - totals[0]) / calls
+
+
+def child_call(argv: list[str]) -> tuple[str, int]:
+    """The CASE and CALLS of the ``--child CASE CALLS`` a counted target is run with."""
+    if len(argv) != 3 or argv[0] != "--child":
+        raise SystemExit("counted under callgrind with --child CASE CALLS; run: python -m bench")
+    return argv[1], int(argv[2])
 
 
 def need_valgrind(name: str) -> None:

@@ -22,14 +22,13 @@ waiting for the server).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import platform
 import sys
 import uuid
 
-from bench.callgrind import instructions_per_call, need_valgrind
+from bench.callgrind import child_call, instructions_per_call, need_valgrind
 from bench.report import RESULTS, parser, write
 from bench.services import REDIS_URL
 
@@ -86,6 +85,11 @@ async def run(case: str, n: int) -> None:
     await store.aclose()
 
 
+def child(case: str, messages: int) -> None:
+    gc.disable()  # a collection lands in one run and not the other
+    asyncio.run(run(case, messages))
+
+
 async def timed() -> None:
     import time
 
@@ -114,12 +118,7 @@ def main(argv: list[str]) -> None:
     options = parser("consumer-python", __doc__)
     options.add_argument("--messages", type=int, default=2000)
     options.add_argument("--timed", action="store_true", help="time handle_batch instead")
-    options.add_argument("--child", nargs=2, metavar=("CASE", "MESSAGES"), help=argparse.SUPPRESS)
     args = options.parse_args(argv)
-    if args.child:
-        gc.disable()  # a collection lands in one run and not the other
-        asyncio.run(run(args.child[0], int(args.child[1])))
-        return
     if args.timed:
         asyncio.run(timed())
         return
@@ -149,5 +148,5 @@ def main(argv: list[str]) -> None:
     write(RESULTS / "consumer_python.md", header + "\n\n" + text)
 
 
-if __name__ == "__main__":  # the child callgrind counts
-    main(sys.argv[1:])
+if __name__ == "__main__":  # the child instructions_per_call counts
+    child(*child_call(sys.argv[1:]))

@@ -11,13 +11,12 @@ included (what the timed case's load average moves, this does not). Figures in t
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import tempfile
 from pathlib import Path
 
-from bench.callgrind import instructions_per_call, need_valgrind
+from bench.callgrind import child_call, instructions_per_call, need_valgrind
 from bench.cases import core
 from bench.report import parser
 
@@ -55,16 +54,12 @@ def main(argv: list[str]) -> None:
     options = parser("core-python", __doc__)
     options.add_argument("--calls", type=int, default=2000)
     options.add_argument("cases", nargs="*", help="e.g. 'sqlite d' (default: all)")
-    options.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
     args = options.parse_args(argv)
-    if args.child:
-        child(args.child[0], int(args.child[1]))
-        return
     need_valgrind("core-python")
     for case in args.cases or CASES:
         count = instructions_per_call(__spec__.name, case, args.calls, BASE)
         print(f"{case}: {count / 1000:.1f} thousand instructions per call", flush=True)
 
 
-if __name__ == "__main__":  # the child callgrind counts
-    main(sys.argv[1:])
+if __name__ == "__main__":  # the child instructions_per_call counts
+    child(*child_call(sys.argv[1:]))

@@ -19,7 +19,6 @@ the ASGI middleware on Redis and PostgreSQL and each store's own calls (the http
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import platform
@@ -29,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import stores, web
-from bench.callgrind import instructions_per_call, need_valgrind
+from bench.callgrind import child_call, instructions_per_call, need_valgrind
 from bench.report import RESULTS, command, parser, write
 from bench.services import POSTGRES_URL, REDIS_URL
 
@@ -159,11 +158,7 @@ def main(argv: list[str]) -> None:
     options.add_argument("--cases", nargs="*", help="only these cases")
     options.add_argument("--stores", action="store_true", help="Redis and PostgreSQL cases too")
     options.add_argument("--out", default=str(RESULTS / "http_python.md"))
-    options.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
     args = options.parse_args(argv)
-    if args.child:
-        child(args.child[0], int(args.child[1]))
-        return
     need_valgrind("http-python")
     cases = args.cases or [*ASGI, *WSGI, *DJANGO, *(STORES if args.stores else ())]
     got = {case: instructions_per_call(__spec__.name, case, args.calls, BASE) for case in cases}
@@ -221,5 +216,5 @@ def _shown(argv: list[str]) -> list[str]:
     return shown
 
 
-if __name__ == "__main__":  # the child callgrind counts
-    main(sys.argv[1:])
+if __name__ == "__main__":  # the child instructions_per_call counts
+    child(*child_call(sys.argv[1:]))

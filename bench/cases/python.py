@@ -23,7 +23,6 @@ the raw scheme awaited on the same stub.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -32,7 +31,7 @@ import sys
 import time
 from typing import Any
 
-from bench.callgrind import instructions_per_call, need_valgrind
+from bench.callgrind import child_call, instructions_per_call, need_valgrind
 from bench.contenders import RESULT
 from bench.report import RESULTS, command, parser, write
 from bench.stubs import AsyncStub, Stub
@@ -192,11 +191,7 @@ def main(argv: list[str]) -> None:
         help="metrics off again after enable(): on the store they instrumented (same), or on "
         "one made after (new)",
     )
-    options.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
     args = options.parse_args(argv)
-    if args.child:
-        child(args.child[0], int(args.child[1]))
-        return
     need_valgrind("python")
     if args.metrics or args.metrics_counts:
         os.environ["MIDENG_BENCH_METRICS"] = "1" if args.metrics else "counts"
@@ -240,5 +235,5 @@ def main(argv: list[str]) -> None:
     write(out, text)
 
 
-if __name__ == "__main__":  # the child callgrind counts
-    main(sys.argv[1:])
+if __name__ == "__main__":  # the child instructions_per_call counts
+    child(*child_call(sys.argv[1:]))

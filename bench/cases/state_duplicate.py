@@ -12,12 +12,11 @@ instructions only, the server's work is not counted.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import uuid
 
-from bench.callgrind import instructions_per_call, need_valgrind
+from bench.callgrind import child_call, instructions_per_call, need_valgrind
 from bench.report import parser
 from bench.services import MYSQL_URL
 
@@ -71,11 +70,7 @@ def child(case: str, calls: int) -> None:
 def main(argv: list[str]) -> None:
     options = parser("state-duplicate", __doc__)
     options.add_argument("--calls", type=int, default=300)
-    options.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
     args = options.parse_args(argv)
-    if args.child:
-        child(args.child[0], int(args.child[1]))
-        return
     need_valgrind("state-duplicate")
     counts = {
         case: instructions_per_call(__spec__.name, case, args.calls, BASE) / 1000
@@ -88,5 +83,5 @@ def main(argv: list[str]) -> None:
     )
 
 
-if __name__ == "__main__":  # the child callgrind counts
-    main(sys.argv[1:])
+if __name__ == "__main__":  # the child instructions_per_call counts
+    child(*child_call(sys.argv[1:]))

@@ -16,13 +16,12 @@ way (mideng.state.compiled).
 
 from __future__ import annotations
 
-import argparse
 import platform
 import re
 import sys
 from typing import Any
 
-from bench.callgrind import instructions_per_call, need_valgrind
+from bench.callgrind import child_call, instructions_per_call, need_valgrind
 from bench.report import RESULTS, parser, write
 
 BASE = 1000
@@ -125,15 +124,11 @@ def count(case: str, calls: int) -> float:
 def main(argv: list[str]) -> None:
     options = parser("state-python", __doc__)
     options.add_argument("--calls", type=int, default=2000, choices=range(1, SEED - BASE + 1))
-    options.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
     options.add_argument("primitives", nargs="*", help=f"some of {PRIMITIVES} (all by default)")
     args = options.parse_args(argv)
     unknown = set(args.primitives) - set(PRIMITIVES)
     if unknown:
         options.error(f"not primitives: {sorted(unknown)}")
-    if args.child:
-        child(args.child[0], int(args.child[1]))
-        return
     need_valgrind("state-python")
     rows = []
     for primitive in args.primitives or PRIMITIVES:
@@ -162,5 +157,5 @@ def main(argv: list[str]) -> None:
     write(RESULTS / "state_python.md", header + "\n\n" + text)
 
 
-if __name__ == "__main__":  # the child callgrind counts
-    main(sys.argv[1:])
+if __name__ == "__main__":  # the child instructions_per_call counts
+    child(*child_call(sys.argv[1:]))
