@@ -27,4 +27,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
-	for b in core redis sql http python; do $(BIN)/python bench/bench_$$b.py || exit 1; done
+	$(BIN)/python -m bench core redis sql http python

@@ -1,5 +1,6 @@
-"""The layout's rules as tests: no import circle between files of the package, and every sync
-operation of a store or a feature with its async twin.
+"""The layout's rules as tests: no import circle between files of the package, every sync
+operation of a store or a feature with its async twin, and the benchmarks a package of their
+own (no import from the tests, no edit of ``sys.path``, no circle, every case listed).
 
 Every ``import`` / ``from … import`` in src counts — at module level, inside functions (lazy)
 and under ``TYPE_CHECKING`` — since a lazy or type-only import between two modules still ties
@@ -12,22 +13,27 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parent.parent / "src"
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src"
+BENCH = ROOT / "bench"
 
 
-def _module_of(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
+def _module_of(path: Path, root: Path = SRC) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def _files() -> dict[str, Path]:
-    return {_module_of(p): p for p in (SRC / "mideng").rglob("*.py")}
+def _files(root: Path = SRC, package: str = "mideng") -> dict[str, Path]:
+    return {_module_of(p, root): p for p in (root / package).rglob("*.py")}
 
 
 def _resolve(name: str, modules: dict[str, Path], attribute: bool) -> str | None:
@@ -43,6 +49,8 @@ def _resolve(name: str, modules: dict[str, Path], attribute: bool) -> str | None
 
 
 def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The files of ``module``'s own top-level package that ``module`` imports."""
+    top = module.partition(".")[0]
     tree = ast.parse(path.read_text(), str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
@@ -59,7 +67,7 @@ def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
             # ``from pkg import sub`` loads pkg, then the submodule when there is one.
             names = [(f"{base}.{alias.name}", True) for alias in node.names] + [(base, False)]
         for name, attribute in names:
-            if not name.startswith("mideng"):
+            if name.partition(".")[0] != top:
                 continue
             target = _resolve(name, modules, attribute)
             if target is not None and target != module:
@@ -67,8 +75,8 @@ def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return found
 
 
-def _graph() -> dict[str, set[str]]:
-    modules = _files()
+def _graph(root: Path = SRC, package: str = "mideng") -> dict[str, set[str]]:
+    modules = _files(root, package)
     return {m: _imports(m, p, modules) for m, p in modules.items()}
 
 
@@ -233,3 +241,115 @@ def test_every_feature_operation_has_an_async_twin(name: str) -> None:
     twins = {n for n in public if n.startswith("a") and n[1:] in public}
     lacking = sorted(n for n in public - twins - NO_IO[name] if f"a{n}" not in public)
     assert lacking == []
+
+
+# -- the benchmarks: a package of their own ----------------------------------------------------
+def _is_sys_path(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "path"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    )
+
+
+def _outside_imports(tree: ast.Module) -> list[tuple[int, str]]:
+    """Each line that imports from the tests, or edits ``sys.path`` (assigned, item-assigned,
+    added to, or called: insert, append, extend…), or imports ``path`` from ``sys``."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.stmt, ast.expr)):
+            continue  # only statements and expressions import or edit anything
+        modules: list[str] = []
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            modules = [node.module]
+            if node.module == "sys" and any(a.name == "path" for a in node.names):
+                found.append((node.lineno, "sys.path imported"))
+        found += [(node.lineno, m) for m in modules if m.partition(".")[0] == "tests"]
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            edited = target.value if isinstance(target, ast.Subscript) else target
+            if _is_sys_path(edited):
+                found.append((node.lineno, "sys.path assigned"))
+        called = node.func if isinstance(node, ast.Call) else None
+        if isinstance(called, ast.Attribute) and _is_sys_path(called.value):
+            found.append((node.lineno, f"sys.path.{called.attr}"))
+    return sorted(found)
+
+
+def test_the_bench_walker_sees_tests_imports_and_sys_path_edits() -> None:
+    source = (
+        "import sys\n"
+        "import tests.services\n"
+        "from tests.state.storm import tables\n"
+        "from sys import path\n"
+        "sys.path.insert(0, 'x')\n"
+        "sys.path[:0] = ['x']\n"
+        "sys.path = ['x']\n"
+        "sys.path += ['x']\n"
+        "def lazy():\n    from tests import services\n"
+        "import testsuite\n"
+        "print(sys.path[0])\n"
+    )
+    assert _outside_imports(ast.parse(source)) == [
+        (2, "tests.services"),
+        (3, "tests.state.storm"),
+        (4, "sys.path imported"),
+        (5, "sys.path.insert"),
+        (6, "sys.path assigned"),
+        (7, "sys.path assigned"),
+        (8, "sys.path assigned"),
+        (10, "tests"),
+    ]
+
+
+def test_the_bench_imports_nothing_from_tests_and_leaves_sys_path_alone() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {what}"
+        for path in sorted(BENCH.rglob("*.py"))
+        for line, what in _outside_imports(ast.parse(path.read_text(), str(path)))
+    ]
+    assert found == []
+
+
+def test_no_import_circles_in_the_bench() -> None:
+    graph = _graph(ROOT, "bench")
+    assert "bench.cases.http" in graph, "the walker found the bench's modules"
+    circles = _circles(graph)
+    assert circles == [], "import circles between files:\n" + "\n".join(
+        " <-> ".join(c) for c in circles
+    )
+
+
+def test_every_bench_case_is_registered_and_listed() -> None:
+    from bench.cases import CASES
+
+    runnable = {
+        _module_of(path, BENCH / "cases")
+        for path in (BENCH / "cases").glob("*.py")
+        if any(
+            isinstance(node, ast.FunctionDef) and node.name == "main"
+            for node in ast.parse(path.read_text()).body
+        )
+    }
+    assert runnable == {entry.module for entry in CASES.values()}
+    paths = [str(SRC), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--list"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    listed = dict(line.split(maxsplit=1) for line in done.stdout.splitlines())
+    assert listed == {name: entry.summary for name, entry in CASES.items()}

@@ -1,8 +1,8 @@
-"""Instructions per call of each mideng.state primitive and of the same statement by hand.
+"""mideng.state primitives against the same SQL by hand, counted in instructions per call.
 
-    .venv/bin/python bench/bench_state_python.py [--calls 2000] [PRIMITIVE ...]
+    .venv/bin/python -m bench state-python [--calls 2000] [PRIMITIVE ...]
 
-Wall-clock ratios on a shared VM move with its load (bench_state.py); instruction counts do
+Wall-clock ratios on a shared VM move with its load (the state case); instruction counts do
 not. Each case runs in a child process under ``valgrind --tool=callgrind`` twice, with 1000
 and 1000 + ``--calls`` calls, on SQLite in memory inside one open transaction; the difference
 divided by ``--calls`` is what one call executes: SQLAlchemy, the sqlite3 module and SQLite's
@@ -16,17 +16,13 @@ way (mideng.state.compiled).
 
 from __future__ import annotations
 
-import argparse
 import platform
 import re
-import shutil
 import sys
-from pathlib import Path
 from typing import Any
 
-from callgrind import instructions_per_call
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.callgrind import child_call, instructions_per_call, need_valgrind
+from bench.report import RESULTS, parser, write
 
 BASE = 1000
 # Rows seeded for every run alike, so the setup cancels out of the difference.
@@ -39,9 +35,9 @@ CONSTRUCT["insert_once"] = "insert"
 def child(case: str, calls: int) -> None:
     from sqlalchemy import create_engine, text
 
-    from bench_state import constructs
+    from bench.business import tables
+    from bench.cases.state import constructs
     from mideng.state import StateMachine, decrement, insert_once, update_versioned
-    from tests.state.storm import tables
 
     primitive, by = case.rsplit(" ", 1)
     t = tables("py")
@@ -75,7 +71,7 @@ def child(case: str, calls: int) -> None:
     }
     conn = engine.connect()
     conn.begin()
-    # "core": the Core construct a user would write (bench_state.py's), compiled by SQLAlchemy
+    # "core": the Core construct a user would write (the state case's), compiled by SQLAlchemy
     # once and looked up in its compiled cache per call; its RETURNING row typed by the columns.
     sql = constructs("sqlite", t)[CONSTRUCT[primitive]] if by == "core" else hand[primitive]
     for i in range(calls):
@@ -114,7 +110,7 @@ def child(case: str, calls: int) -> None:
 
 def answered(result: Any) -> object:
     """A hand-written insert's answer: its RETURNING row as a mapping, what insert_once answers
-    with (``Inserted.row``) and what bench_state.py's hand-written insert returns."""
+    with (``Inserted.row``) and what the state case's hand-written insert returns."""
     row = result.first()
     assert row is not None
     return row._mapping
@@ -122,23 +118,18 @@ def answered(result: Any) -> object:
 
 def count(case: str, calls: int) -> float:
     """Instructions per call of ``case``."""
-    return instructions_per_call(__file__, case, calls, BASE)
+    return instructions_per_call(__spec__.name, case, calls, BASE)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--calls", type=int, default=2000, choices=range(1, SEED - BASE + 1))
-    parser.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
-    parser.add_argument("primitives", nargs="*", help=f"some of {PRIMITIVES} (all by default)")
-    args = parser.parse_args()
+def main(argv: list[str]) -> None:
+    options = parser("state-python", __doc__)
+    options.add_argument("--calls", type=int, default=2000, choices=range(1, SEED - BASE + 1))
+    options.add_argument("primitives", nargs="*", help=f"some of {PRIMITIVES} (all by default)")
+    args = options.parse_args(argv)
     unknown = set(args.primitives) - set(PRIMITIVES)
     if unknown:
-        parser.error(f"not primitives: {sorted(unknown)}")
-    if args.child:
-        child(args.child[0], int(args.child[1]))
-        return
-    if shutil.which("valgrind") is None:
-        raise SystemExit("bench_state_python.py counts instructions with valgrind")
+        options.error(f"not primitives: {sorted(unknown)}")
+    need_valgrind("state-python")
     rows = []
     for primitive in args.primitives or PRIMITIVES:
         hand, core, raw, ours = (
@@ -163,10 +154,8 @@ def main() -> None:
         "inside one open transaction."
     )
     print(header + "\n\n" + text)
-    (Path(__file__).parent / "results" / "state_python.md").write_text(
-        header + "\n\n" + text + "\n"
-    )
+    write(RESULTS / "state_python.md", header + "\n\n" + text)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # the child instructions_per_call counts
+    child(*child_call(sys.argv[1:]))

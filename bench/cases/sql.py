@@ -1,6 +1,6 @@
 """SQL store (PostgreSQL, MariaDB) against the raw driver floor and idemkit, in one run.
 
-    .venv/bin/python bench/bench_sql.py [--rounds 120] [--calls 25] [--warm 200]
+    .venv/bin/python -m bench sql [--rounds 120] [--calls 25] [--warm 200]
 
 Every number is the median of per-call wall times (µs) over ``--rounds`` batches of ``--calls``
 calls per contender, after a warm-up; the contenders take turns, batch by batch, in a new
@@ -22,29 +22,16 @@ import asyncio
 import json
 import logging
 import platform
-import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-# The project root, so the tests' service settings import as a package.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (
-    RESULT,
-    ACase,
-    Case,
-    aguard_case,
-    case_table,
-    guard_case,
-    run_async,
-    run_sync,
-)
+from bench.contenders import RESULT, ACase, Case, aguard_case, guard_case
+from bench.report import RESULTS, case_table, command, parser, write
+from bench.services import MYSQL_URL, POSTGRES_URL, reachable
+from bench.timing import run_async, run_sync
 from mideng import Guard
 from mideng.stores.sql import SQLStore
-from tests.services import MYSQL_URL, POSTGRES_URL, reachable
 
 NOTES = """## Reading the numbers
 
@@ -332,21 +319,21 @@ def bench_pinned(url: str, args: argparse.Namespace) -> None:
     print("\n".join(case_table(title, cases, floor)))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--postgresql", default=POSTGRES_URL)
-    parser.add_argument("--mysql", default=MYSQL_URL)
-    parser.add_argument("--calls", type=int, default=25, help="calls per batch")
-    parser.add_argument("--rounds", type=int, default=120)
-    parser.add_argument("--warm", type=int, default=200)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "sql.md"))
-    parser.add_argument(
+def main(argv: list[str]) -> None:
+    options = parser("sql", __doc__)
+    options.add_argument("--postgresql", default=POSTGRES_URL)
+    options.add_argument("--mysql", default=MYSQL_URL)
+    options.add_argument("--calls", type=int, default=25, help="calls per batch")
+    options.add_argument("--rounds", type=int, default=120)
+    options.add_argument("--warm", type=int, default=200)
+    options.add_argument("--out", default=str(RESULTS / "sql.md"))
+    options.add_argument(
         "--pinned",
         type=int,
         metavar="CPU",
         help="PostgreSQL sync only, client and server on this CPU",
     )
-    args = parser.parse_args()
+    args = options.parse_args(argv)
     # Duplicates log a warning each (by design); the peers log nothing, so neither do we here.
     logging.getLogger("mideng").setLevel(logging.ERROR)
     if args.pinned is not None:
@@ -358,14 +345,13 @@ def main() -> None:
         sections += bench_postgresql(args.postgresql, args)
     if reachable("mysql"):
         sections += bench_mariadb(args.mysql, args)
-    command = " ".join(sys.argv[1:])
     import psycopg
     import pymysql  # type: ignore[import-untyped]
 
     lines = [
         "# SQL store benchmark",
         "",
-        "Command: `.venv/bin/python bench/bench_sql.py" + (f" {command}`" if command else "`"),
+        f"Command: `{command('sql', argv)}`",
         "",
         f"Python {platform.python_version()}, psycopg {psycopg.__version__}, PyMySQL "
         f"{'.'.join(map(str, pymysql.VERSION[:3]))}, {platform.machine()}, "
@@ -378,9 +364,4 @@ def main() -> None:
     ]
     text = "\n".join(lines)
     print(text)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text + "\n")
-
-
-if __name__ == "__main__":
-    main()
+    write(args.out, text)

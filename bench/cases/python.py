@@ -1,9 +1,10 @@
 """Python instructions per guarded call, counted, with the database driver stubbed out.
 
-    .venv/bin/python bench/bench_python.py [--calls 5000] [--async] [--metrics]
+    .venv/bin/python -m bench python [--calls 5000] [--async] [--metrics]
+    .venv/bin/python -m bench python-async [--calls 5000]      # the same as --async
 
-Wall-clock ratios on a shared VM move with where the OS runs client and server (see
-bench_sql.py); instruction counts do not. Each case runs in a child process under
+Wall-clock ratios on a shared VM move with where the OS runs client and server (see the sql
+case); instruction counts do not. Each case runs in a child process under
 ``valgrind --tool=callgrind`` twice, with 1000 and 1000 + ``--calls`` calls; the difference
 divided by ``--calls`` is the instructions one call executes, interpreter included. Hash
 randomisation is off, so reruns agree to within a fraction of a percent.
@@ -22,19 +23,18 @@ the raw scheme awaited on the same stub.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
 import platform
-import shutil
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from callgrind import instructions_per_call
-from common import RESULT
+from bench.callgrind import child_call, instructions_per_call, need_valgrind
+from bench.contenders import RESULT
+from bench.report import RESULTS, command, parser, write
+from bench.stubs import AsyncStub, Stub
 
 BASE = 1000
 CASES = ("floor duplicate", "mideng duplicate", "floor first", "mideng first")
@@ -47,44 +47,8 @@ def pay(order: str) -> dict[str, str]:
     return RESULT
 
 
-class Stub:
-    """A psycopg cursor that answers at once: rowcount 1 and the prepared rows."""
-
-    rowcount = 1
-
-    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
-        self.rows = rows
-
-    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> None:
-        pass
-
-    def fetchone(self) -> tuple[Any, ...]:
-        return self.rows[0]
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        return self.rows
-
-
 async def apay(order: str) -> dict[str, str]:
     return RESULT
-
-
-class AsyncStub:
-    """``Stub`` as psycopg's async cursor: the same answers, awaited."""
-
-    rowcount = 1
-
-    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
-        self.rows = rows
-
-    async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> None:
-        pass
-
-    async def fetchone(self) -> tuple[Any, ...]:
-        return self.rows[0]
-
-    async def fetchall(self) -> list[tuple[Any, ...]]:
-        return self.rows
 
 
 def child(case: str, calls: int) -> None:
@@ -207,40 +171,35 @@ async def acalls(case: str, calls: int, guard: Any, reads: AsyncStub, writes: As
 
 def count(case: str, calls: int) -> float:
     """Instructions per call of ``case``."""
-    return instructions_per_call(__file__, case, calls, BASE)
+    return instructions_per_call(__spec__.name, case, calls, BASE)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--calls", type=int, default=5000)
-    parser.add_argument("--out", help="results/python.md, or python_async.md with --async")
-    parser.add_argument(
+def main(argv: list[str]) -> None:
+    options = parser("python", __doc__)
+    options.add_argument("--calls", type=int, default=5000)
+    options.add_argument("--out", help="results/python.md, or python_async.md with --async")
+    options.add_argument(
         "--async", dest="aio", action="store_true", help="through Guard.arun on the async stub"
     )
-    parser.add_argument("--metrics", action="store_true", help="mideng's calls with metrics on")
-    parser.add_argument("--metrics-counts", action="store_true", help="metrics on, durations=False")
-    parser.add_argument(
+    options.add_argument("--metrics", action="store_true", help="mideng's calls with metrics on")
+    options.add_argument(
+        "--metrics-counts", action="store_true", help="metrics on, durations=False"
+    )
+    options.add_argument(
         "--after-disable",
         choices=("same", "new"),
         help="metrics off again after enable(): on the store they instrumented (same), or on "
         "one made after (new)",
     )
-    parser.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(args.child[0], int(args.child[1]))
-        return
-    if shutil.which("valgrind") is None:
-        raise SystemExit("bench_python.py counts instructions with valgrind: apt install valgrind")
+    args = options.parse_args(argv)
+    need_valgrind("python")
     if args.metrics or args.metrics_counts:
         os.environ["MIDENG_BENCH_METRICS"] = "1" if args.metrics else "counts"
     if args.aio:
         os.environ["MIDENG_BENCH_ASYNC"] = "1"
     if args.after_disable:
         os.environ["MIDENG_BENCH_AFTER_DISABLE"] = args.after_disable
-    out = args.out or str(
-        Path(__file__).parent / "results" / ("python_async.md" if args.aio else "python.md")
-    )
+    out = args.out or RESULTS / ("python_async.md" if args.aio else "python.md")
     got = {case: count(case, args.calls) for case in CASES}
     rows = []
     for kind in ("duplicate", "first"):
@@ -248,13 +207,11 @@ def main() -> None:
         rows.append(
             f"| {kind} | {floor / 1000:.1f} | {ours / 1000:.1f} | {(ours - floor) / 1000:.1f} |"
         )
-    command = " ".join(sys.argv[1:])
     text = "\n".join(
         [
             "# Python per guarded call (instructions, driver stubbed)",
             "",
-            "Command: `.venv/bin/python bench/bench_python.py"
-            + (f" {command}`" if command else "`"),
+            f"Command: `{command('python', argv)}`",
             "",
             f"Python {platform.python_version()}, {platform.machine()}, valgrind callgrind; "
             f"thousands of instructions per call over {args.calls} calls, PostgreSQL statements"
@@ -271,13 +228,12 @@ def main() -> None:
             "The floor is the raw scheme's own Python on the same stubbed cursor (duplicate: "
             "execute, fetchone, json.loads; first call: two executes and json.dumps), so the last "
             "column is what mideng costs in Python on top of any driver. A real call adds the "
-            "driver's own Python and the round trip, the same for both (bench_sql.py).",
+            "driver's own Python and the round trip, the same for both (the sql case).",
         ]
     )
     print(text)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(text + "\n")
+    write(out, text)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # the child instructions_per_call counts
+    child(*child_call(sys.argv[1:]))

@@ -1,7 +1,9 @@
-"""Outbox relay throughput to RabbitMQ with publisher confirms against the raw floor, and
-commit-to-arrival latency with LISTEN/NOTIFY on PostgreSQL, in one run.
+"""Outbox relay throughput to RabbitMQ and commit-to-arrival latency on PostgreSQL, timed.
 
-    .venv/bin/python bench/bench_outbox.py [--rows 5000] [--keys 100] [--samples 200]
+The relay publishing with publisher confirms against the raw floor, and commit-to-arrival
+latency with LISTEN/NOTIFY, in one run.
+
+    .venv/bin/python -m bench outbox [--rows 5000] [--keys 100] [--samples 200] [--repeats 3]
 
 Floor: the same rows (same bodies, headers and message ids) published with confirms by the
 same pattern the relay uses (keys in parallel, one key's messages one after the other), with
@@ -26,11 +28,10 @@ from typing import Any
 import aio_pika
 from sqlalchemy import create_engine, text
 
+from bench.report import parser
+from bench.services import AMQP_URL, POSTGRES_URL
 from mideng.messaging.publish import Outgoing, open_publisher, outgoing
 from mideng.outbox import Outbox, Relay
-
-AMQP = "amqp://guest:guest@127.0.0.1:5672/"
-POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
 def messages(queue: str, rows: int, keys: int) -> list[Outgoing]:
@@ -54,7 +55,7 @@ class NullPublisher:
 
 
 async def floor(batch: list[Outgoing], concurrency: int) -> tuple[float, float]:
-    publisher = open_publisher(AMQP)
+    publisher = open_publisher(AMQP_URL)
     await publisher.start()
     groups: dict[str | None, list[Outgoing]] = {}
     for message in batch:
@@ -74,7 +75,7 @@ async def floor(batch: list[Outgoing], concurrency: int) -> tuple[float, float]:
 
 
 async def relay_rate(
-    engine: Any, queue: str, rows: int, keys: int, broker: Any = AMQP
+    engine: Any, queue: str, rows: int, keys: int, broker: Any = AMQP_URL
 ) -> tuple[float, float]:
     outbox = Outbox(engine, table=f"bench_outbox_{uuid.uuid4().hex[:8]}")
     outbox.create_schema()
@@ -109,7 +110,7 @@ async def latency(engine: Any, queue_name: str, samples: int) -> list[float]:
     outbox.create_schema()
     committed: dict[str, float] = {}
     arrived: dict[str, float] = {}
-    connection = await aio_pika.connect(AMQP)
+    connection = await aio_pika.connect(AMQP_URL)
     try:
         channel = await connection.channel()
         queue = await channel.declare_queue(queue_name, auto_delete=True)
@@ -131,7 +132,7 @@ async def latency(engine: Any, queue_name: str, samples: int) -> list[float]:
                 time.sleep(0.01)
 
         stop = asyncio.Event()
-        async with Relay(engine, AMQP, table=outbox.table, poll=5.0) as relay:
+        async with Relay(engine, AMQP_URL, table=outbox.table, poll=5.0) as relay:
             running = asyncio.create_task(relay.run(stop))
             await asyncio.sleep(0.3)
             writer = threading.Thread(target=write)
@@ -146,15 +147,18 @@ async def latency(engine: Any, queue_name: str, samples: int) -> list[float]:
         drop(engine, outbox.table)
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=5000)
-    parser.add_argument("--keys", type=int, default=100)
-    parser.add_argument("--samples", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    engine = create_engine(POSTGRES, pool_size=8)
-    connection = await aio_pika.connect(AMQP)
+def main(argv: list[str]) -> None:
+    options = parser("outbox", __doc__)
+    options.add_argument("--rows", type=int, default=5000)
+    options.add_argument("--keys", type=int, default=100)
+    options.add_argument("--samples", type=int, default=200)
+    options.add_argument("--repeats", type=int, default=3)
+    asyncio.run(run(options.parse_args(argv)))
+
+
+async def run(args: argparse.Namespace) -> None:
+    engine = create_engine(POSTGRES_URL, pool_size=8)
+    connection = await aio_pika.connect(AMQP_URL)
     queue_name = f"bench-outbox-{uuid.uuid4().hex[:8]}"
     channel = await connection.channel()
     queue = await channel.declare_queue(queue_name, auto_delete=False)
@@ -190,7 +194,3 @@ async def main() -> None:
         f"commit-to-arrival, LISTEN/NOTIFY: p50 {p50:.1f} ms, p99 {p99:.1f} ms "
         f"({len(waits)} samples)"
     )
-
-
-if __name__ == "__main__":
-    asyncio.run(main())

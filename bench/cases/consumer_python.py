@@ -1,10 +1,9 @@
 """Instructions per message of a batched consumer on the Redis store, and of its parts.
 
-    .venv/bin/python bench/bench_consumer_python.py [--messages 2000]
-    .venv/bin/python bench/bench_consumer_python.py --timed
+    .venv/bin/python -m bench consumer-python [--messages 2000]
+    .venv/bin/python -m bench consumer-python --timed
 
-
-Timed consumer figures (bench_consumer.py) move with the machine's load; instruction counts do
+Timed consumer figures (the consumer case) move with the machine's load; instruction counts do
 not. Each case runs in a child process under ``valgrind --tool=callgrind`` twice, with 500 and
 500 + ``--messages`` messages, in batches of 100 new business keys against the Redis server on
 localhost; the difference divided by ``--messages`` is what the client executes per message
@@ -23,18 +22,15 @@ waiting for the server).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import platform
-import shutil
 import sys
 import uuid
-from pathlib import Path
 
-from callgrind import instructions_per_call
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.callgrind import child_call, instructions_per_call, need_valgrind
+from bench.report import RESULTS, parser, write
+from bench.services import REDIS_URL
 
 BASE = 500
 BATCH = 100
@@ -56,7 +52,7 @@ async def run(case: str, n: int) -> None:
     from mideng.stores.batch import Completion
     from mideng.stores.redis import RedisStore
 
-    store = RedisStore.from_url("redis://127.0.0.1:6379/0", prefix=f"cgc:{uuid.uuid4().hex[:8]}")
+    store = RedisStore.from_url(REDIS_URL, prefix=f"cgc:{uuid.uuid4().hex[:8]}")
     consumer = IdempotentConsumer(Guard(store, ttl=600.0), "stock", nothing)
     messages = [
         Message(b'{"qty": 1}', {"idempotency-key": f"order:{uuid.uuid4().hex}"}, id=str(i))
@@ -89,6 +85,11 @@ async def run(case: str, n: int) -> None:
     await store.aclose()
 
 
+def child(case: str, messages: int) -> None:
+    gc.disable()  # a collection lands in one run and not the other
+    asyncio.run(run(case, messages))
+
+
 async def timed() -> None:
     import time
 
@@ -96,7 +97,7 @@ async def timed() -> None:
     from mideng.messaging import IdempotentConsumer, Message
     from mideng.stores.redis import RedisStore
 
-    store = RedisStore.from_url("redis://127.0.0.1:6379/0", prefix=f"cgt:{uuid.uuid4().hex[:8]}")
+    store = RedisStore.from_url(REDIS_URL, prefix=f"cgt:{uuid.uuid4().hex[:8]}")
     consumer = IdempotentConsumer(Guard(store, ttl=600.0), "stock", nothing)
     wall = cpu = float("inf")
     for _ in range(5):
@@ -113,24 +114,20 @@ async def timed() -> None:
     print(f"handle_batch: wall {wall * 1e6:.1f} µs a message, process CPU {cpu * 1e6:.1f} µs")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--messages", type=int, default=2000)
-    parser.add_argument("--timed", action="store_true", help="time handle_batch instead")
-    parser.add_argument("--child", nargs=2, metavar=("CASE", "MESSAGES"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        gc.disable()  # a collection lands in one run and not the other
-        asyncio.run(run(args.child[0], int(args.child[1])))
-        return
+def main(argv: list[str]) -> None:
+    options = parser("consumer-python", __doc__)
+    options.add_argument("--messages", type=int, default=2000)
+    options.add_argument("--timed", action="store_true", help="time handle_batch instead")
+    args = options.parse_args(argv)
     if args.timed:
         asyncio.run(timed())
         return
-    if shutil.which("valgrind") is None:
-        raise SystemExit("bench_consumer_python.py counts instructions with valgrind")
+    need_valgrind("consumer-python")
     if args.messages % BATCH or not 0 < args.messages <= MADE - BASE:
-        parser.error(f"--messages must be a multiple of {BATCH}, at most {MADE - BASE}")
-    counts = {case: instructions_per_call(__file__, case, args.messages, BASE) for case in CASES}
+        options.error(f"--messages must be a multiple of {BATCH}, at most {MADE - BASE}")
+    counts = {
+        case: instructions_per_call(__spec__.name, case, args.messages, BASE) for case in CASES
+    }
     rows, before = [], 0.0
     for case, total in counts.items():
         rows.append(f"| {case} | {total / 1000:.1f} | {(total - before) / 1000:.1f} |")
@@ -148,10 +145,8 @@ def main() -> None:
         f"client instructions per message over {args.messages} messages, Redis on localhost."
     )
     print(header + "\n\n" + text)
-    (Path(__file__).parent / "results" / "consumer_python.md").write_text(
-        header + "\n\n" + text + "\n"
-    )
+    write(RESULTS / "consumer_python.md", header + "\n\n" + text)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # the child instructions_per_call counts
+    child(*child_call(sys.argv[1:]))

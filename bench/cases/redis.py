@@ -1,6 +1,6 @@
 """Redis store and hybrid store against the raw driver floor and two peers, in one run.
 
-    .venv/bin/python bench/bench_redis.py [--url redis://...] [--rounds 200] [--calls 50]
+    .venv/bin/python -m bench redis [--url redis://...] [--rounds 200] [--calls 50]
 
 Every row is the median of per-call wall times (µs) over ``--rounds`` batches of ``--calls``
 calls each, after a warm-up. "first" is a call on a new key (the body runs and
@@ -13,7 +13,6 @@ first call = ``SET NX PX`` (claim) + ``SET`` of a record-sized JSON value and it
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import importlib.util
 import json
@@ -33,7 +32,10 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from common import RESULT, ACase, Case, aguard_case, case_table, guard_case, run_async, run_sync
+from bench.contenders import RESULT, ACase, Case, aguard_case, guard_case
+from bench.report import RESULTS, case_table, command, parser, write
+from bench.services import REDIS_URL
+from bench.timing import run_async, run_sync
 from mideng import Guard
 from mideng.stores.hybrid import HybridStore
 from mideng.stores.redis import RedisStore
@@ -252,14 +254,14 @@ NOTES = [
 ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--url", default="redis://127.0.0.1:6379/0")
-    parser.add_argument("--calls", type=int, default=50, help="calls per batch")
-    parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--warm", type=int, default=200)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "redis.md"))
-    args = parser.parse_args()
+def main(argv: list[str]) -> None:
+    options = parser("redis", __doc__)
+    options.add_argument("--url", default=REDIS_URL)
+    options.add_argument("--calls", type=int, default=50, help="calls per batch")
+    options.add_argument("--rounds", type=int, default=200)
+    options.add_argument("--warm", type=int, default=200)
+    options.add_argument("--out", default=str(RESULTS / "redis.md"))
+    args = options.parse_args(argv)
     # Duplicates log a warning each (by design); the peers log nothing, so neither do we here.
     logging.getLogger("mideng").setLevel(logging.ERROR)
 
@@ -308,11 +310,10 @@ def main() -> None:
 
     server = client.info("server")["redis_version"]
     client.close()
-    command = " ".join(sys.argv[1:])
     lines = [
         "# Redis store benchmark",
         "",
-        "Command: `.venv/bin/python bench/bench_redis.py" + (f" {command}`" if command else "`"),
+        f"Command: `{command('redis', argv)}`",
         "",
         f"Python {platform.python_version()}, redis-py {redis.__version__}, Redis {server}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs; {args.rounds} batches of {args.calls} calls "
@@ -329,9 +330,4 @@ def main() -> None:
     ]
     text = "\n".join(lines)
     print(text)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text + "\n")
-
-
-if __name__ == "__main__":
-    main()
+    write(args.out, text)

@@ -1,4 +1,4 @@
-"""bench_http.py's server and embedded stores, each opened on names of its own and with the
+"""The stores the HTTP cases run the middleware on, each opened on names of its own and with the
 cleanup that removes what the run wrote; None (and a line on stderr) when its server is not
 there."""
 

@@ -1,8 +1,10 @@
-"""The SQLite store's async calls (``Guard.arun``) run in place against the same calls made in
-the loop's executor (``inline=False``, what every embedded store did before) and the sync
-calls (``Guard.run``), in one run.
+"""The SQLite store's async calls in place, against the same in the executor and sync, timed.
 
-    .venv/bin/python bench/bench_sqlite_async.py [--calls 200] [--rounds 15]
+``Guard.arun`` on the SQLite store, which runs its operations on the loop's thread, against
+the same calls made in the loop's executor (``inline=False``, what every embedded store did
+before) and the sync calls (``Guard.run``), in one run.
+
+    .venv/bin/python -m bench sqlite-async [--calls 200] [--rounds 15]
 
 "first" is a call on a new key (claim, body, completion), "duplicate" a call on a finished key
 (one read). Contenders run interleaved, one batch each per round; each figure is the median of
@@ -11,19 +13,16 @@ the rounds' per-call means (µs). The duplicate warning log is silenced.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Awaitable, Callable
 
-from common import interleaved
+from bench.report import parser
+from bench.timing import Batch, interleaved
 from mideng import Guard
 from mideng.stores.sqlite import SQLiteStore
-
-Batch = Callable[[list[int]], Awaitable[None]]
 
 
 def body() -> dict[str, int]:
@@ -61,11 +60,11 @@ def contenders(folder: str) -> list[tuple[str, Batch]]:
     return [*cases, ("sync, first", sync_firsts), ("sync, duplicate", sync_duplicates)]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=15)
-    args = parser.parse_args()
+def main(argv: list[str]) -> None:
+    options = parser("sqlite-async", __doc__)
+    options.add_argument("--calls", type=int, default=200)
+    options.add_argument("--rounds", type=int, default=15)
+    args = options.parse_args(argv)
     logging.getLogger("mideng").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(prefix=f"mideng-bench-{uuid.uuid4().hex[:6]}") as folder:
         m = asyncio.run(interleaved(contenders(folder), args.calls, args.rounds))
@@ -76,7 +75,3 @@ def main() -> None:
     for name, us in m.items():
         sync = m["sync, first"] if name.endswith("first") else m["sync, duplicate"]
         print(f"| {name} | {us:.1f} | {us / sync:.2f} |")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""Decorator cost on the embedded stores against raw sqlite3 floors doing the same work.
+"""@idempotent on SQLite and memory against raw sqlite3 floors doing the same work, timed.
 
 Two floors, on the settings the SQLite store uses (WAL, synchronous=NORMAL, autocommit
 statements):
@@ -11,12 +11,11 @@ statements):
 
 Contenders run interleaved, one batch each per round, so a change in the machine's load hits
 all of them alike; each figure is the median over the rounds.
-Run: .venv/bin/python bench/bench_core.py [--rounds 15 --calls 1000]
+Run: .venv/bin/python -m bench core [--rounds 15 --calls 1000]
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import itertools
 import json
@@ -25,15 +24,12 @@ import os
 import platform
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from common import table
+from bench.report import parser, table
 from mideng import Guard
 from mideng.stores.memory import MemoryStore
 from mideng.stores.sql.schema import ddl
@@ -111,11 +107,11 @@ def guarded(guard: Guard) -> tuple[Call, Call]:
     return handle, lambda key: handle("dup")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--calls", type=int, default=1000)
-    args = parser.parse_args()
+def main(argv: list[str]) -> None:
+    options = parser("core", __doc__)
+    options.add_argument("--rounds", type=int, default=15)
+    options.add_argument("--calls", type=int, default=1000)
+    args = options.parse_args(argv)
     # The WARNING each duplicate logs is the application's handler's cost, not ours.
     logging.getLogger("mideng").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
@@ -173,7 +169,3 @@ def main() -> None:
         "SQLite against the raw statements on its own table: first call "
         f"{m['sqlite f'] / m['raw f']:.2f}x, duplicate {m['sqlite d'] / m['raw d']:.2f}x"
     )
-
-
-if __name__ == "__main__":
-    main()

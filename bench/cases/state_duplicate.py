@@ -1,10 +1,10 @@
-"""Instructions per insert_once duplicate on MariaDB against the same statements by hand.
+"""insert_once's duplicate on MariaDB against the same statements by hand, counted.
 
-    .venv/bin/python bench/bench_state_duplicate.py [--calls 300]
+    .venv/bin/python -m bench state-duplicate [--calls 300]
 
 A MariaDB duplicate is the INSERT … RETURNING, its duplicate-key error (1062) and a locking
 read of the stored row; most of its client cost is the failing statement's exception path in
-the driver and SQLAlchemy. Timed ratios of it move with the machine's load (bench_state.py);
+the driver and SQLAlchemy. Timed ratios of it move with the machine's load (the state case);
 these counts do not. Each case runs in a child process under callgrind with 100 and
 100 + ``--calls`` calls inside one open transaction (bench/callgrind.py); the client's
 instructions only, the server's work is not counted.
@@ -12,15 +12,13 @@ instructions only, the server's work is not counted.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import uuid
-from pathlib import Path
 
-from callgrind import instructions_per_call
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.callgrind import child_call, instructions_per_call, need_valgrind
+from bench.report import parser
+from bench.services import MYSQL_URL
 
 BASE = 100
 
@@ -30,7 +28,6 @@ def child(case: str, calls: int) -> None:
     from sqlalchemy.exc import IntegrityError
 
     from mideng.state import insert_once
-    from tests.services import MYSQL_URL
 
     logging.getLogger("mideng").setLevel(logging.ERROR)  # the WARNING is the handler's cost
     metadata = MetaData()
@@ -70,16 +67,13 @@ def child(case: str, calls: int) -> None:
         engine.dispose()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(args.child[0], int(args.child[1]))
-        return
+def main(argv: list[str]) -> None:
+    options = parser("state-duplicate", __doc__)
+    options.add_argument("--calls", type=int, default=300)
+    args = options.parse_args(argv)
+    need_valgrind("state-duplicate")
     counts = {
-        case: instructions_per_call(__file__, case, args.calls, BASE) / 1000
+        case: instructions_per_call(__spec__.name, case, args.calls, BASE) / 1000
         for case in ("hand", "mideng")
     }
     print(
@@ -89,5 +83,5 @@ def main() -> None:
     )
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # the child instructions_per_call counts
+    child(*child_call(sys.argv[1:]))

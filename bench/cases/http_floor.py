@@ -1,5 +1,5 @@
-"""bench_http.py's floors for the ASGI rows: what the least an idempotency layer can be costs in
-the same run, and what reaching a layer in FastAPI's stack costs.
+"""The http case's floors for the ASGI rows: what the least an idempotency layer can be costs
+in the same run, and what reaching a layer in FastAPI's stack costs.
 
 - "a hand-written minimal layer": the Idempotency-Key header looked up in a dict, the body read
   in one message, one SHA-256 over method, path and body as they arrived, the response held
@@ -9,9 +9,9 @@ the same run, and what reaching a layer in FastAPI's stack costs.
 - "a layer that answers at once": installed where the middleware is (``add_middleware``), it
   sends a fixed 201 without calling the endpoint: FastAPI's own layers around the middleware
   and this benchmark's request, which every replay pays before the middleware runs.
-- "a lean layer of mideng's parts" (bench/http_lean.py): the parts mideng's middleware calls on
-  a first request, called in one coroutine with no structure around them (first requests
-  only): what the guarantees' parts cost, apart from how the middleware is built.
+- "a lean layer of mideng's parts" (bench/cases/http_lean.py): the parts mideng's middleware
+  calls on a first request, called in one coroutine with no structure around them (first
+  requests only): what the guarantees' parts cost, apart from how the middleware is built.
 - "a raw ASGI application": the endpoint's answer sent by a bare ASGI function, with mideng's
   middleware (memory store) and the minimal layer around it: each layer's own cost, apart from
   FastAPI's (whose code running between the layer's parts slows them on a small CPU cache).
@@ -22,10 +22,14 @@ from __future__ import annotations
 import binascii
 import hashlib
 import json
-from collections.abc import Callable
 from typing import Any
 
-ANSWER = b'{"order":"o-1","status":"created"}'
+from bench.cases.http_lean import LeanLayer
+from bench.timing import Batch
+from bench.web import ANSWER, endpoint_app, middleware_cases, requests
+from mideng import Guard
+from mideng.http.asgi import IdempotencyMiddleware
+from mideng.stores.memory import MemoryStore
 
 
 class MinimalIdempotency:
@@ -105,20 +109,11 @@ async def raw_app(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": ANSWER, "more_body": False})
 
 
-def floor_cases(
-    endpoint_app: Callable[[], Any],
-    middleware_cases: Callable[[Any, str], tuple[tuple[str, Any], tuple[str, Any]]],
-    requests: Callable[[Any, Callable[[int], bytes | None]], Any],
-) -> list[tuple[str, Any]]:
+def floor_cases() -> list[tuple[str, Batch]]:
     minimal = endpoint_app()
     minimal.add_middleware(MinimalIdempotency)
     answering = endpoint_app()
     answering.add_middleware(AnswersAtOnce)
-    from http_lean import LeanLayer
-    from mideng import Guard
-    from mideng.http.asgi import IdempotencyMiddleware
-    from mideng.stores.memory import MemoryStore
-
     around = IdempotencyMiddleware(raw_app, guard=Guard(MemoryStore()))
     lean = endpoint_app()
     lean.add_middleware(LeanLayer)

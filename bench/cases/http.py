@@ -1,9 +1,11 @@
-"""Idempotency middleware cost on a trivial FastAPI endpoint, against the bare endpoint, against
-idemkit's ASGI middleware, and against the store's own calls (memory, the SQLite default,
-Redis, PostgreSQL), in one run; the WSGI and Django middlewares against their own bare
-applications in the same run.
+"""The HTTP middlewares against bare applications, floors, idemkit and their stores, timed.
 
-    .venv/bin/python bench/bench_http.py [--calls 300] [--rounds 9] [--redis URL] [--postgresql URL]
+The ASGI middleware's cost on a trivial FastAPI endpoint, against the bare endpoint, against
+idemkit's ASGI middleware, against hand-written floors (bench/cases/http_floor.py) and against
+the store's own calls (memory, the SQLite default, Redis, PostgreSQL), in one run; the WSGI
+and Django middlewares against their own bare applications in the same run.
+
+    .venv/bin/python -m bench http [--calls 300] [--rounds 9] [--redis URL] [--postgresql URL]
         [--waits] [--no-sync] [--no-write]
 
 The app is driven in-process through its ASGI interface (no sockets, no HTTP client), so the
@@ -34,107 +36,19 @@ import asyncio
 import logging
 import os
 import platform
-import sys
-import uuid
 import warnings
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fastapi import FastAPI
-
-from common import interleaved
-from http_stores import postgresql_store, redis_store, sqlite_store
-from mideng import Guard
+from bench.cases.http_floor import floor_cases, floor_lines
+from bench.cases.http_sync import django_cases, wsgi_cases
+from bench.report import RESULTS, command, parser, write
+from bench.services import POSTGRES_URL, REDIS_URL
+from bench.stores import postgresql_store, redis_store, sqlite_store
+from bench.timing import Batch, interleaved
+from bench.web import endpoint_app, middleware_cases, mideng_app, requests, store_cases
 from mideng.core.record import ClaimRequest, Ticket
-from mideng.http.asgi import IdempotencyMiddleware
-from mideng.stores.base import Store
 from mideng.stores.memory import MemoryStore
-from tests.services import POSTGRES_URL, REDIS_URL
-
-RESULTS = Path(__file__).parent / "results" / "http.md"
-BODY = b'{"item": "book", "qty": 2, "note": "gift wrap"}'
-# What the middleware stores for the endpoint's response, JSON-encoded: the same bytes per call.
-STORED = (
-    b'{"status":201,"headers":[["content-type","application/json"]],'
-    b'"body":"eyJvcmRlciI6Im8tMSIsInN0YXR1cyI6ImNyZWF0ZWQifQ=="}'
-)
-KeyOf = Callable[[int], bytes | None]
-Batch = Callable[[list[int]], Awaitable[None]]
-
-
-def endpoint_app() -> FastAPI:
-    app = FastAPI()
-
-    @app.post("/orders", status_code=201)
-    async def create() -> dict[str, Any]:
-        return {"order": "o-1", "status": "created"}
-
-    return app
-
-
-async def call(app: Any, key: bytes | None) -> int:
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]
-    if key is not None:
-        headers.append((b"idempotency-key", key))
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/orders",
-        "raw_path": b"/orders",
-        "root_path": "",
-        "query_string": b"",
-        "headers": headers,
-        "client": ("127.0.0.1", 50000),
-        "server": ("bench", 80),
-        "extensions": {},
-    }
-    sent = False
-    status = 0
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": BODY, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-
-    await app(scope, receive, send)
-    return status
-
-
-def requests(app: Any, key_of: KeyOf) -> Batch:
-    async def batch(numbers: list[int]) -> None:
-        for n in numbers:
-            status = await call(app, key_of(n))
-        assert status == 201, status
-
-    return batch
-
-
-def middleware_cases(app: Any, label: str) -> tuple[tuple[str, Batch], tuple[str, Batch]]:
-    run = uuid.uuid4().hex[:8]
-    replay_key = f'"replay-{run}"'.encode()
-    return (
-        (f"{label}, first request", requests(app, lambda n: f'"{run}-{n}"'.encode())),
-        (f"{label}, replay", requests(app, lambda n: replay_key)),
-    )
-
-
-def mideng_app(store: Store) -> Any:
-    app = endpoint_app()
-    app.add_middleware(IdempotencyMiddleware, guard=Guard(store))
-    return app
 
 
 def idemkit_app() -> Any:
@@ -149,43 +63,6 @@ def idemkit_app() -> Any:
             config=idemkit.HttpConfig(scope=lambda request: "bench", scope_mode="single_tenant"),
         )
     return app
-
-
-def store_cases(store: Store, label: str) -> tuple[tuple[str, Batch], ...]:
-    """The store calls a request makes, made directly: claim + complete, and a replay's claim."""
-    scope, run = "http:bench-own", uuid.uuid4().hex[:8]
-
-    def request(key: str, owner: str) -> ClaimRequest:
-        return ClaimRequest(scope, key, owner, 60.0, 86400.0)
-
-    async def firsts(numbers: list[int]) -> None:
-        for n in numbers:
-            claim = await store.aclaim(request(f"{run}-{n}", f"o-{run}-{n}"))
-            await store.acomplete(Ticket.of(claim.record), STORED, "json", 86400.0)
-
-    replayed = f"{run}-replay"
-
-    async def replays(numbers: list[int]) -> None:
-        for n in numbers:
-            claim = await store.aclaim(request(replayed, f"o-{run}-r{n}"))
-            if claim.acquired:  # the warm-up's first: stored for all the others to replay
-                await store.acomplete(Ticket.of(claim.record), STORED, "json", 86400.0)
-        assert claim.outcome.value == "replay", claim
-
-    bare = endpoint_app()
-
-    async def around(numbers: list[int]) -> None:
-        for n in numbers:
-            claim = await store.aclaim(request(f"{run}-a{n}", f"o-{run}-a{n}"))
-            status = await call(bare, None)
-            await store.acomplete(Ticket.of(claim.record), STORED, "json", 86400.0)
-        assert status == 201, status
-
-    return (
-        (f"{label}: store's own cost, first request", firsts),
-        (f"{label}: the bare endpoint between its store's calls", around),
-        (f"{label}: store's own cost, replay", replays),
-    )
 
 
 class PingingStore(MemoryStore):
@@ -229,9 +106,6 @@ def waits_cases(url: str) -> list[tuple[str, Batch]]:
     ]
 
 
-measure = interleaved
-
-
 def over_stores(m: dict[str, float], stores: list[str]) -> list[str]:
     """What the middleware costs over its store, reckoned both ways (see the module's doc)."""
     lines = [
@@ -266,19 +140,15 @@ def sync_ratios(m: dict[str, float]) -> list[str]:
     return lines
 
 
-async def main(args: argparse.Namespace) -> str:
-    from http_floor import floor_cases, floor_lines
-
+async def measure(args: argparse.Namespace) -> str:
     logging.getLogger("mideng").setLevel(logging.ERROR)
     logging.getLogger("idemkit").setLevel(logging.ERROR)
     cases: list[tuple[str, Batch]] = [("bare endpoint", requests(endpoint_app(), lambda n: None))]
     cases += middleware_cases(mideng_app(MemoryStore()), "mideng + memory store")
     cases += middleware_cases(idemkit_app(), "idemkit + its memory backend")
-    cases += floor_cases(endpoint_app, middleware_cases, requests)
+    cases += floor_cases()
     cases += store_cases(MemoryStore(), "memory")
     if not args.no_sync:
-        from http_sync_cases import django_cases, wsgi_cases
-
         cases += wsgi_cases() + django_cases()
     cleanups: list[Callable[[], None]] = []
     stores: list[str] = ["memory"]
@@ -297,7 +167,7 @@ async def main(args: argparse.Namespace) -> str:
     if args.waits:
         cases += waits_cases(args.redis)
     try:
-        m = await measure(cases, args.calls, args.rounds)
+        m = await interleaved(cases, args.calls, args.rounds)
     finally:
         for cleanup in cleanups:
             cleanup()
@@ -322,19 +192,19 @@ async def main(args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--redis", default=REDIS_URL)
-    parser.add_argument("--postgresql", default=POSTGRES_URL)
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    parser.add_argument("--no-sync", action="store_true", help="no WSGI and Django rows")
-    parser.add_argument(
+def main(argv: list[str]) -> None:
+    options = parser("http", __doc__)
+    options.add_argument("--calls", type=int, default=300)
+    options.add_argument("--rounds", type=int, default=9)
+    options.add_argument("--redis", default=REDIS_URL)
+    options.add_argument("--postgresql", default=POSTGRES_URL)
+    options.add_argument("--no-write", action="store_true", help="print only")
+    options.add_argument("--no-sync", action="store_true", help="no WSGI and Django rows")
+    options.add_argument(
         "--waits", action="store_true", help="memory rows with a Redis PING per store call"
     )
-    arguments = parser.parse_args()
-    table = asyncio.run(main(arguments))
+    arguments = options.parse_args(argv)
+    table = asyncio.run(measure(arguments))
     load = os.getloadavg()
     header = (
         f"Python {platform.python_version()} on {platform.machine()}, {platform.system()}; "
@@ -344,11 +214,9 @@ if __name__ == "__main__":
     )
     print(header + "\n\n" + table)
     if not arguments.no_write:
-        RESULTS.parent.mkdir(exist_ok=True)
-        RESULTS.write_text(
-            "# HTTP middleware\n\n"
-            f"Command: `.venv/bin/python bench/bench_http.py --calls {arguments.calls} "
-            f"--rounds {arguments.rounds}{' --waits' if arguments.waits else ''}"
-            f"{' --no-sync' if arguments.no_sync else ''}`  \n{header}\n\n{table}\n",
-            encoding="utf-8",
+        shown = ["--calls", str(arguments.calls), "--rounds", str(arguments.rounds)]
+        shown += ["--waits"] * arguments.waits + ["--no-sync"] * arguments.no_sync
+        write(
+            RESULTS / "http.md",
+            f"# HTTP middleware\n\nCommand: `{command('http', shown)}`  \n{header}\n\n{table}",
         )

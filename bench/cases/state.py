@@ -1,7 +1,6 @@
-"""mideng.state against the same statement written by hand, in one run: PostgreSQL, MariaDB
-and SQLite.
+"""mideng.state primitives against the same SQL by hand, timed on SQLite, PostgreSQL, MariaDB.
 
-    .venv/bin/python bench/bench_state.py [--rounds 60] [--calls 20] [--warm 100]
+    .venv/bin/python -m bench state [--rounds 60] [--calls 20] [--warm 100]
 
 Each primitive is timed on its happy path (the one conditional statement) and on a duplicate
 (the statement that changes nothing, then the read that tells why), against the same SQL sent
@@ -21,7 +20,6 @@ import logging
 import platform
 import random
 import statistics
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -29,15 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import sqlalchemy
 from sqlalchemy import bindparam, create_engine, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
+from bench.business import tables
+from bench.report import RESULTS, command, parser, write
+from bench.services import MYSQL_URL, POSTGRES_URL, reachable
 from mideng.state import StateMachine, decrement, insert_once, update_versioned
-from tests.services import MYSQL_URL, POSTGRES_URL, reachable
-from tests.state.storm import tables
 
 FLOW = StateMachine({"NEW": ["PAID"], "PAID": ["SHIPPED"], "SHIPPED": ["DONE"]})
 Call = Callable[[int], object]
@@ -274,19 +271,19 @@ def _table(mode: str, rows: list[Row]) -> list[str]:
     return [*lines, ""]
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     # A duplicate's WARNING line is part of insert_once; here it would be the cost of whatever
     # handler prints it, which the hand-written contenders do not have.
     logging.getLogger("mideng").setLevel(logging.ERROR)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=60)
-    parser.add_argument("--calls", type=int, default=20)
-    parser.add_argument("--warm", type=int, default=100)
-    args = parser.parse_args()
+    options = parser("state", __doc__)
+    options.add_argument("--rounds", type=int, default=60)
+    options.add_argument("--calls", type=int, default=20)
+    options.add_argument("--warm", type=int, default=100)
+    args = options.parse_args(argv)
     out = [
         "# Business-table primitives benchmark",
         "",
-        "Command: `.venv/bin/python bench/bench_state.py`",
+        f"Command: `{command('state', argv)}`",
         "",
         f"Python {platform.python_version()}, SQLAlchemy {sqlalchemy.__version__}, "
         f"{platform.machine()}, servers on the same host (loopback); {args.rounds} batches of "
@@ -304,9 +301,5 @@ def main() -> None:
         print(f"{label} done", flush=True)
     sqlite_file.unlink(missing_ok=True)
     text_out = "\n".join(out)
-    (Path(__file__).parent / "results" / "state.md").write_text(text_out + "\n")
+    write(RESULTS / "state.md", text_out)
     print(text_out)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,43 +1,38 @@
 """Instructions per HTTP request: the middlewares against their bare applications, counted.
 
-    .venv/bin/python bench/bench_http_python.py [--calls 2000] [--cases NAME ...] [--stores]
+    .venv/bin/python -m bench http-python [--calls 2000] [--cases NAME ...] [--stores]
 
-Timed ratios (bench_http.py) move with the machine's load, and over a network store with how the
+Timed ratios (the http case) move with the machine's load, and over a network store with how the
 OS schedules client and server; instruction counts do neither. Each case runs in a child
 process under ``valgrind --tool=callgrind`` twice, with 300 and 300 + ``--calls`` requests; the
 difference divided by ``--calls`` is what one request executes in this process, interpreter,
 framework and store client included (a server's own work is not in it).
 
-Cases: the bare FastAPI endpoint of bench_http.py and mideng's ASGI middleware in front of it
+Cases: the bare FastAPI endpoint of the http case and mideng's ASGI middleware in front of it
 on the memory store (first request, replay); the Guard alone on the memory store with a body
 that returns the same response's stored form, as the middleware's does (what the middleware
 cannot shed: the Guard's first call and duplicate); a bare WSGI application and the WSGI
 middleware in front of it; a bare Django view and the Django middleware. ``--stores`` adds
-the ASGI middleware on Redis and PostgreSQL and each store's own calls (bench_http.py's
+the ASGI middleware on Redis and PostgreSQL and each store's own calls (the http case's
 "store's own cost" rows), so what the middleware adds over its store is counted per store.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import io
 import logging
 import platform
-import shutil
 import sys
 import uuid
-from collections.abc import Callable, Iterable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from callgrind import instructions_per_call
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import stores, web
+from bench.callgrind import child_call, instructions_per_call, need_valgrind
+from bench.report import RESULTS, command, parser, write
+from bench.services import POSTGRES_URL, REDIS_URL
 
 BASE = 300
-BODY = b'{"item": "book", "qty": 2, "note": "gift wrap"}'
-ANSWER = b'{"order":"o-1","status":"created"}'
 ASGI = ("asgi bare", "asgi first", "asgi replay", "guard first", "guard replay")
 WSGI = ("wsgi bare", "wsgi first", "wsgi replay")
 DJANGO = ("django bare", "django first", "django replay")
@@ -49,8 +44,6 @@ STORES = tuple(
 
 
 def asgi_child(case: str, calls: int) -> None:
-    import bench_http
-    import http_stores
     from mideng import Guard
     from mideng.http.core import StoredResponse
     from mideng.http.exchange import stored_form
@@ -61,27 +54,27 @@ def asgi_child(case: str, calls: int) -> None:
     cleanup: Callable[[], None] = lambda: None  # noqa: E731
     store: Any = MemoryStore()
     if where:
-        from tests.services import POSTGRES_URL, REDIS_URL
-
         opened = (
-            http_stores.redis_store(REDIS_URL)
+            stores.redis_store(REDIS_URL)
             if where == "redis"
-            else http_stores.postgresql_store(POSTGRES_URL)
+            else stores.postgresql_store(POSTGRES_URL)
         )
         if opened is None:
             raise SystemExit(f"{case}: no {where} server")
         store, cleanup = opened
     if kind == "asgi bare":
-        batch = bench_http.requests(bench_http.endpoint_app(), lambda n: None)
+        batch = web.requests(web.endpoint_app(), lambda n: None)
     elif kind in ("asgi first", "asgi replay"):
-        first, replay = bench_http.middleware_cases(bench_http.mideng_app(store), case)
+        first, replay = web.middleware_cases(web.mideng_app(store), case)
         batch = (first if kind == "asgi first" else replay)[1]
     elif kind in ("own first", "own replay"):
-        first, _, replay = bench_http.store_cases(store, case)
+        first, _, replay = web.store_cases(store, case)
         batch = (first if kind == "own first" else replay)[1]
     else:  # the Guard alone, a body returning what the endpoint's response is stored as
         guard, run = Guard(store), uuid.uuid4().hex[:8]
-        answer = stored_form(StoredResponse(201, (("content-type", "application/json"),), ANSWER))
+        answer = stored_form(
+            StoredResponse(201, (("content-type", "application/json"),), web.ANSWER)
+        )
 
         async def body() -> Any:  # as the middleware's: a replay gets the decoded JSON
             return answer
@@ -102,43 +95,17 @@ def asgi_child(case: str, calls: int) -> None:
         cleanup()
 
 
-def wsgi_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-    environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-    start_response(
-        "201 Created",
-        [("Content-Type", "application/json"), ("Content-Length", str(len(ANSWER)))],
-    )
-    return [ANSWER]
-
-
-def wsgi_environ() -> dict[str, Any]:
-    """A POST of BODY to /orders, the keys a WSGI server always sets (no idempotency key)."""
-    return {
-        "REQUEST_METHOD": "POST",
-        "SCRIPT_NAME": "",
-        "PATH_INFO": "/orders",
-        "QUERY_STRING": "",
-        "CONTENT_TYPE": "application/json",
-        "CONTENT_LENGTH": str(len(BODY)),
-        "SERVER_NAME": "bench",
-        "SERVER_PORT": "80",
-        "SERVER_PROTOCOL": "HTTP/1.1",
-        "wsgi.input": io.BytesIO(BODY),
-        "wsgi.url_scheme": "http",
-    }
-
-
 def wsgi_child(case: str, calls: int) -> None:
     from mideng import Guard
     from mideng.http.wsgi import IdempotencyMiddleware
     from mideng.stores.memory import MemoryStore
 
-    app: Any = wsgi_app
+    app: Any = web.wsgi_app
     if case != "wsgi bare":
-        app = IdempotencyMiddleware(wsgi_app, guard=Guard(MemoryStore()))
+        app = IdempotencyMiddleware(web.wsgi_app, guard=Guard(MemoryStore()))
     run = uuid.uuid4().hex[:8]
     for n in range(calls):
-        environ = wsgi_environ()
+        environ = web.wsgi_environ()
         if case != "wsgi bare":
             environ["HTTP_IDEMPOTENCY_KEY"] = f'"{run}-{n}"' if case == "wsgi first" else '"r"'
         started: list[str] = []
@@ -148,20 +115,16 @@ def wsgi_child(case: str, calls: int) -> None:
 
         body = b"".join(app(environ, start_response))
         assert started[0].startswith("201"), started
-        assert body == ANSWER, body
+        assert body == web.ANSWER, body
 
 
 def django_child(case: str, calls: int) -> None:
     import django
     from django.conf import settings
 
-    settings.configure(
-        DEBUG=False,
-        ALLOWED_HOSTS=["*"],
-        ROOT_URLCONF=__name__,
-        MIDDLEWARE=[] if case == "django bare" else ["mideng.http.django.IdempotencyMiddleware"],
-        MIDENG_HTTP={"guard": "bench_http_python.django_guard"},
-    )
+    from bench import django_site
+
+    settings.configure(**django_site.settings(guarded=case != "django bare"))
     django.setup()
     from django.test import RequestFactory
     from django.test.client import ClientHandler
@@ -172,30 +135,11 @@ def django_child(case: str, calls: int) -> None:
     for n in range(calls):
         key = f'"{run}-{n}"' if case == "django first" else '"r"'
         headers = {} if case == "django bare" else {"Idempotency-Key": key}
-        request = factory.post("/orders", BODY, content_type="application/json", headers=headers)
+        request = factory.post(
+            "/orders", web.BODY, content_type="application/json", headers=headers
+        )
         response = handler(request.environ)
         assert response.status_code == 201, response
-
-
-def django_view(request: Any) -> Any:
-    from django.http import HttpResponse
-
-    return HttpResponse(ANSWER, status=201, content_type="application/json")
-
-
-def __getattr__(name: str) -> Any:
-    # Django reads the URL patterns and the guard from this module once it is configured.
-    if name == "urlpatterns":
-        from django.urls import path
-
-        return [path("orders", django_view)]
-    if name == "django_guard":
-        from mideng import Guard
-        from mideng.stores.memory import MemoryStore
-
-        guard = globals()["django_guard"] = Guard(MemoryStore())
-        return guard
-    raise AttributeError(name)
 
 
 def child(case: str, calls: int) -> None:
@@ -208,34 +152,16 @@ def child(case: str, calls: int) -> None:
         asgi_child(case, calls)
 
 
-def _shown(argv: list[str]) -> list[str]:
-    """The command's arguments without ``--out`` and its value, in either spelling."""
-    shown, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--out":
-            skip = True
-        elif not arg.startswith("--out="):
-            shown.append(arg)
-    return shown
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--cases", nargs="*", help="only these cases")
-    parser.add_argument("--stores", action="store_true", help="Redis and PostgreSQL cases too")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "http_python.md"))
-    parser.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(args.child[0], int(args.child[1]))
-        return
-    if shutil.which("valgrind") is None:
-        raise SystemExit("bench_http_python.py counts instructions with valgrind")
+def main(argv: list[str]) -> None:
+    options = parser("http-python", __doc__)
+    options.add_argument("--calls", type=int, default=2000)
+    options.add_argument("--cases", nargs="*", help="only these cases")
+    options.add_argument("--stores", action="store_true", help="Redis and PostgreSQL cases too")
+    options.add_argument("--out", default=str(RESULTS / "http_python.md"))
+    args = options.parse_args(argv)
+    need_valgrind("http-python")
     cases = args.cases or [*ASGI, *WSGI, *DJANGO, *(STORES if args.stores else ())]
-    got = {case: instructions_per_call(__file__, case, args.calls, BASE) for case in cases}
+    got = {case: instructions_per_call(__spec__.name, case, args.calls, BASE) for case in cases}
     lines = ["| case | thousand instructions / request |", "|---|---:|"]
     lines += [f"| {case} | {n / 1000:.1f} |" for case, n in got.items()]
     derived = []
@@ -264,9 +190,7 @@ def main() -> None:
         [
             "# HTTP middleware (instructions per request)",
             "",
-            "Command: `.venv/bin/python bench/bench_http_python.py "
-            + " ".join(_shown(sys.argv[1:]))
-            + "`",
+            f"Command: `{command('http-python', _shown(argv))}`",
             "",
             f"Python {platform.python_version()}, {platform.machine()}, valgrind callgrind; "
             f"{args.calls} requests after {BASE}.",
@@ -276,9 +200,21 @@ def main() -> None:
     )
     print(text)
     if not args.cases:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + "\n")
+        write(args.out, text)
 
 
-if __name__ == "__main__":
-    main()
+def _shown(argv: list[str]) -> list[str]:
+    """The command's arguments without ``--out`` and its value, in either spelling."""
+    shown, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            shown.append(arg)
+    return shown
+
+
+if __name__ == "__main__":  # the child instructions_per_call counts
+    child(*child_call(sys.argv[1:]))

@@ -1,4 +1,4 @@
-"""A multi-step operation against the same work as hand-written guarded calls, in one run.
+"""A four-step operation against the same work as four hand-written guarded calls, timed.
 
 The operation (``@guard.operation`` with four ``@guard.step`` calls: mark paid, issue coupon,
 add points, send SMS, each trivial) against four ``guard.run`` calls, one per effect, each
@@ -6,7 +6,7 @@ with its own scope — what a service writes today to make each effect run once.
 uses a new order each time; a duplicate repeats a finished one. Batches of the contenders are
 interleaved, medians per call. PostgreSQL and Redis on the loopback, sync.
 
-Run: .venv/bin/python bench/bench_effects.py
+Run: .venv/bin/python -m bench effects
 """
 
 from __future__ import annotations
@@ -14,20 +14,18 @@ from __future__ import annotations
 import logging
 import platform
 import statistics
-import sys
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1]))
+import redis
 
+from bench.report import parser
+from bench.services import POSTGRES_URL, REDIS_URL
 from mideng import Guard
 from mideng.stores.redis import RedisStore
 from mideng.stores.sql import SQLStore
-from tests.services import POSTGRES_URL, REDIS_URL
 
 ROUNDS, BATCH = 40, 25
 EFFECTS = ("mark_paid", "issue_coupon", "add_points", "send_sms")
@@ -97,7 +95,8 @@ def report(title: str, rows: list[tuple[str, float, float]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
+    parser("effects", __doc__).parse_args(argv)
     logging.getLogger("mideng").setLevel(logging.ERROR)  # every duplicate logs a WARNING
     suffix = uuid.uuid4().hex[:8]
     print(f"Python {platform.python_version()}, {platform.machine()}; {ROUNDS} interleaved")
@@ -116,11 +115,8 @@ def main() -> None:
     try:
         print(report("Redis (sync)", measure(Guard(redis_store, lease=30, heartbeat=False))))
     finally:
-        client = redis_store._client()
+        redis_store.close()
+        client = redis.Redis.from_url(REDIS_URL)
         for name in client.scan_iter(match=f"{prefix}:*", count=1000):
             client.delete(name)
-        redis_store.close()
-
-
-if __name__ == "__main__":
-    main()
+        client.close()

@@ -1,21 +1,22 @@
-"""bench_http.py's WSGI and Django rows: each middleware against its own bare application.
+"""The http case's WSGI and Django rows: each middleware against its own bare application.
 
-The WSGI application and the Django view are bench_http_python.py's (the counted rows), driven
-in-process as a WSGI server would: an environ per request, ``start_response``, the body joined.
-Django's handler is its WSGIHandler, built once with no middleware (the bare view) and once with
-mideng's; both serve the same URL patterns. The guarded rows run on the memory store.
+The WSGI application and the Django view are the http-python case's too (bench.web,
+bench.django_site), driven in-process as a WSGI server would: an environ per request,
+``start_response``, the body joined. Django's handler is its WSGIHandler, built once with no
+middleware (the bare view) and once with mideng's; both serve the same URL patterns. The
+guarded rows run on the memory store.
 """
 
 from __future__ import annotations
 
 import io
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
-from bench_http_python import ANSWER, wsgi_app, wsgi_environ
+from bench.timing import Batch
+from bench.web import ANSWER, wsgi_app, wsgi_environ
 
-Batch = Callable[[list[int]], Awaitable[None]]
 KeyOf = Callable[[int], "str | None"]
 
 
@@ -76,16 +77,12 @@ def django_cases() -> list[tuple[str, Batch]]:
     from django.conf import settings
     from django.core.handlers.wsgi import WSGIHandler
 
-    settings.configure(
-        DEBUG=False,
-        ALLOWED_HOSTS=["*"],
-        ROOT_URLCONF="bench_http_python",
-        MIDDLEWARE=[],
-        MIDENG_HTTP={"guard": "bench_http_python.django_guard"},
-    )
+    from bench import django_site
+
+    settings.configure(**django_site.settings(guarded=False))
     django.setup()
     bare = WSGIHandler()  # loads its middleware now: none
-    settings.MIDDLEWARE = ["mideng.http.django.IdempotencyMiddleware"]
+    settings.MIDDLEWARE = django_site.settings(guarded=True)["MIDDLEWARE"]
     guarded = WSGIHandler()
     return [
         ("Django bare view", wsgi_requests(bare, lambda n: None)),

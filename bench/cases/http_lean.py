@@ -1,4 +1,4 @@
-"""bench_http.py's third floor for an ASGI first request: mideng's own parts with no structure
+"""The http case's third floor for an ASGI first request: mideng's own parts with no structure
 around them.
 
 "a lean layer of mideng's parts" calls, in one coroutine, the same parts the middleware calls
