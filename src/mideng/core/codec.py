@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from mideng.core.canonical import c_encoder, to_jsonable
-from mideng.core.convert import BY_ID, converter
+from mideng.core.convert import converter
 from mideng.errors import CodecError, ConfigurationError
 
 
@@ -77,21 +77,12 @@ class JsonCodec:
 
     def decode(self, data: bytes, type_hint: Any = None) -> Any:
         try:
-            text = data.decode("utf-8")
-            try:  # _loads, inline: a replay's decoding is a few C calls
-                plain, end = _SCAN(text, 0)
-            except StopIteration:
-                end = -1
-            if end != len(text):
-                plain = _loads(text)
+            plain = _loads(data.decode("utf-8"))
         except ValueError as exc:  # UnicodeDecodeError is a ValueError too
             raise CodecError(f"stored result is not valid JSON: {exc}") from exc
         if type_hint is None or type_hint is Any:
             return plain
-        known = BY_ID.get(id(type_hint))  # converter()'s own first look, inline
         try:
-            if known is not None and known[0] is type_hint:
-                return known[1](plain)
             return converter(type_hint)(plain)
         except (TypeError, ValueError, KeyError, decimal.InvalidOperation) as exc:
             raise CodecError(f"stored result does not fit {type_hint!r}: {exc}") from exc

@@ -79,8 +79,9 @@ def _decorate(
     def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Driver, Any]:
         guard = resolve()
         if at >= 0 and not kwargs and len(args) == count:
-            # "{name}" and every argument by position: the binding and render_plain, inline
-            # (the usual decorated call; no payload, so nothing else reads the arguments).
+            # The key is one argument, "{name}", and every argument came by position (the
+            # usual decorated call): it is read where it stands, with no binding to make (no
+            # payload, so nothing else reads the arguments).
             value = args[at]
             rendered = value if type(value) is str else format(value, "")
             body_payload = None

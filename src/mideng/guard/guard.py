@@ -7,7 +7,6 @@ as the observers see it.
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
@@ -115,8 +114,7 @@ class Guard(Operations):
         raises PayloadMismatchError. Other options override the scope's policy (lease, ttl,
         on_error, in_progress, wait_timeout, on_expiry, codec, heartbeat).
         """
-        # The decorator asks for its Guard on every call: a C callable answers without a frame.
-        return build(itertools.repeat(self).__next__, scope, key, payload, options)
+        return build(lambda: self, scope, key, payload, options)
 
     # -- the drivers --------------------------------------------------------------------------
     def run(

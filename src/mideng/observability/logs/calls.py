@@ -23,7 +23,6 @@ from mideng.observability.logs.fields import (
     fields,
     http_log,
     log,
-    unwritten,
     with_error_type,
 )
 
@@ -54,44 +53,25 @@ def _where(what: object) -> tuple[str | None, str | None]:
     return getattr(what, "scope", None), getattr(what, "key", None)
 
 
-# The "mideng" logger's level cache (CPython's Logger keeps one dict for its life and clears it
-# in place when any level changes); None on a logging module that keeps none.
-_CACHE: dict[int, bool] | None = getattr(log, "_cache", None)
-if type(_CACHE) is not dict:
-    _CACHE = None
-
-
 # -- the Guard --------------------------------------------------------------------------------
+@contained
 def duplicate(call: CallLike) -> None:
-    """Log the first sighting of a duplicate for this call (not every poll while waiting)."""
+    """Log the first sighting of a duplicate for this call (not every poll while waiting).
+    Written after the claim answered and before its replay is returned: contained, so what an
+    application's filter or handler raises here does not turn the replay into an error."""
     claim = call.duplicate
-    if claim is None or call.polls > 1 or log.disabled:
-        return
-    # log.isEnabledFor(WARNING), its usual case read in place: the answer the logger keeps in
-    # its own cache (cleared by logging whenever a level changes), the method called only to
-    # fill it. Every duplicate asks, and the method is a Python frame the raw scheme never pays.
-    # A stale "on" could only cost the line's arguments: log.warning asks the logger again.
-    enabled = _CACHE.get(logging.WARNING) if _CACHE is not None else None
-    if enabled is None:
-        enabled = log.isEnabledFor(logging.WARNING)
-    if not enabled:
+    if claim is None or call.polls > 1 or not log.isEnabledFor(logging.WARNING):
         return
     outcome = claim.outcome.value
-    # As every line (fields.contained), spelt inline: a frame less per duplicate. Written
-    # after the claim answered and before its replay is returned, so what an application's
-    # filter or handler raises here would turn the replay into an error.
-    try:
-        log.warning(
-            "mideng duplicate scope=%s key=%s outcome=%s request_id=%s first_request_id=%s",
-            call.scope,
-            call.key,
-            outcome,
-            call.request_id,
-            claim.record.request_id,
-            extra=fields(call.scope, call.key, outcome, call.request_id),
-        )
-    except Exception:
-        unwritten()
+    log.warning(
+        "mideng duplicate scope=%s key=%s outcome=%s request_id=%s first_request_id=%s",
+        call.scope,
+        call.key,
+        outcome,
+        call.request_id,
+        claim.record.request_id,
+        extra=fields(call.scope, call.key, outcome, call.request_id),
+    )
 
 
 @contained

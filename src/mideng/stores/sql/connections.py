@@ -98,8 +98,7 @@ class ConnectionCache(_Limits):
 
     def given(self, close: Callable[[Any], None]) -> None:
         """After a connection came back to ``free``: wake a waiter, or hand one back to the
-        pool if more than ``keep`` are idle. A caller that appended itself need call this
-        only when ``waiters`` or that excess says so (``Executor.run`` does)."""
+        pool if more than ``keep`` are idle (``give`` calls this when either is so)."""
         if self.waiters:
             with self._cond:
                 self._cond.notify()

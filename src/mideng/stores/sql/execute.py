@@ -119,7 +119,8 @@ class Executor:
         return stmts
 
     def _take(self, cache: ConnectionCache) -> tuple[Any, Any]:
-        """A connection when none is idle (the common case is inline: ``cache.free.pop()``)."""
+        """A connection when none is idle (an idle one is popped off ``cache.free``, which
+        needs no lock: a list's pop is atomic)."""
         try:
             return cache.take(self.checkout)  # type: ignore[no-any-return]
         except Exception as exc:  # refused, auth, pool exhausted: all "unavailable"
@@ -160,10 +161,7 @@ class Executor:
                 self._failed(cache, held, exc, attempt)  # raises, unless to retry a deadlock
                 attempt += 1
                 continue
-            free = cache.free  # cache.give, its common case inline
-            free.append(held)
-            if cache.waiters or len(free) > cache.keep:
-                cache.given(_close)
+            cache.give(held, _close)
             return value
 
     def drive(self, op: Callable[..., Op[T]], *args: Any) -> T:
@@ -199,11 +197,7 @@ class Executor:
         params = claim_params(stmts, req)
         insert = stmts.insert
         assert insert is not None
-        if self.binary:  # execute_psycopg's work, inline: ON CONFLICT DO NOTHING RETURNING
-            cur.execute(insert.pyformat, params, binary=True)
-            stamp = float(cur.fetchone()[0]) if cur.rowcount == 1 else None
-        else:
-            stamp = stmts.stamped(self.execute(cur, Stmt(insert, params)), params)
+        stamp = stmts.stamped(self.execute(cur, Stmt(insert, params)), params)
         if stamp is not None:
             return Claim(ACQUIRED, fresh(req, stamp, None))
         return drive(claim_op(stmts, req), self.execute, cur)
