@@ -197,7 +197,12 @@ class Executor:
         params = claim_params(stmts, req)
         insert = stmts.insert
         assert insert is not None
-        stamp = stmts.stamped(self.execute(cur, Stmt(insert, params)), params)
+        if self.binary:
+            # psycopg: the insert's RETURNING row is the stamp (no result object to make).
+            cur.execute(insert.pyformat, params, binary=True)
+            stamp = float(cur.fetchone()[0]) if cur.rowcount == 1 else None
+        else:
+            stamp = stmts.stamped(self.execute(cur, Stmt(insert, params)), params)
         if stamp is not None:
             return Claim(ACQUIRED, fresh(req, stamp, None))
         return drive(claim_op(stmts, req), self.execute, cur)
