@@ -23,6 +23,7 @@ from mideng.observability.logs.fields import (
     fields,
     http_log,
     log,
+    unwritten,
     with_error_type,
 )
 
@@ -54,24 +55,27 @@ def _where(what: object) -> tuple[str | None, str | None]:
 
 
 # -- the Guard --------------------------------------------------------------------------------
-@contained
 def duplicate(call: CallLike) -> None:
     """Log the first sighting of a duplicate for this call (not every poll while waiting).
-    Written after the claim answered and before its replay is returned: contained, so what an
-    application's filter or handler raises here does not turn the replay into an error."""
+    Written after the claim answered and before its replay is returned, so it contains what an
+    application's filter or handler raises here (as ``fields.contained`` does for every other
+    line): it must not turn the replay into an error."""
     claim = call.duplicate
     if claim is None or call.polls > 1 or not log.isEnabledFor(logging.WARNING):
         return
     outcome = claim.outcome.value
-    log.warning(
-        "mideng duplicate scope=%s key=%s outcome=%s request_id=%s first_request_id=%s",
-        call.scope,
-        call.key,
-        outcome,
-        call.request_id,
-        claim.record.request_id,
-        extra=fields(call.scope, call.key, outcome, call.request_id),
-    )
+    try:
+        log.warning(
+            "mideng duplicate scope=%s key=%s outcome=%s request_id=%s first_request_id=%s",
+            call.scope,
+            call.key,
+            outcome,
+            call.request_id,
+            claim.record.request_id,
+            extra=fields(call.scope, call.key, outcome, call.request_id),
+        )
+    except Exception:
+        unwritten()
 
 
 @contained
