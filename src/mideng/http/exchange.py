@@ -111,8 +111,14 @@ def from_stored(plain: Any) -> StoredResponse:
         raise CodecError(f"stored result is not a stored response: {exc}") from exc
 
 
-def replayed(stored: StoredResponse, opts: HttpOptions) -> StoredResponse:
-    extra = [(REPLAYED_HEADER, "true"), *opts.retention()]
+def replayed(
+    stored: StoredResponse,
+    opts: HttpOptions,
+    retention: tuple[tuple[str, str], ...] | None = None,
+) -> StoredResponse:
+    """What a replay of ``stored`` sends; ``retention``: ``opts.retention()``, when the caller
+    looked it up already."""
+    extra = [(REPLAYED_HEADER, "true"), *(opts.retention() if retention is None else retention)]
     if _has_length(stored.status):
         extra.append(("content-length", str(len(stored.body))))
     return stored.with_headers(extra)
@@ -193,7 +199,7 @@ class Exchange:
         if self.ran and self.original is not None:
             return Reply(self.original, True, self.retention)
         try:
-            return Reply(replay_of(stored, self.opts))
+            return Reply(replayed(from_stored(stored), self.opts, self.retention))
         except CodecError as exc:
             return Reply(self.opts.problem_for(exc))
 
