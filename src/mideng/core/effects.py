@@ -25,13 +25,19 @@ something before it gives up says so where the call is (a rollback; a write fini
 
 ``shielded(effect)``: ``arun`` carries it to its end however often the task is cancelled
 meanwhile, then throws the (first) cancellation in; ``run`` makes it as any other.
+
+A procedure whose I/O is one operation its caller hands it, as a blocking and as a coroutine
+function, can be a coroutine function instead: it awaits what it was handed. On the event loop
+that is the operation's own coroutine, awaited with no driver between; the blocking side hands
+it a coroutine that makes the blocking call and never suspends, and ``completed`` carries the
+procedure out without an event loop. (``mideng.http.exchange``: the Guard's drive or adrive.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar
 
 T = TypeVar("T")
@@ -127,6 +133,18 @@ async def arun(procedure: Effects[T]) -> T:
         return result
     finally:
         procedure.close()
+
+
+def completed(procedure: Coroutine[Any, Any, T]) -> T:
+    """The return value of ``procedure``, a coroutine every await of which is over at once (a
+    blocking call made in place): carried out here, without an event loop."""
+    try:
+        suspended = procedure.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    procedure.close()
+    raise RuntimeError(f"a blocking procedure awaited something that suspends: {suspended!r}")
 
 
 async def _to_its_end(effect: Effect[T]) -> T:

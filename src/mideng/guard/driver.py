@@ -9,7 +9,7 @@ protocol needs no Guard import, so none of it can pull the Guard into an import 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from mideng.core.flow import Call
@@ -37,10 +37,10 @@ class Driver(Protocol):
         """Claim and run ``fn(*args, **kwargs)`` once, or replay / raise / wait and replay
         (mideng.guard.pipeline; ``terms``: an entry's own decisions)."""
 
-    async def adrive(
+    def adrive(
         self, call: Call, fn: AsyncBody[R], args: Args, kwargs: Kwargs, terms: Terms = TERMS
-    ) -> R:
-        """``drive`` for a coroutine function, on the running loop."""
+    ) -> Awaitable[R]:
+        """``drive`` for a coroutine function, on the running loop: awaited by the caller."""
 
     def log_duplicate(self, call: Call) -> None:
         """The WARNING line a duplicate gets (for drivers that decide duplicates themselves)."""

@@ -28,7 +28,7 @@ from mideng.guard.pipeline import adrive as pipeline_adrive
 from mideng.guard.pipeline import drive as pipeline_drive
 from mideng.observability import logs, watch
 from mideng.observability.instrument import Counting
-from mideng.observability.watch import store_label
+from mideng.observability.watch import Observer, store_label
 from mideng.operations.methods import Operations
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
@@ -233,14 +233,27 @@ class Guard(Operations):
             traced = watch.on.traced(store, store_label(self.store))
             return pipeline_drive(traced, self._heartbeats, call, fn, args, kwargs, terms)
 
-    async def adrive(
+    def adrive(
         self, call: Call, fn: AsyncBody[R], args: Args, kwargs: Kwargs, terms: Terms = TERMS
-    ) -> R:
+    ) -> Awaitable[R]:
         store = self.store if watch.metrics is None else self._counting.of(self.store)
-        if watch.on is None:
-            return await pipeline_adrive(store, call, fn, args, kwargs, terms)
-        with watch.on.call(call, self.store):
-            traced = watch.on.traced(store, store_label(self.store))
+        observer = watch.on
+        if observer is None:  # the pipeline's own coroutine: nothing to wrap around it
+            return pipeline_adrive(store, call, fn, args, kwargs, terms)
+        return self._observed(observer, store, call, fn, args, kwargs, terms)
+
+    async def _observed(
+        self,
+        observer: Observer,
+        store: Store,
+        call: Call,
+        fn: AsyncBody[R],
+        args: Args,
+        kwargs: Kwargs,
+        terms: Terms,
+    ) -> R:
+        with observer.call(call, self.store):
+            traced = observer.traced(store, store_label(self.store))
             return await pipeline_adrive(traced, call, fn, args, kwargs, terms)
 
     def log_duplicate(self, call: Call) -> None:

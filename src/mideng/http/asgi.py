@@ -113,7 +113,7 @@ async def guard_asgi(
     so, for the request's own coroutine, with no layer of its own around it."""
     if request is None:
         request = incoming(scope)
-    request_id = bind_request_id(scope) if bind else None
+    request_id = bind_request_id(scope, request.headers) if bind else None
     token = None
     if request_id is not None:
         token, tag = enter_request_id(request_id), request_id.encode("latin-1")

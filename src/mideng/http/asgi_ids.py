@@ -9,6 +9,7 @@ from typing import Any
 
 from mideng.context import request_id_scope
 from mideng.http.core import REQUEST_ID_HEADER
+from mideng.http.headers import Headers
 from mideng.http.request_id import accept_request_id
 
 Scope = MutableMapping[str, Any]
@@ -23,15 +24,19 @@ REQUEST_ID_BYTES = REQUEST_ID_HEADER.encode("latin-1")
 
 
 # -- request id ------------------------------------------------------------------------------
-def bind_request_id(scope: Scope) -> str | None:
-    """The id this layer binds, or None when an outer layer already did."""
+def bind_request_id(scope: Scope, headers: Headers | None = None) -> str | None:
+    """The id this layer binds, or None when an outer layer already did. ``headers``: the
+    scope's, when the caller read them already (one lookup rather than a scan)."""
     if SCOPE_REQUEST_ID in scope:
         return None
-    header = None
-    for k, v in scope.get("headers", ()):
-        if k.lower() == REQUEST_ID_BYTES:
-            header = v.decode("latin-1")
-            break
+    if headers is not None:
+        header = headers.first(REQUEST_ID_HEADER)
+    else:
+        header = None
+        for k, v in scope.get("headers", ()):
+            if k.lower() == REQUEST_ID_BYTES:
+                header = v.decode("latin-1")
+                break
     request_id = accept_request_id(header)
     scope[SCOPE_REQUEST_ID] = request_id
     return request_id

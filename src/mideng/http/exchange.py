@@ -1,9 +1,11 @@
 """The drivers of the HTTP core: run one guarded request through the Guard.
 
 ``run`` is the blocking drive (WSGI, Django, Flask), ``arun`` the awaited one (ASGI); both
-carry out one procedure of effects (``_guarded_reply``, see ``mideng.core.effects``). The
-guarded body calls the integration's ``downstream``, which runs the application and returns
-its captured response. A response that may be stored is the body's result; any other makes
+carry out one procedure (``_guarded_reply``), a coroutine that awaits the Guard's drive it is
+handed: ``arun`` awaits it with the Guard's ``adrive``, ``run`` carries it out with
+``effects.completed`` and the blocking ``drive`` (see ``mideng.core.effects``). The guarded
+body calls the integration's ``downstream``, which runs the application and returns its
+captured response. A response that may be stored is the body's result; any other makes
 the body raise ``NotStored``, so the Guard releases the claim, and carries what the client
 gets instead.
 
@@ -22,8 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mideng.core import effects
-from mideng.core.effects import Effects, call
+from mideng.core.effects import completed
 from mideng.core.flow import Call
 from mideng.errors import (
     CodecError,
@@ -110,8 +111,14 @@ def from_stored(plain: Any) -> StoredResponse:
         raise CodecError(f"stored result is not a stored response: {exc}") from exc
 
 
-def replayed(stored: StoredResponse, opts: HttpOptions) -> StoredResponse:
-    extra = [(REPLAYED_HEADER, "true"), *opts.retention()]
+def replayed(
+    stored: StoredResponse,
+    opts: HttpOptions,
+    retention: tuple[tuple[str, str], ...] | None = None,
+) -> StoredResponse:
+    """What a replay of ``stored`` sends; ``retention``: ``opts.retention()``, when the caller
+    looked it up already."""
+    extra = [(REPLAYED_HEADER, "true"), *(opts.retention() if retention is None else retention)]
     if _has_length(stored.status):
         extra.append(("content-length", str(len(stored.body))))
     return stored.with_headers(extra)
@@ -158,15 +165,16 @@ class Exchange:
         # advertises.
         _, self.policy, self.retention = opts.current()
 
-    def drive(self, target: RecordKey, fingerprint: str) -> Any:
-        """The Guard's blocking drive of the guarded body, claimed with ``fingerprint``."""
+    async def drive(self, target: RecordKey, fingerprint: str) -> Any:
+        """The Guard's blocking drive of the guarded body, claimed with ``fingerprint``: over
+        once awaited, as ``effects.completed`` needs."""
         call = self._call(target, fingerprint, _produce)
         return self.opts.guard.drive(call, _produce, (self,), {})
 
-    async def adrive(self, target: RecordKey, fingerprint: str) -> Any:
-        """``drive`` on the event loop, the body awaited."""
+    def adrive(self, target: RecordKey, fingerprint: str) -> Awaitable[Any]:
+        """``drive`` on the event loop, the body awaited: the Guard's own coroutine."""
         call = self._call(target, fingerprint, _aproduce)
-        return await self.opts.guard.adrive(call, _aproduce, (self,), {})
+        return self.opts.guard.adrive(call, _aproduce, (self,), {})
 
     def _call(self, target: RecordKey, fingerprint: str, body: Callable[..., Any]) -> Call:
         # Prepared without a payload: the request's fingerprint is the HTTP layer's own.
@@ -191,7 +199,7 @@ class Exchange:
         if self.ran and self.original is not None:
             return Reply(self.original, True, self.retention)
         try:
-            return Reply(replay_of(stored, self.opts))
+            return Reply(replayed(from_stored(stored), self.opts, self.retention))
         except CodecError as exc:
             return Reply(self.opts.problem_for(exc))
 
@@ -248,12 +256,17 @@ async def _aproduce(exchange: Exchange) -> Any:
     return exchange.keep(await exchange.downstream())
 
 
-def _guarded_reply(
-    exchange: Exchange, target: RecordKey, request: Incoming, body: bytes
-) -> Effects[Reply]:
-    """The reply to one guarded request, written once for ``run`` and ``arun``: the Guard's
-    drive is the effect; what it means is the Exchange's: ``keep`` (what the app answered),
-    ``reply`` (what to send after the Guard), ``recover`` (what an exception out of it means).
+# The Guard's drive of the guarded body under a record key, claimed with a fingerprint.
+Drive = Callable[[RecordKey, str], Awaitable[Any]]
+
+
+async def _guarded_reply(
+    exchange: Exchange, target: RecordKey, request: Incoming, body: bytes, drive: Drive
+) -> Reply:
+    """The reply to one guarded request, written once for ``run`` and ``arun``: ``drive`` is
+    the Guard's (``Exchange.drive`` or ``adrive``); what it means is the Exchange's: ``keep``
+    (what the app answered), ``reply`` (what to send after the Guard), ``recover`` (what an
+    exception out of it means).
 
     The call is claimed with the request's fingerprint, version 2 (``HttpOptions.digest``). A
     record stored before version 2 carries version 1, which the Guard reports as a mismatch:
@@ -262,11 +275,11 @@ def _guarded_reply(
     fingerprint = exchange.opts.digest(request, body)
     try:
         try:
-            stored = yield call(exchange.drive, exchange.adrive, target, fingerprint)
+            stored = await drive(target, fingerprint)
         except PayloadMismatchError as exc:
             if (old := legacy(exc, exchange, request, body)) is None:
                 raise
-            stored = yield call(exchange.drive, exchange.adrive, target, old)
+            stored = await drive(target, old)
     except Exception as exc:
         return _sent(exchange.recover_or_raise(exc))
     return _sent(exchange.reply(stored))
@@ -281,18 +294,20 @@ def run(
 ) -> Reply:
     """One guarded request, blocking (WSGI, Django, Flask): ``downstream`` runs the
     application and returns its captured response."""
-    return effects.run(_guarded_reply(Exchange(opts, downstream), target, request, body))
+    exchange = Exchange(opts, downstream)
+    return completed(_guarded_reply(exchange, target, request, body, exchange.drive))
 
 
-async def arun(
+def arun(
     opts: HttpOptions,
     target: RecordKey,
     request: Incoming,
     body: bytes,
     downstream: Callable[[], Awaitable[Captured]],
-) -> Reply:
+) -> Awaitable[Reply]:
     """``run`` on the event loop (ASGI): ``downstream`` is awaited."""
-    return await effects.arun(_guarded_reply(Exchange(opts, downstream), target, request, body))
+    exchange = Exchange(opts, downstream)
+    return _guarded_reply(exchange, target, request, body, exchange.adrive)
 
 
 def legacy(
