@@ -1,5 +1,5 @@
-"""The business tables the state cases run the primitives on: orders (a surrogate id, the
-business order number, status, amount, version) and stock, as the test suite's."""
+"""The business tables the state cases run the primitives on, and the state tests too: orders
+(a surrogate id, the business order number, status, amount, version) and stock."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ from sqlalchemy import Column, Integer, MetaData, String, Table
 
 def tables(suffix: str) -> dict[str, Table]:
     """``orders_<suffix>`` and ``stock_<suffix>``, on a MetaData of their own."""
-    metadata = MetaData()
+    return business_tables(MetaData(), suffix)
+
+
+def business_tables(metadata: MetaData, suffix: str) -> dict[str, Table]:
+    """``orders_<suffix>`` and ``stock_<suffix>`` on ``metadata``."""
     orders = Table(
         f"orders_{suffix}",
         metadata,

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, text
+from sqlalchemy import MetaData, create_engine, text
 
+from bench.business import business_tables
 from tests.services import MYSQL_URL, POSTGRES_URL, need
 from tests.state.sides import AsyncSide, Db, Side
 
@@ -24,27 +25,6 @@ def urls(name: str, tmp: Path) -> tuple[str, str]:
         return MYSQL_URL, MYSQL_URL.replace("+pymysql", "+asyncmy")
     path = tmp / "state.db"
     return f"sqlite:///{path}", f"sqlite+aiosqlite:///{path}"
-
-
-def business_tables(metadata: MetaData, suffix: str) -> dict[str, Table]:
-    """Orders (a surrogate id, the business order number, status, amount, version) and stock."""
-    orders = Table(
-        f"orders_{suffix}",
-        metadata,
-        Column("id", Integer, primary_key=True, autoincrement=True),
-        Column("order_no", String(40), nullable=False, unique=True),
-        Column("status", String(20), nullable=False, server_default="NEW"),
-        Column("amount", Integer, nullable=False),
-        Column("version", Integer, nullable=False, server_default="0"),
-        Column("note", String(40)),
-    )
-    stock = Table(
-        f"stock_{suffix}",
-        metadata,
-        Column("sku", String(40), primary_key=True),
-        Column("qty", Integer, nullable=False),
-    )
-    return {"orders": orders, "stock": stock}
 
 
 @pytest.fixture(scope="module", params=DATABASES)

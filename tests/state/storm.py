@@ -17,8 +17,8 @@ from typing import Any
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, text
 
+from bench.business import business_tables
 from mideng.state import StateMachine, decrement, insert_once
-from tests.state.conftest import business_tables
 
 FLOW = StateMachine({"NEW": ["PAID"], "PAID": ["SHIPPED"], "SHIPPED": ["DONE"]}, initial="NEW")
 

@@ -16,6 +16,7 @@ from sqlalchemy.dialects.sqlite import pysqlite
 from sqlalchemy.engine.interfaces import BindTyping
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from bench.business import business_tables
 from mideng.db.drive import drive
 from mideng.state import (
     AlreadyThere,
@@ -36,7 +37,7 @@ from mideng.state.primitives import _decrement_shape
 from mideng.state.run import execute
 from mideng.state.statements import UpdateOf, insert_shape
 from tests.services import MYSQL_URL, POSTGRES_URL, need
-from tests.state.conftest import business_tables, new_key
+from tests.state.conftest import new_key
 from tests.state.sides import Db
 
 metadata = MetaData()
