@@ -7,9 +7,11 @@ to do is decided without I/O (``Terms``: by default the call's own decisions,
 mideng.core.flow.Call); where the store fails (at the claim, at the settling write) or the
 call is cancelled, the terms name the procedure that follows (mideng.guard.settling).
 
-Every entry drives this pipeline: ``Guard.run`` / ``arun`` and the decorator, transactional
-mode, the HTTP exchange, multi-step operations, and the message consumer, whose terms answer
-duplicates and failures with verdicts (mideng.messaging.delivery).
+The entries that hand it a body drive it: ``Guard.run`` / ``arun`` and the decorator, the
+HTTP exchange, multi-step operations, and the message consumer, whose terms answer
+duplicates and failures with verdicts (mideng.messaging.delivery). Transactional mode, whose
+body is the caller's own ``with`` block, asks the same decisions around its own statements
+(mideng.guard.transaction).
 """
 
 from __future__ import annotations
