@@ -1,9 +1,10 @@
 """The Driver protocol: what code that runs guarded work calls on a Guard.
 
-The decorator, transactional mode and the HTTP exchange all guard work the same way, and so
-will message consumers and operations: resolve the scope's policy, ``prepare`` a call (checked
-scope and key, fingerprint, owner, request id), then ``drive`` it (sync) or ``adrive`` it
-(async) — claim, and run, replay, raise or wait as the core decides. Code written against this
+The decorator, the HTTP exchange, operations and message consumers all guard work the same
+way: resolve the scope's policy, ``prepare`` a call (checked scope and key, fingerprint,
+owner, request id), then ``drive`` it (sync) or ``adrive`` it (async) through the pipeline
+(mideng.guard.pipeline), with the Guard's terms or their own. Transactional mode prepares its
+call the same way and asks the call's decisions around the caller's block. Code written against this
 protocol needs no Guard import, so none of it can pull the Guard into an import circle.
 """
 
@@ -41,6 +42,3 @@ class Driver(Protocol):
         self, call: Call, fn: AsyncBody[R], args: Args, kwargs: Kwargs, terms: Terms = TERMS
     ) -> Awaitable[R]:
         """``drive`` for a coroutine function, on the running loop: awaited by the caller."""
-
-    def log_duplicate(self, call: Call) -> None:
-        """The WARNING line a duplicate gets (for drivers that decide duplicates themselves)."""

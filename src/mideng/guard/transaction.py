@@ -119,7 +119,7 @@ def _decided(guard: Driver, call: Call, claim: Any) -> Tx | float:
     action = call.next(claim)
     if action is RUN:
         return Tx(call.scope, call.key, replayed=False, record=claim.record, ticket=call.ticket)
-    guard.log_duplicate(call)
+    logs.duplicate(call)
     if action is RETURN:
         return Tx(call.scope, call.key, replayed=True, result=call.value, record=call.record)
     if action is RAISE:
