@@ -68,6 +68,24 @@ def test_cancelled_at_the_completion_the_redelivery_is_acked_unrun(store: Store)
     run_closing(store, scenario)
 
 
+def test_cancelled_after_its_claim_landed_the_key_is_given_back(store: Store) -> None:
+    """The claim landed and its answer was cut short by the cancellation: the key is given
+    back at once (not left held for the lease), and the redelivery runs the handler."""
+
+    async def scenario() -> None:
+        guard = Guard(store, lease=60)
+        handler = Handler()
+        consumer = IdempotentConsumer(guard, "stock", handler)
+        stop = gate(store, "aclaim", before=False)
+        await cancel_at(asyncio.create_task(consumer.handle(msg("order:1"))), stop)
+        assert await _status(guard, "order:1") is None
+        assert handler.finished == {}
+        assert await consumer.handle(msg("order:1")) == Ack(ran=True)
+        assert handler.finished == {"order:1": 1}
+
+    run_closing(store, scenario)
+
+
 def test_cancelled_at_a_batch_completion_the_redeliveries_are_acked_unrun(store: Store) -> None:
     async def scenario() -> None:
         guard = Guard(store, lease=60)
