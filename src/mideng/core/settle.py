@@ -12,13 +12,17 @@ duplicates get the same clear error instead of running the body again.
 from __future__ import annotations
 
 import inspect
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mideng.core.codec import UNSTORED
 from mideng.core.failure import encode_failure
 from mideng.core.policy import OnError, Policy
 from mideng.core.record import Resolution
 from mideng.errors import CodecError, ConfigurationError, IdempotencyError, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from mideng.core.record import Record, Ticket
+    from mideng.stores.base import RecordStore
 
 _RELEASE = OnError.RELEASE
 #: ``resolve(result=UNSET)``: no result given (None is a result).
@@ -34,12 +38,22 @@ def failure_to_record(policy: Policy, exc: BaseException) -> bytes | None:
     return None
 
 
+# Each write makes itself on a store, blocking (``on``) or awaited (``aon``): the driver calls
+# the one store operation the write is, and mypy checks that call.
+
+
 class Complete(NamedTuple):
     """Store the result: ``store.complete(ticket, result, codec, ttl)``."""
 
     result: bytes
     codec: str
     ttl: float | None
+
+    def on(self, store: RecordStore, ticket: Ticket) -> Record:
+        return store.complete(ticket, self.result, self.codec, self.ttl)
+
+    async def aon(self, store: RecordStore, ticket: Ticket) -> Record:
+        return await store.acomplete(ticket, self.result, self.codec, self.ttl)
 
 
 class Fail(NamedTuple):
@@ -48,9 +62,21 @@ class Fail(NamedTuple):
     error: bytes
     ttl: float | None
 
+    def on(self, store: RecordStore, ticket: Ticket) -> Record:
+        return store.fail(ticket, self.error, self.ttl)
+
+    async def aon(self, store: RecordStore, ticket: Ticket) -> Record:
+        return await store.afail(ticket, self.error, self.ttl)
+
 
 class Release(NamedTuple):
     """Drop the claim so a retry runs again: ``store.release(ticket)``."""
+
+    def on(self, store: RecordStore, ticket: Ticket) -> None:
+        store.release(ticket)
+
+    async def aon(self, store: RecordStore, ticket: Ticket) -> None:
+        await store.arelease(ticket)
 
 
 class Hold(NamedTuple):
@@ -60,6 +86,12 @@ class Hold(NamedTuple):
 
     lease: float
     ttl: float | None
+
+    def on(self, store: RecordStore, ticket: Ticket) -> Record:
+        return store.heartbeat(ticket, self.lease, self.ttl)
+
+    async def aon(self, store: RecordStore, ticket: Ticket) -> Record:
+        return await store.aheartbeat(ticket, self.lease, self.ttl)
 
 
 #: A write that settles a claim, as a typed value (mideng.guard.settling makes it on a store).

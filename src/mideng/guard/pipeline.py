@@ -31,7 +31,7 @@ from mideng.errors import IdempotencyError
 from mideng.guard.aheartbeat import renew_store
 from mideng.guard.cancelled import give_back
 from mideng.guard.heartbeat import Heartbeats
-from mideng.guard.settling import standing, to_its_end, written
+from mideng.guard.settling import standing, to_its_end
 from mideng.guard.store_errors import at_claim
 from mideng.observability import logs
 from mideng.stores.base import RecordStore, Store
@@ -172,9 +172,8 @@ async def adrive(
 def settle(store: RecordStore, call: Call, ticket: Ticket, step: Settle, terms: Terms) -> Any:
     """``step``'s write made on the store (blocking); what the call returns (``step.value``,
     or, when the store failed the write, what ``terms.unsettled`` makes of it)."""
-    write = written(store, ticket, step.write)
     try:
-        write.sync(*write.args)
+        step.write.on(store, ticket)
     except Exception as exc:
         return effects.run(terms.unsettled(store, call, ticket, step, exc))
     return step.value
@@ -185,9 +184,8 @@ async def asettle(
 ) -> Any:
     """``settle`` on the event loop; cut short by a cancellation, ``terms.cut_short`` runs to
     its end before the cancellation is raised."""
-    write = written(store, ticket, step.write)
     try:
-        await write.aio(*write.args)
+        await step.write.aon(store, ticket)
     except Exception as exc:
         return await effects.arun(terms.unsettled(store, call, ticket, step, exc))
     except asyncio.CancelledError:

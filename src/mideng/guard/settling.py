@@ -37,7 +37,7 @@ from mideng.core import effects
 from mideng.core.effects import Effect, Effects
 from mideng.core.flow import Call
 from mideng.core.record import FAILED, SUCCEEDED, Record, Ticket
-from mideng.core.settle import Complete, Fail, Hold, Release, Settle, Write
+from mideng.core.settle import Complete, Hold, Release, Settle, Write
 from mideng.errors import IdempotencyError, LeaseLostError, StoreUnavailableError
 from mideng.guard.store_errors import store_error
 from mideng.observability import logs
@@ -51,16 +51,8 @@ WINDOW = 1.0
 
 
 def written(store: RecordStore, ticket: Ticket, write: Write) -> Effect[Any]:
-    """``write`` as the store operation it is."""
-    if isinstance(write, Complete):
-        return effects.call(
-            store.complete, store.acomplete, ticket, write.result, write.codec, write.ttl
-        )
-    if isinstance(write, Fail):
-        return effects.call(store.fail, store.afail, ticket, write.error, write.ttl)
-    if isinstance(write, Hold):
-        return effects.call(store.heartbeat, store.aheartbeat, ticket, write.lease, write.ttl)
-    return effects.call(store.release, store.arelease, ticket)
+    """``write`` as an effect of the procedures below."""
+    return effects.call(write.on, write.aon, store, ticket)
 
 
 def standing(

@@ -56,8 +56,8 @@ from mideng.stores.sql.ops import (
     clipped,
     insert,
     inserted,
-    seen,
 )
+from mideng.stores.sql.rows import mysql_current, psycopg_current
 from mideng.stores.sql.schema import REQUEST_ID_MAX
 from mideng.stores.sql.statements import Statements
 
@@ -79,6 +79,8 @@ class Executor:
         self._statements: Statements | None = None
         self.binary = config.family == "postgresql"  # psycopg: binary results
         self.execute = execute_psycopg if self.binary else execute_dbapi
+        #: The record and clock from the store's own read (``Statements.select``).
+        self.current = psycopg_current if self.binary else mysql_current
         self._pid = Process.pid
         #: An operation run once, before the first one (the store's schema check), or None.
         self.first: Callable[[Statements], Op[None]] | None = None
@@ -183,7 +185,8 @@ class Executor:
             cur.execute(stmts.select.positional, (req.scope, req.key), binary=True)
         else:
             cur.execute(stmts.select.positional, (req.scope, req.key))
-        found = seen(stmts, cur.fetchone(), req, self.binary)
+        row = cur.fetchone()
+        found = None if row is None else self.current(row, req.scope, req.key)
         if found is not None:
             answer, write = decide(found[0], req, found[1])
             if not write:
@@ -260,6 +263,7 @@ class AsyncExecutor:
         self.config = config
         self.binary = config.family == "postgresql"
         self.execute: AsyncExecute = aexecute_psycopg if self.binary else aexecute_asyncmy
+        self.current = psycopg_current if self.binary else mysql_current  # as Executor's
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopEngine] = (
             weakref.WeakKeyDictionary()
         )
@@ -331,7 +335,8 @@ class AsyncExecutor:
             await cur.execute(stmts.select.positional, (req.scope, req.key), binary=True)
         else:
             await cur.execute(stmts.select.positional, (req.scope, req.key))
-        found = seen(stmts, await cur.fetchone(), req, self.binary)
+        row = await cur.fetchone()
+        found = None if row is None else self.current(row, req.scope, req.key)
         if found is not None:
             answer, write = decide(found[0], req, found[1])
             if not write:

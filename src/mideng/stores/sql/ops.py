@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -34,7 +34,7 @@ from mideng.db.statements import Op, Res, Sql, Stmt
 from mideng.errors import StoreUnavailableError
 from mideng.stores.base import HIT_PREFIX, TOKEN_PREFIX, check_resolvable, lease_lost
 from mideng.stores.batch import Completion
-from mideng.stores.sql.rows import cas_params, psycopg_current
+from mideng.stores.sql.rows import cas_params
 from mideng.stores.sql.schema import REQUEST_ID_MAX
 from mideng.stores.sql.statements import Statements
 
@@ -108,18 +108,6 @@ def inserted(s: Statements, req: ClaimRequest, stmt: Stmt, res: Res) -> Claim | 
     """The claim an ``insert`` made, or None when it found the key taken."""
     stamped = s.stamped(res, stmt.params or {})
     return None if stamped is None else Claim(ACQUIRED, rules.fresh(req, stamped, None))
-
-
-def seen(
-    s: Statements, row: Sequence[Any] | None, req: ClaimRequest, binary: bool
-) -> tuple[Record, float] | None:
-    """The record and clock from the store's own read of ``s.select`` (None: no row);
-    ``binary``: a psycopg row in binary, typed already."""
-    if row is None:
-        return None
-    if binary:
-        return psycopg_current(row, req.scope, req.key)
-    return s.current(row, req.scope, req.key)
 
 
 def standing(req: ClaimRequest, found: tuple[Record, float] | None) -> Claim | None:

@@ -95,7 +95,7 @@ def psycopg_current(row: Sequence[Any], scope: str, key: str) -> tuple[Record, f
     each column's record type (bytea as bytes, the clock as a float): a duplicate then builds
     its record without a conversion pass. Transactional mode reads through the caller's
     driver, so it keeps ``current``."""
-    return typed(row, scope, key), row[13]
+    return Record(scope, key, _STATUS[row[0]], *row[1:13]), row[13]
 
 
 #: The select list of ``sqlite_replayed``: a succeeded row without a lease or an error (what
