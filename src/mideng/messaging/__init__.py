@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from mideng.messaging.consumer import IdempotentConsumer
 from mideng.messaging.message import Message
-from mideng.messaging.outcome import RetryRules
-from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
+from mideng.messaging.verdict import Ack, DeadLetter, Retry, RetryRules, Verdict
 
 __all__ = ["Ack", "DeadLetter", "IdempotentConsumer", "Message", "Retry", "RetryRules", "Verdict"]
