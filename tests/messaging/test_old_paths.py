@@ -1,12 +1,8 @@
 """The import paths messaging had before each broker was a package, and before its modules were
 named for what they hold, still answer for one release, each with a DeprecationWarning naming
-the new one."""
+the new one (``MOVED``, checked with every other package's in tests/test_moved.py)."""
 
 from __future__ import annotations
-
-import importlib
-
-import pytest
 
 from mideng.messaging import batch_claims, handlers, kept_completions, verdict
 from mideng.messaging.kafka import publish as kafka_publish
@@ -32,14 +28,6 @@ MOVED = [
     ("mideng.messaging.redis_read", "CompactReader", redis_message.CompactReader),
     ("mideng.messaging.redis_read", "entries", redis_message.entries),
 ]
-
-
-@pytest.mark.parametrize(("old", "name", "now"), MOVED)
-def test_an_old_path_answers_and_warns(old: str, name: str, now: object) -> None:
-    module = importlib.import_module(old)
-    with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} is deprecated") as caught:
-        assert getattr(module, name) is now
-    assert caught[0].filename == __file__  # the warning points at the code that asked
 
 
 def test_a_broker_module_is_its_package_now_and_answers_as_before() -> None:
