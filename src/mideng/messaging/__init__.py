@@ -1,8 +1,9 @@
 """Message consumers that run once per business key, and the broker adapters that feed them.
 
 ``IdempotentConsumer`` decides each delivered ``Message`` (run once, ack a duplicate, retry,
-dead-letter); an adapter module per broker (``mideng.messaging.rabbitmq``,
-``mideng.messaging.redis_streams``, ...) fetches messages and carries out the verdicts.
+dead-letter). Each broker is a package of one inner shape (``mideng.messaging.rabbitmq``,
+``nats``, ``redis_streams``, ``kafka``: ``consume``, the adapter that fetches messages and
+carries out the verdicts; ``message``; ``publish``), found by name in ``brokers``.
 """
 
 from __future__ import annotations
