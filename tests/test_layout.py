@@ -158,6 +158,41 @@ def test_no_import_circles() -> None:
     )
 
 
+# -- every broker package has one inner shape -----------------------------------------------
+#: A broker adapter's package: the adapter that fetches and carries out the consumer's verdicts
+#: (consume), a delivery read as a Message and the copy a dead letter leaves (message), its
+#: publisher (publish). A task queue's has its consuming side only: its own worker fetches and
+#: acks, and its own send (Celery's ``delay``) publishes, so there is no Message and nothing for
+#: a mideng publisher to add.
+ADAPTER = {"__init__.py", "consume.py", "message.py", "publish.py"}
+TASK_QUEUE = {"__init__.py", "consume.py"}
+BROKER_PACKAGES = {
+    "rabbitmq": ADAPTER,
+    "nats": ADAPTER,
+    "redis_streams": ADAPTER,
+    "kafka": ADAPTER,
+    "celery": TASK_QUEUE,
+}
+
+
+def test_every_broker_package_has_the_same_inner_files() -> None:
+    messaging = SRC / "mideng" / "messaging"
+    packages = {init.parent.name for init in messaging.glob("*/__init__.py")} - {"publish"}
+    assert packages == set(BROKER_PACKAGES)
+    for name, files in BROKER_PACKAGES.items():
+        assert {path.name for path in (messaging / name).glob("*.py")} == files, name
+
+
+def test_the_broker_registry_finds_each_adapter_and_publisher_in_its_package() -> None:
+    from mideng.messaging.brokers import BROKERS
+
+    adapters = {name for name, files in BROKER_PACKAGES.items() if files == ADAPTER}
+    assert set(BROKERS) == adapters
+    for name, broker in BROKERS.items():
+        assert broker.consume == f"mideng.messaging.{name}.consume:consume"
+        assert broker.publisher.startswith(f"mideng.messaging.{name}.publish:")
+
+
 # -- every sync operation has its native async twin ------------------------------------------
 def _store_classes() -> list[type]:
     import importlib

@@ -21,17 +21,17 @@ PUBLIC_BY_CONVENTION = {"_asdict", "_fields", "_make", "_replace", "_mapping", "
 #: (module, expression) pairs read today that a public seam should replace.
 STILL_READ = {
     ("core/loops.py", "loop._thread_id"),
-    ("messaging/kafka.py", "client._coordinator"),
-    ("messaging/kafka.py", "client._fetcher"),
-    ("messaging/kafka.py", "client._client"),
-    ("messaging/kafka.py", "coordinator._coordination_task"),
-    ("messaging/kafka.py", "coordinator._stop_heartbeat_task"),
-    ("messaging/kafka.py", "coordinator._stop_commit_offsets_refresh_task"),
+    ("messaging/kafka/consume.py", "client._coordinator"),
+    ("messaging/kafka/consume.py", "client._fetcher"),
+    ("messaging/kafka/consume.py", "client._client"),
+    ("messaging/kafka/consume.py", "coordinator._coordination_task"),
+    ("messaging/kafka/consume.py", "coordinator._stop_heartbeat_task"),
+    ("messaging/kafka/consume.py", "coordinator._stop_commit_offsets_refresh_task"),
 }
 
-# Where a name is turned into an object on purpose: the store and publisher registries load
+# Where a name is turned into an object on purpose: the store and broker registries load
 # "module:Class" strings lazily (so a driver is imported only when its URL is opened).
-REGISTRIES = {"stores/registry.py", "messaging/publish/__init__.py"}
+REGISTRIES = {"stores/registry.py", "messaging/brokers.py"}
 
 
 def _modules() -> Iterator[tuple[str, ast.Module]]:

@@ -13,16 +13,16 @@ fetched batch differs. One more Redis Streams row runs mideng's adapter itself
 (``redis_streams.consume``: its reads, its Messages, its acks and its checks for retries and
 takeovers between batches, one batch decided while the next is read and decided) on the same
 kind of stream; two more run the floor's loop as that adapter runs: with the next batch read
-while one is processed, and reading as the adapter reads (one compact reply a batch,
-mideng.messaging.redis_read), so that its dedup shows against each floor. On RabbitMQ, one
-more row runs mideng's adapter (``rabbitmq.consume``, with a prefetch of ``--batch``: a
-batch is what has been delivered, acked with one ``multiple`` ack), and one more the floor's
-loop acking each batch that way. The dedup records live in Redis for mideng and idemkit
-alike. The handler is an ``async def`` that does nothing, so the figures are the consumer's
-own cost. Messages/s is the best of ``--repeats`` runs per case (the machine is shared; the
-best run is the one least disturbed), beside this process's CPU time a message (median of
-the runs: round trips are not in it); mideng per message against idemkit is also given
-repeat by repeat, each pair run one after the other.
+while one is processed, and reading as the adapter reads (one compact reply a batch:
+``redis_streams.message.CompactReader``), so that its dedup shows against each floor. On
+RabbitMQ, one more row runs mideng's adapter (``rabbitmq.consume``, with a prefetch of
+``--batch``: a batch is what has been delivered, acked with one ``multiple`` ack), and one more
+the floor's loop acking each batch that way. The dedup records live in Redis for mideng and
+idemkit alike. The handler is an ``async def`` that does nothing, so the figures are the
+consumer's own cost. Messages/s is the best of ``--repeats`` runs per case (the machine is
+shared; the best run is the one least disturbed), beside this process's CPU time a message
+(median of the runs: round trips are not in it); mideng per message against idemkit is also
+given repeat by repeat, each pair run one after the other.
 """
 
 from __future__ import annotations

@@ -161,10 +161,10 @@ async def adapter_run(client: Any, n: int, batch: int, prefix: str) -> float:
 
 
 async def compact_floor(client: Any, n: int, batch: int, prefix: str) -> float:
-    """The floor's loop reading as the adapter does (mideng.messaging.redis_read: one compact
-    reply a batch, its XACK carried by the next read): what a consume+ack loop without dedup
+    """The floor's loop reading as the adapter does (``redis_streams.message.CompactReader``: one
+    compact reply a batch, its XACK carried by the next read): what a consume+ack loop without dedup
     costs with that read, so the adapter's dedup can be read against it too."""
-    from mideng.messaging.redis_read import CompactReader
+    from mideng.messaging.redis_streams.message import CompactReader
 
     stream, group = await new_stream(client, n, prefix)
     reader = CompactReader(client)

@@ -41,7 +41,7 @@ on_each_database = pytest.mark.parametrize(
 
 
 class Side(Protocol):
-    broker: str  # the adapter's module in mideng.messaging
+    broker: str  # the adapter's broker in mideng.messaging.brokers
     url: str
     lease: float  # the consumers' lease (a Redis Streams take-over waits that long)
 
@@ -152,7 +152,9 @@ class Workers:
             process = subprocess.Popen(
                 [sys.executable, "-m", "tests.helpers.storm_worker", str(path)],
                 cwd=ROOT,
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                # This checkout's src first: the workers run the code under test, not whatever
+                # mideng the interpreter has installed.
+                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])},
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

@@ -1,5 +1,5 @@
 """A consumer process for every broker's storm and crash tests: one broker adapter
-(``config["broker"]``, a module of mideng.messaging) feeding an IdempotentConsumer.
+(``config["broker"]``, a broker of mideng.messaging.brokers) feeding an IdempotentConsumer.
 
 ``python -m tests.helpers.storm_worker CONFIG.json``. ``mode`` is ``transactional`` (the
 handler writes one effect row in the dedup record's transaction, on PostgreSQL or MariaDB) or
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import faulthandler
-import importlib
 import json
 import os
 import random
@@ -36,6 +35,7 @@ from typing import Any
 
 from mideng import Guard, open_store
 from mideng.messaging import IdempotentConsumer, Message, Verdict
+from mideng.messaging.brokers import adapter
 from mideng.messaging.headers import IDEMPOTENCY_KEY
 
 #: How long a crash point waits to be killed before giving up (the parent kills in far less).
@@ -184,8 +184,8 @@ async def run(config: dict[str, Any]) -> None:
     consumer = on_redis(config) if config.get("mode") == "store" else transactional(config)
     if config.get("ready"):
         mark(Path(config["ready"]))
-    adapter = importlib.import_module(f"mideng.messaging.{config['broker']}")
-    await adapter.consume(consumer, config["url"], stop=stop, **config["adapter"])
+    consume = adapter(config["broker"])
+    await consume(consumer, config["url"], stop=stop, **config["adapter"])
 
 
 def main() -> int:

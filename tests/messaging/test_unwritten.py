@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from mideng.core.record import Ticket
-from mideng.messaging.unwritten import HELD_LIMIT, Unwritten
+from mideng.messaging.kept_completions import HELD_LIMIT, Unwritten
 from mideng.stores.batch import Completion
 
 

@@ -3,10 +3,8 @@ Its names still answer, with a DeprecationWarning."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from mideng.moved import old_module
 from mideng.operations import steps
-from mideng.operations.moved import moved
 
 _HOMES = dict.fromkeys(
     (
@@ -21,6 +19,4 @@ _HOMES = dict.fromkeys(
     steps,
 )
 
-
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

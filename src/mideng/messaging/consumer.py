@@ -11,7 +11,7 @@ attempt count and goes back with backoff, and is dead-lettered after ``max_attem
 message without a usable key is dead-lettered with the reason, never run unguarded. A store
 that is down never ends the adapter's loop: what it leaves undecided goes back with a delay,
 and a run whose completion it refused is kept and written when the message comes back
-(mideng.messaging.unwritten).
+(mideng.messaging.kept_completions).
 
 With ``engine=`` (a SQLAlchemy Engine or AsyncEngine) the handler gets ``(message, conn)`` and
 its writes commit in the same transaction as the dedup record (mideng.messaging.transactional).
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from mideng.context import get_request_id, request_id_scope
 from mideng.core.calls import is_async
@@ -38,22 +38,35 @@ from mideng.errors import (
 from mideng.guard.driver import Driver
 from mideng.guard.owners import OWNERS
 from mideng.guard.pipeline import asettle
-from mideng.messaging.batch import claim_all, complete_all
+from mideng.messaging.batch_claims import BatchHold, claim_all, complete_all
 from mideng.messaging.delivery import RAN, UNRUN, Delivery, lapsed
-from mideng.messaging.holds import BatchHold
+from mideng.messaging.handlers import handlers_done, run_handler
+from mideng.messaging.kept_completions import (
+    Unwritten,
+    finish,
+    kept,
+    release_quietly,
+    write_kept,
+)
 from mideng.messaging.keys import KeyFn, default_key, key_as, key_of, request_id_of, scope_of
 from mideng.messaging.message import Message
-from mideng.messaging.outcome import RetryRules
 from mideng.messaging.transactional import check as check_transactional
 from mideng.messaging.transactional import handle as handle_in_transaction
-from mideng.messaging.turns import handlers_done, run_handler
-from mideng.messaging.unwritten import Unwritten, finish, kept, release_quietly, write_kept
-from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
+from mideng.messaging.verdict import Ack, DeadLetter, Retry, RetryRules, Verdict
 from mideng.observability import logs, watch
 from mideng.observability.instrument import counted
 from mideng.stores.batch import Completion
 
 DeadLetterHook = Callable[[Message, str], "Awaitable[None] | None"]
+
+
+class Consumer(Protocol):
+    """What every broker adapter asks of the consumer it feeds: the verdict for one message,
+    and the verdicts for a fetched batch, in its order. ``IdempotentConsumer`` is one."""
+
+    async def handle(self, message: Message) -> Verdict: ...
+
+    async def handle_batch(self, messages: Sequence[Message]) -> list[Verdict]: ...
 
 
 class IdempotentConsumer:
@@ -231,7 +244,7 @@ class IdempotentConsumer:
         # each is renewed from now until its completion is written, so a key waiting behind a
         # slow handler is not taken over (by a copy elsewhere, or a stream's pending-entry
         # claim) and then run here too. A key whose lease is no longer known to hold when its
-        # turn comes is not started (see _run). One beat renews the batch (messaging.holds).
+        # turn comes is not started (see _run). One beat renews the batch (messaging.batch_claims).
         p = calls[0][1].policy
         # Each claim decided now (a duplicate's verdict, a run's ticket); run in turn below.
         terms = self.delivery.terms

@@ -2,12 +2,12 @@
 handler's run and the settling write, answered with verdicts instead of values and errors.
 
 Where the Guard's call replays a duplicate, waits for one in progress or raises, a delivery
-answers at once with the verdict the adapter carries out (``outcome.standing``: acked
+answers at once with the verdict the adapter carries out (``verdict.standing``: acked
 unrun, sent back while in flight elsewhere, dead-lettered once given up on). A handler error
 keeps the claim with its attempt count — held for the backoff (``Hold``), or recorded as the
 failure once the attempts are used up — and answers Retry or DeadLetter; a cancellation gives
 the claim back and is raised. A run completes with the codec's None (nothing is replayed to a
-message). A store that fails the completion leaves the run kept (mideng.messaging.unwritten)
+message). A store that fails the completion leaves the run kept (mideng.messaging.kept_completions)
 and the message sent back; one that fails the claim, or a failure's write, is logged and
 decided by the consumer, never raised into the adapter's loop.
 """
@@ -27,9 +27,8 @@ from mideng.core.settle import RELEASED, Complete, Fail, Hold, Release, Settle
 from mideng.errors import IdempotencyError, LeaseLostError
 from mideng.guard.pipeline import Terms
 from mideng.guard.settling import written
-from mideng.messaging.outcome import after_failure, standing
-from mideng.messaging.unwritten import Consumer, kept
-from mideng.messaging.verdict import Ack, DeadLetter, Retry
+from mideng.messaging.kept_completions import KeepingConsumer, kept
+from mideng.messaging.verdict import Ack, DeadLetter, Retry, after_failure, standing
 from mideng.observability import logs
 from mideng.stores.base import RecordStore
 from mideng.stores.batch import Completion
@@ -41,7 +40,7 @@ RAN, UNRUN = Ack(ran=True), Ack(ran=False)
 class Delivery:
     """One consumer's decisions at each point of the pipeline; ``terms`` hands them to it."""
 
-    def __init__(self, consumer: Consumer) -> None:
+    def __init__(self, consumer: KeepingConsumer) -> None:
         self.consumer = consumer
         # What a completion stores (the codec's None), encoded once per codec.
         self.nothing: tuple[Any, bytes] = (None, b"")
@@ -74,7 +73,7 @@ class Delivery:
         return RETURN
 
     def returned(self, call: Call, cancelled: Any) -> Settle:
-        """The handler ran (``mideng.messaging.turns.run_handler``'s answer: None, or the
+        """The handler ran (``mideng.messaging.handlers.run_handler``'s answer: None, or the
         cancellation that arrived while a ``def`` ran on in its thread, raised once the run is
         completed): complete with the codec's None, and ack."""
         codec, data = self.encoded_none(call.policy)

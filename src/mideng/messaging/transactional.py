@@ -32,14 +32,22 @@ from mideng.errors import (
 from mideng.guard.driver import Driver
 from mideng.guard.transaction import atransaction, transaction
 from mideng.messaging.message import Message
-from mideng.messaging.outcome import MIN_DELAY, RetryRules, after_failure
-from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
+from mideng.messaging.verdict import (
+    MIN_DELAY,
+    Ack,
+    DeadLetter,
+    Retry,
+    RetryRules,
+    Verdict,
+    after_failure,
+)
 from mideng.observability import logs
 from mideng.observability.instrument import counted
 
 
-class IdempotentConsumer(Protocol):
-    """What this module reads of mideng.messaging.consumer.IdempotentConsumer."""
+class TransactionalConsumer(Protocol):
+    """A consumer with an engine, as this module reads it
+    (mideng.messaging.consumer.IdempotentConsumer)."""
 
     guard: Driver
     scope: str
@@ -60,7 +68,7 @@ class _HandlerFailed(Exception):
     attempt: int
 
 
-def check(consumer: IdempotentConsumer) -> None:
+def check(consumer: TransactionalConsumer) -> None:
     """Refuse, at construction, a consumer that could never run."""
     if getattr(consumer.guard.store, "record_table", None) is None:
         raise ConfigurationError(
@@ -73,7 +81,7 @@ def check(consumer: IdempotentConsumer) -> None:
         raise ConfigurationError("an Engine runs a def handler(message, conn) off the event loop")
 
 
-async def handle(consumer: IdempotentConsumer, message: Message, key: str) -> Verdict:
+async def handle(consumer: TransactionalConsumer, message: Message, key: str) -> Verdict:
     try:
         if consumer.async_engine:
             return await _arun(consumer, message, key)
@@ -89,7 +97,7 @@ async def handle(consumer: IdempotentConsumer, message: Message, key: str) -> Ve
 # connection, a failed COMMIT) may leave the pooled connection inside a transaction SQLAlchemy
 # no longer tracks, holding the uncommitted record and writes; the next message on that
 # connection would commit them with its own. So that connection is dropped, never pooled.
-def _run(consumer: IdempotentConsumer, message: Message, key: str) -> Verdict:
+def _run(consumer: TransactionalConsumer, message: Message, key: str) -> Verdict:
     with consumer.engine.connect() as conn:
         try:
             with transaction(consumer.guard, conn, consumer.scope, key, **consumer.options) as tx:
@@ -108,7 +116,7 @@ def _run(consumer: IdempotentConsumer, message: Message, key: str) -> Verdict:
     return Ack(ran=True)
 
 
-async def _arun(consumer: IdempotentConsumer, message: Message, key: str) -> Verdict:
+async def _arun(consumer: TransactionalConsumer, message: Message, key: str) -> Verdict:
     async with consumer.engine.connect() as conn:
         try:
             async with atransaction(
@@ -129,7 +137,7 @@ async def _arun(consumer: IdempotentConsumer, message: Message, key: str) -> Ver
     return Ack(ran=True)
 
 
-def _refused(consumer: IdempotentConsumer, key: str, exc: Exception) -> Verdict:
+def _refused(consumer: TransactionalConsumer, key: str, exc: Exception) -> Verdict:
     """The claim itself said no, or the transaction failed before or at its commit."""
     where = f"{consumer.scope}:{key}"
     rules = consumer.rules
@@ -148,7 +156,9 @@ def _refused(consumer: IdempotentConsumer, key: str, exc: Exception) -> Verdict:
     )
 
 
-async def _count_failure(consumer: IdempotentConsumer, key: str, failed: _HandlerFailed) -> Verdict:
+async def _count_failure(
+    consumer: TransactionalConsumer, key: str, failed: _HandlerFailed
+) -> Verdict:
     where = f"{consumer.scope}:{key}"
     exc, attempt = failed.error, failed.attempt
     logs.consumer_attempt_failed(consumer.scope, key, attempt, exc)

@@ -35,7 +35,8 @@ def schemes() -> list[str]:
     return sorted(set(_BACKENDS) | set(_FACTORIES))
 
 
-def _load(target: str) -> Any:
+def load(target: str) -> Any:
+    """The object a lazy ``"module:attr"`` string names (the module imported on first use)."""
     module_name, _, attr = target.partition(":")
     obj: Any = importlib.import_module(module_name)
     for part in attr.split("."):
@@ -49,7 +50,7 @@ def _factory(scheme: str) -> Callable[..., Store]:
     target = _BACKENDS.get(scheme)
     if target is None:
         raise ConfigurationError(f"no store for scheme {scheme!r}; known: {', '.join(schemes())}")
-    factory: Callable[..., Store] = _load(target)
+    factory: Callable[..., Store] = load(target)
     _FACTORIES[scheme] = factory
     return factory
 
@@ -128,7 +129,7 @@ _IN_FRONT = "mideng.stores.hybrid_batch:HybridBatch.in_front_of"
 
 def in_front(fast: Store, durable: str | Store) -> Store:
     """``fast`` answering duplicates in front of ``durable`` (a store, or its URL)."""
-    compose: Callable[[Store, Store], Store] = _load(_IN_FRONT)
+    compose: Callable[[Store, Store], Store] = load(_IN_FRONT)
     return compose(fast, open_store(durable) if isinstance(durable, str) else durable)
 
 

@@ -6,6 +6,7 @@ copy or a consumer that raises does."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,7 +15,8 @@ from typing import Any
 import pytest
 
 from mideng.messaging import Ack, DeadLetter, Message, Retry, Verdict
-from mideng.messaging import kafka as adapter
+
+adapter = importlib.import_module("mideng.messaging.kafka.consume")
 
 
 @dataclass(frozen=True)

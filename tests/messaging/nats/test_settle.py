@@ -5,12 +5,14 @@ raises sending the whole batch back after a pause rather than losing or busy-loo
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
 from mideng.messaging import Ack, DeadLetter, Message, Retry, Verdict
-from mideng.messaging import nats as adapter
+
+adapter = importlib.import_module("mideng.messaging.nats.consume")
 
 
 class Raw:

@@ -5,18 +5,21 @@ same on a real broker, where a covered retry would be acked instead of run again
 from __future__ import annotations
 
 import asyncio
+import importlib
 from typing import Any
 
 import aio_pika
 import pytest
 
 from mideng import Guard
-from mideng.messaging import IdempotentConsumer, Message, rabbitmq
+from mideng.messaging import IdempotentConsumer, Message
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.stores.memory import MemoryStore
 from tests.brokers import AMQP_URL, BrokerNames
 from tests.messaging.rabbitmq.test_adapter import publish, ready
 from tests.messaging.running import consume_until
+
+rabbitmq = importlib.import_module("mideng.messaging.rabbitmq.consume")
 
 ACK = Ack(True)
 

@@ -10,7 +10,8 @@ import pytest
 import redis.asyncio as aredis
 
 from mideng import Guard
-from mideng.messaging import IdempotentConsumer, Message, redis_read, redis_streams
+from mideng.messaging import IdempotentConsumer, Message, redis_streams
+from mideng.messaging.redis_streams import message as redis_read
 from mideng.stores.memory import MemoryStore
 from tests.brokers import BrokerNames
 from tests.messaging.running import consume_until

@@ -9,7 +9,7 @@ from typing import Any
 
 import redis.asyncio as aredis
 
-from mideng.messaging import redis_read
+from mideng.messaging.redis_streams import message as redis_read
 from mideng.messaging.redis_streams import message_of
 from tests.brokers import BrokerNames
 from tests.services import REDIS_URL

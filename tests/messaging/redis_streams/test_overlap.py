@@ -6,6 +6,7 @@ consumer decides one batch at a time."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import threading
 import time
 from collections import Counter
@@ -17,12 +18,14 @@ import redis.asyncio as aredis
 from sqlalchemy import create_engine, text
 
 from mideng import Guard, open_store
-from mideng.messaging import IdempotentConsumer, Message, redis_streams
+from mideng.messaging import IdempotentConsumer, Message
 from mideng.stores.memory import MemoryStore
 from tests.brokers import BrokerNames
 from tests.messaging.redis_streams.held import HeldStore
 from tests.messaging.running import consume_until
 from tests.services import REDIS_URL
+
+redis_streams = importlib.import_module("mideng.messaging.redis_streams.consume")
 
 KEY = "idempotency-key"
 

@@ -1,9 +1,10 @@
-"""Publishing: one ``Publisher`` protocol, one module per broker, chosen by URL scheme.
+"""Publishing: one ``Publisher`` protocol; each broker's publisher (its package's ``publish``
+module), chosen by URL scheme through the broker registry (``mideng.messaging.brokers``).
 
 ``open_publisher("amqp://…")`` (RabbitMQ, publisher confirms), ``"nats://…"`` (JetStream,
 ``Nats-Msg-Id``), ``"redis://…"`` (a stream entry per message), ``"kafka://host:port"``
-(the message key is the business key). Each module imports its client on first use and says
-which extra installs it.
+(the message key is the business key). Each publisher imports its client on first use and
+says which extra installs it.
 
 Every message mideng publishes carries its message id (``message-id``), the business key
 (``idempotency-key``) and the request id current when it was produced (``x-request-id``):
@@ -13,7 +14,6 @@ same headers when it writes a row. A consumer reads them back (``mideng.messagin
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import uuid
 from collections.abc import Callable, Mapping
@@ -22,7 +22,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from mideng.context import get_request_id
 from mideng.errors import ConfigurationError
+from mideng.messaging.brokers import for_scheme, schemes
 from mideng.messaging.headers import IDEMPOTENCY_KEY, MESSAGE_ID, REQUEST_ID
+from mideng.stores.registry import load
 
 __all__ = ["Outgoing", "Publisher", "check_options", "open_publisher", "outgoing", "publish"]
 
@@ -51,30 +53,17 @@ class Publisher(Protocol):
     async def close(self) -> None: ...
 
 
-# scheme -> "module:Class"; each module imports its driver lazily.
-PUBLISHERS = {
-    "amqp": "mideng.messaging.publish.amqp:AmqpPublisher",
-    "amqps": "mideng.messaging.publish.amqp:AmqpPublisher",
-    "nats": "mideng.messaging.publish.nats:NatsPublisher",
-    "tls": "mideng.messaging.publish.nats:NatsPublisher",
-    "redis": "mideng.messaging.publish.redis:RedisPublisher",
-    "rediss": "mideng.messaging.publish.redis:RedisPublisher",
-    "kafka": "mideng.messaging.publish.kafka:KafkaPublisher",
-}
-
-
 def open_publisher(url: str, **options: Any) -> Publisher:
     """The publisher for ``url``'s scheme (not yet connected: ``await start()``). An option
     that publisher does not take is a ``ConfigurationError`` (``exchange`` goes with amqp://
     only)."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    target = PUBLISHERS.get(scheme)
-    if target is None:
+    broker = for_scheme(scheme)
+    if broker is None:
         raise ConfigurationError(
-            f"no publisher for {url!r}; mideng publishes to {', '.join(sorted(PUBLISHERS))}"
+            f"no publisher for {url!r}; mideng publishes to {', '.join(schemes())}"
         )
-    module_name, _, attr = target.partition(":")
-    cls: Any = getattr(importlib.import_module(module_name), attr)
+    cls: Any = load(broker.publisher)
     check_options(cls, options, f"a {scheme}:// publisher")
     publisher: Publisher = cls(url, **options)
     return publisher

@@ -23,7 +23,7 @@ consumer_attempt_failed: Callable[[str, str, int, BaseException], None] = Keyed(
 )
 
 #: The handler ran but the store refused its completion: the consumer keeps it and writes it
-#: when the message comes back (mideng.messaging.unwritten).
+#: when the message comes back (mideng.messaging.kept_completions).
 consumer_uncompleted: Callable[[str, str, BaseException], None] = Keyed(
     log.error,
     "uncompleted",

@@ -1,14 +1,15 @@
-"""The import paths multi-step operations had before they were one package, kept for one
-release: ``mideng.effects`` and ``mideng.guard.operations`` / ``steps`` / ``recovery``.
+"""Import paths kept for one release after what they named moved elsewhere.
 
-Each old module's ``__getattr__`` answers a moved name with the object it names now, and a
-DeprecationWarning saying where to import it from.
+An old module keeps only its ``__getattr__``: it answers each moved name with the object it
+names now, and a DeprecationWarning saying where to import it from.
+
+    __getattr__ = old_module(__name__, dict.fromkeys(("AmqpPublisher",), rabbitmq.publish))
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -25,3 +26,12 @@ def moved(old: str, name: str, homes: Mapping[str, ModuleType]) -> Any:
         stacklevel=3,  # the code that asked the old module for the name
     )
     return vars(home)[name]
+
+
+def old_module(old: str, homes: Mapping[str, ModuleType]) -> Callable[[str], Any]:
+    """The ``__getattr__`` of module ``old``, whose names live in ``homes`` now."""
+
+    def __getattr__(name: str) -> Any:
+        return moved(old, name, homes)
+
+    return __getattr__

@@ -1,4 +1,5 @@
-"""Celery: a task that runs once per business key, however often the broker delivers it.
+"""Celery's consuming side: a task that runs once per business key, however often the broker
+delivers it.
 
     @idempotent_task(app, lambda: guard, "stock", key="order:{order_id}")
     def deduct_stock(order_id: str, quantity: int) -> dict[str, int]:
@@ -57,7 +58,7 @@ from mideng.guard.bodies import return_hint
 from mideng.guard.decorator import build
 from mideng.guard.driver import Driver
 from mideng.guard.transaction import transaction
-from mideng.messaging.outcome import MIN_DELAY
+from mideng.messaging.verdict import MIN_DELAY
 from mideng.stores.registry import require
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -1,4 +1,4 @@
-"""NATS JetStream: a durable pull consumer feeding an IdempotentConsumer.
+"""NATS JetStream's adapter: a durable pull consumer feeding an IdempotentConsumer.
 
     stop = asyncio.Event()
     await nats.consume(consumer, "nats://127.0.0.1:4222", stream="ORDERS",
@@ -19,41 +19,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from mideng.errors import ConfigurationError
-from mideng.messaging.headers import unreplaced_headers
+from mideng.messaging.consumer import Consumer
 from mideng.messaging.message import Message
+from mideng.messaging.nats.message import DEAD_LETTER_REASON, dead_headers, message_of
 from mideng.messaging.reconnect import Backoff
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
 from mideng.stores.registry import require
 
-#: The header a dead-lettered copy carries: why it was given up on.
-DEAD_LETTER_REASON = "x-dead-letter-reason"
-#: The header a dead-lettered copy carries, as a JSON object, the message's headers in whose
-#: names nats-py writes none: those that are not HTTP tokens (another client sends them, and
-#: nats-py reads them, but refuses to publish them).
-DEAD_HEADERS = "x-dead-letter-headers"
-#: The header a publisher's own id travels in; the stream sequence stands in without it.
-NATS_MSG_ID = "Nats-Msg-Id"
-#: A header name nats-py publishes: an HTTP token (RFC 9110, 5.6.2).
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 #: How long a message that could not be decided on at all (store down) waits to come back.
 UNDECIDED_DELAY = 1.0
 #: Seconds between looks at the durable while fetches keep finding messages (it is looked at
 #: after every fetch that finds none).
 LOOK_INTERVAL = 30.0
-
-
-class Consumer(Protocol):
-    async def handle(self, message: Message) -> Verdict: ...
-
-    async def handle_batch(self, messages: Sequence[Message]) -> list[Verdict]: ...
 
 
 async def consume(
@@ -261,13 +244,6 @@ class _Durable:
             )
 
 
-def _message(raw: Any) -> Message:
-    metadata = raw.metadata
-    headers: Mapping[str, str] = unreplaced_headers(raw.headers or {})
-    message_id = headers.get(NATS_MSG_ID) or str(metadata.sequence.stream)
-    return Message(raw.data, headers, message_id, metadata.num_delivered, raw)
-
-
 async def _keep_alive(fetched: Sequence[Any], ack_wait: float) -> None:
     """Reset the redelivery clock of every message in hand until cancelled."""
     while True:
@@ -284,7 +260,7 @@ async def _process(
     ack_wait: float,
     dead_subject: str | None,
 ) -> None:
-    messages = [_message(raw) for raw in fetched]
+    messages = [message_of(raw) for raw in fetched]
     keeper = asyncio.create_task(_keep_alive(fetched, ack_wait))
     try:
         if len(messages) == 1:
@@ -313,25 +289,6 @@ async def _pause(stop: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(stop.wait(), seconds)
 
 
-def _dead_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """The headers of a dead-lettered copy: every one nats-py read from the message (not
-    ``Message.headers``, which leaves out a value nats-py decoded with replacement characters),
-    but not the ``Nats-`` ones its publisher addressed to JetStream. Copied, its
-    ``Nats-Msg-Id`` (already in its stream's duplicate window) had the copy dropped as a
-    duplicate and answered as published, and an expectation (``Nats-Expected-Last-Sequence``
-    ...) that held for the message fails for the copy on every redelivery. The copy's own id
-    is derived from the message's, so a message dead-lettered again (its ``term`` lost) is
-    not copied twice. Headers whose names nats-py will not publish go in ``DEAD_HEADERS``:
-    under their own names they had the copy refused on every try."""
-    out = {k: v for k, v in headers.items() if not k.lower().startswith("nats-")}
-    if (msg_id := headers.get(NATS_MSG_ID)) is not None:
-        out[NATS_MSG_ID] = f"{msg_id}:dead-letter"
-    unsendable = {name: out.pop(name) for name in list(out) if not _TOKEN.fullmatch(name)}
-    if unsendable:
-        out[DEAD_HEADERS] = json.dumps(unsendable)
-    return out
-
-
 async def _settle(
     jetstream: Any, message: Message, verdict: Verdict, dead_subject: str | None
 ) -> None:
@@ -342,7 +299,7 @@ async def _settle(
         await raw.nak(delay=verdict.delay)
     elif isinstance(verdict, DeadLetter):
         if dead_subject is not None:
-            headers = _dead_headers(raw.headers or {})
+            headers = dead_headers(raw.headers or {})
             headers[DEAD_LETTER_REASON] = verdict.reason
             try:
                 await jetstream.publish(dead_subject, message.body, headers=headers)

@@ -1,4 +1,4 @@
-"""RabbitMQ adapter (aio-pika): manual acks, after the consumer decided.
+"""RabbitMQ's adapter (aio-pika): manual acks, after the consumer decided.
 
     await rabbitmq.consume(consumer, "amqp://guest:guest@localhost/", queue="orders", stop=stop)
 
@@ -11,9 +11,8 @@ its delay, then rejects it with requeue (RabbitMQ has no delayed requeue of its 
 is redelivered; a DeadLetter either publishes the message to ``dead_letter_queue`` (declared
 durable, the reason in the ``x-dead-reason`` header) and acks it once the broker confirmed
 the copy routed, or, without one, rejects it without requeue, which routes it to the
-queue's dead-letter exchange when it has one.
-``Message.id`` is the AMQP ``message_id``; ``attempt`` comes from a quorum queue's
-``x-delivery-count``.
+queue's dead-letter exchange when it has one (the delivery as a Message, and its copy:
+``rabbitmq.message``).
 
 When ``stop`` is set the consumer is cancelled (no new deliveries), the batch in hand is
 finished, messages delivered but not started and retries still waiting go back to the queue,
@@ -36,33 +35,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mideng.errors import ConfigurationError
-from mideng.messaging.consumer import IdempotentConsumer
-from mideng.messaging.headers import amqp_copy, text_headers
+from mideng.messaging.consumer import Consumer
 from mideng.messaging.message import Message
+from mideng.messaging.rabbitmq.message import dead_copy, message_of
 from mideng.messaging.reconnect import Backoff
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
+from mideng.stores.registry import require
 
-DEAD_REASON = "x-dead-reason"
 #: Seconds before a message whose dead-letter copy the broker refused is requeued.
 COPY_RETRY_DELAY = 1.0
-
-
-def _aio_pika() -> Any:
-    try:
-        import aio_pika
-    except ImportError as exc:  # pragma: no cover - the extra is installed in tests
-        raise ConfigurationError(
-            "the RabbitMQ adapter needs aio-pika: pip install 'mideng[rabbitmq]'"
-        ) from exc
-    return aio_pika
-
-
-def message_of(incoming: Any) -> Message:
-    headers = text_headers((incoming.headers or {}).items())
-    count = headers.get("x-delivery-count")
-    attempt = int(count) + 1 if count is not None and count.isdigit() else None
-    return Message(bytes(incoming.body), headers, incoming.message_id, attempt, incoming)
 
 
 async def _queue(connection: Any, name: str) -> tuple[Any, Any]:
@@ -158,15 +140,7 @@ class _Settler:
         if self.dead_letter_queue is None:
             await incoming.reject(requeue=False)
             return
-        aio_pika = _aio_pika()
-        headers = {**amqp_copy(incoming.headers or {}), DEAD_REASON: verdict.reason[:1000]}
-        dead = aio_pika.Message(
-            bytes(incoming.body),
-            headers=headers,
-            message_id=incoming.message_id,
-            content_type=incoming.content_type,
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-        )
+        dead = dead_copy(incoming, verdict.reason)
         try:
             await self.channel.default_exchange.publish(dead, routing_key=self.dead_letter_queue)
         except _connection_errors():
@@ -179,7 +153,7 @@ class _Settler:
             # and again at every restart.
             logs.rabbitmq_dead_letter_copy_failed(self.dead_letter_queue, message.id, exc)
             self._later(incoming, COPY_RETRY_DELAY)
-            if isinstance(exc, aio_pika.exceptions.PublishError):
+            if isinstance(exc, require("aio_pika", "rabbitmq").exceptions.PublishError):
                 # No queue of that name: declared again, as at the start, for the next try.
                 await _declare_aside(self.connection, self.dead_letter_queue)
             return
@@ -217,7 +191,7 @@ async def _requeue(incoming: Any) -> bool:
 
 
 async def consume(
-    consumer: IdempotentConsumer,
+    consumer: Consumer,
     url: str,
     *,
     queue: str,
@@ -294,13 +268,13 @@ class _Session:
 
     async def run(
         self,
-        consumer: IdempotentConsumer,
+        consumer: Consumer,
         url: str,
         stop: asyncio.Event,
         options: Any,
         consuming: Callable[[], None],
     ) -> None:
-        connection = await _aio_pika().connect(url, **options)
+        connection = await require("aio_pika", "rabbitmq").connect(url, **options)
         ended: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
         connection.close_callbacks.add(
             lambda *_: _end(ended, ConnectionLost("the broker closed the connection"))
@@ -368,7 +342,7 @@ def _end(ended: asyncio.Future[Exception], reason: Exception) -> None:
 
 
 async def _loop(
-    consumer: IdempotentConsumer,
+    consumer: Consumer,
     inbox: asyncio.Queue[Any],
     settler: _Settler,
     stop: asyncio.Event,

@@ -1,4 +1,5 @@
-"""Kafka: a consumer group member (aiokafka) feeding an IdempotentConsumer, batch by batch.
+"""Kafka's adapter: a consumer group member (aiokafka) feeding an IdempotentConsumer, batch
+by batch.
 
     stop = asyncio.Event()
     await kafka.consume(consumer, "kafka://127.0.0.1:9092", topic="orders.paid",
@@ -33,29 +34,22 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from mideng.errors import ConfigurationError
-from mideng.messaging.headers import text_headers
+from mideng.messaging.consumer import Consumer
+from mideng.messaging.kafka.message import dead_headers, message_of
 from mideng.messaging.message import Message
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
 from mideng.stores.registry import require
 
-#: The header a dead-lettered copy carries: why it was given up on.
-DEAD_LETTER_REASON = "x-dead-letter-reason"
 #: How long a partition whose batch could not be decided at all (store down) waits.
 UNDECIDED_DELAY = 1.0
 #: After ``stop``, how long a commit in hand and the group leave may each wait for the broker.
 CLOSE_TIMEOUT = 10.0
 
 T = TypeVar("T")
-
-
-class Consumer(Protocol):
-    async def handle(self, message: Message) -> Verdict: ...
-
-    async def handle_batch(self, messages: Sequence[Message]) -> list[Verdict]: ...
 
 
 def bootstrap_servers(url: str) -> str:
@@ -72,14 +66,6 @@ def bootstrap_servers(url: str) -> str:
             )
         servers.append(server)
     return ",".join(servers)
-
-
-def message_of(record: Any) -> Message:
-    headers = text_headers(record.headers or ())
-    body = record.value if record.value is not None else b""
-    return Message(
-        body, headers, f"{record.topic}:{record.partition}:{record.offset}", None, record
-    )
 
 
 async def consume(
@@ -389,11 +375,11 @@ class _Member:
                 producer = aiokafka.AIOKafkaProducer(bootstrap_servers=self.servers, acks="all")
                 await producer.start()
                 self.producer = producer
-            # The record's own headers, byte for byte (a null, bytes that are not UTF-8):
-            # Message.headers holds only their text.
-            headers = [*(message.raw.headers or ()), (DEAD_LETTER_REASON, verdict.reason.encode())]
             await self.producer.send_and_wait(
-                self.dead_topic, message.body, key=message.raw.key, headers=headers
+                self.dead_topic,
+                message.body,
+                key=message.raw.key,
+                headers=dead_headers(message.raw, verdict.reason),
             )
         except Exception as exc:
             # Never skipped without its copy: the partition rewinds and it comes back.

@@ -1,4 +1,4 @@
-"""Redis Streams adapter: a consumer group member that runs each entry once per business key.
+"""Redis Streams' adapter: a consumer group member that runs each entry once per business key.
 
     await redis_streams.consume(consumer, "redis://localhost", stream="orders",
                                 group="stock", name="worker-1", stop=stop)
@@ -8,7 +8,7 @@ the commit, in the transactional mode); duplicates are acked too. A batch of new
 decided while the next one is read and decided: its claims and completions wait on the store,
 and the next batch's Python fills those waits, so up to two batches (``2 * batch`` entries)
 are in hand at once, each acked only after it was decided; their handlers still run one at a
-time, in the order the entries were read (mideng.messaging.turns), and a transactional
+time, in the order the entries were read (mideng.messaging.handlers), and a transactional
 consumer decides one batch at a time. A copy of a key in the batch beside it finds that key
 in flight and is retried after ``in_flight_delay``. The group is created at id 0 (so entries
 added before the first consumer started are read) unless it exists. An entry's ``body`` field
@@ -37,19 +37,27 @@ import contextvars
 import heapq
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
+from mideng.core.policy import Policy
 from mideng.errors import ConfigurationError
-from mideng.messaging.consumer import IdempotentConsumer
-from mideng.messaging.headers import decoded
+from mideng.messaging.consumer import Consumer
+from mideng.messaging.handlers import TURN, Turn, handlers_done
 from mideng.messaging.message import Message
 from mideng.messaging.reconnect import Backoff
-from mideng.messaging.redis_read import CompactReader
-from mideng.messaging.turns import TURN, Turn, handlers_done
+from mideng.messaging.redis_streams.message import CompactReader, dead_fields, id_text, message_of
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
 
-BODY = b"body"
+
+class StreamConsumer(Consumer, Protocol):
+    """The consumer as this adapter reads it besides its verdicts: its policy's lease (how long
+    an entry sits pending before another member takes it over, unless ``claim_idle`` says) and
+    its engine (set: each message is its own transaction, so one batch is decided at a time).
+    ``IdempotentConsumer`` is one."""
+
+    policy: Policy
+    engine: Any
 
 
 def _redis() -> Any:
@@ -62,30 +70,13 @@ def _redis() -> Any:
     return aredis
 
 
-def _id(entry_id: bytes) -> str:
-    return entry_id.decode("ascii")  # an entry id is two numbers and a dash
-
-
-def message_of(entry_id: bytes, fields: dict[bytes, bytes], attempt: int | None = None) -> Message:
-    """The Message for one entry: field ``body`` is the body, the others are headers
-    (``headers.decoded``: an entry's fields are bytes, and a header's bytes stay its own)."""
-    body = b""
-    headers: dict[str, str] = {}
-    for name, value in fields.items():
-        if name == BODY:
-            body = value
-        else:
-            headers[decoded(name)] = decoded(value)
-    return Message(body, headers, _id(entry_id), attempt, (entry_id, fields))
-
-
 class _Member:
     """One group member's state: the client, the retry schedule, when it last looked around."""
 
     def __init__(
         self,
         client: Any,
-        consumer: IdempotentConsumer,
+        consumer: StreamConsumer,
         stream: str,
         group: str,
         name: str,
@@ -205,7 +196,7 @@ class _Member:
         if not entries:
             self.pending_from = None
             return []
-        self.pending_from = _id(entries[-1][0])
+        self.pending_from = id_text(entries[-1][0])
         return [m for m in self._messages(found, None) if m.id not in self.scheduled]
 
     def _messages(self, found: Any, attempt: int | None) -> list[Message]:
@@ -243,16 +234,16 @@ class _Member:
             start_id=self.autoclaim_from,
             count=self.batch,
         )
-        self.autoclaim_from = _id(answer[0])
+        self.autoclaim_from = id_text(answer[0])
         if self.autoclaim_from != "0-0":
             self.next_takeover = now  # more to page through
         gone = answer[2] if len(answer) > 2 else []
         if gone:
             await self.client.xack(self.stream, self.group, *gone)
-        return [message_of(i, f) for i, f in answer[1] if f and _id(i) not in self.scheduled]
+        return [message_of(i, f) for i, f in answer[1] if f and id_text(i) not in self.scheduled]
 
     async def fresh(self, block: float, wait: bool = True) -> list[Message]:
-        """New entries: in one compact reply while there are some (mideng.messaging.redis_read),
+        """New entries: in one compact reply while there are some (``message.CompactReader``),
         else waiting up to ``block`` in XREADGROUP for the next (unless not to ``wait``: a
         batch being decided is settled first)."""
         acks, self.unacked = self.unacked, []
@@ -294,12 +285,8 @@ class _Member:
 
     async def dead_letter(self, message: Message, verdict: DeadLetter) -> None:
         assert message.id is not None
-        # The entry's own fields, byte for byte: its headers' text has escapes where a field
-        # was not UTF-8.
-        _entry_id, fields = message.raw
-        copy = {**fields, b"dead-reason": verdict.reason, b"dead-from": message.id}
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.dead_stream, copy)
+            pipe.xadd(self.dead_stream, dead_fields(message, verdict.reason))
             pipe.xack(self.stream, self.group, message.id)
             await pipe.execute()
 
@@ -311,7 +298,7 @@ class _Member:
 
 
 async def consume(
-    consumer: IdempotentConsumer,
+    consumer: StreamConsumer,
     url: str,
     *,
     stream: str,
@@ -394,10 +381,8 @@ def _group_gone(exc: Exception) -> bool:
     )
 
 
-async def _decide_in_turn(
-    consumer: IdempotentConsumer, messages: Sequence[Message]
-) -> list[Verdict]:
-    """A batch decided beside the next: its handlers in its turn (mideng.messaging.turns),
+async def _decide_in_turn(consumer: StreamConsumer, messages: Sequence[Message]) -> list[Verdict]:
+    """A batch decided beside the next: its handlers in its turn (mideng.messaging.handlers),
     the next batch's free to start once it is decided, whatever happened."""
     try:
         return await _decide(consumer, messages)
@@ -405,7 +390,7 @@ async def _decide_in_turn(
         handlers_done()
 
 
-async def _decide(consumer: IdempotentConsumer, messages: Sequence[Message]) -> list[Verdict]:
+async def _decide(consumer: StreamConsumer, messages: Sequence[Message]) -> list[Verdict]:
     if len(messages) == 1:
         return [await consumer.handle(messages[0])]
     return await consumer.handle_batch(messages)
