@@ -43,7 +43,7 @@ class Workers:
         self.workdir = workdir
         self.env = {
             **os.environ,
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
             "MIDENG_CELERY_BROKER": AMQP_URL,
             "MIDENG_CELERY_BACKEND": REDIS_URL,
             "MIDENG_CELERY_QUEUE": self.queue,
