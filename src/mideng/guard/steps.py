@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mideng.moved import moved
 from mideng.operations import steps
-from mideng.operations.moved import moved
 
 _HOMES = dict.fromkeys(
     (

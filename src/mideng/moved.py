@@ -1,8 +1,16 @@
-"""The import paths multi-step operations had before they were one package, kept for one
-release: ``mideng.effects`` and ``mideng.guard.operations`` / ``steps`` / ``recovery``.
+"""Import paths that moved, kept for one release.
 
-Each old module's ``__getattr__`` answers a moved name with the object it names now, and a
-DeprecationWarning saying where to import it from.
+A module that moved (or whose names did) leaves its old path behind as a module of a few lines:
+its ``__getattr__`` answers each name the old module had with the object it names now, and a
+DeprecationWarning saying where to import it from. Any package's old paths use it::
+
+    _HOMES = dict.fromkeys(("Site", "AsyncSite"), caller_connection)
+
+
+    def __getattr__(name: str) -> Any:
+        return moved(__name__, name, _HOMES)
+
+It imports nothing from mideng, so any module may use it.
 """
 
 from __future__ import annotations
