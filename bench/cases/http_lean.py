@@ -33,7 +33,7 @@ from mideng.http.asgi import (
 )
 from mideng.http.core import RecordKey, StoredResponse
 from mideng.http.identity import NO_HEADERS, http_digest
-from mideng.http.stored import response_bytes
+from mideng.http.response_codec import response_bytes
 from mideng.stores.memory import MemoryStore
 
 

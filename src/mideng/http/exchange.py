@@ -9,7 +9,7 @@ captured response. A response that may be stored is the body's result; any other
 the body raise ``NotStored``, so the Guard releases the claim, and carries what the client
 gets instead.
 
-The body's result is the response's fields (``mideng.http.stored.Form``), which the HTTP
+The body's result is the response's fields (``mideng.http.response_codec.Form``), which the HTTP
 policy's codec writes as the JSON of its stored form (``stored_form``) without the encoder's
 walk; a replay gets the plain JSON back as the C scanner reads it, checked and rebuilt here
 (``from_stored``) rather than by the codec's walk over a declared type. The bytes are those a
@@ -41,7 +41,7 @@ from mideng.http.core import (
     StoredResponse,
 )
 from mideng.http.identity import V2
-from mideng.http.stored import Form
+from mideng.http.response_codec import Form
 from mideng.observability import logs, watch
 
 
@@ -190,7 +190,7 @@ class Exchange:
         self.original = captured
         if not self.opts.store_status(captured.status):
             raise NotStored(Reply(captured, own=True))
-        # Encoded by the policy's codec (mideng.http.stored): the stored form's JSON bytes.
+        # Encoded by the policy's codec (mideng.http.response_codec): the stored form's JSON bytes.
         return Form((captured.status, storable_headers(captured.headers), captured.body))
 
     def reply(self, stored: Any) -> Reply:
