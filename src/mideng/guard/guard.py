@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
 from mideng.context import get_request_id
+from mideng.core.callables import LIMIT, learn
 from mideng.core.canonical import fingerprint as make_fingerprint
 from mideng.core.flow import Call
 from mideng.core.keys import MAX_KEY_LENGTH, KeySpec, check_key, check_scope
@@ -19,7 +20,6 @@ from mideng.core.policy import Policy
 from mideng.core.record import Record
 from mideng.core.settle import UNSET, resolution
 from mideng.errors import ConfigurationError
-from mideng.guard.bodies import LIMIT, learn
 from mideng.guard.decorator import build
 from mideng.guard.heartbeat import Heartbeats
 from mideng.guard.owners import OWNERS

@@ -24,7 +24,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from mideng.core.calls import is_async
+from mideng.core.callables import is_async
 from mideng.core.codec import Codec, get_codec
 from mideng.core.keys import fast_binder
 from mideng.errors import ConfigurationError, IdempotencyError
