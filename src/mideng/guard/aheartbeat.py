@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mideng.core.loops import running_loop
+from mideng.core.event_loop import running_loop
 from mideng.guard.lease import Lease
 
 _INF = float("inf")
