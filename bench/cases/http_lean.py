@@ -23,7 +23,7 @@ from typing import Any
 from mideng import Guard
 from mideng.context import enter_request_id, leave_request_id
 from mideng.core.flow import RUN
-from mideng.guard.aheartbeat import renew_store
+from mideng.guard.heartbeat.tasks import renew_store
 from mideng.http.asgi import (
     IdempotencyMiddleware,
     bind_request_id,

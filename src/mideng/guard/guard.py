@@ -21,7 +21,7 @@ from mideng.core.record import Record
 from mideng.core.settle import UNSET, resolution
 from mideng.errors import ConfigurationError
 from mideng.guard.decorator import build
-from mideng.guard.heartbeat import Heartbeats
+from mideng.guard.heartbeat.threads import Heartbeats
 from mideng.guard.owner_ids import OWNERS
 from mideng.guard.pipeline import TERMS, Args, AsyncBody, Body, Kwargs, Terms
 from mideng.guard.pipeline import adrive as pipeline_adrive

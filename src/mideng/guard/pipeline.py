@@ -28,9 +28,9 @@ from mideng.core.flow import RAISE, RETURN, RUN, Action, Call
 from mideng.core.record import Claim, Ticket
 from mideng.core.settle import Settle
 from mideng.errors import IdempotencyError
-from mideng.guard.aheartbeat import renew_store
 from mideng.guard.cancellation import give_back
-from mideng.guard.heartbeat import Heartbeats
+from mideng.guard.heartbeat.tasks import renew_store
+from mideng.guard.heartbeat.threads import Heartbeats
 from mideng.guard.settling import standing, to_its_end, written
 from mideng.guard.store_errors import at_claim
 from mideng.observability import logs
