@@ -33,8 +33,8 @@ from mideng.db.caller_connection import AsyncSite, Site
 from mideng.db.dialect import retryable
 from mideng.errors import ConfigurationError
 from mideng.guard.driver import Driver
-from mideng.observability import blocks, logs
-from mideng.observability.blocks import Block
+from mideng.observability import logs, transactional
+from mideng.observability.transactional import Block
 from mideng.stores.sql.table import RecordTable
 
 T = TypeVar("T")
@@ -238,7 +238,7 @@ class Transaction:
         self.guard, self.site, self.savepoint = guard, site, savepoint
         self.records = _record_table(guard, table)
         self.call = _call(guard, scope, key, payload, result_type, options)
-        self.seen = blocks.observe(self.call)  # None unless metrics or tracing are on
+        self.seen = transactional.observe(self.call)  # None unless metrics or tracing are on
         self.kind = ""
         self.tx: Tx | None = None
 

@@ -42,7 +42,7 @@ from mideng.http.core import (
 )
 from mideng.http.identity import V2
 from mideng.http.response_codec import Form
-from mideng.observability import logs, watch
+from mideng.observability import logs, observers
 
 
 @dataclass(slots=True)  # not frozen: made on every request (see mideng.http.core.Incoming)
@@ -238,8 +238,10 @@ class Exchange:
 def _sent(reply: Reply) -> Reply:
     """The reply, counted in mideng_http_responses_total while metrics are on."""
     sent = reply.response
-    if sent is not None and watch.metrics is not None:
-        watch.metrics.http_reply(sent.status, any(n == REPLAYED_HEADER for n, _ in sent.headers))
+    if sent is not None and observers.metrics is not None:
+        observers.metrics.http_reply(
+            sent.status, any(n == REPLAYED_HEADER for n, _ in sent.headers)
+        )
     return reply
 
 
