@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mideng.db import caller_connection
 from mideng.moved import moved
 
-_HOMES = dict.fromkeys(("AsyncSite", "Site", "aexecute_for", "execute_for"), caller_connection)
+if TYPE_CHECKING:  # what the names are, for type checkers; at run time __getattr__ answers
+    from mideng.db.caller_connection import AsyncSite, Site, aexecute_for, execute_for
+
+__all__ = ["AsyncSite", "Site", "aexecute_for", "execute_for"]
+_HOMES = dict.fromkeys(__all__, caller_connection)
 
 
 def __getattr__(name: str) -> Any:

@@ -3,12 +3,16 @@ DeprecationWarning, while mideng.messaging still imports them here."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mideng.core import callables
 from mideng.moved import moved
 
-_HOMES = dict.fromkeys(("LIMIT", "learn", "return_hint"), callables)
+if TYPE_CHECKING:  # what the names are, for type checkers; at run time __getattr__ answers
+    from mideng.core.callables import LIMIT, learn, return_hint
+
+__all__ = ["LIMIT", "learn", "return_hint"]
+_HOMES = dict.fromkeys(__all__, callables)
 
 
 def __getattr__(name: str) -> Any:

@@ -3,12 +3,16 @@ DeprecationWarning, while mideng.messaging still imports them here."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mideng.guard import cancellation
 from mideng.moved import moved
 
-_HOMES = dict.fromkeys(("give_back", "through"), cancellation)
+if TYPE_CHECKING:  # what the names are, for type checkers; at run time __getattr__ answers
+    from mideng.guard.cancellation import give_back, through
+
+__all__ = ["give_back", "through"]
+_HOMES = dict.fromkeys(__all__, cancellation)
 
 
 def __getattr__(name: str) -> Any:

@@ -3,16 +3,18 @@ release, its names answering with a DeprecationWarning."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mideng.guard.heartbeat
 from mideng.guard.heartbeat import schedule
 from mideng.moved import moved
 
-_HOMES = {
-    "stats": mideng.guard.heartbeat,
-    **dict.fromkeys(("STATS", "Lease", "Stats"), schedule),
-}
+if TYPE_CHECKING:  # what the names are, for type checkers; at run time __getattr__ answers
+    from mideng.guard.heartbeat import stats
+    from mideng.guard.heartbeat.schedule import STATS, Lease, Stats
+
+__all__ = ["STATS", "Lease", "Stats", "stats"]
+_HOMES = {"stats": mideng.guard.heartbeat, **dict.fromkeys(("STATS", "Lease", "Stats"), schedule)}
 
 
 def __getattr__(name: str) -> Any:

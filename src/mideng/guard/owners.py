@@ -3,12 +3,16 @@ DeprecationWarning, while mideng.messaging still imports them here."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mideng.guard import owner_ids
 from mideng.moved import moved
 
-_HOMES = dict.fromkeys(("OWNERS", "new_owner"), owner_ids)
+if TYPE_CHECKING:  # what the names are, for type checkers; at run time __getattr__ answers
+    from mideng.guard.owner_ids import OWNERS, new_owner
+
+__all__ = ["OWNERS", "new_owner"]
+_HOMES = dict.fromkeys(__all__, owner_ids)
 
 
 def __getattr__(name: str) -> Any:

@@ -3,14 +3,23 @@ with a DeprecationWarning, while mideng.messaging still imports them here."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mideng.moved import moved
 from mideng.observability import store_metrics
 
-_HOMES = dict.fromkeys(
-    ("CountedStore", "Counting", "Meter", "counted", "meter_of", "uncounted"), store_metrics
-)
+if TYPE_CHECKING:  # what the names are, for type checkers; at run time __getattr__ answers
+    from mideng.observability.store_metrics import (
+        CountedStore,
+        Counting,
+        Meter,
+        counted,
+        meter_of,
+        uncounted,
+    )
+
+__all__ = ["CountedStore", "Counting", "Meter", "counted", "meter_of", "uncounted"]
+_HOMES = dict.fromkeys(__all__, store_metrics)
 
 
 def __getattr__(name: str) -> Any:

@@ -3,15 +3,34 @@ a DeprecationWarning, while mideng.messaging still reads them here."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mideng.moved import moved
 from mideng.observability import observers
 
-_HOMES = dict.fromkeys(
-    ("Metrics", "Observer", "TracedStore", "Tracing", "install", "metrics", "on", "store_label"),
-    observers,
-)
+if TYPE_CHECKING:  # what the names are, for type checkers; at run time __getattr__ answers
+    from mideng.observability.observers import (
+        Metrics,
+        Observer,
+        TracedStore,
+        Tracing,
+        install,
+        metrics,
+        on,
+        store_label,
+    )
+
+__all__ = [
+    "Metrics",
+    "Observer",
+    "TracedStore",
+    "Tracing",
+    "install",
+    "metrics",
+    "on",
+    "store_label",
+]
+_HOMES = dict.fromkeys(__all__, observers)
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,63 @@
+"""Modules that moved keep their old import paths for one release: each old name answers with
+the object it names now, and a DeprecationWarning naming where to import it from
+(``mideng.moved``)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import mideng.guard.heartbeat
+from mideng.core import callables, event_loop
+from mideng.db import caller_connection
+from mideng.guard import cancellation, owner_ids
+from mideng.guard.heartbeat import schedule, tasks
+from mideng.observability import observers, store_metrics
+
+MOVED = [
+    ("mideng.db.site", "Site", caller_connection.Site),
+    ("mideng.db.site", "AsyncSite", caller_connection.AsyncSite),
+    ("mideng.db.site", "execute_for", caller_connection.execute_for),
+    ("mideng.guard.lease", "stats", mideng.guard.heartbeat.stats),
+    ("mideng.guard.lease", "STATS", schedule.STATS),
+    ("mideng.guard.lease", "Lease", schedule.Lease),
+    ("mideng.guard.aheartbeat", "hold_async", tasks.hold_async),
+    ("mideng.guard.aheartbeat", "AsyncBeat", tasks.AsyncBeat),
+    ("mideng.guard.owners", "OWNERS", owner_ids.OWNERS),
+    ("mideng.guard.cancelled", "through", cancellation.through),
+    ("mideng.guard.bodies", "return_hint", callables.return_hint),
+    ("mideng.core.calls", "is_async", callables.is_async),
+    ("mideng.core.loops", "running_loop", event_loop.running_loop),
+    ("mideng.core.loops", "to_thread", event_loop.to_thread),
+    ("mideng.observability.watch", "store_label", observers.store_label),
+    ("mideng.observability.instrument", "counted", store_metrics.counted),
+    ("mideng.observability.instrument", "uncounted", store_metrics.uncounted),
+]
+
+
+@pytest.mark.parametrize(("old", "name", "now"), MOVED)
+def test_an_old_path_answers_and_warns(old: str, name: str, now: object) -> None:
+    module = importlib.import_module(old)
+    with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} is deprecated") as caught:
+        assert getattr(module, name) is now
+    assert caught[0].filename == __file__  # the warning points at the code that asked
+
+
+def test_a_switch_read_through_its_old_path_is_the_current_one() -> None:
+    """``watch.metrics`` is read when asked, not copied when the old module was made."""
+    watch = importlib.import_module("mideng.observability.watch")
+    with pytest.warns(DeprecationWarning, match="import metrics from mideng.observability"):
+        assert watch.metrics is observers.metrics
+
+
+def test_from_import_warns_at_the_importing_line() -> None:
+    with pytest.warns(DeprecationWarning, match="import Site from mideng.db.caller_connection"):
+        from mideng.db.site import Site
+    assert Site is caller_connection.Site
+
+
+def test_a_name_the_old_module_never_had_is_an_attribute_error() -> None:
+    module = importlib.import_module("mideng.guard.lease")
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        getattr(module, "nothing")  # noqa: B009
