@@ -1,6 +1,7 @@
 """Modules that moved keep their old import paths for one release: each old name answers with
 the object it names now, and a DeprecationWarning naming where to import it from
-(``mideng.moved``)."""
+(``mideng.moved``). Multi-step operations' paths from before they were one package are here
+too."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import importlib
 import pytest
 
 import mideng.guard.heartbeat
+import mideng.operations
 from mideng.core import callables, event_loop
 from mideng.db import caller_connection
 from mideng.guard import cancellation, owner_ids
 from mideng.guard.heartbeat import schedule, tasks
 from mideng.observability import observers, store_metrics
+from mideng.operations import methods, pending, reconcile, stale, steps
 
 MOVED = [
     ("mideng.db.site", "Site", caller_connection.Site),
@@ -33,6 +36,21 @@ MOVED = [
     ("mideng.observability.watch", "store_label", observers.store_label),
     ("mideng.observability.instrument", "counted", store_metrics.counted),
     ("mideng.observability.instrument", "uncounted", store_metrics.uncounted),
+    ("mideng.effects", "step_key", mideng.operations.step_key),
+    ("mideng.effects", "step_id", mideng.operations.step_id),
+    ("mideng.effects", "reconcile_forever", mideng.operations.reconcile_forever),
+    ("mideng.effects", "areconcile_forever", mideng.operations.areconcile_forever),
+    ("mideng.effects", "PendingOperation", mideng.operations.PendingOperation),
+    ("mideng.effects", "Reconciled", mideng.operations.Reconciled),
+    ("mideng.effects", "StaleTask", mideng.operations.StaleTask),
+    ("mideng.guard.operations", "Operations", methods.Operations),
+    ("mideng.guard.steps", "current_step", steps.current_step),
+    ("mideng.guard.steps", "Running", steps.Running),
+    ("mideng.guard.recovery", "Reconciled", mideng.operations.Reconciled),
+    ("mideng.guard.recovery", "StaleTask", mideng.operations.StaleTask),
+    ("mideng.guard.recovery", "reconcile", reconcile.reconcile),
+    ("mideng.guard.recovery", "pending", pending.pending),
+    ("mideng.guard.recovery", "stale", stale.stale),
 ]
 
 
@@ -55,6 +73,9 @@ def test_from_import_warns_at_the_importing_line() -> None:
     with pytest.warns(DeprecationWarning, match="import Site from mideng.db.caller_connection"):
         from mideng.db.site import Site
     assert Site is caller_connection.Site
+    with pytest.warns(DeprecationWarning, match="import step_key from mideng.operations"):
+        from mideng.effects import step_key
+    assert step_key is mideng.operations.step_key
 
 
 def test_a_name_the_old_module_never_had_is_an_attribute_error() -> None:
