@@ -1,5 +1,6 @@
-"""The code standards are part of the suite: ruff check and format clean, strict mypy, no module
-past ~400 lines."""
+"""The code standards are part of the suite: ruff check and format clean, strict mypy, and the
+project speaking of itself. How modules are split is a judgement, not a count (docs/architecture.md,
+"Modules: one concept each")."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MAX_LINES = 420
 
 
 def _tool(name: str) -> str:
@@ -47,15 +47,6 @@ def test_ruff_format_is_clean() -> None:
 def test_mypy_strict_is_clean() -> None:
     done = subprocess.run([_tool("mypy")], cwd=ROOT, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-
-
-def test_no_module_is_too_long() -> None:
-    long = {
-        str(p.relative_to(ROOT)): n
-        for p in (ROOT / "src").rglob("*.py")
-        if (n := len(p.read_text().splitlines())) > MAX_LINES
-    }
-    assert long == {}
 
 
 def test_the_project_speaks_of_itself() -> None:

@@ -20,7 +20,7 @@ PUBLIC_BY_CONVENTION = {"_asdict", "_fields", "_make", "_replace", "_mapping", "
 
 #: (module, expression) pairs read today that a public seam should replace.
 STILL_READ = {
-    ("core/loops.py", "loop._thread_id"),
+    ("core/event_loop.py", "loop._thread_id"),
     ("messaging/kafka/consume.py", "client._coordinator"),
     ("messaging/kafka/consume.py", "client._fetcher"),
     ("messaging/kafka/consume.py", "client._client"),

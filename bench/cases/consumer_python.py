@@ -46,7 +46,7 @@ async def nothing(message: object) -> None:
 async def run(case: str, n: int) -> None:
     from mideng import Guard
     from mideng.core.record import Ticket
-    from mideng.guard.owners import OWNERS
+    from mideng.guard.owner_ids import OWNERS
     from mideng.messaging import IdempotentConsumer, Message
     from mideng.messaging.keys import key_of, request_id_of
     from mideng.stores.batch import Completion

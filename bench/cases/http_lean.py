@@ -7,7 +7,7 @@ headers; ``bind_request_id``: the request id bound), the key's rules (``HttpOpti
 the body, the fingerprint (``http_digest``, JSON by its meaning), the Guard's ``prepare``,
 the memory store's claim and completion called directly (no coroutine), the claim's decision
 (``Call.next``), the lease's beat (``renew_store``), the response held back by two closures,
-its stored form (``response_bytes``) and the reply (``asgi_send.messages``). What it leaves
+its stored form (``response_bytes``) and the reply (``asgi.messages``). What it leaves
 out is the middleware's structure: the Exchange and Capture objects, the driver's and the body's
 coroutines, the store's async twins, the policy and retention lookups, metrics and tracing
 hooks, and every path but a first request that runs (anything else is handed to the
@@ -23,12 +23,17 @@ from typing import Any
 from mideng import Guard
 from mideng.context import enter_request_id, leave_request_id
 from mideng.core.flow import RUN
-from mideng.guard.aheartbeat import renew_store
-from mideng.http.asgi import IdempotencyMiddleware, bind_request_id, guard_asgi, incoming
-from mideng.http.asgi_send import messages
+from mideng.guard.heartbeat.tasks import renew_store
+from mideng.http.asgi import (
+    IdempotencyMiddleware,
+    bind_request_id,
+    guard_asgi,
+    incoming,
+    messages,
+)
 from mideng.http.core import RecordKey, StoredResponse
 from mideng.http.identity import NO_HEADERS, http_digest
-from mideng.http.stored import response_bytes
+from mideng.http.response_codec import response_bytes
 from mideng.stores.memory import MemoryStore
 
 

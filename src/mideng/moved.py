@@ -1,9 +1,18 @@
 """Import paths kept for one release after what they named moved elsewhere.
 
-An old module keeps only its ``__getattr__``: it answers each moved name with the object it
-names now, and a DeprecationWarning saying where to import it from.
+A module that moved (or whose names did) leaves its old path behind as a module of a few
+lines: its ``__getattr__`` answers each name the old module had with the object it names now,
+and a DeprecationWarning saying where to import it from. Nothing is imported again or copied:
+the old name and the new one are the same object. Any package's old paths use it::
 
-    __getattr__ = old_module(__name__, dict.fromkeys(("AmqpPublisher",), rabbitmq.publish))
+    _HOMES = dict.fromkeys(("Site", "AsyncSite"), caller_connection)
+
+
+    def __getattr__(name: str) -> Any:
+        return moved(__name__, name, _HOMES)
+
+or, for a module moved whole, ``names_of(new_module)`` as the homes; ``old_module`` makes
+that ``__getattr__`` in one line. It imports nothing from mideng, so any module may use it.
 """
 
 from __future__ import annotations
@@ -35,3 +44,14 @@ def old_module(old: str, homes: Mapping[str, ModuleType]) -> Callable[[str], Any
         return moved(old, name, homes)
 
     return __getattr__
+
+
+def names_of(*modules: ModuleType) -> dict[str, ModuleType]:
+    """The homes of a module moved whole (or split into ``modules``): each public name each
+    of them holds, found in the first that holds it."""
+    homes: dict[str, ModuleType] = {}
+    for module in modules:
+        for name in vars(module):
+            if not name.startswith("_"):
+                homes.setdefault(name, module)
+    return homes

@@ -18,7 +18,7 @@ import pytest
 from mideng import Guard
 from mideng.core.record import Status
 from mideng.errors import InProgressError
-from mideng.guard import aheartbeat
+from mideng.guard.heartbeat import tasks as heartbeat_tasks
 from mideng.stores.base import Store
 from mideng.stores.memory import MemoryStore
 from tests.backends import Ctx, by_name, opened_store
@@ -51,7 +51,7 @@ class Body:
 
 
 def _beats() -> int:
-    return len(aheartbeat._loop_beats().beats)
+    return len(heartbeat_tasks._loop_beats().beats)
 
 
 def test_cancelled_at_the_completion_the_result_is_stored(store: Store) -> None:

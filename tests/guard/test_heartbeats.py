@@ -16,10 +16,10 @@ import pytest
 
 from mideng import Guard, open_store
 from mideng.errors import InProgressError, LeaseLostError, StoreUnavailableError
-from mideng.guard import lease
-from mideng.guard.aheartbeat import start_async
-from mideng.guard.heartbeat import Heartbeats
-from mideng.guard.lease import Lease
+from mideng.guard import heartbeat
+from mideng.guard.heartbeat.schedule import Lease
+from mideng.guard.heartbeat.tasks import start_async
+from mideng.guard.heartbeat.threads import Heartbeats
 from tests.observability.test_logs import RefusingFilter
 
 
@@ -218,12 +218,12 @@ def test_a_timer_that_dies_is_restarted(monkeypatch: pytest.MonkeyPatch) -> None
         original()
 
     monkeypatch.setattr(heartbeats, "_loop", dies_once)
-    before = lease.stats()["restarts"]
+    before = heartbeat.stats()["restarts"]
     renewed = threading.Event()
     stop = heartbeats.start(0.03, renewed.set)
     assert renewed.wait(10)
     assert len(calls) == 2
-    assert lease.stats()["restarts"] == before + 1
+    assert heartbeat.stats()["restarts"] == before + 1
     stop()
     heartbeats.shutdown()
 
@@ -305,7 +305,7 @@ def test_an_async_renewal_unanswered_at_the_lease_end_is_abandoned_and_retried()
 def test_a_loop_beat_has_the_fields_lease_init_gives_and_renews_through_its_store() -> None:
     """A held beat has the fields Lease's own init gives; renew_store's beat calls the store's
     aheartbeat (looked up when it renews) with the ticket, the lease and the ttl."""
-    from mideng.guard.aheartbeat import _loop_beats, renew_store
+    from mideng.guard.heartbeat.tasks import _loop_beats, renew_store
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
@@ -341,7 +341,7 @@ def test_a_loop_beat_has_the_fields_lease_init_gives_and_renews_through_its_stor
 def test_a_beat_not_yet_due_is_a_pending_entry_that_its_stop_removes() -> None:
     """Until its first renewal falls due a beat is a plain entry of the loop's beats (no beat
     object, no timer of its own); its stop function removes it, and nothing renews after."""
-    from mideng.guard.aheartbeat import _by_store, _loop_beats, renew_store
+    from mideng.guard.heartbeat.tasks import _by_store, _loop_beats, renew_store
 
     async def scenario() -> None:
         renewed: list[Any] = []

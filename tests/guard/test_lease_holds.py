@@ -20,7 +20,7 @@ import pytest
 from mideng import Guard
 from mideng.core.record import Ticket
 from mideng.errors import InProgressError, LeaseLostError, StoreUnavailableError
-from mideng.guard import lease
+from mideng.guard import heartbeat
 from tests.backends import Backend, Ctx, Opened, by_name
 from tests.helpers.own_sockets import local_ports, port_of
 from tests.helpers.renewals import patch_renewals
@@ -111,7 +111,7 @@ def test_a_lost_lease_leaves_every_other_beat_renewing(held: Opened, drive: Runn
     another key, started after, is still renewed through its whole run."""
     guard = Guard(held.store, lease=LEASE)
     scope = f"lost-{uuid.uuid4().hex[:8]}"
-    before = lease.stats()["lost"]
+    before = heartbeat.stats()["lost"]
 
     def forgotten() -> str:
         assert guard.forget(scope, "evicted")
@@ -123,7 +123,7 @@ def test_a_lost_lease_leaves_every_other_beat_renewing(held: Opened, drive: Runn
     )
     evicted.start()
     evicted.join(60)
-    assert lease.stats()["lost"] > before  # the lost beat was seen, and ended
+    assert heartbeat.stats()["lost"] > before  # the lost beat was seen, and ended
     started = time.monotonic()
     holder = Holder(drive, guard, scope, "long", BODY)
     time.sleep(max(0.0, SECOND_AT - (time.monotonic() - started)))
@@ -276,7 +276,7 @@ def test_killed_server_connections_do_not_stop_renewal(name: str, mode: str, ctx
     try:
         guard = Guard(opened.store, lease=LEASE)
         scope = f"kill-{uuid.uuid4().hex[:8]}"
-        failures = lease.stats()["failures"]
+        failures = heartbeat.stats()["failures"]
         started = time.monotonic()
         holder = Holder(run, guard, scope, "k", BODY)
         time.sleep(max(0.0, LEASE / 6 - (time.monotonic() - started)))
@@ -287,7 +287,7 @@ def test_killed_server_connections_do_not_stop_renewal(name: str, mode: str, ctx
         # on redis-py's asyncio client, which reconnects and resends by itself, so the kill
         # never reaches the heartbeat there.
         if (name, mode) != ("redis", "async"):
-            assert lease.stats()["failures"] > failures
+            assert heartbeat.stats()["failures"] > failures
     finally:
         if isinstance(run, AsyncRunner):
             run.submit(opened.store.aclose())

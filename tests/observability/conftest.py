@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mideng.observability import metrics, tracing, watch
+from mideng.observability import metrics, observers, tracing
 from tests.observability.otel import MemoryTracerProvider
 
 
@@ -22,7 +22,7 @@ def _nothing_left_on() -> Iterator[None]:
     yield
     metrics.disable()
     tracing.disable()
-    assert watch.on is None
+    assert observers.on is None
 
 
 @pytest.fixture

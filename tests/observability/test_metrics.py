@@ -18,7 +18,7 @@ from mideng.errors import (
     PayloadMismatchError,
     StoreUnavailableError,
 )
-from mideng.observability import metrics, watch
+from mideng.observability import metrics, observers
 from mideng.stores.memory import MemoryStore
 from tests.observability.scrape import samples, series
 
@@ -163,7 +163,7 @@ def test_off_means_off_and_the_guard_sees_its_own_store(tmp_path: Path) -> None:
     guard.run("stock", uuid.uuid4().hex, lambda: 1)
     assert guard.store is store  # observation never replaces what the Guard holds
     metrics.disable()
-    assert watch.on is None
+    assert observers.on is None
     guard.run("stock", "after", lambda: 1)
     assert not any(name.startswith("mideng_") for name, _ in samples(reg))
 

@@ -26,7 +26,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from mideng.db.site import Site
+from mideng.db.caller_connection import Site
 from mideng.db.statements import Sql
 from mideng.outbox import Relay
 from mideng.outbox.ops import settle_keys

@@ -1,5 +1,6 @@
-"""What every operator command shares: the store option, ``--json``, counts and durations,
-output. Exit codes and how errors become one line: ``mideng.cli.errors``."""
+"""What the commands over a store share (records, survey, operations): the store option,
+``--json``, counts and durations, output. The database commands' options are
+``mideng.cli.options``; exit codes and how errors become one line, ``mideng.cli.errors``."""
 
 from __future__ import annotations
 

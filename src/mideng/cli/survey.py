@@ -29,7 +29,7 @@ from mideng.cli.common import (
 )
 from mideng.errors import ConfigurationError
 from mideng.observability import logs
-from mideng.observability.watch import store_label
+from mideng.observability.observers import store_label
 from mideng.stores.survey import EXPIRY_LABELS, STATUSES, Survey, SurveyStore
 
 prefix_option = click.option(

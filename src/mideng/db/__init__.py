@@ -8,8 +8,8 @@ of statements, and leaves connections to this package:
   (rowcount, rows, lastrowid), ``Op`` (the generator type), ``check_table`` (the table-name
   rule);
 - ``drive``: ``drive(op, execute, conn)`` and ``adrive`` — the only loop, sync and async;
-- ``site``: ``Site`` / ``AsyncSite`` — running inside a caller's SQLAlchemy Connection, Session,
-  AsyncConnection or AsyncSession, with the savepoint and ownership rules;
+- ``caller_connection``: ``Site`` / ``AsyncSite`` — running inside a caller's SQLAlchemy
+  Connection, Session, AsyncConnection or AsyncSession, with the savepoint and ownership rules;
 - ``dialect``: ``kind_of`` (which statement set a connection needs), ``retryable`` (a deadlock
   or serialization failure), ``lock_timed_out`` (a lock wait that gave up).
 
@@ -17,9 +17,9 @@ It depends on mideng.errors and nothing above it: stores, guard and the features
 never the other way round. SQLAlchemy is imported only when a site or clause is used.
 """
 
+from mideng.db.caller_connection import AsyncSite, Site
 from mideng.db.dialect import KINDS, kind_of, lock_timed_out, retryable
 from mideng.db.drive import AsyncExecute, Execute, adrive, drive
-from mideng.db.site import AsyncSite, Site
 from mideng.db.statements import Op, Res, Sql, Stmt, check_table
 
 __all__ = [

@@ -3,7 +3,7 @@
 An operation is a generator (``Op``): it yields a ``Stmt`` (an ``Sql`` text and its
 parameters), receives that statement's ``Res``, and returns its answer. It never touches a
 connection, so the same operation runs wherever a driver (mideng.db.drive) is pointed: a store's
-own DB-API cursors or a caller's SQLAlchemy connection (mideng.db.site), sync or async.
+own DB-API cursors or a caller's SQLAlchemy connection (mideng.db.caller_connection), sync or async.
 
 Texts are written once with ``:name`` binds and converted up front to the forms the drivers take,
 so nothing is rewritten per execution.

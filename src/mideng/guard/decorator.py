@@ -11,7 +11,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mideng.core.calls import is_async
+from mideng.core.callables import is_async
 from mideng.core.keys import (
     KeySpec,
     check_scope,

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
 from mideng.context import get_request_id
+from mideng.core.callables import LIMIT, learn
 from mideng.core.canonical import fingerprint as make_fingerprint
 from mideng.core.flow import Call
 from mideng.core.keys import MAX_KEY_LENGTH, KeySpec, check_key, check_scope
@@ -19,16 +20,15 @@ from mideng.core.policy import Policy
 from mideng.core.record import Record
 from mideng.core.settle import UNSET, resolution
 from mideng.errors import ConfigurationError
-from mideng.guard.bodies import LIMIT, learn
 from mideng.guard.decorator import build
-from mideng.guard.heartbeat import Heartbeats
-from mideng.guard.owners import OWNERS
+from mideng.guard.heartbeat.threads import Heartbeats
+from mideng.guard.owner_ids import OWNERS
 from mideng.guard.pipeline import TERMS, Args, AsyncBody, Body, Kwargs, Terms
 from mideng.guard.pipeline import adrive as pipeline_adrive
 from mideng.guard.pipeline import drive as pipeline_drive
-from mideng.observability import logs, watch
-from mideng.observability.instrument import Counting
-from mideng.observability.watch import Observer, store_label
+from mideng.observability import logs, observers
+from mideng.observability.observers import Observer, store_label
+from mideng.observability.store_metrics import Counting
 from mideng.operations.methods import Operations
 from mideng.stores.base import Store
 from mideng.stores.registry import open_store
@@ -222,22 +222,22 @@ class Guard(Operations):
 
     # -- the pipeline (mideng.guard.pipeline), seen by the observers ----------------------------
     # Observers see the call through its store: counted while metrics are on
-    # (``instrument.counted``), and traced, inside the call's span, while tracing is.
+    # (``store_metrics.counted``), and traced, inside the call's span, while tracing is.
     def drive(
         self, call: Call, fn: Callable[..., R], args: Args, kwargs: Kwargs, terms: Terms = TERMS
     ) -> R:
-        store = self.store if watch.metrics is None else self._counting.of(self.store)
-        if watch.on is None:
+        store = self.store if observers.metrics is None else self._counting.of(self.store)
+        if observers.on is None:
             return pipeline_drive(store, self._heartbeats, call, fn, args, kwargs, terms)
-        with watch.on.call(call, self.store):
-            traced = watch.on.traced(store, store_label(self.store))
+        with observers.on.call(call, self.store):
+            traced = observers.on.traced(store, store_label(self.store))
             return pipeline_drive(traced, self._heartbeats, call, fn, args, kwargs, terms)
 
     def adrive(
         self, call: Call, fn: AsyncBody[R], args: Args, kwargs: Kwargs, terms: Terms = TERMS
     ) -> Awaitable[R]:
-        store = self.store if watch.metrics is None else self._counting.of(self.store)
-        observer = watch.on
+        store = self.store if observers.metrics is None else self._counting.of(self.store)
+        observer = observers.on
         if observer is None:  # the pipeline's own coroutine: nothing to wrap around it
             return pipeline_adrive(store, call, fn, args, kwargs, terms)
         return self._observed(observer, store, call, fn, args, kwargs, terms)

@@ -3,9 +3,13 @@ goes in the next release. Its names still answer, with a DeprecationWarning."""
 
 from __future__ import annotations
 
-from mideng.moved import old_module
+from typing import Any
+
+from mideng.moved import moved
 from mideng.operations import methods
 
 _HOMES = {"Operations": methods}
 
-__getattr__ = old_module(__name__, _HOMES)
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _HOMES)

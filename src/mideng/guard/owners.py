@@ -1,32 +1,19 @@
-"""Claim owner ids: unique per claim, across threads, processes and restarts."""
+"""Moved to ``mideng.guard.owner_ids``; kept for one release, its names answering with a
+DeprecationWarning, while mideng.messaging still imports them here."""
 
 from __future__ import annotations
 
-import itertools
-import os
-from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from mideng.guard import owner_ids
+from mideng.moved import moved
+
+if TYPE_CHECKING:  # what the names are, for type checkers; at run time __getattr__ answers
+    from mideng.guard.owner_ids import OWNERS, new_owner
+
+__all__ = ["OWNERS", "new_owner"]
+_HOMES = dict.fromkeys(__all__, owner_ids)
 
 
-class _Owners:
-    """A random per-process prefix and a counter.
-
-    As unique as uuid4, without a getrandom call per claim; a forked child draws a new prefix
-    so it can never reuse its parent's ids.
-    """
-
-    def __init__(self) -> None:
-        self._reseed()
-        os.register_at_fork(after_in_child=self._reseed)
-
-    def _reseed(self) -> None:
-        prefix = os.urandom(9).hex() + "-"
-        # Built of C iterators, so ``next(OWNERS.ids)`` mints an id without a Python-level
-        # call (the Guard does it on every call); replaced, not reset, in a forked child.
-        self.ids: Iterator[str] = map(prefix.__add__, map(str, itertools.count(1)))
-
-    def next(self) -> str:
-        return next(self.ids)
-
-
-OWNERS = _Owners()
-new_owner = OWNERS.next
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _HOMES)

@@ -28,9 +28,9 @@ from mideng.core.flow import RAISE, RETURN, RUN, Action, Call
 from mideng.core.record import Claim, Ticket
 from mideng.core.settle import Settle
 from mideng.errors import IdempotencyError
-from mideng.guard.aheartbeat import renew_store
-from mideng.guard.cancelled import give_back
-from mideng.guard.heartbeat import Heartbeats
+from mideng.guard.cancellation import give_back
+from mideng.guard.heartbeat.tasks import renew_store
+from mideng.guard.heartbeat.threads import Heartbeats
 from mideng.guard.settling import standing, to_its_end
 from mideng.guard.store_errors import at_claim
 from mideng.observability import logs
@@ -130,7 +130,7 @@ async def adrive(
     store: Store, call: Call, fn: AsyncBody[R], args: Args, kwargs: Kwargs, terms: Terms = TERMS
 ) -> R:
     """``drive`` on the running event loop. A claim cut short by a cancellation is given back
-    (mideng.guard.cancelled); a settling write cut short is done to its end (``cut_short``)."""
+    (mideng.guard.cancellation); a settling write cut short is done to its end (``cut_short``)."""
     while True:
         try:
             claim = await store.aclaim(call)

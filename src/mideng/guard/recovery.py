@@ -4,11 +4,13 @@ still answer, with a DeprecationWarning."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import mideng.operations.pending
 import mideng.operations.reconcile
 import mideng.operations.register
 import mideng.operations.stale
-from mideng.moved import old_module
+from mideng.moved import moved
 
 _HOMES = {
     **dict.fromkeys(("PendingOperation", "Reconciled", "StaleTask"), mideng.operations),
@@ -18,4 +20,6 @@ _HOMES = {
     "stale": mideng.operations.stale,
 }
 
-__getattr__ = old_module(__name__, _HOMES)
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _HOMES)

@@ -3,7 +3,9 @@ Its names still answer, with a DeprecationWarning."""
 
 from __future__ import annotations
 
-from mideng.moved import old_module
+from typing import Any
+
+from mideng.moved import moved
 from mideng.operations import steps
 
 _HOMES = dict.fromkeys(
@@ -19,4 +21,6 @@ _HOMES = dict.fromkeys(
     steps,
 )
 
-__getattr__ = old_module(__name__, _HOMES)
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _HOMES)

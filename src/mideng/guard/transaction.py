@@ -17,8 +17,8 @@ On PostgreSQL, MySQL/MariaDB and SQLite, through SQLAlchemy (``Connection`` or `
 ``AsyncConnection`` or ``AsyncSession`` with ``atransaction``). The table is the record table
 of the guard's store (a store that keeps its records in SQL says so with ``record_table``, see
 mideng.stores.sql.table), or ``table=``; it must exist (``mideng schema --apply``). Statements
-run on the caller's connection through mideng.db.site, which also decides who commits; see
-docs/transactions.md.
+run on the caller's connection through mideng.db.caller_connection, which also decides who
+commits; see docs/transactions.md.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from mideng.core import effects
 from mideng.core.effects import Effects, either
 from mideng.core.flow import RAISE, RETURN, RUN, Call
 from mideng.core.record import Record, Ticket
+from mideng.db.caller_connection import AsyncSite, Site
 from mideng.db.dialect import retryable
-from mideng.db.site import AsyncSite, Site
 from mideng.errors import ConfigurationError
 from mideng.guard.driver import Driver
-from mideng.observability import blocks, logs
-from mideng.observability.blocks import Block
+from mideng.observability import logs, transactional
+from mideng.observability.transactional import Block
 from mideng.stores.sql.table import RecordTable
 
 T = TypeVar("T")
@@ -238,7 +238,7 @@ class Transaction:
         self.guard, self.site, self.savepoint = guard, site, savepoint
         self.records = _record_table(guard, table)
         self.call = _call(guard, scope, key, payload, result_type, options)
-        self.seen = blocks.observe(self.call)  # None unless metrics or tracing are on
+        self.seen = transactional.observe(self.call)  # None unless metrics or tracing are on
         self.kind = ""
         self.tx: Tx | None = None
 

@@ -43,8 +43,8 @@ from mideng.http.identity import (
     path_form,
     principal_scope,
 )
+from mideng.http.response_codec import RESPONSE_CODEC
 from mideng.http.sfv import parse_key
-from mideng.http.stored import RESPONSE_CODEC
 
 KEY_HEADER = "idempotency-key"
 REPLAYED_HEADER = "idempotent-replayed"
@@ -234,7 +234,7 @@ class HttpOptions:
 
     def policy(self) -> Policy:
         """The policy of scope ``http`` (configure it on the Guard) with the HTTP rules on top:
-        failures always release, results are JSON (mideng.http.stored writes a response's),
+        failures always release, results are JSON (mideng.http.response_codec writes a response's),
         in-progress is this layer's choice."""
         return self.current()[1]
 

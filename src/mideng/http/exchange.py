@@ -9,7 +9,7 @@ captured response. A response that may be stored is the body's result; any other
 the body raise ``NotStored``, so the Guard releases the claim, and carries what the client
 gets instead.
 
-The body's result is the response's fields (``mideng.http.stored.Form``), which the HTTP
+The body's result is the response's fields (``mideng.http.response_codec.Form``), which the HTTP
 policy's codec writes as the JSON of its stored form (``stored_form``) without the encoder's
 walk; a replay gets the plain JSON back as the C scanner reads it, checked and rebuilt here
 (``from_stored``) rather than by the codec's walk over a declared type. The bytes are those a
@@ -41,8 +41,8 @@ from mideng.http.core import (
     StoredResponse,
 )
 from mideng.http.identity import V2
-from mideng.http.stored import Form
-from mideng.observability import logs, watch
+from mideng.http.response_codec import Form
+from mideng.observability import logs, observers
 
 
 @dataclass(slots=True)  # not frozen: made on every request (see mideng.http.core.Incoming)
@@ -190,7 +190,7 @@ class Exchange:
         self.original = captured
         if not self.opts.store_status(captured.status):
             raise NotStored(Reply(captured, own=True))
-        # Encoded by the policy's codec (mideng.http.stored): the stored form's JSON bytes.
+        # Encoded by the policy's codec (mideng.http.response_codec): the stored form's JSON bytes.
         return Form((captured.status, storable_headers(captured.headers), captured.body))
 
     def reply(self, stored: Any) -> Reply:
@@ -238,8 +238,10 @@ class Exchange:
 def _sent(reply: Reply) -> Reply:
     """The reply, counted in mideng_http_responses_total while metrics are on."""
     sent = reply.response
-    if sent is not None and watch.metrics is not None:
-        watch.metrics.http_reply(sent.status, any(n == REPLAYED_HEADER for n, _ in sent.headers))
+    if sent is not None and observers.metrics is not None:
+        observers.metrics.http_reply(
+            sent.status, any(n == REPLAYED_HEADER for n, _ in sent.headers)
+        )
     return reply
 
 

@@ -1,7 +1,9 @@
-"""What mideng tells operators: log lines (``logs``), Prometheus metrics (``metrics``),
-OpenTelemetry spans (``tracing``); ``watch`` is the switch the Guard looks at.
+"""What mideng tells operators: log lines (``logs``), Prometheus metrics (``metrics``, recorded
+into ``recorder``'s series by ``store_metrics``' counted view of a store and by
+``transactional`` for transactional blocks; ``record_gauges`` for what a store holds),
+OpenTelemetry spans (``tracing``); ``observers`` holds the switches the Guard looks at.
 
-A leaf: it imports nothing from mideng but ``errors`` and ``context``, and anything may
-import it. Metrics and spans are off until enabled, and cost a guarded call one attribute test
+A leaf: it imports nothing from mideng but ``errors``, ``context`` and ``moved``, and anything
+may import it. Metrics and spans are off until enabled, and cost a guarded call one attribute test
 while off.
 """

@@ -3,7 +3,7 @@
 ``enable(registry=None)`` registers one collector on ``registry`` (prometheus-client's default
 registry when None) and turns the Guard's observation on; ``disable()`` takes it away again.
 Calls append their events to plain lists without a lock (``recorder``; the callers of a
-store's record operations see it counted while metrics are on, see ``instrument``), and the
+store's record operations see it counted while metrics are on, see ``store_metrics``), and the
 collector folds them into metric families at scrape time, so an observed call never goes
 through prometheus-client's per-sample machinery. The series and their labels are listed in
 docs/observability.md; their names and label names are stable.
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mideng.errors import ConfigurationError
-from mideng.observability import watch
+from mideng.observability import observers
 from mideng.observability.record_gauges import RecordGauges
 from mideng.observability.recorder import BUCKETS, Recorder, Series
 
@@ -151,7 +151,7 @@ def enable(registry: Any = None, *, durations: bool = True) -> Recorder:
         collector = Collector(recorder)
         target.register(collector)
         _state.update(registry=target, recorder=recorder, collector=collector)
-        watch.install(metrics=recorder)
+        observers.install(metrics=recorder)
         return recorder
 
 
@@ -184,7 +184,7 @@ def disable() -> None:
     """Turn metrics off: the Guard's hook goes back to its one test, the collector away."""
     with _lock:
         _unregister()
-        watch.install(metrics=None)
+        observers.install(metrics=None)
 
 
 def _unregister() -> None:

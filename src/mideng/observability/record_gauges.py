@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mideng.observability import logs
-from mideng.observability.watch import store_label
+from mideng.observability.observers import store_label
 
 #: The gauges of the store as a whole (label ``store``) and their help, in the order exposed.
 _STORE_GAUGES = {

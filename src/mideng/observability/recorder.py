@@ -105,7 +105,7 @@ class Recorder:
         self.fold()
         return {name: dict(by_labels) for name, by_labels in self.series.items()}
 
-    # -- the events the log lines and integrations report (watch.Metrics) -------------------
+    # -- the events the log lines and integrations report (observers.Metrics) -------------------
     def store_error(self, store: str, operation: str) -> None:
         self.count("mideng_store_errors", (store, operation))
 

@@ -24,7 +24,7 @@ import hashlib
 from typing import Any
 
 from mideng.errors import ConfigurationError
-from mideng.observability import logs, watch
+from mideng.observability import logs, observers
 
 KEY_MODES = ("hash", "plain", "omit")
 
@@ -81,7 +81,7 @@ class Traced:
 
 
 class Spans:
-    """The tracing side of the observer (watch.Tracing)."""
+    """The tracing side of the observer (observers.Tracing)."""
 
     def __init__(self, tracer: Any, key: str) -> None:
         self._trace = _api()
@@ -142,9 +142,9 @@ def enable(tracer_provider: Any = None, *, key: str = "hash") -> Spans:
     except PackageNotFoundError:  # run from a source tree
         own = ""
     spans = Spans(trace.get_tracer("mideng", own, tracer_provider=tracer_provider), key)
-    watch.install(tracing=spans)
+    observers.install(tracing=spans)
     return spans
 
 
 def disable() -> None:
-    watch.install(tracing=None)
+    observers.install(tracing=None)

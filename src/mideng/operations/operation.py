@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from mideng.core import effects
-from mideng.core.calls import is_async
+from mideng.core.callables import is_async
 from mideng.core.effects import Effect, Effects
 from mideng.core.flow import Call
 from mideng.core.keys import (

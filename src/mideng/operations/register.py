@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mideng.core.calls import is_async
+from mideng.core.callables import is_async
 
 #: An operation run under a given key (the one it is stored under) with given arguments:
 #: what reconcile calls, since arguments rebuilt from storage may render another key.

@@ -24,11 +24,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from mideng.core.calls import is_async
+from mideng.core.callables import is_async
 from mideng.core.codec import Codec, get_codec
 from mideng.core.keys import fast_binder
 from mideng.errors import ConfigurationError, IdempotencyError
-from mideng.guard.cancelled import through
+from mideng.guard.cancellation import through
 from mideng.stores.sql.steps import astep_transaction, step_transaction
 from mideng.stores.sql.table import RecordTable
 from mideng.stores.steps import Finished, StepStore

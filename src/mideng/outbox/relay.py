@@ -26,9 +26,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+from mideng.db.caller_connection import AsyncSite, aexecute_for
 from mideng.db.dialect import kind_of, retryable
 from mideng.db.drive import adrive
-from mideng.db.site import AsyncSite, aexecute_for
 from mideng.db.statements import Op, check_table
 from mideng.errors import ConfigurationError
 from mideng.messaging.publish import Publisher, open_publisher

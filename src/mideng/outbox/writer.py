@@ -16,7 +16,7 @@ from typing import Any
 
 from mideng.core import effects
 from mideng.core.effects import Effects, either
-from mideng.db.site import AsyncSite, Site
+from mideng.db.caller_connection import AsyncSite, Site
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.messaging.headers import REQUEST_ID

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mideng.db.caller_connection import execute_for
 from mideng.db.dialect import kind_of
 from mideng.db.drive import drive
-from mideng.db.site import execute_for
 from mideng.db.statements import Op, Sql, Stmt, T
 from mideng.errors import SchemaVersionError
 from mideng.schema.lock import acquire, release

@@ -1,9 +1,10 @@
 """Running a primitive on the caller's connection: the only code written twice, sync and async.
 
-With no savepoint, as mideng.db.site's rules say: inside the caller's open transaction the
-statement is one more of theirs (it commits or rolls back with their work, and a duplicate or
-a 0-row answer leaves that transaction as it was); with none open (autocommit use) a site
-begins one, commits it when the primitive answers and rolls it back when it raises. A Session
+With no savepoint, as mideng.db.caller_connection's rules say: inside the caller's open
+transaction the statement is one more of theirs (it commits or rolls back with their work, and
+a duplicate or a 0-row answer leaves that transaction as it was); with none open (autocommit
+use) a site begins one, commits it when the primitive answers and rolls it back when it
+raises. A Session
 (sync or async) with ``autoflush`` and pending ORM changes is flushed first, as its own
 ``execute`` would be, so the statement sees those rows; its transaction is then the caller's.
 
@@ -21,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
+from mideng.db.caller_connection import AsyncSite, Site
 from mideng.db.drive import adrive, drive
-from mideng.db.site import AsyncSite, Site
 from mideng.db.statements import Op, Res, Stmt, T
 from mideng.observability import logs
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mideng.errors import IdempotencyError, LeaseLostError, StoreUnavailableError
-from mideng.observability import watch
+from mideng.observability import observers
 from mideng.observability.logs.fields import (
     Keyed,
     Line,
@@ -80,10 +80,10 @@ def duplicate(call: CallLike) -> None:
 
 @contained
 def fail_open(call: CallLike, exc: StoreUnavailableError, step: str) -> None:
-    if watch.metrics is not None:
-        watch.metrics.fail_open(call.scope, step)
-    if watch.on is not None:
-        watch.on.fail_open(step)
+    if observers.metrics is not None:
+        observers.metrics.fail_open(call.scope, step)
+    if observers.on is not None:
+        observers.on.fail_open(step)
     log.warning(
         "mideng store unavailable at %s; %s:%s runs unguarded (fail_open): %s",
         step,
@@ -157,8 +157,8 @@ class _OfClaim(Shape):
 def heartbeat_failed(
     what: object, exc: Exception, failures: int, remaining: float, delay: float
 ) -> None:
-    if watch.metrics is not None:
-        watch.metrics.heartbeat_failed(_where(what)[0] or "")
+    if observers.metrics is not None:
+        observers.metrics.heartbeat_failed(_where(what)[0] or "")
     # The first failure of a streak is news; the retries after it only while debugging.
     level = logging.WARNING if failures == 1 else logging.DEBUG
     if log.isEnabledFor(level):

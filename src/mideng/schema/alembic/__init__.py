@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from mideng.db.caller_connection import execute_for
 from mideng.db.dialect import kind_of
 from mideng.db.drive import drive
-from mideng.db.site import execute_for
 from mideng.db.statements import Op, Sql, Stmt
 from mideng.schema.migrations import Migration, migration
 from mideng.schema.plan import backward, forward

@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from mideng.core import loops
-from mideng.core.loops import running_loop
+from mideng.core import event_loop
+from mideng.core.event_loop import running_loop
 
 
 def test_it_is_the_running_loop_of_each_asyncio_run() -> None:
@@ -64,7 +64,7 @@ def test_asyncio_is_asked_once_per_loop(monkeypatch: pytest.MonkeyPatch) -> None
         asked.append(1)
         return real()
 
-    monkeypatch.setattr(loops, "_get_running_loop", counting)
+    monkeypatch.setattr(event_loop, "_get_running_loop", counting)
 
     async def many() -> None:
         for _ in range(100):
@@ -104,7 +104,7 @@ def test_a_child_forked_while_a_loop_runs_is_refused_the_parents_loop() -> None:
 def test_to_thread_runs_in_the_default_executor_in_a_copy_of_the_context() -> None:
     import contextvars
 
-    from mideng.core.loops import to_thread
+    from mideng.core.event_loop import to_thread
 
     var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
 

@@ -1,4 +1,5 @@
-"""A stored response's record bytes, written directly: the JSON codec's bytes, without its walk.
+"""The codec of a stored response: its record bytes written directly, the JSON codec's bytes
+without its walk.
 
 Every guarded response that is kept is encoded once. The JSON codec's C encoder walks the stored
 form (a dict, a list of header pairs, the body's base64) at about 14 thousand instructions for
@@ -6,7 +7,7 @@ a small response, most of it per-call set-up and the generic walk; the same byte
 the three fields directly are a few C calls. The spelling is the codec's own (``,`` and ``:``
 without spaces, the fields in order, strings through the C string encoder, text as UTF-8), so
 records written here and by the codec are alike to every reader (pinned in
-tests/http/test_stored_bytes.py). The record still names the ``json`` codec: a replay decodes
+tests/http/test_response_codec.py). The record still names the ``json`` codec: a replay decodes
 it as JSON, whichever wrote it.
 """
 

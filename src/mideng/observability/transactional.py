@@ -1,7 +1,8 @@
-"""What metrics and tracing see of a transactional block (mideng.guard.transaction).
+"""What metrics and tracing see of transactional mode (mideng.guard.transaction): a block, and
+each of its statements.
 
 A block's statements run on the caller's connection, not through a store's operations, so the
-store wrappers of ``instrument`` never see them: the block reports them here, into the same
+store wrappers of ``store_metrics`` never see them: the block reports them here, into the same
 series as a guarded call. Its claims count in ``mideng_claims_total`` (and take-overs in
 ``mideng_takeovers_total``), a statement that fails in ``mideng_store_errors_total`` with the
 connection's statement kind as ``store`` (postgresql, mysql, mariadb, sqlite), statement
@@ -17,7 +18,7 @@ from time import monotonic
 from types import TracebackType
 from typing import Any
 
-from mideng.observability import watch
+from mideng.observability import observers
 from mideng.observability.recorder import Recorder, takes_over
 
 
@@ -114,7 +115,7 @@ class Block:
 
 def observe(call: Any) -> Block | None:
     """The block's observation, or None while metrics and tracing are both off."""
-    rec, on = watch.metrics, watch.on
+    rec, on = observers.metrics, observers.on
     if rec is None and on is None:
         return None
     assert rec is None or isinstance(rec, Recorder)

@@ -15,7 +15,7 @@ from mideng.core.codec import JSON_CODEC
 from mideng.errors import CodecError
 from mideng.http.core import HttpOptions, StoredResponse
 from mideng.http.exchange import storable_headers, stored_form
-from mideng.http.stored import RESPONSE_CODEC, Form, response_bytes
+from mideng.http.response_codec import RESPONSE_CODEC, Form, response_bytes
 from mideng.stores.memory import MemoryStore
 
 texts = st.text(max_size=8) | st.sampled_from(
