@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import mideng.operations
-from mideng.operations.moved import moved
+from mideng._compat import moved
 
 _HOMES = dict.fromkeys(mideng.operations.__all__, mideng.operations)
 

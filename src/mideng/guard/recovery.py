@@ -10,7 +10,7 @@ import mideng.operations.pending
 import mideng.operations.reconcile
 import mideng.operations.register
 import mideng.operations.stale
-from mideng.operations.moved import moved
+from mideng._compat import moved
 
 _HOMES = {
     **dict.fromkeys(("PendingOperation", "Reconciled", "StaleTask"), mideng.operations),
