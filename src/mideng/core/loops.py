@@ -1,4 +1,5 @@
-"""The running event loop, found without the system call asyncio makes for it.
+"""The running event loop and this process's id, found without the system calls asyncio and
+``os.getpid()`` make for them.
 
 CPython's ``asyncio.get_running_loop()`` (3.11) checks the loop it finds against ``getpid()``
 on every call, so that a child forked while a loop ran does not take its parent's loop for its
@@ -13,6 +14,10 @@ last is this thread's running loop exactly when its ``_thread_id`` is this threa
 forked meanwhile forgets it (the fork hook), and asks asyncio again, which refuses it the
 parent's loop as before. A loop of another kind (uvloop's) is asked for through asyncio every
 time.
+
+``Process.pid`` is this process's id, kept by a fork hook: the stores check for a fork on every
+operation (a child must open connections of its own), and ``os.getpid()`` asked each time
+would be that system call again.
 """
 
 from __future__ import annotations
@@ -59,3 +64,16 @@ def _forget() -> None:
 
 
 os.register_at_fork(after_in_child=_forget)
+
+
+class Process:
+    """This process's id, kept by a fork hook."""
+
+    pid = os.getpid()
+
+    @classmethod
+    def forked(cls) -> None:
+        cls.pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=Process.forked)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mideng.operations import methods
 from mideng._compat import moved
+from mideng.operations import methods
 
 _HOMES = {"Operations": methods}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mideng.operations import steps
 from mideng._compat import moved
+from mideng.operations import steps
 
 _HOMES = dict.fromkeys(
     (

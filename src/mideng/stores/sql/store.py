@@ -26,14 +26,11 @@ from mideng.schema.apply import Applied, Need, command, migrate, on_engine
 from mideng.schema.tables import TableSet, records
 from mideng.stores.base import Store
 from mideng.stores.batch import BatchStore, Completed, Completion, distinct
-from mideng.stores.sql.batch import claim_many, complete_many
-from mideng.stores.sql.claims import ClaimOrder, HeldClaims
-from mideng.stores.sql.connect import EngineConfig
-from mideng.stores.sql.execute import AsyncExecutor, Executor
-from mideng.stores.sql.known import acomplete_known, complete_known
+from mideng.stores.record_table import RecordTable
+from mideng.stores.record_table.claims import ClaimOrder, HeldClaims
 
 # The operations, each named as the method that runs it.
-from mideng.stores.sql.ops import (
+from mideng.stores.record_table.ops import (
     complete,
     fail,
     forget,
@@ -47,11 +44,13 @@ from mideng.stores.sql.ops import (
     take_token,
     unresolved,
 )
-from mideng.stores.sql.schema import DEFAULT_TABLE, checked, ensured, script
-from mideng.stores.sql.statements import Statements
-from mideng.stores.sql.stats import SQLSurvey
+from mideng.stores.record_table.schema import DEFAULT_TABLE, checked, ensured, script
+from mideng.stores.record_table.statements import Statements
+from mideng.stores.sql.batch import claim_many, complete_many
+from mideng.stores.sql.connect import EngineConfig
+from mideng.stores.sql.execute import AsyncExecutor, Executor, acomplete_known, complete_known
 from mideng.stores.sql.steps import SQLSteps
-from mideng.stores.sql.table import RecordTable
+from mideng.stores.sql.survey import SQLSurvey
 
 _NUMBERS: dict[str, Callable[[str], Any]] = {
     "pool_size": int,

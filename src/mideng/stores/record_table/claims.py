@@ -1,4 +1,5 @@
-"""What the SQL store remembers about its claims between calls, to spend fewer statements.
+"""What a store of the record table (SQL, SQLite) remembers about its claims between calls,
+to spend fewer statements.
 
 ``HeldClaims``: the rows of the claims it handed out that are still open, so settling one needs
 no read-back. ``ClaimOrder``: per scope, whether a claim should read first or insert first.

@@ -1,11 +1,5 @@
-"""SQLite on the shared runtime: its statements where they differ from the server kinds', its
-own few operations, and the loop's executor on a sqlite3 connection.
-
-The record operations are ``ops``' own generators on the ``sqlite`` statement set, every one an
-autocommit statement (an insert that yields to a racer, a fenced update, a compare-and-set on
-the row as read): SQLite makes each atomic across threads and processes by itself, so no
-``BEGIN IMMEDIATE`` is needed for them. Only a read-decide-write that no single statement can
-express (``transact``: the debounce window's stamps) takes the write lock for its span.
+"""SQLite's statement set: the ``sqlite`` kind of the record table's ``Statements``, plus what
+only the SQLite store sends, and how a statement runs on a sqlite3 connection.
 
 What differs from the server kinds: the clock is the client's (``:now``, bound per statement),
 rows arrive typed (BLOB as bytes), and a purge walks the primary key in bounded ranges instead
@@ -15,16 +9,12 @@ call another page written per statement, about as much as the Guard's whole Pyth
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
 from typing import Any
 
-from mideng.core.record import Record
-from mideng.db.statements import Op, Res, Sql, Stmt, binds
-from mideng.stores.base import KEEP, Step, T
-from mideng.stores.sql.rows import REPLAYED, record, replayed_as
-from mideng.stores.sql.schema import COLUMNS
-from mideng.stores.sql.statements import Statements
+from mideng.db.statements import Res, Sql, Stmt, binds
+from mideng.stores.record_table.rows import REPLAYED, replayed_as
+from mideng.stores.record_table.schema import COLUMNS
+from mideng.stores.record_table.statements import Statements
 
 
 def qmark(sql: Sql) -> str:
@@ -115,71 +105,3 @@ def execute_sqlite(conn: Any, stmt: Stmt) -> Res:
     sql = stmt.sql
     cur = conn.execute(sql.text, stmt.params or ())
     return Res(cur.rowcount, cur.fetchall() if sql.rows else ())
-
-
-def _row_params(r: Record) -> dict[str, Any]:
-    return {
-        "scope": r.scope,
-        "key": r.key,
-        "status": r.status.value,
-        "fence": r.fence,
-        "owner": r.owner,
-        "fingerprint": r.fingerprint,
-        "lease_until": r.lease_until,
-        "result": r.result,
-        "codec": r.codec,
-        "error": r.error,
-        "attempts": r.attempts,
-        "request_id": r.request_id,
-        "created_at": r.created_at,
-        "updated_at": r.updated_at,
-        "expires_at": r.expires_at,
-    }
-
-
-def transact(s: SQLiteStatements, scope: str, key: str, step: Step[T]) -> Op[T]:
-    """Read (scope, key), let ``step(record, now)`` decide, write what it returns; all under the
-    write lock. Whoever drives it rolls back when anything raises."""
-    yield Stmt(s.begin)
-    res = yield Stmt(s.row, {"scope": scope, "key": key})
-    current = record(res.rows[0]) if res.rows else None
-    answer, new = step(current, time.time())
-    if new is None:
-        if current is not None:
-            yield Stmt(s.forget, {"scope": scope, "key": key})
-    elif new is not KEEP:
-        yield Stmt(s.put, _row_params(new))
-    yield Stmt(s.commit)
-    return answer
-
-
-def records(s: SQLiteStatements) -> Op[list[Record]]:
-    res = yield Stmt(s.all_rows)
-    return [record(row) for row in res.rows]
-
-
-def purge(s: SQLiteStatements, limit: int | None, batch: int) -> Op[int]:
-    """Delete expired rows, ``batch`` keys at a time (each range its own short statement)."""
-    total, scope, key = 0, "", ""
-    while limit is None or total < limit:
-        size = batch if limit is None else min(batch, limit - total)
-        found = yield Stmt(s.sweep_keys, {"scope": scope, "key": key, "size": size})
-        rows: Sequence[Sequence[Any]] = found.rows
-        if not rows:
-            break
-        last_scope, last_key = rows[-1][0], rows[-1][1]
-        res = yield Stmt(
-            s.sweep,
-            {
-                "scope": scope,
-                "key": key,
-                "last_scope": last_scope,
-                "last_key": last_key,
-                "now": time.time(),
-            },
-        )
-        total += max(res.rowcount, 0)
-        if len(rows) < size:
-            break
-        scope, key = last_scope, last_key
-    return total

@@ -1,8 +1,9 @@
 """Every record-table operation, written once as a generator of statements (mideng.db).
 
-An operation yields ``Stmt`` and receives ``Res``; mideng.db.drive runs it. The store drives
-these over its own pooled DB-API connections (sync and async), the transactional mode over the
-caller's SQLAlchemy connection (mideng.db.site, sync and async): one copy of the logic.
+An operation yields ``Stmt`` and receives ``Res``; mideng.db.drive runs it. The SQL store
+drives these over its own pooled DB-API connections (sync and async), the SQLite store over its
+sqlite3 connections, the transactional mode over the caller's SQLAlchemy connection
+(mideng.db.site, sync and async): one copy of the logic.
 
 The claim rules are core.decide's own functions, applied to the row the database returned and
 the database's clock; a write happens only when they say so, as an insert that yields to a
@@ -34,9 +35,9 @@ from mideng.db.statements import Op, Res, Sql, Stmt
 from mideng.errors import StoreUnavailableError
 from mideng.stores.base import HIT_PREFIX, TOKEN_PREFIX, check_resolvable, lease_lost
 from mideng.stores.batch import Completion
-from mideng.stores.sql.rows import cas_params, psycopg_current
-from mideng.stores.sql.schema import REQUEST_ID_MAX
-from mideng.stores.sql.statements import Statements
+from mideng.stores.record_table.rows import cas_params, psycopg_current
+from mideng.stores.record_table.schema import REQUEST_ID_MAX
+from mideng.stores.record_table.statements import Statements
 
 # Each lost race means another caller changed the row in between, so a handful of rounds
 # always settles; running out points at something odd (a clock jumping back, say).

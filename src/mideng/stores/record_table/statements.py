@@ -33,8 +33,14 @@ from typing import Any
 from mideng.core.record import Record
 from mideng.db.dialect import is_mysql
 from mideng.db.statements import Res, Sql, binds, check_table
-from mideng.stores.sql.rows import current, mysql_current, mysql_packed, mysql_record, record
-from mideng.stores.sql.schema import COLUMNS
+from mideng.stores.record_table.rows import (
+    current,
+    mysql_current,
+    mysql_packed,
+    mysql_record,
+    record,
+)
+from mideng.stores.record_table.schema import COLUMNS
 
 # The statement's start time in epoch seconds, microsecond precision: the instant NOW(6) and
 # UTC_TIMESTAMP(6) also read, without their calendar round trip (a third of the cost each) and

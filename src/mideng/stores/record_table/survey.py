@@ -4,31 +4,19 @@ Counts come from the database, never from rows shipped to the client: a GROUP BY
 and statuses, range counts over the ``expires_at`` index for the spread of remaining
 retention, the ``(status, lease_until)`` index for stuck and processing records. Only the
 biggest-records list reads every row's sizes (``biggest=0`` skips it). Every statement reads
-the clock the first one fetched, so the counts agree with each other.
+the clock the first one fetched, so the counts agree with each other. The survey capability
+runs them on the SQL store's executors (``stores.sql.survey``) and on the SQLite store's
+connection (``stores.sqlite.survey``).
 """
 
 from __future__ import annotations
 
-import abc
-import sqlite3
 import time
 from typing import Any
 
-from mideng.db.drive import drive
-from mideng.db.statements import Op, Res, Sql, Stmt, T
-from mideng.errors import StoreUnavailableError
-from mideng.stores.sql.embedded import execute_sqlite
-from mideng.stores.sql.statements import Statements
-from mideng.stores.survey import (
-    EXPIRY_BUCKETS,
-    STUCK_LISTED,
-    Big,
-    LocalSurvey,
-    Stuck,
-    Survey,
-    SurveyStore,
-    SurveyTerms,
-)
+from mideng.db.statements import Op, Res, Sql, Stmt
+from mideng.stores.record_table.statements import Statements
+from mideng.stores.survey import EXPIRY_BUCKETS, STUCK_LISTED, Big, Stuck, Survey, SurveyTerms
 
 PURGE_BATCH = 1000
 _FINISHED = "status IN ('succeeded', 'failed')"
@@ -164,61 +152,3 @@ def _text(value: Any) -> str:
     return (
         bytes(value).decode() if isinstance(value, (bytes, bytearray, memoryview)) else str(value)
     )
-
-
-class SQLSurvey(SurveyStore):
-    """``SQLStore``'s survey: the operations above on its own executors, sync and async."""
-
-    def _executors(self) -> tuple[Any, Any]:
-        own: Any = self
-        return own.executor, own.aexecutor
-
-    def count_records(self, terms: SurveyTerms) -> Survey:
-        found: Survey = self._executors()[0].drive(survey, terms)
-        return terms.reported(found)
-
-    async def acount_records(self, terms: SurveyTerms) -> Survey:
-        found: Survey = await self._executors()[1].drive(survey, terms)
-        return terms.reported(found)
-
-    def purge_older(self, age: float, limit: int | None = None) -> int:
-        gone: int = self._executors()[0].drive(purge_older, age, limit)
-        return gone
-
-    async def apurge_older(self, age: float, limit: int | None = None) -> int:
-        gone: int = await self._executors()[1].drive(purge_older, age, limit)
-        return gone
-
-
-class SQLiteSurvey(LocalSurvey):
-    """``SQLiteStore``'s survey: the same operations, on its connection of this thread (the
-    async twins offloaded like every other operation of the embedded store)."""
-
-    path: str
-    table: str
-
-    @abc.abstractmethod
-    def _conn(self) -> sqlite3.Connection:
-        """The store's connection of this thread (SQLiteStore's)."""
-
-    def _stats(self, op: Op[T]) -> T:
-        try:
-            return drive(op, execute_sqlite, self._conn())
-        except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"SQLite store {self.path} failed: {exc}") from exc
-
-    def count_records(self, terms: SurveyTerms) -> Survey:
-        return terms.reported(self._stats(survey(_sqlite(self.table), terms)))
-
-    def purge_older(self, age: float, limit: int | None = None) -> int:
-        return self._stats(purge_older(_sqlite(self.table), age, limit))
-
-
-def _sqlite(table: str) -> Statements:
-    found = _SQLITE.get(table)
-    if found is None:
-        found = _SQLITE[table] = Statements("sqlite", table)
-    return found
-
-
-_SQLITE: dict[str, Statements] = {}

@@ -17,7 +17,7 @@ from mideng.core.effects import Effects
 from mideng.core.record import REPLAY, Claim, ClaimRequest, Record
 from mideng.errors import LeaseLostError, StoreUnavailableError
 from mideng.stores.batch import BatchStore, Completed, Completion, distinct
-from mideng.stores.hybrid import HybridStore, from_copy, replayable
+from mideng.stores.hybrid.store import HybridStore, from_copy, replayable
 
 
 class HybridBatch(HybridStore, BatchStore):
