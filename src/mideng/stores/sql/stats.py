@@ -1,0 +1,20 @@
+"""Deprecated: the survey is ``mideng.stores.record_table.survey`` (its operations) and the
+``survey`` module of each store package (``SQLSurvey``, ``SQLiteSurvey``); this module goes in
+the next release. Its names still answer, with a DeprecationWarning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mideng.stores.record_table.survey
+import mideng.stores.sql.survey
+import mideng.stores.sqlite.survey
+from mideng._compat import moved, names_of
+
+_HOMES = names_of(
+    mideng.stores.record_table.survey, mideng.stores.sql.survey, mideng.stores.sqlite.survey
+)
+
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _HOMES)

@@ -1,0 +1,15 @@
+"""Deprecated: ``RecordTable`` is ``mideng.stores.record_table``'s (``transactional``); this module
+goes in the next release. Its names still answer, with a DeprecationWarning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mideng.stores.record_table.transactional
+from mideng._compat import moved, names_of
+
+_HOMES = names_of(mideng.stores.record_table.transactional)
+
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _HOMES)
