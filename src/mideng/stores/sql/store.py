@@ -3,8 +3,8 @@
 ``open_store("postgresql://user@host/db")`` or ``open_store("mysql://user@host/db")``. The
 sync side runs on psycopg 3 / PyMySQL, the async side on psycopg's async connection / asyncmy,
 each through its own SQLAlchemy engine (the async one made on first use, one per event loop;
-see ``execute``). Every operation is one generator in ``ops``; each method here names the
-operation and hands it to the sync or the async executor.
+see ``execute``). Every operation is one generator in ``stores.record_table.ops``; each method
+here names the operation and hands it to the sync or the async executor.
 
 Timeouts make a hung database fail fast: ``connect_timeout`` for new connections,
 ``statement_timeout`` for any statement (PostgreSQL ``statement_timeout``; MariaDB
@@ -74,7 +74,7 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
     makes MariaDB use the MySQL 8 statements. ``purge_batch``: rows deleted per statement by
     ``purge``. ``read_first``: the claim's order, True (a
     duplicate costs one read) or False (a new key costs one insert); None, the default, learns
-    it per scope from what recent claims found (see ``claims.ClaimOrder``).
+    it per scope from what recent claims found (see ``record_table.claims.ClaimOrder``).
     """
 
     def __init__(
