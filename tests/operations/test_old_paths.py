@@ -3,12 +3,11 @@ one release, each with a DeprecationWarning naming the new one."""
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
 import mideng.operations
 from mideng.operations import methods, pending, reconcile, stale, steps
+from tests.old_paths import answers_and_warns, never_was
 
 MOVED = [
     ("mideng.effects", "step_key", mideng.operations.step_key),
@@ -31,10 +30,7 @@ MOVED = [
 
 @pytest.mark.parametrize(("old", "name", "now"), MOVED)
 def test_an_old_path_answers_and_warns(old: str, name: str, now: object) -> None:
-    module = importlib.import_module(old)
-    with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} is deprecated") as caught:
-        assert getattr(module, name) is now
-    assert caught[0].filename == __file__  # the warning points at the code that asked
+    answers_and_warns(old, name, now)
 
 
 def test_from_import_warns_at_the_importing_line() -> None:
@@ -44,6 +40,4 @@ def test_from_import_warns_at_the_importing_line() -> None:
 
 
 def test_a_name_that_never_was_is_an_attribute_error() -> None:
-    module = importlib.import_module("mideng.guard.recovery")
-    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
-        getattr(module, "nothing")  # noqa: B009
+    never_was("mideng.guard.recovery")

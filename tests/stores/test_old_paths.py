@@ -4,7 +4,6 @@ naming the new one; the stores themselves answer at their old paths as before.""
 
 from __future__ import annotations
 
-import importlib
 import warnings
 
 import pytest
@@ -21,6 +20,7 @@ from mideng.stores.sqlite import ops as sqlite_ops
 from mideng.stores.sqlite import statements as sqlite_statements
 from mideng.stores.sqlite import store as sqlite_store
 from mideng.stores.sqlite import survey as sqlite_survey
+from tests.old_paths import answers_and_warns, never_was
 
 MOVED = [
     ("mideng.stores.sql.ops", "claim", ops.claim),
@@ -49,10 +49,7 @@ MOVED = [
 
 @pytest.mark.parametrize(("old", "name", "now"), MOVED)
 def test_an_old_path_answers_and_warns(old: str, name: str, now: object) -> None:
-    module = importlib.import_module(old)
-    with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} is deprecated") as caught:
-        assert getattr(module, name) is now
-    assert caught[0].filename == __file__  # the warning points at the code that asked
+    answers_and_warns(old, name, now)
 
 
 def test_from_import_warns_at_the_importing_line() -> None:
@@ -80,6 +77,4 @@ def test_the_stores_answer_at_their_paths_without_a_warning() -> None:
 
 
 def test_a_name_that_never_was_is_an_attribute_error() -> None:
-    module = importlib.import_module("mideng.stores.sql.ops")
-    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
-        getattr(module, "nothing")  # noqa: B009
+    never_was("mideng.stores.sql.ops")
