@@ -10,7 +10,7 @@ from typing import Any
 
 import redis
 
-from mideng.stores.hybrid_batch import HybridBatch
+from mideng.stores.hybrid.batch import HybridBatch
 from mideng.stores.redis import RedisStore
 from mideng.stores.sqlite import SQLiteStore
 from tests.backends import Backend, Ctx, Opened

@@ -49,9 +49,10 @@ def open_sql(url: str, ctx: Ctx, **options: Any) -> Opened:
     return Opened(store, url, {"table": table, **options})
 
 
-# The stores learn their claim order per scope (stores.sql.claims.ClaimOrder); each database
-# also runs pinned to the order its learned runs see less of here (tests make few duplicates
-# per scope, races many), so both orders face every contract, race and crash on both databases.
+# The stores learn their claim order per scope (stores.record_table.claims.ClaimOrder); each
+# database also runs pinned to the order its learned runs see less of here (tests make few
+# duplicates per scope, races many), so both orders face every contract, race and crash on both
+# databases.
 BACKENDS: list[Backend] = [
     Backend("postgresql", lambda ctx: open_sql(POSTGRES_URL, ctx), service="postgresql"),
     Backend(

@@ -1,7 +1,8 @@
 """Modules that moved keep their old import paths for one release: each old name answers with
 the object it names now, and a DeprecationWarning naming where to import it from
 (``mideng.moved``). Multi-step operations' paths from before they were one package are here
-too; the brokers' are listed beside their tests (tests/messaging/test_old_paths.py)."""
+too; the brokers' and the stores' are listed beside their tests (test_old_paths.py in
+tests/messaging and tests/stores)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from mideng.guard.heartbeat import schedule, tasks
 from mideng.observability import observers, store_metrics
 from mideng.operations import methods, pending, reconcile, stale, steps
 from tests.messaging.test_old_paths import MOVED as MESSAGING
+from tests.stores.test_old_paths import MOVED as STORES
 
 MOVED = [
     ("mideng.db.site", "Site", caller_connection.Site),
@@ -55,7 +57,7 @@ MOVED = [
 ]
 
 
-@pytest.mark.parametrize(("old", "name", "now"), MOVED + MESSAGING)
+@pytest.mark.parametrize(("old", "name", "now"), MOVED + MESSAGING + STORES)
 def test_an_old_path_answers_and_warns(old: str, name: str, now: object) -> None:
     module = importlib.import_module(old)
     with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} is deprecated") as caught:

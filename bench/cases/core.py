@@ -32,7 +32,7 @@ from pathlib import Path
 from bench.report import parser, table
 from mideng import Guard
 from mideng.stores.memory import MemoryStore
-from mideng.stores.sql.schema import ddl
+from mideng.stores.record_table.schema import ddl
 from mideng.stores.sqlite import SQLiteStore
 
 RESULT = {"order_id": 1001, "coupon": "C-8841", "points": 99, "status": "PAID"}

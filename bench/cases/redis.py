@@ -38,8 +38,8 @@ from bench.services import REDIS_URL
 from bench.timing import run_async, run_sync
 from mideng import Guard
 from mideng.stores.hybrid import HybridStore
+from mideng.stores.record_table.schema import ddl
 from mideng.stores.redis import RedisStore
-from mideng.stores.sql.schema import ddl
 from mideng.stores.sqlite import SQLiteStore
 
 TTL_MS = 86_400_000

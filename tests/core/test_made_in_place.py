@@ -19,7 +19,7 @@ from mideng.core.record import (
     Ticket,
 )
 from mideng.stores.memory import MemoryStore
-from mideng.stores.sql.rows import psycopg_current
+from mideng.stores.record_table.rows import psycopg_current
 
 
 def _rebuilt(obj: Any) -> Any:

@@ -20,8 +20,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from mideng.db import AsyncSite, Op, Site, Sql, Stmt, check_table, kind_of
 from mideng.errors import ConfigurationError
+from mideng.stores.record_table.statements import Statements
 from mideng.stores.sql import SQLStore
-from mideng.stores.sql.statements import Statements
 from mideng.stores.sqlite import SQLiteStore
 from tests.services import MYSQL_URL, POSTGRES_URL, need
 

@@ -8,7 +8,7 @@ import dataclasses
 from mideng import Guard
 from mideng.context import request_id_scope
 from mideng.core.flow import Call
-from mideng.guard.owners import OWNERS
+from mideng.guard.owner_ids import OWNERS
 from mideng.messaging import Message
 from mideng.stores.memory import MemoryStore
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from mideng import Guard
-from mideng.core.calls import is_async
+from mideng.core.callables import is_async
 from mideng.messaging import Ack, IdempotentConsumer, Message
 from mideng.stores.memory import MemoryStore
 

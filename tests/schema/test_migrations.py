@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from mideng.cli import main
 from mideng.schema import CURRENT, MIGRATIONS, outbox, records
-from mideng.stores.sql.steps import StepStatements
+from mideng.stores.record_table.steps import StepStatements
 from tests.schema.conftest import OLD_OUTBOX, OLD_RECORDS, Db, old_ddl, open_db
 
 

@@ -16,7 +16,7 @@ work is done but unrecorded, or recorded but undone.
 On PostgreSQL, MySQL/MariaDB and SQLite, through SQLAlchemy (``Connection`` or ``Session``;
 ``AsyncConnection`` or ``AsyncSession`` with ``atransaction``). The table is the record table
 of the guard's store (a store that keeps its records in SQL says so with ``record_table``, see
-mideng.stores.sql.table), or ``table=``; it must exist (``mideng schema --apply``). Statements
+mideng.stores.record_table), or ``table=``; it must exist (``mideng schema --apply``). Statements
 run on the caller's connection through mideng.db.caller_connection, which also decides who
 commits; see docs/transactions.md.
 """
@@ -35,7 +35,7 @@ from mideng.errors import ConfigurationError
 from mideng.guard.driver import Driver
 from mideng.observability import logs, transactional
 from mideng.observability.transactional import Block
-from mideng.stores.sql.table import RecordTable
+from mideng.stores.record_table import RecordTable
 
 T = TypeVar("T")
 _UNSET: Any = object()

@@ -17,9 +17,9 @@ One beat renews the whole batch: each renewal renews every key still held, concu
 each key keeps its own end (the lease from the last renewal of it that succeeded). A key whose
 renewal was fenced (taken over, forgotten) is held no more; one whose renewal failed otherwise
 fails the beat's renewal, so the beat tries again sooner and sooner as the lease's end nears,
-as a key's own beat would (mideng.guard.lease), renewing the others too. A beat per key cost
-a timer entry, a closure and a lease schedule per message, where most batches end long before
-their first renewal is due.
+as a key's own beat would (mideng.guard.heartbeat.schedule), renewing the others too. A beat
+per key cost a timer entry, a closure and a lease schedule per message, where most batches end
+long before their first renewal is due.
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from mideng.core.loops import running_loop
+from mideng.core.event_loop import running_loop
 from mideng.core.record import Claim, ClaimRequest, Ticket
 from mideng.errors import LeaseLostError
-from mideng.guard.aheartbeat import AsyncBeat, hold_async
-from mideng.guard.lease import STATS
+from mideng.guard.heartbeat.schedule import STATS
+from mideng.guard.heartbeat.tasks import AsyncBeat, hold_async
 from mideng.observability import logs
-from mideng.observability.instrument import uncounted
+from mideng.observability.store_metrics import uncounted
 from mideng.stores.base import RecordStore
 from mideng.stores.batch import BatchStore, Completed, Completion
 

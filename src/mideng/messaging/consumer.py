@@ -24,11 +24,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, cast
 
 from mideng.context import get_request_id, request_id_scope
-from mideng.core.calls import is_async
+from mideng.core.callables import is_async
+from mideng.core.event_loop import running_loop
 from mideng.core.failure import message_of
 from mideng.core.flow import RUN, Call
 from mideng.core.keys import check_scope
-from mideng.core.loops import running_loop
 from mideng.core.settle import Complete
 from mideng.errors import (
     InvalidKeyError,
@@ -36,7 +36,7 @@ from mideng.errors import (
     StoreUnavailableError,
 )
 from mideng.guard.driver import Driver
-from mideng.guard.owners import OWNERS
+from mideng.guard.owner_ids import OWNERS
 from mideng.guard.pipeline import asettle
 from mideng.messaging.batch_claims import BatchHold, claim_all, complete_all
 from mideng.messaging.delivery import RAN, UNRUN, Delivery, lapsed
@@ -53,8 +53,8 @@ from mideng.messaging.message import Message
 from mideng.messaging.transactional import check as check_transactional
 from mideng.messaging.transactional import handle as handle_in_transaction
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, RetryRules, Verdict
-from mideng.observability import logs, watch
-from mideng.observability.instrument import counted
+from mideng.observability import logs, observers
+from mideng.observability.store_metrics import counted
 from mideng.stores.batch import Completion
 
 DeadLetterHook = Callable[[Message, str], "Awaitable[None] | None"]
@@ -147,7 +147,7 @@ class IdempotentConsumer:
             if isinstance(verdict, DeadLetter):
                 with scope_of(request_id_of(message)):
                     final = await self._dead_lettered(message, verdict)
-            if watch.metrics is not None:
+            if observers.metrics is not None:
                 self._count(final)
             done.append(final)
         return done
@@ -330,9 +330,9 @@ class IdempotentConsumer:
 
     def _count(self, final: Verdict) -> None:
         """Every verdict, one at a time or batched, is counted here."""
-        if watch.metrics is not None:
+        if observers.metrics is not None:
             ran = not isinstance(final, Ack) or final.ran
-            watch.metrics.consumed(self.scope, _VERDICTS[type(final)] if ran else "duplicate")
+            observers.metrics.consumed(self.scope, _VERDICTS[type(final)] if ran else "duplicate")
 
     async def _dead_lettered(self, message: Message, verdict: Verdict) -> Verdict:
         if not isinstance(verdict, DeadLetter):

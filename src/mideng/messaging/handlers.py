@@ -22,8 +22,8 @@ import inspect
 from contextvars import ContextVar
 from typing import Any
 
-from mideng.core.loops import running_loop
-from mideng.guard.cancelled import through
+from mideng.core.event_loop import running_loop
+from mideng.guard.cancellation import through
 
 
 class Turn:

@@ -20,12 +20,12 @@ from typing import Any, Protocol
 from mideng.core.flow import Call
 from mideng.core.record import Ticket
 from mideng.errors import LeaseLostError
-from mideng.guard.cancelled import through
+from mideng.guard.cancellation import through
 from mideng.guard.driver import Driver
 from mideng.messaging.batch_claims import complete_all
 from mideng.messaging.verdict import Ack, Retry, RetryRules, Verdict
 from mideng.observability import logs
-from mideng.observability.instrument import counted
+from mideng.observability.store_metrics import counted
 from mideng.stores.batch import Completion
 
 

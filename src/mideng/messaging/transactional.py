@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from mideng.core.event_loop import to_thread
 from mideng.core.failure import encode_failure, message_of
-from mideng.core.loops import to_thread
 from mideng.core.policy import Policy
 from mideng.core.record import Ticket
 from mideng.errors import (
@@ -42,7 +42,7 @@ from mideng.messaging.verdict import (
     after_failure,
 )
 from mideng.observability import logs
-from mideng.observability.instrument import counted
+from mideng.observability.store_metrics import counted
 
 
 class TransactionalConsumer(Protocol):

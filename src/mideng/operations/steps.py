@@ -29,8 +29,11 @@ from mideng.core.codec import Codec, get_codec
 from mideng.core.keys import fast_binder
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.guard.cancellation import through
-from mideng.stores.sql.steps import astep_transaction, step_transaction
-from mideng.stores.sql.table import RecordTable
+from mideng.stores.record_table.transactional import (
+    RecordTable,
+    astep_transaction,
+    step_transaction,
+)
 from mideng.stores.steps import Finished, StepStore
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:/-]{1,200}$")

@@ -2,9 +2,9 @@
 three spellings, as the changes of each migration.
 
 Every store and the transactional mode read and write the same rows whatever the database, so
-the columns are the Record's fields in order (``stores.sql.rows``). Times are epoch seconds in
-a double: Record times are floats, and comparing a lease with the database clock needs no
-conversion. Two indexes serve the operator paths: ``expires_at`` for purge, ``(status,
+the columns are the Record's fields in order (``stores.record_table.rows``). Times are epoch
+seconds in a double: Record times are floats, and comparing a lease with the database clock
+needs no conversion. Two indexes serve the operator paths: ``expires_at`` for purge, ``(status,
 lease_until)`` for the unresolved view (on the servers; SQLite's table has none, see
 ``_sqlite``).
 
@@ -97,7 +97,7 @@ def _sqlite(t: str) -> str:
     # secondary index: in WAL mode each one is another page written by both statements of every
     # first call (measured: about 12 µs each, more than the Guard's own Python), while purge
     # and the unresolved view, which they would serve, are operator paths that scan instead
-    # (purge in bounded ranges of the primary key; see stores.sql.embedded).
+    # (purge in bounded ranges of the primary key; see stores.sqlite.ops).
     return f"""CREATE TABLE IF NOT EXISTS {t} (
             scope TEXT NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL,
             fence INTEGER NOT NULL, owner TEXT NOT NULL, fingerprint TEXT,

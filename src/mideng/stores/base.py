@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from mideng.core import decide as rules
 from mideng.core import keys
-from mideng.core.loops import to_thread
+from mideng.core.event_loop import to_thread
 from mideng.core.record import Claim, ClaimRequest, Record, Resolution, Status, Ticket
 from mideng.errors import IdempotencyError, LeaseLostError
 

@@ -6,6 +6,10 @@ single operation would have answered for that item, in the order asked; a comple
 claim was lost answers its LeaseLostError in place instead of raising, so one lost claim does
 not hide the others' results. A store offers it by subclassing ``BatchStore``; callers check
 ``isinstance(store, BatchStore)`` and fall back to the single operations otherwise.
+
+``LocalBatch`` is the capability of the embedded stores (memory, SQLite): the single
+operations in a loop. There is no round trip to save in-process, and each claim stays its own
+short transaction, so a batch holds no lock longer than one claim does.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any, TypeVar
 
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.errors import ConfigurationError, LeaseLostError
+from mideng.stores.base import LocalStore
 
 
 @dataclass(slots=True)
@@ -50,6 +55,29 @@ class BatchStore(abc.ABC):
 
     @abc.abstractmethod
     async def acomplete_many(self, items: Sequence[Completion]) -> list[Completed]: ...
+
+
+class LocalBatch(LocalStore, BatchStore):
+    """Mixed into MemoryStore and SQLiteStore; the async twins offload as theirs do."""
+
+    def claim_many(self, reqs: Sequence[ClaimRequest]) -> list[Claim]:
+        distinct(reqs)
+        return [self.claim(r) for r in reqs]
+
+    def complete_many(self, items: Sequence[Completion]) -> list[Completed]:
+        out: list[Completed] = []
+        for item in items:
+            try:
+                out.append(self.complete(item.ticket, item.result, item.codec, item.ttl))
+            except LeaseLostError as exc:
+                out.append(exc)
+        return out
+
+    async def aclaim_many(self, reqs: Sequence[ClaimRequest]) -> list[Claim]:
+        return await self._offload(self.claim_many, reqs)
+
+    async def acomplete_many(self, items: Sequence[Completion]) -> list[Completed]:
+        return await self._offload(self.complete_many, items)
 
 
 def distinct(reqs: Sequence[ClaimRequest]) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from mideng.core import decide as rules
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
 from mideng.stores.base import KEEP, Step, T, lease_lost
-from mideng.stores.local_batch import LocalBatch
+from mideng.stores.batch import LocalBatch
 from mideng.stores.steps import LocalSteps
 from mideng.stores.survey import LocalSurvey
 

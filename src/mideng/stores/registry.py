@@ -18,7 +18,7 @@ from mideng.stores.base import Store
 # scheme -> "module:factory". Factories take (url, **options).
 _BACKENDS: dict[str, str] = {
     "memory": "mideng.stores.memory:MemoryStore.from_url",
-    "sqlite": "mideng.stores.sqlite:SQLiteStore.from_url",
+    "sqlite": "mideng.stores.sqlite.store:SQLiteStore.from_url",
 }
 _FACTORIES: dict[str, Callable[..., Store]] = {}
 
@@ -124,7 +124,7 @@ def _check_host(parts: SplitResult) -> None:
 
 # A fast store in front of a durable one. Built here, above both, so that neither the Redis
 # store nor the hybrid has to know the other's module to be opened by one URL.
-_IN_FRONT = "mideng.stores.hybrid_batch:HybridBatch.in_front_of"
+_IN_FRONT = "mideng.stores.hybrid.batch:HybridBatch.in_front_of"
 
 
 def in_front(fast: Store, durable: str | Store) -> Store:

@@ -10,7 +10,8 @@ Rows live until the operation's body returns and its record completes (``clear_s
 operation that never finishes stays listed by ``operations`` rather than vanishing with a ttl.
 
 ``LocalSteps`` is the embedded implementation for the memory store, under the store's own
-lock; the server stores have theirs in their packages (``sql.steps``, ``redis.steps``).
+lock; the other stores have theirs in their packages (``sqlite.steps``, ``sql.steps``,
+``redis.steps``, ``hybrid.steps``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ from dataclasses import dataclass, field
 
 from mideng.core.decide import holds
 from mideng.core.record import Record, Status, Ticket
-from mideng.errors import ConfigurationError, LeaseLostError
-from mideng.stores.base import RecordStore
+from mideng.errors import LeaseLostError
 
 #: The step name under which the operation's own arguments are kept.
 ARGUMENTS = ""
@@ -198,55 +198,3 @@ class LocalSteps(StepStore):
 
     async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self.running(scope, limit)
-
-
-class DurableSteps(StepStore):
-    """Steps kept by the store that decides claims (the hybrid's durable side): a step is
-    fenced where the claim is."""
-
-    durable: RecordStore
-
-    def _durable_steps(self) -> StepStore:
-        if not isinstance(self.durable, StepStore):
-            raise ConfigurationError(
-                f"multi-step operations need a durable store with steps; {self.durable!r} has none"
-            )
-        return self.durable
-
-    def begin_steps(
-        self, scope: str, key: str, owner: str, arguments: bytes, codec: str
-    ) -> dict[str, Finished]:
-        return self._durable_steps().begin_steps(scope, key, owner, arguments, codec)
-
-    def record_step(
-        self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
-    ) -> None:
-        self._durable_steps().record_step(scope, key, owner, step, result, codec)
-
-    def clear_steps(self, scope: str, key: str) -> None:
-        self._durable_steps().clear_steps(scope, key)
-
-    def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return self._durable_steps().operations(scope, limit)
-
-    def running(self, scope: str | None = None, limit: int = 100) -> list[Record]:
-        return self._durable_steps().running(scope, limit)
-
-    async def abegin_steps(
-        self, scope: str, key: str, owner: str, arguments: bytes, codec: str
-    ) -> dict[str, Finished]:
-        return await self._durable_steps().abegin_steps(scope, key, owner, arguments, codec)
-
-    async def arecord_step(
-        self, scope: str, key: str, owner: str, step: str, result: bytes, codec: str
-    ) -> None:
-        await self._durable_steps().arecord_step(scope, key, owner, step, result, codec)
-
-    async def aclear_steps(self, scope: str, key: str) -> None:
-        await self._durable_steps().aclear_steps(scope, key)
-
-    async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return await self._durable_steps().aoperations(scope, limit)
-
-    async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]:
-        return await self._durable_steps().arunning(scope, limit)

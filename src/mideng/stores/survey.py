@@ -1,8 +1,10 @@
 """The survey capability: what an operator's ``stats`` and ``scan`` read from a store.
 
 A ``Survey`` is counted where the records are: GROUP BY and index range counts on a SQL
-table (``stores.sql.stats``), a SCAN of every master on Redis (``stores.redis.scan``), one
-pass over the records of an embedded store (``Tally`` here). ``purge_older`` deletes finished
+table (``stores.record_table.survey``, run by ``stores.sql.survey`` and
+``stores.sqlite.survey``), a SCAN of every master on Redis (``stores.redis.survey``), one
+pass over the records of the memory store (``LocalSurvey`` here), the durable store's behind
+a hybrid (``stores.hybrid.survey``). ``purge_older`` deletes finished
 records last written before a cutoff, whatever their own retention says.
 
 Records only: token and debounce rows (``token:`` / ``hit:`` scopes) are not surveyed.
@@ -18,8 +20,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from mideng.core.keys import HIT_PREFIX, TOKEN_PREFIX
 from mideng.core.record import Record, Status
-from mideng.errors import ConfigurationError
-from mideng.stores.base import KEEP, LocalStore, Store
+from mideng.stores.base import KEEP, LocalStore
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -279,33 +280,3 @@ class LocalSurvey(LocalStore, SurveyStore):
 
     async def apurge_older(self, age: float, limit: int | None = None) -> int:
         return await self._offload(self.purge_older, age, limit)
-
-
-class FrontedSurvey(SurveyStore):
-    """A Redis copy in front of a durable store (``HybridStore``): the durable store holds
-    every record, so it is the one surveyed; ``purge_older`` purges both."""
-
-    durable: Store
-    fast: SurveyStore
-
-    def _durable_survey(self) -> SurveyStore:
-        durable = self.durable
-        if not isinstance(durable, SurveyStore):
-            raise ConfigurationError(f"{type(durable).__name__} has no survey")
-        return durable
-
-    def count_records(self, terms: SurveyTerms) -> Survey:
-        return self._durable_survey().count_records(terms)
-
-    async def acount_records(self, terms: SurveyTerms) -> Survey:
-        return await self._durable_survey().acount_records(terms)
-
-    def purge_older(self, age: float, limit: int | None = None) -> int:
-        gone = self._durable_survey().purge_older(age, limit)
-        self.fast.purge_older(age, limit)  # the copies: a left one would replay until it expires
-        return gone
-
-    async def apurge_older(self, age: float, limit: int | None = None) -> int:
-        gone = await self._durable_survey().apurge_older(age, limit)
-        await self.fast.apurge_older(age, limit)
-        return gone

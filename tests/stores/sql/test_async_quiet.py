@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from mideng.core.record import ClaimRequest, Outcome
+from mideng.stores.record_table.statements import Statements
 from mideng.stores.sql import SQLStore
-from mideng.stores.sql.statements import Statements
 from tests.backends_sql import drop_table
 from tests.services import MYSQL_URL, need
 

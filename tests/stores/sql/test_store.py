@@ -20,9 +20,9 @@ from mideng import Guard
 from mideng.cli.schema import schema
 from mideng.core.record import Claim, ClaimRequest, Outcome, Record, Status, Ticket
 from mideng.errors import ConfigurationError, LeaseLostError, StoreUnavailableError
+from mideng.stores.record_table.claims import ClaimOrder
 from mideng.stores.registry import open_store
 from mideng.stores.sql import SQLStore
-from mideng.stores.sql.claims import ClaimOrder
 from tests.backends_sql import drop_table, hold_row
 from tests.services import MYSQL_URL, POSTGRES_URL, need
 

@@ -43,7 +43,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from mideng.core.calls import is_async
+from mideng.core.callables import is_async, return_hint
 from mideng.core.keys import (
     KeySpec,
     check_scope,
@@ -54,7 +54,6 @@ from mideng.core.keys import (
 )
 from mideng.db.dialect import lock_timed_out
 from mideng.errors import ConfigurationError, InProgressError, KeyMissingError
-from mideng.guard.bodies import return_hint
 from mideng.guard.decorator import build
 from mideng.guard.driver import Driver
 from mideng.guard.transaction import transaction

@@ -18,7 +18,7 @@ from mideng.core.effects import Effects
 from mideng.core.record import Record, Status
 from mideng.stores.redis.commands import Command, Commands
 from mideng.stores.redis.rows import NAMES, row
-from mideng.stores.redis.scan import every_name, read_each
+from mideng.stores.redis.survey import every_name, read_each
 from mideng.stores.steps import ARGUMENTS, Finished, OperationEntry, StepStore, step_lost
 
 

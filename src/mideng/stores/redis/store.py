@@ -20,7 +20,7 @@ from typing import Any, TypeVar, overload
 
 from mideng.core import effects
 from mideng.core.effects import Effects, either
-from mideng.core.loops import running_loop
+from mideng.core.event_loop import running_loop
 from mideng.core.record import Claim, ClaimRequest, Record, Resolution, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.stores.base import Store
@@ -29,9 +29,9 @@ from mideng.stores.redis.commands import Command, Commands, stuck
 from mideng.stores.redis.connect import Connection, Target, connect, parse, redact
 from mideng.stores.redis.direct import AsyncDirectSender, DirectSender, pack, usable
 from mideng.stores.redis.layout import check as layout_check
-from mideng.stores.redis.scan import RedisSurvey, every_name, read_each
 from mideng.stores.redis.scripts import Calls, scripts
 from mideng.stores.redis.steps import RedisSteps, StepCommands, fields
+from mideng.stores.redis.survey import RedisSurvey, every_name, read_each
 from mideng.stores.registry import in_front, require
 
 T = TypeVar("T")

@@ -32,8 +32,8 @@ from mideng.db.statements import Op, Sql, Stmt
 from mideng.errors import LeaseLostError
 from mideng.stores.base import lease_lost
 from mideng.stores.batch import Completed, Completion, placed, rounds
-from mideng.stores.sql.ops import claim, claim_params, clipped, complete
-from mideng.stores.sql.statements import _MYSQL_STAMP, _MYSQL_STAMPED, Statements
+from mideng.stores.record_table.ops import claim, claim_params, clipped, complete
+from mideng.stores.record_table.statements import _MYSQL_STAMP, _MYSQL_STAMPED, Statements
 
 _BIND = re.compile(r"(?<![:\w]):(\w+)")
 # Per (kind, table, rows): the texts never change, and batch sizes are few.

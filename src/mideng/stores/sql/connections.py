@@ -15,25 +15,10 @@ pool would wait for nothing.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
-
-
-class Process:
-    """This process's id, kept by a fork hook: ``os.getpid()`` is a system call on every use,
-    and an executor checks for a fork on every operation."""
-
-    pid = os.getpid()
-
-    @classmethod
-    def forked(cls) -> None:
-        cls.pid = os.getpid()
-
-
-os.register_at_fork(after_in_child=Process.forked)
 
 
 class Exhausted(Exception):

@@ -10,7 +10,12 @@ error. ``drive`` runs an ``ops`` generator that way, through mideng.db.drive.
 
 The claim's first statement is sent without its generator (``claim_read_first`` and
 ``claim_insert_first``, sync and async): most claims end there, and the generator costs more
-Python than that statement's own client side. Anything else goes on in ``ops.claim``.
+Python than that statement's own client side. Anything else goes on in ``ops.claim``. So is the
+completion of a claim whose row the store kept (``record_table.claims.HeldClaims``;
+``complete_known`` and ``acomplete_known``): most first calls end with it, and the fenced
+update alone tells the new row (it follows from the claim's row and the clock the update
+stamped), so ``ops.complete`` is entered only when the update misses, to read the row for the
+error.
 
 Async connections belong to the event loop that opened them, so each loop gets its own
 SQLAlchemy async engine, made on first use. A loop that ends (``asyncio.run`` returning, a test
@@ -26,18 +31,34 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mideng.core.decide import decide, fresh
-from mideng.core.loops import running_loop
-from mideng.core.record import ACQUIRED, Claim, ClaimRequest
+from mideng.core.decide import completed, decide, fresh
+from mideng.core.event_loop import running_loop
+from mideng.core.process import Process
+from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record, Ticket
 from mideng.db.dialect import kind_of, retryable
-from mideng.db.drive import AsyncExecute, adrive, drive
+from mideng.db.drive import AsyncExecute, Execute, adrive, drive
 from mideng.db.statements import Op, Stmt, T
 from mideng.errors import IdempotencyError
+from mideng.stores.batch import Completion
+from mideng.stores.record_table.ops import (
+    claim as claim_op,
+)
+from mideng.stores.record_table.ops import (
+    claim_params,
+    clipped,
+    complete,
+    complete_params,
+    fenced_stamp,
+    insert,
+    inserted,
+)
+from mideng.stores.record_table.rows import mysql_current, psycopg_current
+from mideng.stores.record_table.schema import REQUEST_ID_MAX
+from mideng.stores.record_table.statements import Statements
 from mideng.stores.sql.connect import EngineConfig
 from mideng.stores.sql.connections import (
     AsyncConnectionCache,
     ConnectionCache,
-    Process,
     cursor_of,
     limits,
 )
@@ -48,18 +69,6 @@ from mideng.stores.sql.drivers import (
     execute_psycopg,
     quiet_cursor,
 )
-from mideng.stores.sql.ops import (
-    claim as claim_op,
-)
-from mideng.stores.sql.ops import (
-    claim_params,
-    clipped,
-    insert,
-    inserted,
-)
-from mideng.stores.sql.rows import mysql_current, psycopg_current
-from mideng.stores.sql.schema import REQUEST_ID_MAX
-from mideng.stores.sql.statements import Statements
 
 DEADLOCK_RETRIES = 3
 
@@ -218,6 +227,53 @@ class Executor:
                 for pooled, _ in free:
                     pooled.close()
             engine.dispose(close=self._pid == Process.pid)
+
+
+def complete_known(
+    stmts: Statements,
+    cur: Any,
+    execute: Execute,
+    ticket: Ticket,
+    result: bytes,
+    codec: str,
+    ttl: float | None,
+    known: Record,
+    binary: bool = False,
+) -> Record:
+    """A kept claim's completion, run by ``Executor.run`` as ``fn(statements, cursor, ...)``;
+    ``execute``: that executor's statement runner. ``binary``: a psycopg cursor, sent the
+    statement directly (binary results, RETURNING updated_at: the stamp the new row follows
+    from) without statement and result objects."""
+    params = complete_params(stmts, ticket, result, codec, ttl)
+    if binary:
+        cur.execute(stmts.complete.pyformat, params, binary=True)
+        if cur.rowcount == 1:
+            return completed(known, float(cur.fetchone()[0]), result=result, codec=codec, ttl=ttl)
+    else:
+        res = execute(cur, Stmt(stmts.complete, params))
+        if res.rowcount == 1:
+            stamp = fenced_stamp(stmts, res, params)
+            return completed(known, stamp, result=result, codec=codec, ttl=ttl)
+    return drive(complete(stmts, Completion(ticket, result, codec, ttl)), execute, cur)
+
+
+async def acomplete_known(
+    stmts: Statements,
+    cur: Any,
+    execute: AsyncExecute,
+    ticket: Ticket,
+    result: bytes,
+    codec: str,
+    ttl: float | None,
+    known: Record,
+) -> Record:
+    params = complete_params(stmts, ticket, result, codec, ttl)
+    res = await execute(cur, Stmt(stmts.complete, params))
+    if res.rowcount == 1:
+        return completed(
+            known, fenced_stamp(stmts, res, params), result=result, codec=codec, ttl=ttl
+        )
+    return await adrive(complete(stmts, Completion(ticket, result, codec, ttl)), execute, cur)
 
 
 @dataclass

@@ -3,8 +3,8 @@
 ``open_store("postgresql://user@host/db")`` or ``open_store("mysql://user@host/db")``. The
 sync side runs on psycopg 3 / PyMySQL, the async side on psycopg's async connection / asyncmy,
 each through its own SQLAlchemy engine (the async one made on first use, one per event loop;
-see ``execute``). Every operation is one generator in ``ops``; each method here names the
-operation and hands it to the sync or the async executor.
+see ``execute``). Every operation is one generator in ``stores.record_table.ops``; each method
+here names the operation and hands it to the sync or the async executor.
 
 Timeouts make a hung database fail fast: ``connect_timeout`` for new connections,
 ``statement_timeout`` for any statement (PostgreSQL ``statement_timeout``; MariaDB
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
-from mideng.core.loops import to_thread
+from mideng.core.event_loop import to_thread
 from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record, Resolution, Ticket
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
@@ -26,14 +26,11 @@ from mideng.schema.apply import Applied, Need, command, migrate, on_engine
 from mideng.schema.tables import TableSet, records
 from mideng.stores.base import Store
 from mideng.stores.batch import BatchStore, Completed, Completion, distinct
-from mideng.stores.sql.batch import claim_many, complete_many
-from mideng.stores.sql.claims import ClaimOrder, HeldClaims
-from mideng.stores.sql.connect import EngineConfig
-from mideng.stores.sql.execute import AsyncExecutor, Executor
-from mideng.stores.sql.known import acomplete_known, complete_known
+from mideng.stores.record_table import RecordTable
+from mideng.stores.record_table.claims import ClaimOrder, HeldClaims
 
 # The operations, each named as the method that runs it.
-from mideng.stores.sql.ops import (
+from mideng.stores.record_table.ops import (
     complete,
     fail,
     forget,
@@ -47,11 +44,13 @@ from mideng.stores.sql.ops import (
     take_token,
     unresolved,
 )
-from mideng.stores.sql.schema import DEFAULT_TABLE, checked, ensured, script
-from mideng.stores.sql.statements import Statements
-from mideng.stores.sql.stats import SQLSurvey
+from mideng.stores.record_table.schema import DEFAULT_TABLE, checked, ensured, script
+from mideng.stores.record_table.statements import Statements
+from mideng.stores.sql.batch import claim_many, complete_many
+from mideng.stores.sql.connect import EngineConfig
+from mideng.stores.sql.execute import AsyncExecutor, Executor, acomplete_known, complete_known
 from mideng.stores.sql.steps import SQLSteps
-from mideng.stores.sql.table import RecordTable
+from mideng.stores.sql.survey import SQLSurvey
 
 _NUMBERS: dict[str, Callable[[str], Any]] = {
     "pool_size": int,
@@ -75,7 +74,7 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
     makes MariaDB use the MySQL 8 statements. ``purge_batch``: rows deleted per statement by
     ``purge``. ``read_first``: the claim's order, True (a
     duplicate costs one read) or False (a new key costs one insert); None, the default, learns
-    it per scope from what recent claims found (see ``claims.ClaimOrder``).
+    it per scope from what recent claims found (see ``record_table.claims.ClaimOrder``).
     """
 
     def __init__(

@@ -40,9 +40,9 @@ from mideng.core.record import (
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.observability import logs
 from mideng.stores.base import Store
+from mideng.stores.hybrid.steps import DurableSteps
+from mideng.stores.hybrid.survey import FrontedSurvey
 from mideng.stores.redis.store import RedisStore
-from mideng.stores.steps import DurableSteps
-from mideng.stores.survey import FrontedSurvey
 
 T = TypeVar("T")
 

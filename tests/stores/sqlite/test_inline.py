@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from mideng import Guard, Status
-from mideng.core.loops import to_thread
+from mideng.core.event_loop import to_thread
 from mideng.errors import StoreUnavailableError
-from mideng.stores import sqlite_inline
 from mideng.stores.sqlite import SQLiteStore
+from mideng.stores.sqlite import store as sqlite_store
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def hops(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
         seen[getattr(fn, "__name__", repr(fn))] += 1
         return await real(fn, *args)
 
-    monkeypatch.setattr(sqlite_inline, "to_thread", counted)
+    monkeypatch.setattr(sqlite_store, "to_thread", counted)
     return seen
 
 
@@ -120,7 +120,7 @@ def test_a_lock_held_elsewhere_is_waited_for_off_the_loop(
 def test_checkpoints_run_off_the_loop_and_no_call_waits_for_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_inline, "CHECKPOINT_ROWS", 10)
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_ROWS", 10)
     store = SQLiteStore(str(tmp_path / "s.db"))
     guard = Guard(store)
     where: list[int] = []
@@ -192,12 +192,12 @@ def test_only_a_lock_refusal_sends_a_call_to_the_executor() -> None:
         exc.__cause__ = cause
         return exc
 
-    assert sqlite_inline.waited(failure(5))  # SQLITE_BUSY
-    assert sqlite_inline.waited(failure(517))  # SQLITE_BUSY_SNAPSHOT
-    assert sqlite_inline.waited(failure(6))  # SQLITE_LOCKED
-    assert not sqlite_inline.waited(failure(13))  # SQLITE_FULL: raised, not retried
-    assert not sqlite_inline.waited(failure(None))
-    assert not sqlite_inline.waited(StoreUnavailableError("no cause"))
+    assert sqlite_store.waited(failure(5))  # SQLITE_BUSY
+    assert sqlite_store.waited(failure(517))  # SQLITE_BUSY_SNAPSHOT
+    assert sqlite_store.waited(failure(6))  # SQLITE_LOCKED
+    assert not sqlite_store.waited(failure(13))  # SQLITE_FULL: raised, not retried
+    assert not sqlite_store.waited(failure(None))
+    assert not sqlite_store.waited(StoreUnavailableError("no cause"))
 
 
 def test_a_failed_checkpoint_is_logged_not_raised(

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from mideng.core.record import ClaimRequest, Outcome, Record, Status
-from mideng.stores.sqlite import REPLAY_SCOPES, SQLiteStore
+from mideng.stores.sqlite.store import REPLAY_SCOPES, SQLiteStore
 
 T = "mideng_records"
 

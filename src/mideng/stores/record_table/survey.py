@@ -1,0 +1,154 @@
+"""The survey and ``purge_older`` of a record table, as operations (any kind, any loop).
+
+Counts come from the database, never from rows shipped to the client: a GROUP BY for scopes
+and statuses, range counts over the ``expires_at`` index for the spread of remaining
+retention, the ``(status, lease_until)`` index for stuck and processing records. Only the
+biggest-records list reads every row's sizes (``biggest=0`` skips it). Every statement reads
+the clock the first one fetched, so the counts agree with each other. The survey capability
+runs them on the SQL store's executors (``stores.sql.survey``) and on the SQLite store's
+connection (``stores.sqlite.survey``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from mideng.db.statements import Op, Res, Sql, Stmt
+from mideng.stores.record_table.statements import Statements
+from mideng.stores.survey import EXPIRY_BUCKETS, STUCK_LISTED, Big, Stuck, Survey, SurveyTerms
+
+PURGE_BATCH = 1000
+_FINISHED = "status IN ('succeeded', 'failed')"
+_LIVE = "(expires_at IS NULL OR expires_at > :at)"
+
+
+class Queries:
+    """The statements of one table, for one kind."""
+
+    def __init__(self, s: Statements) -> None:
+        t = s.table
+        k = "`key`" if s.mysql else "key"
+        size = "length" if s.kind == "sqlite" else "octet_length"
+        # Records only (no token or debounce rows), of the scopes under :prefix.
+        rec = (
+            "substr(scope, 1, 6) <> 'token:' AND substr(scope, 1, 4) <> 'hit:' "
+            "AND (:plen = 0 OR substr(scope, 1, :plen) = :prefix)"
+        )
+
+        def counted(where: str) -> Sql:
+            """How many surveyed records ``where`` holds."""
+            return Sql(f"SELECT count(*) FROM {t} WHERE {where} AND {rec}")
+
+        self.clock = Sql(f"SELECT {s.now}")
+        self.by_scope = Sql(
+            f"SELECT scope, status, count(*) FROM {t} WHERE {_LIVE} AND {rec} "
+            "GROUP BY scope, status"
+        )
+        self.expiring = counted("expires_at > :lo AND expires_at <= :hi")
+        self.expiring_later = counted("expires_at > :lo")
+        self.expired = counted("expires_at <= :at")
+        self.never = Sql(
+            f"SELECT scope, count(*) FROM {t} WHERE expires_at IS NULL AND {rec} GROUP BY scope"
+        )
+        stuck = f"status = 'processing' AND lease_until <= :cut AND {_LIVE}"
+        self.stuck_count = counted(stuck)
+        self.stuck = Sql(
+            f"SELECT scope, {k}, fence, lease_until, request_id FROM {t} WHERE {stuck} "
+            f"AND {rec} ORDER BY lease_until LIMIT :limit"
+        )
+        self.oldest = Sql(
+            f"SELECT min(created_at) FROM {t} WHERE status = 'processing' AND {_LIVE} AND {rec}"
+        )
+        self.biggest = Sql(
+            f"SELECT scope, {k}, coalesce({size}(result), 0) + coalesce({size}(error), 0) AS n "
+            f"FROM {t} WHERE {_LIVE} AND {rec} ORDER BY n DESC LIMIT :limit"
+        )
+        old = f"{_FINISHED} AND updated_at <= :cutoff AND {rec}"
+        if s.kind == "postgresql":
+            # SKIP LOCKED: a row a claim is re-taking right now is not ours to delete. The
+            # batch is chosen once, in a MATERIALIZED CTE: as an IN (subquery) it can be
+            # rescanned per row, and each rescan skips the rows this DELETE already locked and
+            # takes new ones, so LIMIT would not bound the deletion.
+            self.purge_older = Sql(
+                f"WITH doomed AS MATERIALIZED (SELECT scope, key FROM {t} WHERE {old} "
+                f"LIMIT :batch FOR UPDATE SKIP LOCKED) DELETE FROM {t} AS r USING doomed "
+                f"WHERE r.scope = doomed.scope AND r.key = doomed.key "
+                f"AND {old.replace('scope', 'r.scope')}"
+            )
+            self.purge_older.rows = False  # a DELETE, though its text starts WITH
+        elif s.mysql:
+            self.purge_older = Sql(f"DELETE FROM {t} WHERE {old} LIMIT :batch")
+        else:
+            self.purge_older = Sql(
+                f"DELETE FROM {t} WHERE (scope, key) IN (SELECT scope, key FROM {t} WHERE {old} "
+                f"LIMIT :batch) AND {old}"
+            )
+
+
+_QUERIES: dict[tuple[str, str], Queries] = {}
+
+
+def queries(s: Statements) -> Queries:
+    found = _QUERIES.get((s.kind, s.table))
+    if found is None:
+        found = _QUERIES[(s.kind, s.table)] = Queries(s)
+    return found
+
+
+def _one(res: Res) -> Any:
+    return res.rows[0][0] if res.rows else None
+
+
+def survey(s: Statements, terms: SurveyTerms) -> Op[Survey]:
+    q = queries(s)
+    now = float((yield Stmt(q.clock, {"now": time.time()})).rows[0][0])
+    prefix = terms.prefix or ""
+    p: dict[str, Any] = {"at": now, "prefix": prefix, "plen": len(prefix)}
+    found = Survey(now)
+    for scope, status, n in (yield Stmt(q.by_scope, p)).rows:
+        found.count(_text(scope), str(status), int(n))
+    lo = now
+    for label, bound in EXPIRY_BUCKETS:
+        found.expiry[label] = int(
+            _one((yield Stmt(q.expiring, {**p, "lo": lo, "hi": now + bound})))
+        )
+        lo = now + bound
+    found.expiry["longer"] = int(_one((yield Stmt(q.expiring_later, {**p, "lo": lo}))))
+    found.expiry["expired"] = int(_one((yield Stmt(q.expired, p))))
+    for scope, n in (yield Stmt(q.never, p)).rows:
+        found.no_expiry_by_scope[_text(scope)] = int(n)
+    found.expiry["never"] = sum(found.no_expiry_by_scope.values())
+    cut = {**p, "cut": now - terms.grace}
+    found.stuck_count = int(_one((yield Stmt(q.stuck_count, cut))))
+    rows = (yield Stmt(q.stuck, {**cut, "limit": STUCK_LISTED})).rows
+    found.stuck = [
+        Stuck(_text(sc), _text(key), int(fence), now - float(lease), rid)
+        for sc, key, fence, lease, rid in rows
+    ]
+    oldest = _one((yield Stmt(q.oldest, p)))
+    found.oldest_processing_since = None if oldest is None else float(oldest)
+    if terms.biggest > 0:
+        rows = (yield Stmt(q.biggest, {**p, "limit": int(terms.biggest)})).rows
+        found.biggest = [Big(_text(sc), _text(key), int(n)) for sc, key, n in rows]
+    return found
+
+
+def purge_older(s: Statements, age: float, limit: int | None, batch: int = PURGE_BATCH) -> Op[int]:
+    q = queries(s)
+    now = float((yield Stmt(q.clock, {"now": time.time()})).rows[0][0])
+    p = {"cutoff": now - age, "prefix": "", "plen": 0}
+    total = 0
+    while limit is None or total < limit:  # bounded batches: no long lock on a big table
+        size = batch if limit is None else min(batch, limit - total)
+        res = yield Stmt(q.purge_older, {**p, "batch": size})
+        total += max(res.rowcount, 0)
+        if res.rowcount < size:
+            break
+    return total
+
+
+def _text(value: Any) -> str:
+    return (
+        bytes(value).decode() if isinstance(value, (bytes, bytearray, memoryview)) else str(value)
+    )

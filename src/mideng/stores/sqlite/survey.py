@@ -1,0 +1,28 @@
+"""The survey capability on the SQLite store's connections: the record table's survey and
+``purge_older`` (``stores.record_table.survey``), counted by SQLite."""
+
+from __future__ import annotations
+
+import abc
+
+from mideng.db.statements import Op, T
+from mideng.stores.record_table.survey import purge_older, survey
+from mideng.stores.sqlite.statements import SQLiteStatements
+from mideng.stores.survey import LocalSurvey, Survey, SurveyTerms
+
+
+class SQLiteSurvey(LocalSurvey):
+    """``SQLiteStore``'s survey: the operations on its connection of this thread (the async
+    twins offloaded like every other operation of the embedded store)."""
+
+    statements: SQLiteStatements
+
+    @abc.abstractmethod
+    def _drive(self, op: Op[T]) -> T:
+        """``op`` run on the store's connection of this thread (SQLiteStore's)."""
+
+    def count_records(self, terms: SurveyTerms) -> Survey:
+        return terms.reported(self._drive(survey(self.statements, terms)))
+
+    def purge_older(self, age: float, limit: int | None = None) -> int:
+        return self._drive(purge_older(self.statements, age, limit))
