@@ -45,7 +45,7 @@ class Side(Protocol):
     url: str
     lease: float  # the consumers' lease (a Redis Streams take-over waits that long)
 
-    def publish(self, messages: list[tuple[str, bytes]]) -> None:
+    def publish(self, messages: list[tuple[str, bytes]]) -> object:
         """Each (business key, body) as a new broker message, the key in IDEMPOTENCY_KEY."""
 
     def adapter(self, slot: int = 0) -> dict[str, Any]:
