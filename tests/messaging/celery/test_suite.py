@@ -26,6 +26,7 @@ from mideng.messaging.celery import idempotent_task
 from mideng.stores.memory import MemoryStore
 from tests.brokers import BrokerNames
 from tests.helpers.storm import Tables, on_each_database, tables, wait_for
+from tests.http.http_apps import FlakyStore
 from tests.messaging.base import BrokerSuite
 from tests.messaging.celery.conftest import Db, Workers
 from tests.services import POSTGRES_URL, need
@@ -156,18 +157,18 @@ def killed_at(
     return result, killed, output
 
 
-class DownAtFirst(MemoryStore):
-    """A memory store whose first claim fails as a store that is down does."""
+class DownAtFirst(FlakyStore):
+    """A memory store down for its first claim, up from then on."""
 
     def __init__(self) -> None:
         super().__init__()
         self.down = True
 
     def claim(self, req: ClaimRequest) -> Claim:
-        if self.down:
+        try:
+            return super().claim(req)
+        finally:
             self.down = False
-            raise StoreUnavailableError("the store is down")
-        return super().claim(req)
 
 
 class TestCelery(BrokerSuite):
