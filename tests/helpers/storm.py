@@ -2,8 +2,8 @@
 the consumers): the tables, the worker processes, the kills, and the end state's checks.
 
 A broker test supplies a ``Side``: how to publish, the adapter's arguments, and whether the
-broker still holds anything unsettled (pending, unacked, uncommitted). The sides live in each
-broker's conftest.py.
+broker still holds anything unsettled (pending, unacked, uncommitted): the base broker suite's
+broker under test (tests/messaging/base/broker.py), which each broker's broker.py gives.
 """
 
 from __future__ import annotations
