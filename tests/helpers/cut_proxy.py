@@ -17,6 +17,7 @@ class CutProxy:
         self._writers: set[asyncio.StreamWriter] = set()
 
     async def __aenter__(self) -> CutProxy:
+        self._loop = asyncio.get_running_loop()
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
@@ -34,6 +35,17 @@ class CutProxy:
         for writer in list(self._writers):
             writer.transport.abort()
         self._writers.clear()
+
+    def cut_from_thread(self) -> int:
+        """``cut()`` from a thread other than the proxy's loop's, once it is done; 1 when it
+        cut live connections, 0 when there were none."""
+
+        async def cut() -> int:
+            before = self.cuts
+            self.cut()
+            return self.cuts - before
+
+        return asyncio.run_coroutine_threadsafe(cut(), self._loop).result(10)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -2,8 +2,8 @@
 the consumers): the tables, the worker processes, the kills, and the end state's checks.
 
 A broker test supplies a ``Side``: how to publish, the adapter's arguments, and whether the
-broker still holds anything unsettled (pending, unacked, uncommitted). The sides live in each
-broker's conftest.py.
+broker still holds anything unsettled (pending, unacked, uncommitted): the base broker suite's
+broker under test (tests/messaging/base/broker.py), which each broker's broker.py gives.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Side(Protocol):
     url: str
     lease: float  # the consumers' lease (a Redis Streams take-over waits that long)
 
-    def publish(self, messages: list[tuple[str, bytes]]) -> None:
+    def publish(self, messages: list[tuple[str, bytes]]) -> object:
         """Each (business key, body) as a new broker message, the key in IDEMPOTENCY_KEY."""
 
     def adapter(self, slot: int = 0) -> dict[str, Any]:

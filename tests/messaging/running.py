@@ -1,16 +1,10 @@
-"""Run an adapter's ``consume`` in-process until a condition holds, then stop it; consumers
-the adapters' tests share."""
+"""Run an adapter's ``consume`` in-process until a condition holds, then stop it."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-from mideng import Guard
-from mideng.messaging import IdempotentConsumer
-from mideng.stores.memory import MemoryStore
 
 
 async def consume_until(
@@ -35,21 +29,3 @@ async def consume_until(
     began = time.monotonic()
     await asyncio.wait_for(task, 15)
     return time.monotonic() - began
-
-
-def counter() -> tuple[list[Any], Callable[[Any], None]]:
-    seen: list[Any] = []
-    return seen, seen.append
-
-
-def dead_lettering() -> tuple[IdempotentConsumer, list[str]]:
-    """A consumer whose handler does nothing, and the reasons of its dead letters as they come
-    (a message without a business key is one at once)."""
-    reasons: list[str] = []
-    consumer = IdempotentConsumer(
-        Guard(MemoryStore()),
-        "stock",
-        lambda _message: None,
-        on_dead_letter=lambda _message, reason: reasons.append(reason),
-    )
-    return consumer, reasons

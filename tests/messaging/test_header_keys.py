@@ -8,193 +8,43 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import struct
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 
 from mideng import Guard
 from mideng.context import get_request_id
-from mideng.messaging import (
-    Ack,
-    DeadLetter,
-    IdempotentConsumer,
-    Message,
-    Verdict,
-    kafka,
-    nats,
-    rabbitmq,
-    redis_streams,
-)
+from mideng.messaging import Ack, DeadLetter, IdempotentConsumer, Message, Verdict
 from mideng.messaging.headers import MESSAGE_ID, REQUEST_ID, decoded
 from mideng.stores.memory import MemoryStore
-from tests.brokers import BrokerNames, KafkaBroker, broker_names, kafka_broker  # noqa: F401
-from tests.messaging.kafka.conftest import KafkaSide
-from tests.messaging.nats.conftest import NatsSide
-from tests.messaging.rabbitmq.conftest import RabbitSide
-from tests.messaging.redis_streams.conftest import StreamSide
+from tests.brokers import BrokerNames, broker_names, kafka_broker  # noqa: F401
+from tests.messaging.base.broker import Broker
+from tests.messaging.kafka.broker import Kafka
+from tests.messaging.nats.broker import JetStream
+from tests.messaging.rabbitmq.broker import RabbitMQ
+from tests.messaging.redis_streams.broker import RedisStreams
 from tests.messaging.running import consume_until
 
 Headers = dict[str, Any]
-
-
-class Broker(Protocol):
-    def publish(self, messages: Sequence[Headers]) -> None:
-        """One message a header map, each value as the broker's own client sends it."""
-
-    def consume(self, consumer: Any, stop: asyncio.Event) -> Awaitable[None]: ...
-
-    def settled(self) -> bool:
-        """Nothing left unacked, pending or uncommitted."""
-
-
-class Rabbit:
-    def __init__(self, names: BrokerNames, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.side = RabbitSide(names)
-        self.monkeypatch = monkeypatch
-
-    def publish(self, messages: Sequence[Headers]) -> None:
-        with self.monkeypatch.context() as patch:
-            sends_bytes_as_long_strings(patch)
-            asyncio.run(self._publish(messages))
-
-    async def _publish(self, messages: Sequence[Headers]) -> None:
-        import aio_pika
-
-        connection = await aio_pika.connect(self.side.url)
-        async with connection:
-            channel = await connection.channel()
-            await channel.declare_queue(self.side.queue, durable=True)
-            for n, headers in enumerate(messages):
-                body = aio_pika.Message(b"{}", headers=headers, message_id=f"m{n}")
-                await channel.default_exchange.publish(body, routing_key=self.side.queue)
-
-    def consume(self, consumer: Any, stop: asyncio.Event) -> Awaitable[None]:
-        return rabbitmq.consume(consumer, self.side.url, queue=self.side.queue, stop=stop)
-
-    def settled(self) -> bool:
-        return self.side.settled()
-
-
-def sends_bytes_as_long_strings(patch: pytest.MonkeyPatch) -> None:
-    """Bytes header values go out as AMQP long strings, as a producer in another language
-    sends them (a long string is bytes on the wire; pamqp sends only str as one)."""
-    import pamqp.encode
-
-    encode = pamqp.encode.encode_table_value
-
-    def long_strings(value: Any) -> bytes:
-        if isinstance(value, bytes):
-            return b"S" + struct.pack(">I", len(value)) + value
-        return encode(value)
-
-    patch.setattr(pamqp.encode, "encode_table_value", long_strings)
-
-
-class Kafka:
-    def __init__(self, names: BrokerNames, broker: KafkaBroker) -> None:
-        self.side = KafkaSide(names.kafka(broker))
-
-    def publish(self, messages: Sequence[Headers]) -> None:
-        asyncio.run(self._publish(messages))
-
-    async def _publish(self, messages: Sequence[Headers]) -> None:
-        from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
-
-        producer = AIOKafkaProducer(bootstrap_servers=self.side.names.bootstrap, acks="all")
-        await producer.start()
-        try:
-            for headers in messages:
-                # One partition, so the records come in the order published.
-                acked = await producer.send_and_wait(
-                    self.side.names.topic, b"{}", partition=0, headers=list(headers.items())
-                )
-                self.side.ends[acked.partition] = acked.offset + 1
-        finally:
-            await producer.stop()
-
-    def consume(self, consumer: Any, stop: asyncio.Event) -> Awaitable[None]:
-        return kafka.consume(consumer, self.side.url, stop=stop, **self.side.adapter())
-
-    def settled(self) -> bool:
-        return self.side.settled()
-
-
-class Streams:
-    def __init__(self, names: BrokerNames) -> None:
-        self.side = StreamSide(names)
-
-    def publish(self, messages: Sequence[Headers]) -> None:
-        client = self.side.client()
-        try:
-            for headers in messages:
-                client.xadd(self.side.stream, {"body": b"{}", **headers})
-        finally:
-            client.close()
-
-    def consume(self, consumer: Any, stop: asyncio.Event) -> Awaitable[None]:
-        options = self.side.adapter()
-        return redis_streams.consume(consumer, self.side.url, stop=stop, **options)
-
-    def settled(self) -> bool:
-        return self.side.settled()
-
-
-class Nats:
-    def __init__(self, names: BrokerNames) -> None:
-        self.side = NatsSide(names.nats(), batch=1)
-
-    def publish(self, messages: Sequence[Headers]) -> None:
-        asyncio.run(self._publish(messages))
-
-    async def _publish(self, messages: Sequence[Headers]) -> None:
-        """Each message in one HPUB of its own: nats-py sends header values only as UTF-8
-        text, so the bytes go on the wire as another client may send them."""
-        host, port = self.side.url.removeprefix("nats://").split(":")
-        reader, writer = await asyncio.open_connection(host, int(port))
-        try:
-            await reader.readline()  # INFO
-            writer.write(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\n')
-            for headers in messages:
-                lines = b"".join(b"%s: %s\r\n" % (k.encode(), v) for k, v in headers.items())
-                block = b"NATS/1.0\r\n" + lines + b"\r\n"
-                command = b"HPUB %s %d %d\r\n" % (
-                    self.side.names.subject.encode(),
-                    len(block),
-                    len(block) + 2,
-                )
-                writer.write(command + block + b"{}\r\n")
-            writer.write(b"PING\r\n")
-            await writer.drain()
-            assert await reader.readline() == b"PONG\r\n"  # every HPUB before it was taken
-        finally:
-            writer.close()
-            await writer.wait_closed()
-
-    def consume(self, consumer: Any, stop: asyncio.Event) -> Awaitable[None]:
-        return nats.consume(consumer, self.side.url, stop=stop, **self.side.adapter())
-
-    def settled(self) -> bool:
-        return self.side.settled()
 
 
 @pytest.fixture
 def brokers(
     request: pytest.FixtureRequest,
     broker_names: BrokerNames,  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
 ) -> Callable[[str], Broker]:
-    """A broker by name, on names of this test's own (Kafka's broker started only if asked)."""
+    """A broker by name, on names of this test's own (Kafka's broker started only if asked);
+    its headers written as a client in another language writes them."""
 
     def make(name: str) -> Broker:
         if name == "rabbitmq":
-            return Rabbit(broker_names, monkeypatch)
+            return RabbitMQ(broker_names)
         if name == "kafka":
-            return Kafka(broker_names, request.getfixturevalue("kafka_broker"))
+            return Kafka(broker_names.kafka(request.getfixturevalue("kafka_broker")))
         if name == "redis_streams":
-            return Streams(broker_names)
-        return Nats(broker_names)
+            return RedisStreams(broker_names)
+        return JetStream(broker_names.nats(), batch=1)
 
     return make
 
@@ -225,7 +75,7 @@ def decide(broker: Broker, messages: Sequence[Headers]) -> tuple[list[Verdict], 
 
     consumer = Recording(Guard(MemoryStore(), lease=10), "stock", handler, max_attempts=1)
     consumer.decided = []
-    broker.publish(messages)
+    broker.publish_headers(*messages)
 
     async def decided() -> bool:
         return len(consumer.decided) >= len(messages)

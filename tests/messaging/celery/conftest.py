@@ -1,4 +1,5 @@
-"""The Celery tests' fixtures: an eager app for in-process tests, and the worker processes
+"""The Celery tests' fixtures: an eager app for in-process tests, a record table and a
+stock_moves table on each database for ``engine=``, and the worker processes
 (tests/messaging/celery/app.py) with a sender on RabbitMQ and a Redis result backend."""
 
 from __future__ import annotations
@@ -8,17 +9,80 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import Connection, Engine, create_engine, text
 
-from tests.brokers import AMQP_URL, BrokerNames, broker_names  # noqa: F401  (fixture)
+from mideng import Guard, open_store
+from tests.brokers import AMQP_URL, BrokerNames, broker_names, token  # noqa: F401  (fixture)
 from tests.helpers.storm import ROOT, Tables
-from tests.services import REDIS_URL
+from tests.services import MYSQL_URL, POSTGRES_URL, REDIS_URL, need
 
 #: The tasks of tests/messaging/celery/app.py, by the name a sender sends.
 TASKS = "tests.messaging.celery.app"
+
+
+@dataclass
+class Db:
+    url: str
+    guard: Guard
+    engine: Engine
+    moves: str
+
+    def stock_moves(self) -> list[str]:
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(text(f"SELECT order_key FROM {self.moves}"))]
+
+    def insert(self, conn: Connection, key: str) -> None:
+        conn.execute(text(f"INSERT INTO {self.moves} (order_key) VALUES (:k)"), {"k": key})
+
+
+#: A lock wait of about a second: a copy gives up on an open transaction that soon.
+LOCK_WAIT: dict[str, dict[str, Any]] = {
+    "sqlite": {"connect_args": {"timeout": 1.0}},
+    "postgresql": {"connect_args": {"options": "-c lock_timeout=1000"}},
+    "mysql": {"connect_args": {"init_command": "SET SESSION innodb_lock_wait_timeout = 1"}},
+}
+
+
+@contextmanager
+def database(name: str, tmp_path: Path) -> Iterator[Db]:
+    """A record table and a stock_moves table, a Guard over the one, an Engine for both."""
+    if name == "sqlite":
+        url = f"sqlite:///{tmp_path / 'shop.db'}"
+    else:
+        need(name)
+        url = POSTGRES_URL if name == "postgresql" else MYSQL_URL
+    records, moves = f"mideng_celery_{token()}", f"stock_moves_{token()}"
+    store = open_store(url, table=records)
+    engine = create_engine(url, **LOCK_WAIT[name])
+    with engine.begin() as conn:
+        conn.execute(text(f"CREATE TABLE {moves} (order_key VARCHAR(64) NOT NULL)"))
+    try:
+        yield Db(url, Guard(store, lease=30), engine, moves)
+    finally:
+        store.close()
+        with engine.begin() as conn:
+            conn.execute(text(f"DROP TABLE {moves}"))
+            if name != "sqlite":
+                conn.execute(text(f"DROP TABLE {records}"))
+        engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Db]:
+    with database(str(request.param), tmp_path) as made:
+        yield made
+
+
+@pytest.fixture
+def sqlite(tmp_path: Path) -> Iterator[Db]:
+    with database("sqlite", tmp_path) as made:
+        yield made
 
 
 @pytest.fixture

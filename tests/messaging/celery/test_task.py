@@ -1,7 +1,7 @@
-"""idempotent_task in process: the key it requires, a second send returning the first run's
-result without running, a key held elsewhere turned into a retry with a bounded countdown that
-never exhausts, the Celery settings it defaults, the task's name, and a send checked against
-the function's arguments."""
+"""idempotent_task in process: the key it requires, a key held elsewhere turned into a retry
+with a bounded countdown that never exhausts, the Celery settings it defaults, the task's
+name. (A second send returning the first run's result, a send checked against the function's
+arguments: the Celery suite's, tests/messaging/celery/test_suite.py.)"""
 
 from __future__ import annotations
 
@@ -46,44 +46,6 @@ def test_a_script_and_the_worker_importing_it_agree_on_the_name(app: Any) -> Non
     deduct.__module__ = "__main__"  # ``python tasks.py`` sending: named after the app's main
     task = idempotent_task(app, Guard(MemoryStore()), "stock", key="order:{order_id}")(deduct)
     assert task.name == "mideng_task_test.deduct"
-
-
-def test_a_send_is_checked_against_the_arguments(app: Any) -> None:
-    runs: list[str] = []
-
-    @idempotent_task(app, Guard(MemoryStore()), "stock", key="order:{order_id}")
-    def deduct(order_id: str, quantity: int) -> None:
-        runs.append(order_id)
-
-    with pytest.raises(TypeError, match="quantity"):
-        deduct.delay("1001")
-    with pytest.raises(TypeError, match="unexpected keyword argument 'qty'"):
-        deduct.delay("1001", qty=2)
-    assert runs == []
-
-    @idempotent_task(app, Guard(MemoryStore()), "tasks", key="task:{task}")
-    def handle(task: str, attempt: int = 0) -> str:  # a business argument named "task"
-        return f"{task}/{attempt}"
-
-    assert handle.delay("t1", attempt=2).get() == "t1/2"
-    assert handle.delay(task="t1").get() == "t1/2"
-
-
-def test_a_second_send_returns_the_first_result_without_running(app: Any) -> None:
-    runs: list[tuple[str, int]] = []
-    guard = Guard(MemoryStore())
-
-    @idempotent_task(app, lambda: guard, "stock", key="order:{order_id}")
-    def deduct(order_id: str, quantity: int) -> dict[str, Any]:
-        runs.append((order_id, quantity))
-        return {"order": order_id, "deducted": quantity}
-
-    first = deduct.delay("1001", 2).get()
-    second = deduct.delay("1001", 2).get()  # a new task id, the same business key
-    other = deduct.delay("1002", 1).get()
-    assert runs == [("1001", 2), ("1002", 1)]
-    assert first == second == {"order": "1001", "deducted": 2}
-    assert other == {"order": "1002", "deducted": 1}
 
 
 def test_a_key_held_elsewhere_becomes_a_retry(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,9 +1,9 @@
 """``idempotent_task(..., engine=)`` in process: the body takes the connection first and the
 key is over the business arguments only; engines it cannot use are refused by name; the body's
-write (or an ORM Session's on its connection) and the dedup record commit together, or roll
-back together on a body error, on SQLite, PostgreSQL and MariaDB; a copy that meets an open
-transaction past the database's lock wait, or a key running elsewhere, becomes a retry; an
-Engine made before a fork gets a fresh pool in the child."""
+write (or an ORM Session's on its connection) rolls back with the dedup record on a body error,
+on SQLite, PostgreSQL and MariaDB (their commit together: the Celery suite's); a copy that
+meets an open transaction past the database's lock wait, or a key running elsewhere, becomes a
+retry; an Engine made before a fork gets a fresh pool in the child."""
 
 from __future__ import annotations
 
@@ -11,17 +11,15 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Column, Connection, Engine, String, Table, create_engine, text
+from sqlalchemy import Column, Connection, String, Table
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Session
 from sqlalchemy.pool import QueuePool
 
-from mideng import Guard, open_store
+from mideng import Guard
 from mideng.core.record import Status
 from mideng.errors import (
     ConfigurationError,
@@ -31,67 +29,7 @@ from mideng.errors import (
 )
 from mideng.messaging.celery import idempotent_task
 from mideng.stores.memory import MemoryStore
-from tests.brokers import token
-from tests.services import MYSQL_URL, POSTGRES_URL, need
-
-
-@dataclass
-class Db:
-    url: str
-    guard: Guard
-    engine: Engine
-    moves: str
-
-    def stock_moves(self) -> list[str]:
-        with self.engine.connect() as conn:
-            return [r[0] for r in conn.execute(text(f"SELECT order_key FROM {self.moves}"))]
-
-    def insert(self, conn: Connection, key: str) -> None:
-        conn.execute(text(f"INSERT INTO {self.moves} (order_key) VALUES (:k)"), {"k": key})
-
-
-#: A lock wait of about a second: a copy gives up on an open transaction that soon.
-LOCK_WAIT: dict[str, dict[str, Any]] = {
-    "sqlite": {"connect_args": {"timeout": 1.0}},
-    "postgresql": {"connect_args": {"options": "-c lock_timeout=1000"}},
-    "mysql": {"connect_args": {"init_command": "SET SESSION innodb_lock_wait_timeout = 1"}},
-}
-
-
-@contextmanager
-def database(name: str, tmp_path: Path) -> Iterator[Db]:
-    """A record table and a stock_moves table, a Guard over the one, an Engine for both."""
-    if name == "sqlite":
-        url = f"sqlite:///{tmp_path / 'shop.db'}"
-    else:
-        need(name)
-        url = POSTGRES_URL if name == "postgresql" else MYSQL_URL
-    records, moves = f"mideng_celery_{token()}", f"stock_moves_{token()}"
-    store = open_store(url, table=records)
-    engine = create_engine(url, **LOCK_WAIT[name])
-    with engine.begin() as conn:
-        conn.execute(text(f"CREATE TABLE {moves} (order_key VARCHAR(64) NOT NULL)"))
-    try:
-        yield Db(url, Guard(store, lease=30), engine, moves)
-    finally:
-        store.close()
-        with engine.begin() as conn:
-            conn.execute(text(f"DROP TABLE {moves}"))
-            if name != "sqlite":
-                conn.execute(text(f"DROP TABLE {records}"))
-        engine.dispose()
-
-
-@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Db]:
-    with database(str(request.param), tmp_path) as made:
-        yield made
-
-
-@pytest.fixture
-def sqlite(tmp_path: Path) -> Iterator[Db]:
-    with database("sqlite", tmp_path) as made:
-        yield made
+from tests.messaging.celery.conftest import Db
 
 
 def test_the_key_is_over_the_business_arguments_never_the_connection(app: Any, sqlite: Db) -> None:
@@ -173,33 +111,6 @@ def test_engines_it_cannot_use_are_refused_by_name(app: Any, sqlite: Db) -> None
     with pytest.raises(ConfigurationError, match="not an AsyncEngine"):
         deduct.delay("1001").get()
     assert runs == []
-
-
-def test_the_write_and_the_record_commit_together_and_a_copy_replays(app: Any, db: Db) -> None:
-    runs: list[str] = []
-    engines: list[Engine] = []
-
-    def engine() -> Engine:
-        engines.append(db.engine)
-        return db.engine
-
-    @idempotent_task(app, lambda: db.guard, "stock", key="order:{order_id}", engine=engine)
-    def deduct_stock(conn: Connection, order_id: str, quantity: int) -> dict[str, Any]:
-        runs.append(order_id)
-        db.insert(conn, f"order:{order_id}")
-        return {"order": order_id, "deducted": quantity}
-
-    first = deduct_stock.delay("1001", 2).get()
-    copy = deduct_stock.delay("1001", 2).get()  # a new task id, the same business key
-    other = deduct_stock.delay("1002", 1).get()
-    assert first == copy == {"order": "1001", "deducted": 2}
-    assert other == {"order": "1002", "deducted": 1}
-    assert runs == ["1001", "1002"]
-    assert sorted(db.stock_moves()) == ["order:1001", "order:1002"]
-    assert len(engines) == 3  # the factory is asked on every run, as a guard factory is
-    record = db.guard.get("stock", "order:1001")
-    assert record is not None
-    assert record.status is Status.SUCCEEDED
 
 
 def test_a_body_error_rolls_back_the_write_and_the_record(app: Any, db: Db) -> None:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from mideng.messaging import Ack, Message, Retry, Verdict
-from tests.messaging.kafka.conftest import PARTITIONS, KafkaSide
-from tests.messaging.kafka.test_consume import consuming, settled, until
+from tests.messaging.base.broker import until
+from tests.messaging.kafka.broker import PARTITIONS, Kafka
 
 adapter = importlib.import_module("mideng.messaging.kafka.consume")
 
@@ -105,7 +105,7 @@ class Newcomer:
         return [Ack(ran=True)] * len(messages)
 
 
-async def publish_one_per_partition(side: KafkaSide) -> None:
+async def publish_one_per_partition(side: Kafka) -> None:
     from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
 
     producer = AIOKafkaProducer(bootstrap_servers=side.names.bootstrap, acks="all")
@@ -121,7 +121,7 @@ async def publish_one_per_partition(side: KafkaSide) -> None:
 
 
 def test_no_batch_is_handled_by_its_old_owner_after_the_revocation(
-    kafka_side: KafkaSide, monkeypatch: pytest.MonkeyPatch
+    kafka_side: Kafka, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first: Counter[str] = Counter()
     second: Counter[str] = Counter()
@@ -153,15 +153,15 @@ def test_no_batch_is_handled_by_its_old_owner_after_the_revocation(
         await publish_one_per_partition(kafka_side)
         stop = asyncio.Event()
         one = asyncio.create_task(
-            consuming(old, kafka_side, stop, partition_assignment_strategy=(keep,))
+            kafka_side.consume(old, stop, partition_assignment_strategy=(keep,))
         )
         await asyncio.wait_for(old.busy.wait(), 30)
         two = asyncio.create_task(
-            consuming(new, kafka_side, stop, partition_assignment_strategy=(take,))
+            kafka_side.consume(new, stop, partition_assignment_strategy=(take,))
         )
         await until(lambda: one.done() or len(set(first) | set(second)) == PARTITIONS, 60)
         if not one.done():
-            await asyncio.to_thread(settled, kafka_side)
+            await asyncio.to_thread(kafka_side.until_settled)
         stop.set()
         await asyncio.wait_for(asyncio.gather(one, two), 30)
 

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from tests.brokers import BrokerNames, KafkaBroker, start_tansu, stop_broker
-from tests.messaging.kafka.conftest import KafkaSide
+from tests.messaging.base.broker import until
+from tests.messaging.kafka.broker import Kafka
 from tests.messaging.kafka.proxy import LEAVE_GROUP, OFFSET_COMMIT, SYNC_GROUP, Proxy
-from tests.messaging.kafka.test_consume import Counting, consuming, settled, until
+from tests.messaging.kafka.test_consume import Counting
 
 pytestmark = pytest.mark.slow
 
@@ -43,12 +44,12 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaBro
 @pytest.fixture
 def hung(
     broker_names: BrokerNames, proxied: tuple[KafkaBroker, Proxy]
-) -> Iterator[tuple[KafkaSide, Proxy]]:
+) -> Iterator[tuple[Kafka, Proxy]]:
     broker, proxy = proxied
     proxy.withhold()
     proxy.held.clear()
     try:
-        yield KafkaSide(broker_names.kafka(broker)), proxy
+        yield Kafka(broker_names.kafka(broker)), proxy
     finally:
         proxy.withhold()  # the names' clean-up goes through the proxy too
 
@@ -80,7 +81,7 @@ def abandoned(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_stop_cuts_short_a_join_whose_sync_group_is_held(
-    hung: tuple[KafkaSide, Proxy], caplog: pytest.LogCaptureFixture
+    hung: tuple[Kafka, Proxy], caplog: pytest.LogCaptureFixture
 ) -> None:
     side, proxy = hung
     side.publish([(f"order:{n}", b"{}") for n in range(5)])
@@ -90,7 +91,7 @@ def test_stop_cuts_short_a_join_whose_sync_group_is_held(
     async def scenario() -> float:
         stop = asyncio.Event()
         member = Counting(handled, 0.0)
-        task = asyncio.create_task(consuming(member, side, stop, close_timeout=BOUND))
+        task = asyncio.create_task(side.consume(member, stop, close_timeout=BOUND))
         await until(lambda: SYNC_GROUP in proxy.held, 30)  # joined, now waiting on the sync
         stop.set()
         return await stopped_within(task, BOUND + SLACK)
@@ -104,7 +105,7 @@ def test_stop_cuts_short_a_join_whose_sync_group_is_held(
 
 
 def test_stop_gives_up_on_a_leave_group_the_broker_does_not_answer(
-    hung: tuple[KafkaSide, Proxy], caplog: pytest.LogCaptureFixture
+    hung: tuple[Kafka, Proxy], caplog: pytest.LogCaptureFixture
 ) -> None:
     side, proxy = hung
     side.publish([(f"order:{n}", b"{}") for n in range(5)])
@@ -112,9 +113,9 @@ def test_stop_gives_up_on_a_leave_group_the_broker_does_not_answer(
     second: Counter[str] = Counter()
 
     async def consumed(member: Counting, count: int, stop: asyncio.Event) -> asyncio.Task[None]:
-        task = asyncio.create_task(consuming(member, side, stop, close_timeout=BOUND))
+        task = asyncio.create_task(side.consume(member, stop, close_timeout=BOUND))
         await until(lambda: len(member.handled) == count, 30)
-        await asyncio.to_thread(settled, side)
+        await asyncio.to_thread(side.until_settled)
         return task
 
     async def scenario() -> float:
@@ -154,7 +155,7 @@ class StopsTheBrokerMidBatch(Counting):
 
 
 def test_stop_abandons_a_commit_the_broker_does_not_answer_and_it_is_read_again(
-    hung: tuple[KafkaSide, Proxy],
+    hung: tuple[Kafka, Proxy],
 ) -> None:
     side, proxy = hung
     side.publish([(f"order:{n}", b"{}") for n in range(10)])
@@ -164,7 +165,7 @@ def test_stop_abandons_a_commit_the_broker_does_not_answer_and_it_is_read_again(
     async def scenario() -> float:
         stop = asyncio.Event()
         member = StopsTheBrokerMidBatch(first, proxy, stop)
-        task = asyncio.create_task(consuming(member, side, stop, close_timeout=BOUND))
+        task = asyncio.create_task(side.consume(member, stop, close_timeout=BOUND))
         # Once for the commit in hand, once for the leave on the same silent connection.
         return await stopped_within(task, 2 * BOUND + SLACK)
 
@@ -178,9 +179,9 @@ def test_stop_abandons_a_commit_the_broker_does_not_answer_and_it_is_read_again(
 
     async def again() -> None:
         stop = asyncio.Event()
-        task = asyncio.create_task(consuming(Counting(second, 0.0), side, stop))
+        task = asyncio.create_task(side.consume(Counting(second, 0.0), stop))
         await until(lambda: len(second) == 10, 30)
-        await asyncio.to_thread(settled, side)
+        await asyncio.to_thread(side.until_settled)
         stop.set()
         await asyncio.wait_for(task, 20)
 

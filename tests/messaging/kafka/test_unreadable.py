@@ -23,7 +23,7 @@ from mideng.messaging import kafka as adapter
 from mideng.messaging.headers import IDEMPOTENCY_KEY
 from mideng.stores.memory import MemoryStore
 from tests.brokers import BrokerNames, KafkaBroker
-from tests.messaging.kafka.conftest import PARTITIONS, KafkaSide
+from tests.messaging.kafka.broker import PARTITIONS, Kafka
 from tests.messaging.running import consume_until
 
 pytestmark = pytest.mark.slow
@@ -58,7 +58,7 @@ def writes_raw_header_names(patch: pytest.MonkeyPatch) -> None:
 
 
 @contextlib.asynccontextmanager
-async def producing(side: KafkaSide) -> AsyncIterator[Any]:
+async def producing(side: Kafka) -> AsyncIterator[Any]:
     from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
 
     producer = AIOKafkaProducer(bootstrap_servers=side.names.bootstrap, acks="all")
@@ -69,7 +69,7 @@ async def producing(side: KafkaSide) -> AsyncIterator[Any]:
         await producer.stop()
 
 
-async def send(producer: Any, side: KafkaSide, partition: int, headers: list[Any]) -> int:
+async def send(producer: Any, side: Kafka, partition: int, headers: list[Any]) -> int:
     """Publish one record to ``partition``; its offset."""
     acked = await producer.send_and_wait(
         side.names.topic, b"{}", partition=partition, headers=headers
@@ -78,7 +78,7 @@ async def send(producer: Any, side: KafkaSide, partition: int, headers: list[Any
     return int(acked.offset)
 
 
-async def publish(side: KafkaSide, poisoned: tuple[int, ...]) -> dict[int, int]:
+async def publish(side: Kafka, poisoned: tuple[int, ...]) -> dict[int, int]:
     """Two readable records on every partition, partition by partition, and an unreadable one
     between them on the ``poisoned`` ones; the unreadable records' offsets by partition."""
     unreadable: dict[int, int] = {}
@@ -92,7 +92,7 @@ async def publish(side: KafkaSide, poisoned: tuple[int, ...]) -> dict[int, int]:
     return unreadable
 
 
-async def publish_until_handled(side: KafkaSide, handled: Callable[[], bool]) -> None:
+async def publish_until_handled(side: Kafka, handled: Callable[[], bool]) -> None:
     """A record on the first partition, again until one is handled: a group that reads from
     the end skips what came before it had a position."""
     async with producing(side) as producer:
@@ -130,7 +130,7 @@ def test_a_record_aiokafka_cannot_read_is_skipped_and_the_rest_handled_once(
     unreadable records, with nothing committed yet. ``latest``: the group consumes first, and
     all is published while its member is held in a handler, so the next fetch takes the
     other partitions' records (fetched from, never committed) before the unreadable one."""
-    side = KafkaSide(broker_names.kafka(kafka_broker), batch=50)
+    side = Kafka(broker_names.kafka(kafka_broker), batch=50)
     runs: Counter[str] = Counter()
     released = threading.Event()
 

@@ -13,8 +13,8 @@ from mideng import Guard
 from mideng.messaging import IdempotentConsumer, Message
 from mideng.messaging import nats as adapter
 from mideng.stores.memory import MemoryStore
-from tests.messaging.nats.conftest import NatsSide
-from tests.messaging.nats.test_consume import consuming, dead_copies, until, until_settled
+from tests.messaging.base.broker import until
+from tests.messaging.nats.broker import JetStream
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
     ids=["msg-id", "expected-last-sequence"],
 )
 def test_the_dead_copy_does_not_carry_the_publishers_jetstream_headers(
-    nats_side: NatsSide, control: dict[str, str]
+    nats_side: JetStream, control: dict[str, str]
 ) -> None:
     # JetStream drops a publish whose Nats-Msg-Id it saw within the window and answers it
     # as a success: the message was terminated with no copy anywhere. An expectation that
@@ -37,7 +37,7 @@ def test_the_dead_copy_does_not_carry_the_publishers_jetstream_headers(
         raise ValueError("never goes through")
 
     consumer = IdempotentConsumer(Guard(MemoryStore(), lease=5), "stock", handler, max_attempts=1)
-    dead = f"{nats_side.names.subject}.dead"
+    dead = nats_side.dead
 
     async def scenario() -> None:
         import nats
@@ -52,13 +52,13 @@ def test_the_dead_copy_does_not_carry_the_publishers_jetstream_headers(
         finally:
             await client.close()
         stop = asyncio.Event()
-        task = asyncio.create_task(consuming(consumer, nats_side, stop, dead_subject=dead))
+        task = asyncio.create_task(nats_side.consume(consumer, stop, dead_subject=dead))
         await until(lambda: tries == ["order:poison"])
-        await asyncio.to_thread(lambda: until_settled(nats_side))
+        await asyncio.to_thread(nats_side.until_settled)
         stop.set()
         await asyncio.wait_for(task, 10)
 
     asyncio.run(scenario())
-    copies = asyncio.run(dead_copies(nats_side, dead))
-    assert [c.headers["idempotency-key"] for c in copies] == ["order:poison"]
-    assert "failed 1 time(s)" in copies[0].headers[adapter.DEAD_LETTER_REASON]
+    copies = nats_side.dead_letters()
+    assert [c.key for c in copies] == ["order:poison"]
+    assert "failed 1 time(s)" in copies[0].reason

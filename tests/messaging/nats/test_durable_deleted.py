@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from typing import Any
 
 import pytest
 
@@ -16,8 +15,9 @@ from mideng.errors import ConfigurationError
 from mideng.messaging import IdempotentConsumer, Message
 from mideng.stores.memory import MemoryStore
 from tests.helpers.storm import wait_for
-from tests.messaging.nats.conftest import NatsSide
-from tests.messaging.nats.test_consume import Seen, consuming, until
+from tests.messaging.base.broker import until
+from tests.messaging.nats.broker import JetStream
+from tests.messaging.nats.test_consume import Seen
 
 pytestmark = pytest.mark.slow
 
@@ -25,26 +25,15 @@ FIRST = [f"order:{n}" for n in range(4)]
 LATER = [f"order:{n}" for n in range(4, 8)] + ["order:4"]  # one published twice
 
 
-async def jetstream_call(side: NatsSide, call: str, *args: Any, **kwargs: Any) -> Any:
-    """One JetStream API call (``delete_consumer``, ``add_stream`` ...) on its own client."""
-    import nats
-
-    client = await nats.connect(side.url)
-    try:
-        return await getattr(client.jetstream(), call)(*args, **kwargs)
-    finally:
-        await client.close()
+async def delete_durable(side: JetStream) -> None:
+    await side.jetstream_call("delete_consumer", side.names.stream, side.names.durable)
 
 
-async def delete_durable(side: NatsSide) -> None:
-    await jetstream_call(side, "delete_consumer", side.names.stream, side.names.durable)
-
-
-async def publish(side: NatsSide, keys: list[str]) -> None:
+async def publish(side: JetStream, keys: list[str]) -> None:
     await asyncio.to_thread(side.publish, [(key, b"{}") for key in keys])
 
 
-async def until_acked(side: NatsSide) -> None:
+async def until_acked(side: JetStream) -> None:
     await asyncio.to_thread(wait_for, side.settled, 20, "nothing pending or unacked")
 
 
@@ -62,10 +51,10 @@ class Runs:
         self.counted.update([message.headers["idempotency-key"]])
 
 
-async def consumed_and_stopped(side: NatsSide, runs: Runs, keys: list[str]) -> None:
+async def consumed_and_stopped(side: JetStream, runs: Runs, keys: list[str]) -> None:
     """Publish ``keys``, consume until they are all acked, stop."""
     stop = asyncio.Event()
-    task = asyncio.create_task(consuming(runs.consumer(), side, stop))
+    task = asyncio.create_task(side.consume(runs.consumer(), stop))
     await publish(side, keys)
     await until_acked(side)
     stop.set()
@@ -79,13 +68,13 @@ def recreations(caplog: pytest.LogCaptureFixture) -> int:
 
 
 def test_a_durable_deleted_under_a_live_consumer_is_created_again_and_consumed(
-    nats_side: NatsSide, caplog: pytest.LogCaptureFixture
+    nats_side: JetStream, caplog: pytest.LogCaptureFixture
 ) -> None:
     runs = Runs()
 
     async def scenario() -> None:
         stop = asyncio.Event()
-        task = asyncio.create_task(consuming(runs.consumer(), nats_side, stop))
+        task = asyncio.create_task(nats_side.consume(runs.consumer(), stop))
         await publish(nats_side, FIRST)
         await until(lambda: len(runs.counted) == 4)
         await until_acked(nats_side)
@@ -104,7 +93,7 @@ def test_a_durable_deleted_under_a_live_consumer_is_created_again_and_consumed(
 
 
 def test_a_durable_created_again_starts_after_the_ack_floor_it_was_seen_at(
-    nats_side: NatsSide,
+    nats_side: JetStream,
 ) -> None:
     """From the stream's start, the acked messages were handed out again, and only their
     records (for as long as those last) kept them from running again."""
@@ -115,7 +104,7 @@ def test_a_durable_created_again_starts_after_the_ack_floor_it_was_seen_at(
         await consumed_and_stopped(nats_side, runs, FIRST)
         # Restarted, the consumer sees the durable's ack floor (past the first four) at once.
         stop = asyncio.Event()
-        task = asyncio.create_task(consuming(restarted, nats_side, stop))
+        task = asyncio.create_task(nats_side.consume(restarted, stop))
         await asyncio.to_thread(wait_for, lambda: pulling(nats_side), 20, "a fetch waiting")
         await delete_durable(nats_side)
         await publish(nats_side, LATER)
@@ -129,7 +118,7 @@ def test_a_durable_created_again_starts_after_the_ack_floor_it_was_seen_at(
 
 
 def test_a_stream_deleted_and_made_again_has_its_durable_created_from_its_start(
-    nats_side: NatsSide,
+    nats_side: JetStream,
 ) -> None:
     """The new stream's sequences start over, below the floor the durable was last seen at:
     started after that floor, the durable skipped the new stream's first messages."""
@@ -137,10 +126,8 @@ def test_a_stream_deleted_and_made_again_has_its_durable_created_from_its_start(
     names = nats_side.names
 
     async def make_again() -> None:
-        await jetstream_call(nats_side, "delete_stream", names.stream)
-        await jetstream_call(
-            nats_side, "add_stream", name=names.stream, subjects=[names.subject, names.wildcard]
-        )
+        await nats_side.jetstream_call("delete_stream", names.stream)
+        await nats_side.jetstream_call("add_stream", name=names.stream, subjects=nats_side.subjects)
         await publish(nats_side, LATER)
 
     def handler(message: Message) -> None:
@@ -155,7 +142,7 @@ def test_a_stream_deleted_and_made_again_has_its_durable_created_from_its_start(
         await publish(nats_side, ["order:trigger"])
         consumer = IdempotentConsumer(Guard(runs.store), "stock", handler)
         stop = asyncio.Event()
-        task = asyncio.create_task(consuming(consumer, nats_side, stop))
+        task = asyncio.create_task(nats_side.consume(consumer, stop))
         await until(lambda: len(runs.counted) == 9)
         await until_acked(nats_side)
         stop.set()
@@ -165,21 +152,21 @@ def test_a_stream_deleted_and_made_again_has_its_durable_created_from_its_start(
     assert runs.counted == Counter([f"order:{n}" for n in range(8)] + ["order:trigger"])
 
 
-def pulling(side: NatsSide) -> bool:
+def pulling(side: JetStream) -> bool:
     info = side.info()
     return info is not None and info.num_waiting > 0
 
 
 def test_a_stream_deleted_under_a_live_consumer_ends_consume_with_a_clear_error(
-    nats_side: NatsSide,
+    nats_side: JetStream,
 ) -> None:
     runs = Runs()
 
     async def scenario() -> None:
-        task = asyncio.create_task(consuming(runs.consumer(), nats_side, asyncio.Event()))
+        task = asyncio.create_task(nats_side.consume(runs.consumer(), asyncio.Event()))
         await publish(nats_side, ["order:1"])
         await until(lambda: len(runs.counted) == 1)
-        await jetstream_call(nats_side, "delete_stream", nats_side.names.stream)
+        await nats_side.jetstream_call("delete_stream", nats_side.names.stream)
         await asyncio.wait_for(task, 10)
 
     with pytest.raises(ConfigurationError, match="does not exist"):

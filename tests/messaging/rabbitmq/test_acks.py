@@ -16,7 +16,7 @@ from mideng.messaging import IdempotentConsumer, Message
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.stores.memory import MemoryStore
 from tests.brokers import AMQP_URL, BrokerNames
-from tests.messaging.rabbitmq.test_adapter import publish, ready
+from tests.messaging.rabbitmq.broker import publish, ready
 from tests.messaging.running import consume_until
 
 rabbitmq = importlib.import_module("mideng.messaging.rabbitmq.consume")

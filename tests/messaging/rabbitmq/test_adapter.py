@@ -1,11 +1,11 @@
-"""The RabbitMQ adapter against a real broker: manual acks after the decision, duplicates
-acked, dead letters to a queue or the queue's own DLX, a poison message tried N times,
-the queue declared durable when missing, prefetched messages given back on stop."""
+"""The RabbitMQ adapter against a real broker, beyond the base suite: a poison message tried
+N times goes to the queue's own DLX, the queue is declared durable when missing, a failed
+ack loses nothing; and ``consume_through``, the disruption scenario of the channel and
+consumer-cancel tests."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -18,31 +18,8 @@ from mideng.messaging import IdempotentConsumer, Message, rabbitmq
 from mideng.messaging.reconnect import Backoff
 from mideng.stores.memory import MemoryStore
 from tests.brokers import AMQP_URL, BrokerNames
+from tests.messaging.rabbitmq.broker import publish, ready
 from tests.messaging.running import consume_until
-
-
-async def publish(queue: str, *keys: str | None, declare: bool = True) -> None:
-    connection = await aio_pika.connect(AMQP_URL)
-    async with connection:
-        channel = await connection.channel()
-        if declare:
-            await channel.declare_queue(queue, durable=True)
-        for n, key in enumerate(keys):
-            headers: dict[str, Any] = {} if key is None else {"idempotency-key": key}
-            body = aio_pika.Message(b'{"qty": 1}', headers=headers, message_id=f"m{n}")
-            await channel.default_exchange.publish(body, routing_key=queue)
-
-
-async def declared(queue: str) -> Any:
-    """The broker's answer to a passive declare of ``queue`` (its message and consumer counts)."""
-    connection = await aio_pika.connect(AMQP_URL)
-    async with connection:
-        channel = await connection.channel()
-        return (await channel.declare_queue(queue, passive=True)).declaration_result
-
-
-async def ready(queue: str) -> int:
-    return int((await declared(queue)).message_count or 0)
 
 
 async def consume_through(
@@ -75,33 +52,6 @@ async def consume_through(
         ),
         through,
     )
-
-
-def test_duplicates_are_acked_and_a_keyless_message_is_dead_lettered(
-    broker_names: BrokerNames,
-) -> None:
-    queue, dlq = broker_names.rabbitmq_queue(), broker_names.rabbitmq_queue("dead")
-    seen: list[Message] = []
-    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", seen.append)
-
-    async def scenario() -> None:
-        await publish(queue, "order:1", "order:2", "order:1", None)
-
-        async def done() -> bool:
-            return len(seen) == 2 and await ready(queue) == 0 and await ready(dlq) == 1
-
-        await consume_until(
-            lambda stop: rabbitmq.consume(
-                consumer, AMQP_URL, queue=queue, stop=stop, dead_letter_queue=dlq
-            ),
-            done,
-        )
-        assert await ready(queue) == 0  # nothing went back unacked on close
-
-    asyncio.run(scenario())
-    assert [m.headers["idempotency-key"] for m in seen] == ["order:1", "order:2"]
-    assert seen[0].id == "m0"
-    assert seen[0].body == b'{"qty": 1}'
 
 
 def test_a_poison_message_is_tried_n_times_then_goes_to_the_queues_dlx(
@@ -170,64 +120,6 @@ def test_a_missing_queue_is_declared_durable(broker_names: BrokerNames) -> None:
                 await other.declare_queue(queue, durable=False)
 
     asyncio.run(scenario())
-
-
-def test_stop_finishes_the_message_in_hand_and_gives_back_the_prefetched(
-    broker_names: BrokerNames,
-) -> None:
-    queue = broker_names.rabbitmq_queue()
-    started, release = threading.Event(), threading.Event()
-    seen: list[str] = []
-
-    def slow(message: Message) -> None:
-        seen.append(message.headers["idempotency-key"])
-        started.set()
-        release.wait(10)
-
-    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", slow)
-
-    async def scenario() -> None:
-        await publish(queue, "order:0")
-        stop = asyncio.Event()
-        task = asyncio.ensure_future(
-            rabbitmq.consume(consumer, AMQP_URL, queue=queue, stop=stop, prefetch=10)
-        )
-        await asyncio.to_thread(started.wait, 10)
-        await publish(queue, "order:1", "order:2", "order:3", "order:4")
-        await asyncio.sleep(0.3)  # delivered into the adapter's hands, not started
-        stop.set()
-        await asyncio.sleep(0.1)
-        release.set()
-        await asyncio.wait_for(task, 15)
-        assert await ready(queue) == 4
-
-    asyncio.run(scenario())
-    assert seen == ["order:0"]
-
-
-def test_a_retry_is_requeued_after_its_delay_and_runs_then(broker_names: BrokerNames) -> None:
-    queue = broker_names.rabbitmq_queue()
-    attempts: list[Any] = []
-
-    def flaky(message: Message) -> None:
-        attempts.append(message.raw.redelivered)
-        if len(attempts) == 1:
-            raise TimeoutError("inventory service timed out")
-
-    consumer = IdempotentConsumer(Guard(MemoryStore()), "stock", flaky, retry_delay=0.2)
-
-    async def scenario() -> None:
-        await publish(queue, "order:1")
-
-        async def done() -> bool:
-            return len(attempts) == 2 and await ready(queue) == 0
-
-        await consume_until(
-            lambda stop: rabbitmq.consume(consumer, AMQP_URL, queue=queue, stop=stop), done
-        )
-
-    asyncio.run(scenario())
-    assert attempts == [False, True]
 
 
 def test_a_failed_ack_loses_nothing_and_the_redelivery_is_not_run_again(

@@ -18,7 +18,8 @@ from mideng import Guard
 from mideng.messaging import IdempotentConsumer, Message
 from mideng.stores.memory import MemoryStore
 from tests.brokers import AMQP_URL, BrokerNames
-from tests.messaging.rabbitmq.test_adapter import consume_through, declared, ready
+from tests.messaging.rabbitmq.broker import declared, ready
+from tests.messaging.rabbitmq.test_adapter import consume_through
 
 KEY = "idempotency-key"
 FIRST = [f"order:{n}" for n in range(4)]

@@ -14,7 +14,7 @@ from mideng import Guard
 from mideng.messaging import IdempotentConsumer, Message, rabbitmq
 from mideng.stores.memory import MemoryStore
 from tests.brokers import AMQP_URL, BrokerNames
-from tests.messaging.rabbitmq.test_adapter import publish, ready
+from tests.messaging.rabbitmq.broker import publish, ready
 from tests.messaging.running import consume_until
 
 

@@ -10,9 +10,10 @@ import asyncio
 import redis.asyncio as aredis
 
 from mideng import Guard
-from mideng.messaging import IdempotentConsumer, Message, redis_streams
+from mideng.messaging import IdempotentConsumer, Message
 from mideng.stores.memory import MemoryStore
 from tests.brokers import BrokerNames
+from tests.messaging.redis_streams.broker import RedisStreams
 from tests.messaging.running import consume_until
 from tests.services import REDIS_URL
 
@@ -20,7 +21,7 @@ from tests.services import REDIS_URL
 def test_a_stream_that_lost_its_group_is_read_again_once_it_is_made_again(
     broker_names: BrokerNames,
 ) -> None:
-    names = broker_names.redis_stream("nogroup")
+    broker = RedisStreams(broker_names)
     runs: list[str] = []
 
     def handler(message: Message) -> None:
@@ -31,29 +32,18 @@ def test_a_stream_that_lost_its_group_is_read_again_once_it_is_made_again(
     async def scenario() -> None:
         client = aredis.from_url(REDIS_URL)
         state = {"lost": False}
-        await client.xadd(names.stream, {"body": b"{}", "idempotency-key": "order:1"})
+        await client.xadd(broker.stream, {"body": b"{}", "idempotency-key": "order:1"})
 
         async def after_the_loss() -> bool:
             if runs == ["order:1"] and not state["lost"]:
                 # What a server that came back empty holds: no stream, so no group either.
-                await client.delete(names.stream)
-                await client.xadd(names.stream, {"body": b"{}", "idempotency-key": "order:2"})
+                await client.delete(broker.stream)
+                await client.xadd(broker.stream, {"body": b"{}", "idempotency-key": "order:2"})
                 state["lost"] = True
             return runs == ["order:1", "order:2"]
 
         try:
-            await consume_until(
-                lambda stop: redis_streams.consume(
-                    consumer,
-                    REDIS_URL,
-                    stream=names.stream,
-                    group=names.group,
-                    name="member-0",
-                    stop=stop,
-                    block=0.2,
-                ),
-                after_the_loss,
-            )
+            await consume_until(lambda stop: broker.consume(consumer, stop), after_the_loss)
         finally:
             await client.aclose()
 

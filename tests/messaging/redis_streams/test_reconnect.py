@@ -1,13 +1,13 @@
-"""The Redis Streams adapter rides out a dropped connection: its own connection is killed for
-real (CLIENT KILL by its client name, no other client touched) while it blocks in XREADGROUP,
-after handlers ran and before the XACK, and in the middle of a dead letter; every message's
-effect happens once and nothing is left pending. A server that stays down is retried with a
-bounded backoff, and ``stop`` still ends the call while it waits; acks lost at stop leave
-their entries pending for the next run, which acks them unrun.
+"""The Redis Streams adapter rides out a dropped connection, beyond the base suite's drops
+(while it blocks in XREADGROUP, after handlers ran and before the XACK): its own connection
+is killed for real (CLIENT KILL by its client name, no other client touched) while a batch
+is decided beside the next and in the middle of a dead letter; every message's effect happens
+once and nothing is left pending. A server that stays down is retried with a bounded backoff,
+and ``stop`` still ends the call while it waits; acks lost at stop leave their entries
+pending for the next run, which acks them unrun.
 
-redis-py retries a failed command itself (ten times over some seconds by default); these
-consumers are given ``retry=Retry(NoBackoff(), 0)`` so that each kill outlasts the client's
-own retries, as a longer outage would, and reaches the adapter.
+These consumers are given ``retry=Retry(NoBackoff(), 0)`` (tests/messaging/redis_streams/
+broker.py says why).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import logging
 import socket
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -31,6 +31,8 @@ from mideng.messaging import IdempotentConsumer, Message, redis_streams
 from mideng.messaging.reconnect import Backoff
 from mideng.stores.memory import MemoryStore
 from tests.brokers import BrokerNames, token
+from tests.messaging.base.broker import outcomes
+from tests.messaging.redis_streams.broker import half_open, kill_named
 from tests.messaging.redis_streams.held import HeldStore
 from tests.messaging.running import consume_until
 from tests.services import REDIS_URL
@@ -38,36 +40,10 @@ from tests.services import REDIS_URL
 KEY = "idempotency-key"
 
 
-def kill_named(name: str, command: str | None = None) -> int:
-    """CLIENT KILL every connection called ``name`` (only when running ``command``, if
-    given); how many were killed."""
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        killed = 0
-        for entry in client.client_list():
-            if entry["name"] == name and (command is None or entry["cmd"] == command):
-                killed += int(client.client_kill_filter(_id=entry["id"]))
-        return killed
-    finally:
-        client.close()
-
-
 @pytest.fixture(autouse=True)
-def half_open(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A killed connection stays in the pool as a half-open one would: redis-py 8.2's pool
-    probes each connection it hands out and quietly reconnects one whose end of stream it has
-    already read, so a kill between two commands never reached the consumer there. A
-    connection a middlebox dropped, or a server that restarted without a word, gives no such
-    sign until the next command fails on it; that is the loss these tests make."""
-
-    async def connected_only(self: Any, connection: Any) -> None:
-        await connection.connect()
-
-    monkeypatch.setattr(aredis.ConnectionPool, "ensure_connection", connected_only)
-
-
-def outcomes(caplog: pytest.LogCaptureFixture, outcome: str) -> int:
-    return sum(1 for r in caplog.records if getattr(r, "mideng_outcome", None) == outcome)
+def killed_connections_stay_half_open() -> Iterator[None]:
+    with half_open():
+        yield
 
 
 class Run:
@@ -117,75 +93,6 @@ class Run:
         found: list[Any] = await client.xrange(self.names.dead)
         await client.aclose()
         return found
-
-
-KEYS = [f"order:{n}" for n in range(15)] + [f"order:{n}" for n in range(5)]  # 5 published twice
-
-
-def test_a_connection_killed_while_blocked_in_xreadgroup_is_reconnected(
-    broker_names: BrokerNames, caplog: pytest.LogCaptureFixture
-) -> None:
-    runs: Counter[str] = Counter()
-    run = Run(broker_names, lambda m: runs.update([m.headers[KEY]]))
-    kills = 0
-
-    async def scenario() -> None:
-        nonlocal kills
-
-        async def killed_three_times_then_published() -> bool:
-            nonlocal kills
-            if kills < 3:
-                kills += await asyncio.to_thread(kill_named, run.client_name, "xreadgroup")
-                if kills == 3:
-                    await run.publish(KEYS)
-                return False
-            return len(runs) == 15 and await run.drained()
-
-        await consume_until(
-            lambda stop: run.consume(stop, block=5.0), killed_three_times_then_published
-        )
-
-    with caplog.at_level(logging.WARNING):
-        asyncio.run(scenario())
-    assert kills == 3
-    assert runs == Counter(f"order:{n}" for n in range(15))  # every key once, none twice
-    assert outcomes(caplog, "connection_lost") >= 3
-    assert outcomes(caplog, "reconnected") >= 1
-
-
-def test_a_connection_killed_after_the_handlers_and_before_the_xack_loses_and_reruns_nothing(
-    broker_names: BrokerNames, caplog: pytest.LogCaptureFixture
-) -> None:
-    runs: Counter[str] = Counter()
-    kills: list[int] = []
-
-    def handler(message: Message) -> None:
-        runs.update([message.headers[KEY]])
-        # Cut the connection the XACK will need, three times. A kill lands only on a live
-        # connection: between a kill and the reconnect, the handlers of the batch in hand (and
-        # of the batch decided beside it) find none, so only kills that landed are counted.
-        if len(kills) < 3 and (killed := kill_named(run.client_name)):
-            kills.append(killed)
-
-    run = Run(broker_names, handler)
-
-    async def scenario() -> None:
-        await run.publish(KEYS)
-
-        async def done() -> bool:
-            return len(runs) == 15 and await run.drained()
-
-        await consume_until(lambda stop: run.consume(stop, batch=2, block=0.2), done)
-
-    with caplog.at_level(logging.WARNING):
-        asyncio.run(scenario())
-    assert len(kills) == 3
-    assert runs == Counter(f"order:{n}" for n in range(15))
-    assert outcomes(caplog, "connection_lost") >= 3
-    assert outcomes(caplog, "reconnected") >= 1
-    # The entries whose XACK was lost were read again and acked without running (the five
-    # keys published twice add five more of these).
-    assert outcomes(caplog, "replay") >= 3 + 5
 
 
 def test_a_connection_killed_while_a_batch_is_decided_loses_and_reruns_nothing(

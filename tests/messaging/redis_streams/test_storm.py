@@ -1,10 +1,6 @@
-"""Redis Streams storm: 2,000 messages over 1,500 business keys (the rest re-published as new
-entries), three transactional consumer processes in one consumer group (on PostgreSQL, and on
-MariaDB), one of them SIGKILLed at random points five times and restarted, its pending entries
-taken over by the others. At the end every key has exactly one committed effect, every record
-succeeded, every worker stopped cleanly on SIGTERM, and the group holds nothing pending. And
-the storm without kills on the non-transactional Redis store: one handler run per key. (The
-crash points: tests/messaging/test_crashes.py.)"""
+"""The Redis Streams storm without kills on the non-transactional Redis store: 2,000 entries
+over 1,500 business keys, three consumer processes in one group, one handler run per key.
+(The storm with kills, and the crash points: the base suite's.)"""
 
 from __future__ import annotations
 
@@ -15,39 +11,19 @@ import pytest
 import redis
 
 from tests.brokers import BrokerNames
-from tests.helpers.storm import (
-    Workers,
-    check_storm,
-    on_each_database,
-    run_storm,
-    storm_messages,
-    tables,
-    wait_for,
-)
-from tests.messaging.redis_streams.conftest import StreamSide
-from tests.services import REDIS_URL, need
+from tests.helpers.storm import Workers, storm_messages, wait_for
+from tests.messaging.redis_streams.broker import RedisStreams
+from tests.services import REDIS_URL
 
 pytestmark = pytest.mark.slow
 
 MESSAGES, KEYS = 2000, 1500
 
 
-@on_each_database
-def test_storm_with_kills(
-    broker_names: BrokerNames, tmp_path: Path, service: str, url: str
-) -> None:
-    need(service)
-    side = StreamSide(broker_names)
-    with tables(url) as db:
-        result = run_storm(side, db, tmp_path, between_kills=(0.3, 1.2), timeout=150)
-    check_storm(result, keys=KEYS)
-    assert side.settled()
-
-
 def test_storm_on_the_redis_store_runs_each_key_once(
     broker_names: BrokerNames, tmp_path: Path
 ) -> None:
-    side = StreamSide(broker_names)
+    side = RedisStreams(broker_names)
     hits = broker_names.redis_key("hits")
     prefix = f"mideng:test:consumer:{uuid.uuid4().hex[:12]}"
     side.publish(storm_messages(MESSAGES, KEYS, 7))
