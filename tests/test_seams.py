@@ -27,6 +27,8 @@ STILL_READ = {
     ("messaging/kafka/consume.py", "coordinator._coordination_task"),
     ("messaging/kafka/consume.py", "coordinator._stop_heartbeat_task"),
     ("messaging/kafka/consume.py", "coordinator._stop_commit_offsets_refresh_task"),
+    ("messaging/kafka/consume.py", "fetcher._fetch_task"),
+    ("messaging/kafka/consume.py", "fetcher._pending_tasks"),
 }
 
 # Where a name is turned into an object on purpose: the store and broker registries load

@@ -133,16 +133,17 @@ async def consume(
 
 
 async def _bounded(step: Awaitable[T], seconds: float) -> asyncio.Future[T] | None:
-    """``step`` given ``seconds``: the finished step (its result or its error), or None when
-    it did not finish in time and was cancelled."""
+    """``step`` given ``seconds``: the finished step (its result or its error, a cancellation
+    of its own among them), or None when it did not finish in time and was cancelled."""
     task = asyncio.ensure_future(step)
     try:
         await asyncio.wait({task}, timeout=seconds)
     finally:
-        if not task.done():
+        cut_short = not task.done()
+        if cut_short:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-    return None if task.cancelled() else task
+    return None if cut_short else task
 
 
 async def _until_stopped(
@@ -159,7 +160,8 @@ async def _until_stopped(
         raise
     finally:
         stopping.cancel()
-    return await _bounded(task, grace)
+    done = await _bounded(task, grace)
+    return None if done is None or done.cancelled() else done
 
 
 async def _leave(client: Any, seconds: float) -> None:
@@ -168,21 +170,31 @@ async def _leave(client: Any, seconds: float) -> None:
     after its session timeout instead, and the partitions' uncommitted records are read again
     by their next owners."""
     stopped = await _bounded(client.stop(), seconds)
-    if stopped is not None:
+    if stopped is not None and not stopped.cancelled():
         stopped.result()
         return
-    logs.kafka_leave_abandoned(seconds)
-    # ``stop()`` was cancelled where the broker held it (the coordination task's join, or the
-    # LeaveGroup); what it would have done after that, done here on the client's parts, which
-    # it has no call for, so that no task of the client outlives ``consume``.
-    coordinator = client._coordinator
-    if coordinator is not None:
-        coordinator._coordination_task.cancel()
-        await asyncio.gather(coordinator._coordination_task, return_exceptions=True)
-        await coordinator._stop_heartbeat_task()
-        await coordinator._stop_commit_offsets_refresh_task()
-    if client._fetcher is not None:
-        await client._fetcher.close()
+    if stopped is None:
+        logs.kafka_leave_abandoned(seconds)
+        # ``stop()`` was cancelled where the broker held it (the coordination task's join, or
+        # the LeaveGroup): what it would have done after that is done below, on the client's
+        # parts, which it has no call for, so that no task of the client outlives ``consume``.
+        coordinator = client._coordinator
+        if coordinator is not None:
+            coordinator._coordination_task.cancel()
+            await asyncio.gather(coordinator._coordination_task, return_exceptions=True)
+            await coordinator._stop_heartbeat_task()
+            await coordinator._stop_commit_offsets_refresh_task()
+    # Otherwise ``stop()`` ended cancelled by itself, past the group's leave: aiokafka's
+    # ``Fetcher.close()`` awaits each fetch task it cancels and re-raises the cancellation of
+    # one a connection reset left pending, before the client's connections are closed (and a
+    # second ``close()`` meets the same task first). Either way the fetcher's tasks are
+    # cancelled and waited for here, their cancellations theirs, not this task's.
+    fetcher = client._fetcher
+    if fetcher is not None:
+        tasks = [fetcher._fetch_task, *fetcher._pending_tasks]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
     await client._client.close()
 
 
