@@ -388,3 +388,30 @@ def test_every_bench_case_is_registered_and_listed() -> None:
     assert done.returncode == 0, done.stderr
     listed = dict(line.split(maxsplit=1) for line in done.stdout.splitlines())
     assert listed == {name: entry.summary for name, entry in CASES.items()}
+
+
+def _table_rows(text: str, heading: str) -> list[list[str]]:
+    """The body rows of the first Markdown table after ``heading``, as cells."""
+    table: list[str] = []
+    for line in text.split(heading, 1)[1].splitlines():
+        if line.startswith("|"):
+            table.append(line)
+        elif table:
+            break  # the table's end
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in table[2:]]
+
+
+def test_every_row_of_the_box_has_its_folder() -> None:
+    """Each row of README.md's "What is in the box" is a row of docs/architecture.md's map,
+    whose folder is a package under src/mideng."""
+    readme = (ROOT / "README.md").read_text()
+    box = [row[0] for row in _table_rows(readme, "## What is in the box")]
+    architecture = (ROOT / "docs" / "architecture.md").read_text()
+    mapped = {
+        row[0]: row[1] for row in _table_rows(architecture, "## Where each part of the box lives")
+    }
+    assert box
+    assert set(box) == set(mapped), (box, sorted(mapped))
+    for row, folders in mapped.items():
+        folder = folders.split("`")[1].rstrip("/")
+        assert any((SRC / "mideng" / folder).glob("*.py")), (row, folder)
