@@ -125,6 +125,24 @@ def inner_rolled_back() -> dict[str, Any]:
     }
 
 
+def without_savepoint() -> dict[str, Any]:
+    """A failed block without a savepoint dooms the caller's whole atomic block."""
+    doomed = False
+    try:
+        with transaction.atomic():
+            order("k-nosp-before")
+            try:
+                with guard.transaction(connection, "orders", "k-nosp", savepoint=False) as tx:
+                    order("k-nosp")
+                    tx.set_result(1)
+                    raise Boom
+            except Boom:
+                doomed = transaction.get_rollback()
+    except Boom:
+        pass
+    return {"doomed": doomed, "before": facts("k-nosp-before"), "block": facts("k-nosp")}
+
+
 def outside_atomic() -> dict[str, Any]:
     with guard.transaction("default", "orders", "k-own") as tx:  # the alias; its own transaction
         order("k-own")
@@ -188,10 +206,13 @@ def mark_paid(conn: Any, key: str) -> str:
 
 
 @guard.operation("pay", key="{key}")
-def pay(key: str, fail: bool) -> dict[str, int]:
+def pay(key: str, fail: bool, atomic: bool = True) -> dict[str, int]:
+    if not atomic:
+        mark_paid(connection, key)  # in a block of its own, committed when the step returns
     try:
         with transaction.atomic():
-            mark_paid(connection, key)
+            if atomic:
+                mark_paid(connection, key)
             if fail:
                 raise Boom
     except Boom:
@@ -202,13 +223,18 @@ def pay(key: str, fail: bool) -> dict[str, int]:
 
 
 def steps() -> dict[str, Any]:
-    return {"kept": pay("k-step", False), "undone": pay("k-step-undone", True)}
+    return {
+        "kept": pay("k-step", False),
+        "undone": pay("k-step-undone", True),
+        "own": pay("k-step-own", True, atomic=False),
+    }
 
 
 SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {
     "committed": committed,
     "raised": raised,
     "inner_rolled_back": inner_rolled_back,
+    "without_savepoint": without_savepoint,
     "outside_atomic": outside_atomic,
     "concurrent": concurrent,
     "refused": refused,

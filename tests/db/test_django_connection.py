@@ -97,6 +97,11 @@ def test_a_rolled_back_inner_atomic_block_removes_only_its_own(found: Any) -> No
     assert done == {"outer": 1, "inner": NONE, "kept": {"record": 1, "order": 0, "outbox": 1}}
 
 
+def test_a_failed_block_without_a_savepoint_dooms_the_callers_block(found: Any) -> None:
+    done = found["without_savepoint"]
+    assert done == {"doomed": True, "before": NONE, "block": NONE}
+
+
 def test_outside_atomic_the_block_commits_itself_and_the_outbox_refuses(found: Any) -> None:
     done = found["outside_atomic"]
     assert done["own"] == {"record": 1, "order": 1, "outbox": 0}
@@ -122,3 +127,4 @@ def test_a_step_records_in_the_callers_atomic_block(found: Any) -> None:
     done = found["steps"]
     assert done["kept"] == {"steps": 1, "record": 0, "order": 1, "outbox": 0}
     assert done["undone"] == {"steps": 0, "record": 0, "order": 0, "outbox": 0}
+    assert done["own"] == {"steps": 1, "record": 0, "order": 1, "outbox": 0}
