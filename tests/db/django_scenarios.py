@@ -143,6 +143,22 @@ def without_savepoint() -> dict[str, Any]:
     return {"doomed": doomed, "before": facts("k-nosp-before"), "block": facts("k-nosp")}
 
 
+def by_hand() -> dict[str, Any]:
+    """A transaction the caller manages with set_autocommit(False) is the caller's too; on
+    SQLite, whose savepoints commit there, the block's savepoint is refused."""
+    connection.set_autocommit(False)
+    try:
+        try:
+            paid("k-hand")
+            inside: Any = facts("k-hand")
+        except ConfigurationError as exc:
+            inside = str(exc)
+        connection.rollback()
+    finally:
+        connection.set_autocommit(True)
+    return {"inside": inside, "after": facts("k-hand")}
+
+
 def outside_atomic() -> dict[str, Any]:
     with guard.transaction("default", "orders", "k-own") as tx:  # the alias; its own transaction
         order("k-own")
@@ -235,6 +251,7 @@ SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {
     "raised": raised,
     "inner_rolled_back": inner_rolled_back,
     "without_savepoint": without_savepoint,
+    "by_hand": by_hand,
     "outside_atomic": outside_atomic,
     "concurrent": concurrent,
     "refused": refused,

@@ -102,6 +102,15 @@ def test_a_failed_block_without_a_savepoint_dooms_the_callers_block(found: Any) 
     assert done == {"doomed": True, "before": NONE, "block": NONE}
 
 
+def test_a_transaction_managed_by_hand_is_the_callers(found: Any) -> None:
+    done = found["by_hand"]
+    if found["kind"] == "sqlite":
+        assert "commits on SQLite" in done["inside"]
+    else:
+        assert done["inside"] == ALL
+    assert done["after"] == NONE
+
+
 def test_outside_atomic_the_block_commits_itself_and_the_outbox_refuses(found: Any) -> None:
     done = found["outside_atomic"]
     assert done["own"] == {"record": 1, "order": 1, "outbox": 0}

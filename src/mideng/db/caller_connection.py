@@ -21,12 +21,13 @@ the two classes here only do the I/O.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from mideng.db.dialect import is_mysql, kind_of
 from mideng.db.django_connection import DjangoSite, is_django_connection
 from mideng.db.drive import AsyncExecute, Execute, adrive, drive
-from mideng.db.rules import Rules
+from mideng.db.rules import BlockingSite, Rules
 from mideng.db.statements import Op, Res, Stmt, T
 from mideng.errors import ConfigurationError
 
@@ -74,17 +75,20 @@ class _Rules(Rules):
         connection, session = kinds
         if not isinstance(conn, kinds):
             raise ConfigurationError(
-                f"expected a SQLAlchemy {connection.__name__} or {session.__name__} (or a "
-                f"Django connection, with a blocking site), got {type(conn)!r}; {elsewhere}"
+                f"expected a SQLAlchemy {connection.__name__} or {session.__name__}, "
+                f"got {type(conn)!r}; {elsewhere}"
             )
-        super().__init__(
-            conn,
-            owned=not conn.in_transaction(),
-            begin=conn.begin,
-            begin_savepoint=conn.begin_nested,
-            rollback_callers=conn.rollback,
-        )
+        super().__init__(conn, owned=not conn.in_transaction())
         self.session = isinstance(conn, session)
+
+    def _transaction_call(self) -> Callable[[], Any]:
+        return self.conn.begin  # type: ignore[no-any-return]
+
+    def _savepoint_call(self) -> Callable[[], Any]:
+        return self.conn.begin_nested  # type: ignore[no-any-return]
+
+    def _callers_rollback(self) -> Callable[[], Any]:
+        return self.conn.rollback  # type: ignore[no-any-return]
 
     def _opened(self, connection: Any) -> str:
         self.connection = connection
@@ -138,8 +142,9 @@ def _async() -> tuple[type, type]:
     return _ASYNC
 
 
-class Site(_Rules):
-    """A sync SQLAlchemy ``Connection`` or ``Session``."""
+class Site(_Rules, BlockingSite):
+    """A sync SQLAlchemy ``Connection`` or ``Session``; undone and restarted as every
+    blocking site is (``BlockingSite``)."""
 
     def __init__(self, conn: Any) -> None:
         elsewhere = "an AsyncConnection or AsyncSession goes to the async twin (atransaction())"
@@ -177,22 +182,15 @@ class Site(_Rules):
                 undo()
             raise
 
-    def rollback(self, *, whole: bool) -> None:
-        undo = self._undo(whole)
-        if undo is not None:
-            undo()
-
-    def restart(self) -> str:
-        """The site's own transaction died (a deadlock victim): begin a fresh one."""
-        self.rollback(whole=False)
-        return self.open(savepoint=False)
-
 
 class AsyncSite(_Rules):
     """An ``AsyncConnection`` or ``AsyncSession``: ``Site`` awaited."""
 
     def __init__(self, conn: Any) -> None:
-        elsewhere = "a sync Connection or Session goes to the sync twin (transaction())"
+        elsewhere = (
+            "a sync Connection or Session, or a Django connection, goes to the sync twin "
+            "(transaction())"
+        )
         super().__init__(conn, _ASYNC or _async(), elsewhere)
 
     async def open(self, savepoint: bool, *, atomic: bool = False, left_open: bool = False) -> str:
@@ -234,6 +232,7 @@ class AsyncSite(_Rules):
 def site_for(conn: Any) -> Site | DjangoSite:
     """The blocking site for a caller's connection: a SQLAlchemy ``Connection`` or
     ``Session``, or a Django connection or its alias (mideng.db.django_connection)."""
-    if is_django_connection(conn):
+    # SQLAlchemy's asked first: its classes are at hand, Django's are looked up.
+    if not isinstance(conn, _SYNC or _sync()) and is_django_connection(conn):
         return DjangoSite(conn)
     return Site(conn)

@@ -23,11 +23,12 @@ does the ORM; there is no async twin.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from mideng.db.dialect import is_mysql, kind_named
 from mideng.db.drive import drive
-from mideng.db.rules import Rules
+from mideng.db.rules import BlockingSite
 from mideng.db.statements import Op, Res, Stmt, T
 from mideng.errors import ConfigurationError
 
@@ -123,23 +124,37 @@ def django_connection(conn: Any) -> Any:
     return connections[conn]
 
 
-class DjangoSite(Rules):
+class DjangoSite(BlockingSite):
     """A Django connection, or its alias (``"default"``): ``Site``'s interface, blocking."""
 
     def __init__(self, conn: Any) -> None:
+        connection = django_connection(conn)
+        # Autocommit is off inside an atomic block and after set_autocommit(False): either way
+        # the transaction is the caller's.
+        super().__init__(connection, owned=connection.get_autocommit())
+
+    def _block(self) -> _Block:
+        return _Block(self.conn.alias)
+
+    def _transaction_call(self) -> Callable[[], Any]:
+        return self._block  # an atomic block: the outermost one begins the transaction
+
+    def _savepoint_call(self) -> Callable[[], Any]:
+        return self._block  # an atomic block nested in the caller's: a savepoint
+
+    def _callers_rollback(self) -> Callable[[], Any]:
+        return self._doom
+
+    def _doom(self) -> None:
+        """Only the block that opened a transaction ends it in Django: the caller's atomic
+        block is marked to roll back when it exits. A transaction the caller manages by hand
+        (``set_autocommit(False)``, no block) is rolled back here."""
+        if not self.conn.in_atomic_block:
+            self.conn.rollback()
+            return
         from django.db import transaction
 
-        connection = django_connection(conn)
-        alias = connection.alias
-        super().__init__(
-            connection,
-            # Autocommit is off inside an atomic block and after set_autocommit(False): either
-            # way the transaction is the caller's.
-            owned=connection.get_autocommit(),
-            begin=lambda: _Block(alias),
-            begin_savepoint=lambda: _Block(alias),
-            rollback_callers=lambda: transaction.set_rollback(True, using=alias),
-        )
+        transaction.set_rollback(True, using=self.conn.alias)
 
     def open(self, savepoint: bool, *, atomic: bool = False, left_open: bool = False) -> str:
         """Begin the site's atomic block, as the rules say; the statement kind. ``atomic`` asks
@@ -155,6 +170,12 @@ class DjangoSite(Rules):
             )
         begin = self._begin(savepoint)
         if begin is not None:
+            if not (self.owned or self.conn.in_atomic_block) and self.conn.vendor == "sqlite":
+                raise ConfigurationError(
+                    "a savepoint in a transaction managed with set_autocommit(False) commits "
+                    "on SQLite (Python's sqlite3 ends the transaction at the savepoint, as "
+                    "Django's documentation warns): use transaction.atomic(), or savepoint=False"
+                )
             self.begun = begin()
         self.connection = self.conn
         self.kind = django_kind(self.conn)
@@ -170,13 +191,3 @@ class DjangoSite(Rules):
         failed commit is rolled back by Django's own exit of the block."""
         if self.begun is not None:
             self.begun.commit()
-
-    def rollback(self, *, whole: bool) -> None:
-        undo = self._undo(whole)
-        if undo is not None:
-            undo()
-
-    def restart(self) -> str:
-        """The site's own transaction died (a deadlock victim): begin a fresh one."""
-        self.rollback(whole=False)
-        return self.open(savepoint=False)
