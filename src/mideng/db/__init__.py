@@ -9,7 +9,9 @@ of statements, and leaves connections to this package:
   rule);
 - ``drive``: ``drive(op, execute, conn)`` and ``adrive`` — the only loop, sync and async;
 - ``caller_connection``: ``Site`` / ``AsyncSite`` — running inside a caller's SQLAlchemy
-  Connection, Session, AsyncConnection or AsyncSession, with the savepoint and ownership rules;
+  Connection, Session, AsyncConnection or AsyncSession; ``site_for`` picks ``Site`` or, for
+  a Django connection, ``django_connection.DjangoSite``; the savepoint and ownership rules
+  they share are ``rules``;
 - ``dialect``: ``kind_of`` (which statement set a connection needs), ``retryable`` (a deadlock
   or serialization failure), ``lock_timed_out`` (a lock wait that gave up).
 

@@ -1,7 +1,8 @@
 """Where an operation runs inside a caller's transaction: their SQLAlchemy connection or session.
 
 ``Site`` takes a ``Connection`` or ``Session``, ``AsyncSite`` an ``AsyncConnection`` or
-``AsyncSession``. A site owns the decisions that depend on the caller's transaction:
+``AsyncSession``; ``site_for`` picks ``Site``, or ``DjangoSite`` for a Django connection. A
+site owns the decisions that depend on the caller's transaction:
 
 - none active (``owned``): the site begins one, and commits or rolls it back itself;
 - one active and ``savepoint=True``: the site's work is a SAVEPOINT inside it, so ``rollback``
@@ -13,7 +14,8 @@
 ``open`` returns the statement kind of the connection (mideng.db.dialect), ``run`` drives an
 operation on it. ``open(..., atomic=True)`` is for work that must commit as one: it refuses a
 connection in AUTOCOMMIT isolation, whose every statement commits on its own. The rules live
-in ``_Rules``, written once; the two classes only do the I/O.
+in mideng.db.rules, written once for these sites and Django's (mideng.db.django_connection);
+the two classes here only do the I/O.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from collections.abc import Callable
 from typing import Any
 
 from mideng.db.dialect import is_mysql, kind_of
+from mideng.db.django_connection import DjangoSite, is_django_connection
 from mideng.db.drive import AsyncExecute, Execute, adrive, drive
+from mideng.db.rules import BlockingSite, Rules
 from mideng.db.statements import Op, Res, Stmt, T
 from mideng.errors import ConfigurationError
 
@@ -61,8 +65,9 @@ def aexecute_for(kind: str) -> AsyncExecute:
     return _aexecute_mysql if is_mysql(kind) else _aexecute
 
 
-class _Rules:
-    """The state and rules both sites share; each step returns the call to make, if any."""
+class _Rules(Rules):
+    """The SQLAlchemy part both sites share: what they accept, and how they find the
+    statement kind and refuse AUTOCOMMIT isolation."""
 
     def __init__(self, conn: Any, kinds: tuple[type[Any], type[Any]], elsewhere: str) -> None:
         """``kinds``: the connection and the session class the site takes; ``elsewhere``:
@@ -73,19 +78,17 @@ class _Rules:
                 f"expected a SQLAlchemy {connection.__name__} or {session.__name__}, "
                 f"got {type(conn)!r}; {elsewhere}"
             )
-        self.conn: Any = conn
+        super().__init__(conn, owned=not conn.in_transaction())
         self.session = isinstance(conn, session)
-        self.owned = not conn.in_transaction()
-        self.begun: Any = None  # the transaction or savepoint the site began, if any
-        self.connection: Any = None  # the Connection / AsyncConnection statements go to
-        self.kind = ""
 
-    def _begin(self, savepoint: bool) -> Callable[[], Any] | None:
-        if self.owned:
-            return self.conn.begin  # type: ignore[no-any-return]
-        if savepoint:
-            return self.conn.begin_nested  # type: ignore[no-any-return]
-        return None
+    def _transaction_call(self) -> Callable[[], Any]:
+        return self.conn.begin  # type: ignore[no-any-return]
+
+    def _savepoint_call(self) -> Callable[[], Any]:
+        return self.conn.begin_nested  # type: ignore[no-any-return]
+
+    def _callers_rollback(self) -> Callable[[], Any]:
+        return self.conn.rollback  # type: ignore[no-any-return]
 
     def _opened(self, connection: Any) -> str:
         self.connection = connection
@@ -113,21 +116,6 @@ class _Rules:
                 "survive their rollback; use a connection in a transactional isolation level"
             )
 
-    def _after_failed_commit(self) -> Callable[[], Any]:
-        # A COMMIT that fails leaves SQLAlchemy's transaction inactive but the connection in
-        # it: until someone rolls the connection back, its next statement is refused, and a
-        # pool that does not reset it would hand the dead transaction to the next user. A site
-        # that began the transaction rolls the connection itself back; one that began only a
-        # savepoint undoes that, and the caller's transaction stays the caller's.
-        if self.owned:
-            return self.conn.rollback  # type: ignore[no-any-return]
-        return self.begun.rollback  # type: ignore[no-any-return]
-
-    def _undo(self, whole: bool) -> Callable[[], Any] | None:
-        if self.begun is not None:
-            return self.begun.rollback if self.begun.is_active else None
-        return self.conn.rollback if whole else None
-
 
 # The SQLAlchemy classes a site accepts, imported on first use and kept: an import statement
 # costs more than the rest of building a site, which happens once per operation.
@@ -154,17 +142,20 @@ def _async() -> tuple[type, type]:
     return _ASYNC
 
 
-class Site(_Rules):
-    """A sync SQLAlchemy ``Connection`` or ``Session``."""
+class Site(_Rules, BlockingSite):
+    """A sync SQLAlchemy ``Connection`` or ``Session``; undone and restarted as every
+    blocking site is (``BlockingSite``)."""
 
     def __init__(self, conn: Any) -> None:
         elsewhere = "an AsyncConnection or AsyncSession goes to the async twin (atransaction())"
         super().__init__(conn, _SYNC or _sync(), elsewhere)
 
-    def open(self, savepoint: bool, *, atomic: bool = False) -> str:
+    def open(self, savepoint: bool, *, atomic: bool = False, left_open: bool = False) -> str:
         """Begin the site's transaction or savepoint, as the rules say; the statement kind.
         ``atomic``: work that must commit as one (a record with its writes) refuses a
-        connection in AUTOCOMMIT isolation, before any statement is sent."""
+        connection in AUTOCOMMIT isolation, before any statement is sent. ``left_open``: the
+        caller will end the transaction (as after SQLAlchemy's own autobegin), whoever began
+        it."""
         early = self._early(atomic)
         if early:
             self._atomic(self.conn.connection() if self.session else self.conn)
@@ -191,25 +182,18 @@ class Site(_Rules):
                 undo()
             raise
 
-    def rollback(self, *, whole: bool) -> None:
-        undo = self._undo(whole)
-        if undo is not None:
-            undo()
-
-    def restart(self) -> str:
-        """The site's own transaction died (a deadlock victim): begin a fresh one."""
-        self.rollback(whole=False)
-        return self.open(savepoint=False)
-
 
 class AsyncSite(_Rules):
     """An ``AsyncConnection`` or ``AsyncSession``: ``Site`` awaited."""
 
     def __init__(self, conn: Any) -> None:
-        elsewhere = "a sync Connection or Session goes to the sync twin (transaction())"
+        elsewhere = (
+            "a sync Connection or Session, or a Django connection, goes to the sync twin "
+            "(transaction())"
+        )
         super().__init__(conn, _ASYNC or _async(), elsewhere)
 
-    async def open(self, savepoint: bool, *, atomic: bool = False) -> str:
+    async def open(self, savepoint: bool, *, atomic: bool = False, left_open: bool = False) -> str:
         early = self._early(atomic)
         if early:
             self._atomic(await self.conn.connection() if self.session else self.conn)
@@ -243,3 +227,12 @@ class AsyncSite(_Rules):
     async def restart(self) -> str:
         await self.rollback(whole=False)
         return await self.open(savepoint=False)
+
+
+def site_for(conn: Any) -> Site | DjangoSite:
+    """The blocking site for a caller's connection: a SQLAlchemy ``Connection`` or
+    ``Session``, or a Django connection or its alias (mideng.db.django_connection)."""
+    # SQLAlchemy's asked first: its classes are at hand, Django's are looked up.
+    if not isinstance(conn, _SYNC or _sync()) and is_django_connection(conn):
+        return DjangoSite(conn)
+    return Site(conn)

@@ -19,7 +19,17 @@ _MYSQL_FAMILY = ("mysql", "mariadb")
 def kind_of(dialect: Any, returning: bool | None = None) -> str:
     """The statement kind of a connected SQLAlchemy dialect. ``returning=False`` makes MariaDB
     use MySQL 8's statements."""
-    name = str(dialect.name)
+    version = tuple(dialect.server_version_info or (0,))
+    mariadb = bool(getattr(dialect, "is_mariadb", False))
+    return kind_named(str(dialect.name), version, mariadb, returning)
+
+
+def kind_named(
+    name: str, version: tuple[int, ...], mariadb: bool, returning: bool | None = None
+) -> str:
+    """The statement kind of a database by name (SQLAlchemy's dialect name, or Django's
+    ``connection.vendor``: both say ``postgresql``, ``mysql`` for MariaDB too, ``sqlite``),
+    its server version and whether it is MariaDB."""
     if name in ("postgresql", "sqlite"):
         return name
     if name not in _MYSQL_FAMILY:
@@ -27,8 +37,7 @@ def kind_of(dialect: Any, returning: bool | None = None) -> str:
             f"mideng does not know the {name} dialect; it speaks PostgreSQL, MySQL/MariaDB and "
             "SQLite"
         )
-    version = tuple(dialect.server_version_info or (0,))
-    if getattr(dialect, "is_mariadb", False) and version >= (10, 5) and returning is not False:
+    if mariadb and version >= (10, 5) and returning is not False:
         return "mariadb"
     return "mysql"
 

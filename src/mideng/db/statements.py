@@ -45,16 +45,18 @@ class Sql:
 
     ``text``: ``:name`` binds (SQLAlchemy ``text()``, as ``clause``); ``pyformat``: ``%(name)s``
     (psycopg, PyMySQL, asyncmy with a mapping); ``positional``: ``%s`` in order of appearance,
-    for a caller that passes a tuple (the drivers then skip matching names to values).
+    for a caller that passes a tuple (the drivers then skip matching names to values), and
+    Django's cursor on every backend; ``names``: the binds in that order.
     ``rows``: whether the last statement returns rows.
     """
 
-    __slots__ = ("_clause", "positional", "pyformat", "rows", "sets", "text")
+    __slots__ = ("_clause", "names", "positional", "pyformat", "rows", "sets", "text")
 
     def __init__(self, text: str, sets: int = 1) -> None:
         self.text = " ".join(text.split())
         self.pyformat = _BIND.sub(r"%(\1)s", self.text)
         self.positional = _BIND.sub("%s", self.text)
+        self.names = tuple(binds(self.text))  # the values ``positional`` takes, in order
         self.sets = sets
         # Known up front: asking a psycopg cursor for its description builds column objects,
         # which costs more than the rest of a short statement's client side.

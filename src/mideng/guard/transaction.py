@@ -14,11 +14,12 @@ writes and the stored result commit together or not at all, so there is no windo
 work is done but unrecorded, or recorded but undone.
 
 On PostgreSQL, MySQL/MariaDB and SQLite, through SQLAlchemy (``Connection`` or ``Session``;
-``AsyncConnection`` or ``AsyncSession`` with ``atransaction``). The table is the record table
-of the guard's store (a store that keeps its records in SQL says so with ``record_table``, see
-mideng.stores.record_table), or ``table=``; it must exist (``mideng schema --apply``). Statements
-run on the caller's connection through mideng.db.caller_connection, which also decides who
-commits; see docs/transactions.md.
+``AsyncConnection`` or ``AsyncSession`` with ``atransaction``) or Django (a connection or its
+alias, inside or outside ``transaction.atomic()``; see docs/django.md). The table is the
+record table of the guard's store (a store that keeps its records in SQL says so with
+``record_table``, see mideng.stores.record_table), or ``table=``; it must exist
+(``mideng schema --apply``). Statements run on the caller's connection through
+mideng.db.caller_connection, which also decides who commits; see docs/transactions.md.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from typing import Any, TypeVar
 from mideng.core import effects
 from mideng.core.effects import Effects, either
 from mideng.core.flow import RAISE, RETURN, RUN, Call
-from mideng.core.record import Record, Ticket
-from mideng.db.caller_connection import AsyncSite, Site
+from mideng.core.record import ExpiryPolicy, Record, Ticket
+from mideng.db.caller_connection import AsyncSite, Site, site_for
 from mideng.db.dialect import retryable
+from mideng.db.django_connection import DjangoSite
 from mideng.errors import ConfigurationError
 from mideng.guard.driver import Driver
 from mideng.observability import logs, transactional
@@ -130,11 +132,27 @@ def _decided(guard: Driver, call: Call, claim: Any) -> Tx | float:
 # What a transactional block asks of its site is written once, as procedures of effects
 # (mideng.core.effects) on the site: a Site's blocking methods when effects.run carries them
 # out, an AsyncSite's coroutines when effects.arun does.
-AnySite = Site | AsyncSite
+AnySite = Site | DjangoSite | AsyncSite
 
 
 def _deadlocked(exc: BaseException) -> bool:
-    return retryable(getattr(exc, "orig", exc))  # the driver's error inside SQLAlchemy's
+    # The driver's error inside SQLAlchemy's (its ``orig``) or Django's (its cause).
+    return retryable(getattr(exc, "orig", None) or exc.__cause__ or exc)
+
+
+def _refuse_external_effects(call: Call, site: AnySite) -> None:
+    """A scope with external effects (``on_expiry="unknown"``) is not claimed inside a Django
+    caller's atomic block: the claim would roll back with the block while the effect stays
+    done, and a retry would run it again."""
+    inside = isinstance(site, DjangoSite) and not site.owned
+    if inside and call.policy.on_expiry is ExpiryPolicy.UNKNOWN:
+        raise ConfigurationError(
+            f"scope {call.scope!r} declares external effects (on_expiry='unknown'), and this "
+            "claim would be made inside the caller's transaction.atomic() block: it would roll "
+            "back with the block while the effect stays done, so a retry would run the effect "
+            "again. Claim it where it commits on its own (guard.run or @guard.idempotent on "
+            "the guard's store), outside the atomic block"
+        )
 
 
 def _rollback(site: AnySite, whole: bool) -> Effects[None]:
@@ -238,6 +256,7 @@ class Transaction:
         self.guard, self.site, self.savepoint = guard, site, savepoint
         self.records = _record_table(guard, table)
         self.call = _call(guard, scope, key, payload, result_type, options)
+        _refuse_external_effects(self.call, site)
         self.seen = transactional.observe(self.call)  # None unless metrics or tracing are on
         self.kind = ""
         self.tx: Tx | None = None
@@ -278,7 +297,7 @@ class Transaction:
             self.seen.__exit__(None if exc is None else type(exc), exc, None)
 
     def __enter__(self) -> Tx:
-        if not isinstance(self.site, Site):
+        if isinstance(self.site, AsyncSite):
             raise ConfigurationError("an async connection's block is entered with async with")
         return effects.run(self._entered())
 
@@ -298,7 +317,7 @@ def transaction(guard: Driver, conn: Any, scope: str, key: str, **options: Any) 
     """``with transaction(guard, conn, scope, key) as tx:``; ``Guard.transaction`` is this.
     Options: ``payload``, ``table``, ``savepoint``, ``result_type`` and the scope's policy
     overrides (``Transaction``)."""
-    return Transaction(guard, Site(conn), scope, key, **options)
+    return Transaction(guard, site_for(conn), scope, key, **options)
 
 
 def atransaction(guard: Driver, conn: Any, scope: str, key: str, **options: Any) -> Transaction:

@@ -50,10 +50,11 @@ class Operations:
     ) -> Callable[[F], F]:
         """Decorate a function an operation calls for one effect.
 
-        ``conn``: the name of the step's argument holding the caller's SQLAlchemy connection;
-        the step's record is then written on it, so it commits (or rolls back) with the step's
-        own writes. ``key_arg``: the name of an argument that receives the step's downstream
-        key (as ``mideng.operations.step_key()`` gives it), to pass on as an Idempotency-Key.
+        ``conn``: the name of the step's argument holding the caller's SQLAlchemy connection
+        (or session, or Django connection); the step's record is then written on it, so it
+        commits (or rolls back) with the step's own writes. ``key_arg``: the name of an
+        argument that receives the step's downstream key (as ``mideng.operations.step_key()``
+        gives it), to pass on as an Idempotency-Key.
         """
         check_name(name)
 

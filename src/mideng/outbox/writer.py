@@ -16,7 +16,13 @@ from typing import Any
 
 from mideng.core import effects
 from mideng.core.effects import Effects, either
-from mideng.db.caller_connection import AsyncSite, Site
+from mideng.db.caller_connection import AsyncSite, Site, site_for
+from mideng.db.django_connection import (
+    DjangoSite,
+    django_connection,
+    django_kind,
+    is_django_connection,
+)
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.messaging.headers import REQUEST_ID
@@ -52,7 +58,8 @@ def _name(what: str, value: object, *, optional: bool = False) -> str | None:
 
 
 class Outbox:
-    """The outbox table behind ``engine`` (a SQLAlchemy ``Engine`` or ``AsyncEngine``).
+    """The outbox table behind ``engine`` (a SQLAlchemy ``Engine`` or ``AsyncEngine``, or a
+    Django connection or its alias, whose tables come from Django migrations).
 
     ``auto_upgrade``: whether ``create_schema`` upgrades tables of an older schema version;
     by default only on SQLite (mideng.schema), and otherwise they are refused, naming the
@@ -68,7 +75,10 @@ class Outbox:
         self.table = table
         # MariaDB and MySQL tell apart only once connected; their outbox statements are the
         # same, so the engine's dialect names the DDL and each connection its statements.
-        self.kind = kind_of(engine.dialect)
+        if is_django_connection(engine):
+            self.kind = django_kind(django_connection(engine), connected=False)
+        else:
+            self.kind = kind_of(engine.dialect)
         self.queries = Queries(self.kind, table)
         self._by_kind = {self.kind: self.queries}
         self.tables = outbox_tables(table)
@@ -77,6 +87,11 @@ class Outbox:
     def create_schema(self) -> None:
         """Create the tables (and on PostgreSQL the NOTIFY trigger) if they are missing, and
         use, upgrade or refuse existing ones by their schema version (mideng.schema)."""
+        if is_django_connection(self.engine):
+            raise ConfigurationError(
+                "a Django project creates the outbox tables with its migrations "
+                "(mideng.schema.django.operation), not with create_schema()"
+            )
         with self.engine.connect() as connection:
             self._ensure(connection)
 
@@ -133,10 +148,11 @@ class Outbox:
         headers: Mapping[str, str] | None = None,
         event_type: str = "",
     ) -> str:
-        """Write one message into ``conn``'s transaction (a ``Connection`` or ``Session``); the
-        caller commits it with the business change. Returns the message id."""
+        """Write one message into ``conn``'s transaction (a ``Connection`` or ``Session``, or a
+        Django connection or its alias inside ``transaction.atomic()``); the caller commits it
+        with the business change. Returns the message id."""
         values = self._values(destination, payload, key, headers, event_type)
-        return effects.run(self._written(Site(conn), values))
+        return effects.run(self._written(site_for(conn), values))
 
     async def aadd(
         self,
@@ -152,11 +168,12 @@ class Outbox:
         values = self._values(destination, payload, key, headers, event_type)
         return await effects.arun(self._written(AsyncSite(conn), values))
 
-    def _written(self, site: Site | AsyncSite, values: dict[str, Any]) -> Effects[str]:
+    def _written(self, site: Site | DjangoSite | AsyncSite, values: dict[str, Any]) -> Effects[str]:
         """The message's row written on ``site``; its id. A transaction the site begins is
         left open for the caller, as SQLAlchemy's own autobegin would: add() must never
-        commit."""
-        kind = yield either(site.open, savepoint=False)
+        commit (and on a Django connection, which begins none that waits, there must be an
+        atomic block of the caller's)."""
+        kind = yield either(site.open, savepoint=False, left_open=True)
         yield either(site.run, add_row(self._for(kind), values))
         return str(values["id"])
 

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from mideng.core.record import Claim, ClaimRequest, Record, Ticket
-from mideng.db.caller_connection import AsyncSite, Site
+from mideng.db.caller_connection import AsyncSite, site_for
 from mideng.db.statements import Op, check_table
 from mideng.stores.batch import Completion
 from mideng.stores.record_table.ops import claim as claim_op
@@ -68,8 +68,9 @@ class RecordTable:
 def step_transaction(conn: Any, table: RecordTable) -> Iterator[Callable[..., None]]:
     """Run a step inside the caller's transaction on ``conn`` (beginning one when none is
     active, and then committing it); what it yields records the step there, so the record
-    commits or rolls back with the step's own writes."""
-    site = Site(conn)
+    commits or rolls back with the step's own writes. ``conn``: a SQLAlchemy ``Connection`` or
+    ``Session``, or a Django connection or its alias."""
+    site = site_for(conn)
     try:
         # atomic: on an AUTOCOMMIT connection the record would commit apart from the step's
         # writes. Inside the try: a Session whose connection can't be had is not left in the

@@ -1,0 +1,193 @@
+"""Where an operation runs inside a Django project's transaction: its database connection.
+
+``DjangoSite`` takes a Django connection (``django.db.connections[alias]``, or the alias
+itself) and runs mideng's statements on its cursor, so they join whatever ``transaction.atomic()``
+block is open on it. The rules are mideng.db.rules', as for a SQLAlchemy site:
+
+- outside any atomic block (Django's autocommit): the site enters one of its own and commits
+  or rolls it back itself;
+- inside one and ``savepoint=True``: the site's work is a nested ``atomic()`` (a savepoint),
+  so undoing it leaves the caller's block usable, and it stacks with the caller's own nested
+  blocks as Django's do: rolling back an inner block removes only its rows;
+- inside one and ``savepoint=False``: no extra round trips; ``rollback(whole=True)`` marks the
+  caller's block for rollback (``transaction.set_rollback``), since only the block that
+  opened a transaction may end it in Django.
+
+The statement kind comes from ``connection.vendor`` (and, for MySQL, whether the server is
+MariaDB 10.5+); statements are sent in their ``%s`` form, which Django's cursor takes on every
+backend. Django connections are per thread and blocking: an async view calls the code that
+uses them through ``asgiref.sync.sync_to_async`` (thread-sensitive, Django's default), as it
+does the ORM; there is no async twin.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from mideng.db.dialect import is_mysql, kind_named
+from mideng.db.drive import drive
+from mideng.db.rules import BlockingSite
+from mideng.db.statements import Op, Res, Stmt, T
+from mideng.errors import ConfigurationError
+
+
+def is_django_connection(conn: Any) -> bool:
+    """Whether ``conn`` names a Django connection: the connection itself, ``django.db``'s
+    ``connection`` (a proxy of the default one), or an alias. Django is not imported for it:
+    a program that has not imported it holds none of its connections."""
+    if isinstance(conn, str):
+        return True
+    if "django.db" not in sys.modules:
+        return False
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.utils.connection import ConnectionProxy
+
+    return isinstance(conn, (BaseDatabaseWrapper, ConnectionProxy))
+
+
+class _Undone(Exception):
+    """What an atomic block the site entered is told it ends with, to roll it back."""
+
+
+class _Block:
+    """An ``atomic()`` block the site entered itself: the outermost one (a transaction) when
+    none was open, else a nested one (a savepoint). Ended by the site's commit or rollback
+    rather than by a ``with`` statement, since those come at different calls; Django's own
+    exit does the ending, including a failed commit's rollback."""
+
+    __slots__ = ("atomic", "is_active")
+
+    def __init__(self, alias: str) -> None:
+        from django.db import transaction
+
+        self.atomic = transaction.atomic(using=alias)
+        self.atomic.__enter__()
+        self.is_active = True
+
+    def commit(self) -> None:
+        self.is_active = False
+        self.atomic.__exit__(None, None, None)
+
+    def rollback(self) -> None:
+        self.is_active = False
+        self.atomic.__exit__(_Undone, _Undone(), None)
+
+
+def _res(cursor: Any, stmt: Stmt, mysql: bool) -> Res:
+    sql = stmt.sql
+    params = stmt.params or {}
+    cursor.execute(sql.positional, [params[name] for name in sql.names])
+    count = cursor.rowcount  # of the first statement: read before moving on to the last
+    lastrowid = (cursor.lastrowid or 0) if mysql else 0  # MySQL's stamp; elsewhere nothing
+    for _ in range(sql.sets - 1):
+        cursor.nextset()
+    return Res(count, cursor.fetchall() if sql.rows else (), lastrowid)
+
+
+def _execute(cursor: Any, stmt: Stmt) -> Res:
+    return _res(cursor, stmt, False)
+
+
+def _execute_mysql(cursor: Any, stmt: Stmt) -> Res:
+    return _res(cursor, stmt, True)
+
+
+def django_kind(connection: Any, *, connected: bool = True) -> str:
+    """The statement kind of a Django connection. ``connected=False``: without connecting, so
+    MariaDB is taken for MySQL (whose statements it also runs), as an unconnected SQLAlchemy
+    engine's dialect is."""
+    vendor = str(connection.vendor)
+    if vendor != "mysql" or not connected:
+        return kind_named(vendor, (0,), False)
+    return kind_named(vendor, tuple(connection.mysql_version), connection.mysql_is_mariadb)
+
+
+def django_connection(conn: Any) -> Any:
+    """The Django connection ``conn`` names, this thread's: the connection itself, or the one
+    a proxy or an alias stands for."""
+    if not isinstance(conn, str):
+        from django.utils.connection import ConnectionProxy
+
+        if not isinstance(conn, ConnectionProxy):
+            return conn
+        conn = conn.alias  # the proxy hands on attributes: this is its connection's
+    from django.db import connections
+
+    if conn not in connections:
+        raise ConfigurationError(
+            f"{conn!r} is not a database alias of this Django project (settings.DATABASES); "
+            "a connection is a SQLAlchemy Connection or Session, or a Django connection or "
+            "its alias"
+        )
+    return connections[conn]
+
+
+class DjangoSite(BlockingSite):
+    """A Django connection, or its alias (``"default"``): ``Site``'s interface, blocking."""
+
+    def __init__(self, conn: Any) -> None:
+        connection = django_connection(conn)
+        # Autocommit is off inside an atomic block and after set_autocommit(False): either way
+        # the transaction is the caller's.
+        super().__init__(connection, owned=connection.get_autocommit())
+
+    def _block(self) -> _Block:
+        return _Block(self.conn.alias)
+
+    def _transaction_call(self) -> Callable[[], Any]:
+        return self._block  # an atomic block: the outermost one begins the transaction
+
+    def _savepoint_call(self) -> Callable[[], Any]:
+        return self._block  # an atomic block nested in the caller's: a savepoint
+
+    def _callers_rollback(self) -> Callable[[], Any]:
+        return self._doom
+
+    def _doom(self) -> None:
+        """Only the block that opened a transaction ends it in Django: the caller's atomic
+        block is marked to roll back when it exits. A transaction the caller manages by hand
+        (``set_autocommit(False)``, no block) is rolled back here."""
+        if not self.conn.in_atomic_block:
+            self.conn.rollback()
+            return
+        from django.db import transaction
+
+        transaction.set_rollback(True, using=self.conn.alias)
+
+    def open(self, savepoint: bool, *, atomic: bool = False, left_open: bool = False) -> str:
+        """Begin the site's atomic block, as the rules say; the statement kind. ``atomic`` asks
+        nothing more of Django: every statement of an atomic block is one transaction.
+        ``left_open``: the caller ends the transaction, so there must be one of theirs:
+        Django has no transaction that begins by itself and waits for a commit."""
+        if left_open and self.owned:
+            raise ConfigurationError(
+                "this writes into the caller's transaction and never commits it, and no "
+                "transaction.atomic() block is open on this Django connection: its row would "
+                "commit on its own, apart from the writes it belongs with; call it inside "
+                "transaction.atomic()"
+            )
+        begin = self._begin(savepoint)
+        if begin is not None:
+            if not (self.owned or self.conn.in_atomic_block) and self.conn.vendor == "sqlite":
+                raise ConfigurationError(
+                    "a savepoint in a transaction managed with set_autocommit(False) commits "
+                    "on SQLite (Python's sqlite3 ends the transaction at the savepoint, as "
+                    "Django's documentation warns): use transaction.atomic(), or savepoint=False"
+                )
+            self.begun = begin()
+        self.connection = self.conn
+        self.kind = django_kind(self.conn)
+        return self.kind
+
+    def run(self, op: Op[T]) -> T:
+        execute = _execute_mysql if is_mysql(self.kind) else _execute
+        with self.conn.cursor() as cursor:
+            return drive(op, execute, cursor)
+
+    def commit(self) -> None:
+        """Commit what the site began (nothing if it began nothing: the caller commits). A
+        failed commit is rolled back by Django's own exit of the block."""
+        if self.begun is not None:
+            self.begun.commit()
