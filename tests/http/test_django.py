@@ -347,3 +347,97 @@ def test_a_body_the_client_stopped_sending_is_a_bad_request_and_claims_nothing()
     assert runs(f"-/{k}") == 0
     assert post(client(), "/orders", k).status_code == 201  # the key was never claimed
     assert runs(f"-/{k}") == 1
+
+
+# -- @idempotent_view: each kind of view, through the test client ----------------------------------
+#: (path, the view's name in its run labels, the headers that sign a user in to it): Django's
+#: views read request.user from X-User, DRF's from the user DRF authenticated.
+VIEW_KINDS = [
+    ("/v/fbv", "fbv", lambda user: {"x_user": user}),
+    ("/v/afbv", "afbv", lambda user: {"x_user": user}),
+    ("/v/cbv", "cbv", lambda user: {"x_user": user}),
+    ("/v/apiview", "apiview", lambda user: {"authorization": f"User {user}"}),
+    ("/v/viewset/place", "viewset", lambda user: {"authorization": f"User {user}"}),
+]
+view_kinds = pytest.mark.parametrize(("path", "name", "signed_in"), VIEW_KINDS)
+
+
+def view_runs(name: str, user: str, idem: str) -> int:
+    from tests.http.djangoproject import decorated
+
+    return int(decorated.runs[f"{name}/{user}/{idem}"])
+
+
+@view_kinds
+def test_a_decorated_view_runs_once_and_replays(path: str, name: str, signed_in: Any) -> None:
+    c, k = client(), key()
+    first = post(c, path, k, b'{"a": 1, "b": 2}', **signed_in("alice"))
+    again = post(c, path, k, b'{"b":2,"a":1}', **signed_in("alice"))
+    assert first.status_code == again.status_code == 201
+    assert again.content == first.content
+    assert json.loads(first.content)["body"] == {"a": 1, "b": 2}
+    assert again["Idempotent-Replayed"] == "true"
+    assert "Idempotent-Replayed" not in first
+    assert view_runs(name, "alice", k) == 1
+
+
+@view_kinds
+def test_a_decorated_view_refuses_a_key_reused_with_another_payload(
+    path: str, name: str, signed_in: Any
+) -> None:
+    c, k = client(), key()
+    assert post(c, path, k, b'{"a": 1}', **signed_in("alice")).status_code == 201
+    problem(post(c, path, k, b'{"a": 2}', **signed_in("alice")), 422, "key-reused")
+    problem(post(c, path, '"open', b'{"a": 1}', **signed_in("alice")), 400, "key-malformed")
+    assert view_runs(name, "alice", k) == 1
+
+
+@view_kinds
+def test_a_decorated_views_keys_are_the_users(path: str, name: str, signed_in: Any) -> None:
+    c, k = client(), key()
+    answers = [post(c, path, k, b'{"a": 1}', **signed_in(user)) for user in ("alice", "bob")]
+    answers.append(post(c, path, k, b'{"a": 1}'))  # no one signed in: the anonymous scope
+    assert [a.status_code for a in answers] == [201, 201, 201]
+    assert json.loads(answers[0].content)["nonce"] != json.loads(answers[1].content)["nonce"]
+    assert "Idempotent-Replayed" not in answers[1]
+    assert view_runs(name, "alice", k) == view_runs(name, "bob", k) == view_runs(name, "-", k) == 1
+
+
+@view_kinds
+def test_a_decorated_view_never_runs_a_duplicate_of_a_call_in_progress(
+    path: str, name: str, signed_in: Any
+) -> None:
+    k = key()
+    views().guard.store.claim(ClaimRequest("http:alice", k.strip('"'), "someone", 30.0, 60.0))
+    response = post(client(), path, k, b"{}", **signed_in("alice"))
+    problem(response, 409, "key-in-use")
+    assert int(response["Retry-After"]) >= 1
+    assert view_runs(name, "alice", k) == 0
+
+
+def test_drf_views_scope_keys_by_the_user_drf_authenticated() -> None:
+    c, k = client(), key()
+    for user in ("alice", "bob"):  # one X-User, two DRF users: two runs
+        post(c, "/v/apiview", k, b"{}", x_user="carol", authorization=f"User {user}")
+    assert view_runs("apiview", "alice", k) == view_runs("apiview", "bob", k) == 1
+
+
+def test_per_view_options_required_and_methods() -> None:
+    c = client()
+    problem(post(c, "/v/cbv", None, x_user="alice"), 400, "key-missing")
+    assert c.get("/v/cbv").status_code == 200  # a method not guarded passes by
+    k = key()
+    put = [c.generic("PUT", "/v/cbv/7", b"{}", HTTP_IDEMPOTENCY_KEY=k) for _ in range(2)]
+    assert [r.status_code for r in put] == [200, 200]
+    assert put[1]["Idempotent-Replayed"] == "true"
+    assert json.loads(put[1].content)["body"] == [7, {}]
+    assert view_runs("cbv-put", "-", k) == 1
+
+
+def test_the_middleware_lets_decorated_views_by() -> None:
+    # Under /v/ the middleware's route is guarded=False: one guard, the view's, whose scope
+    # is the user's, never the middleware's tenant.
+    c, k = client(), key()
+    for tenant in ("t1", "t2"):
+        post(c, "/v/fbv", k, b"{}", x_user="alice", x_tenant=tenant)
+    assert view_runs("fbv", "alice", k) == 1

@@ -16,10 +16,12 @@ middleware is synchronous; Django adapts it under ASGI. ``require_token``, ``tok
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, cast
+import functools
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Any, TypeVar, cast, overload
 from urllib.parse import unquote_to_bytes, urlsplit
 
+from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.core.exceptions import BadRequest, ImproperlyConfigured, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
@@ -30,8 +32,14 @@ from django.utils.module_loading import import_string
 from mideng.context import enter_request_id, leave_request_id
 from mideng.guard import Guard
 from mideng.http import asgi, wsgi
-from mideng.http.core import REQUEST_ID_HEADER, HttpOptions, Incoming, StoredResponse
-from mideng.http.exchange import Captured, run
+from mideng.http.core import (
+    REQUEST_ID_HEADER,
+    HttpOptions,
+    Incoming,
+    RecordKey,
+    StoredResponse,
+)
+from mideng.http.exchange import Captured, Reply, arun, run
 from mideng.http.headers import Headers
 from mideng.http.resubmit import BizKey, TokenGate
 from mideng.http.views import SyncViews, held
@@ -106,8 +114,9 @@ def to_django(response: StoredResponse) -> HttpResponse:
     return native
 
 
-def options_from_settings() -> HttpOptions:
-    config = dict(getattr(settings, SETTING, None) or {})
+def options_from_settings(overrides: Mapping[str, Any] | None = None) -> HttpOptions:
+    """The options ``settings.MIDENG_HTTP`` names, ``overrides`` put over them."""
+    config = {**(getattr(settings, SETTING, None) or {}), **(overrides or {})}
     guard = config.pop("guard", None)
     store = config.pop("store", None)
     if isinstance(guard, str):
@@ -155,6 +164,100 @@ def bad_body(exc: Exception, meta: dict[str, Any]) -> BadRequest | None:
     return None
 
 
+# -- one guarded request, written once for the middleware and the view decorator -----------------
+Respond = Callable[[HttpRequest], HttpResponseBase]
+Prepared = tuple[Incoming, RecordKey, bytes]
+
+#: Who reads the request body before mideng does, named when it is gone.
+_MIDDLEWARE_READER = "mideng's IdempotencyMiddleware must come before any middleware"
+
+
+def prepared(
+    opts: HttpOptions, request: HttpRequest, reader: str
+) -> Prepared | HttpResponseBase | None:
+    """The guarded request (as the core sees it, its record and its body), a refusal to send
+    now, or None: not guarded, the view runs as it is. ``reader`` says what must not read the
+    body first."""
+    view = incoming(request)
+    plan = opts.plan(view)
+    if plan is None or isinstance(plan, StoredResponse):
+        return plan if plan is None else to_django(plan)
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        body = None
+    except RawPostDataException as exc:
+        # Something read request.POST or request.FILES from the stream first: the body is gone,
+        # so nothing can be fingerprinted. Said plainly rather than Django's own "You cannot
+        # access body after reading from request's data stream".
+        raise ImproperlyConfigured(
+            f"{reader} that reads request.POST or request.FILES "
+            "(the request body was already consumed)"
+        ) from exc
+    except (UnreadablePostError, ValueError) as exc:
+        refusal = bad_body(exc, request.META)  # nothing was claimed: a retry starts afresh
+        if refusal is None:
+            raise
+        raise refusal from exc
+    if body is None or len(body) > opts.max_body:
+        return to_django(opts.too_large())
+    return view, plan, body
+
+
+def answered(reply: Reply, produced: list[HttpResponseBase]) -> HttpResponseBase:
+    """What to send for ``reply``: the view's own response when it went out as it came (the
+    reply's headers added), else the reply's."""
+    if reply.own and produced:
+        for name, value in reply.added:
+            produced[-1][name] = value
+        return produced[-1]
+    assert reply.response is not None
+    return to_django(reply.response)
+
+
+def guarded(
+    opts: HttpOptions, request: HttpRequest, respond: Respond, reader: str
+) -> HttpResponseBase:
+    """``respond(request)`` under the request's Idempotency-Key: run once, replayed, refused."""
+    ready = prepared(opts, request, reader)
+    if ready is None:
+        return respond(request)
+    if not isinstance(ready, tuple):
+        return ready
+    view, target, body = ready
+    produced: list[HttpResponseBase] = []
+
+    def downstream() -> Captured:
+        response = respond(request)
+        produced.append(response)
+        return capture(response, opts.max_response)
+
+    return answered(run(opts, target, view, body, downstream), produced)
+
+
+async def aguarded(
+    opts: HttpOptions,
+    request: HttpRequest,
+    respond: Callable[[HttpRequest], Awaitable[HttpResponseBase]],
+    reader: str,
+) -> HttpResponseBase:
+    """``guarded`` for an async view: ``respond`` is awaited, on the running loop."""
+    ready = prepared(opts, request, reader)
+    if ready is None:
+        return await respond(request)
+    if not isinstance(ready, tuple):
+        return ready
+    view, target, body = ready
+    produced: list[HttpResponseBase] = []
+
+    async def downstream() -> Captured:
+        response = await respond(request)
+        produced.append(response)
+        return capture(response, opts.max_response)
+
+    return answered(await arun(opts, target, view, body, downstream), produced)
+
+
 class IdempotencyMiddleware:
     """Idempotency-Key handling for Django, options from ``settings.MIDENG_HTTP``."""
 
@@ -179,46 +282,93 @@ class IdempotencyMiddleware:
         return response
 
     def _guarded(self, request: HttpRequest) -> HttpResponseBase:
-        opts = self.options
-        view = incoming(request)
-        plan = opts.plan(view)
-        if plan is None:
-            return self.get_response(request)
-        if isinstance(plan, StoredResponse):
-            return to_django(plan)
-        try:
-            body = request.body
-        except RequestDataTooBig:
-            body = None
-        except RawPostDataException as exc:
-            # An earlier middleware read request.POST or request.FILES from the stream: the body
-            # is gone, so nothing can be fingerprinted. Said plainly rather than Django's own
-            # "You cannot access body after reading from request's data stream".
-            raise ImproperlyConfigured(
-                "mideng's IdempotencyMiddleware must come before any middleware that reads "
-                "request.POST or request.FILES (the request body was already consumed)"
-            ) from exc
-        except (UnreadablePostError, ValueError) as exc:
-            refusal = bad_body(exc, request.META)  # nothing was claimed: a retry starts afresh
-            if refusal is None:
-                raise
-            raise refusal from exc
-        if body is None or len(body) > opts.max_body:
-            return to_django(opts.too_large())
-        produced: list[HttpResponseBase] = []
+        return guarded(self.options, request, self.get_response, _MIDDLEWARE_READER)
 
-        def downstream() -> Captured:
-            response = self.get_response(request)
-            produced.append(response)
-            return capture(response, opts.max_response)
 
-        reply = run(opts, plan, view, body, downstream)
-        if reply.own and produced:
-            for name, value in reply.added:
-                produced[-1][name] = value
-            return produced[-1]
-        assert reply.response is not None
-        return to_django(reply.response)
+# -- one view under the Idempotency-Key --------------------------------------------------------
+_VIEW_READER = "a view under @idempotent_view must be reached before any code"
+
+
+def user_principal(request: Incoming) -> str | None:
+    """The authenticated user's primary key, from ``request.user`` (Django's, or the user DRF
+    authenticated); None, the anonymous scope, for an anonymous or absent user."""
+    user = getattr(request.raw, "user", None)
+    if user is None or not user.is_authenticated:
+        return None
+    return str(user.pk)
+
+
+class ViewOptions:
+    """One decorated view's options: ``settings.MIDENG_HTTP`` with the view's own over them,
+    made on the view's first request (settings may not be configured when it is decorated)."""
+
+    def __init__(self, overrides: Mapping[str, Any]) -> None:
+        # The view is the route: the middleware's routes are not its. A view runs after the
+        # authentication middleware, so its keys are the user's unless it names a principal.
+        self.overrides = {"routes": (), "principal": user_principal, **overrides}
+        self.made: HttpOptions | None = None
+
+    def options(self) -> HttpOptions:
+        if self.made is None:  # two first requests at once make equal options: either serves
+            self.made = options_from_settings(self.overrides)
+        return self.made
+
+
+def rendered(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+    """``response`` with its bytes, so they can be stored. Django renders a TemplateResponse
+    (and DRF's Response) only after the view returns; it is rendered here, a DRF Response once
+    its view has given it the renderer, as ``APIView.finalize_response`` does after the method
+    (a DRF request names its view in ``parser_context``; mideng imports nothing of DRF)."""
+    if getattr(response, "is_rendered", True):
+        return response
+    context = getattr(request, "parser_context", None)
+    finalize = getattr(context.get("view") if context else None, "finalize_response", None)
+    if finalize is not None:
+        response = finalize(request, response)
+    response.render()  # type: ignore[attr-defined]  # is_rendered: a SimpleTemplateResponse
+    return response
+
+
+#: A view, function or method, sync or async.
+ViewT = TypeVar("ViewT", bound=Callable[..., Any])
+
+
+@overload
+def idempotent_view(view: ViewT, /) -> ViewT: ...
+@overload
+def idempotent_view(**options: Any) -> Callable[[ViewT], ViewT]: ...
+def idempotent_view(
+    view: ViewT | None = None, /, **options: Any
+) -> ViewT | Callable[[ViewT], ViewT]:
+    """Guard one view with the Idempotency-Key, as ``IdempotencyMiddleware`` guards a request:
+    ``@idempotent_view`` or ``@idempotent_view(required=True, ...)``; ``async def`` views too.
+    Options are the middleware's (``settings.MIDENG_HTTP``), these over them; ``principal``
+    defaults to ``user_principal``. On a class-based view's method (Django's or DRF's), wrap
+    it with ``method_decorator``."""
+
+    def decorate(view: ViewT) -> ViewT:
+        chosen = ViewOptions(options)
+        if iscoroutinefunction(view):
+
+            @functools.wraps(view)
+            async def aview(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+                async def respond(request: HttpRequest) -> HttpResponseBase:
+                    return rendered(request, await view(request, *args, **kwargs))
+
+                return await aguarded(chosen.options(), request, respond, _VIEW_READER)
+
+            return cast(ViewT, aview)
+
+        @functools.wraps(view)
+        def guarded_view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            def respond(request: HttpRequest) -> HttpResponseBase:
+                return rendered(request, view(request, *args, **kwargs))
+
+            return guarded(chosen.options(), request, respond, _VIEW_READER)
+
+        return cast(ViewT, guarded_view)
+
+    return decorate if view is None else decorate(view)
 
 
 # -- single views: anti-resubmit tokens and debounce --------------------------------------------

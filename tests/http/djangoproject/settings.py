@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mideng.http.core import Route
+
 SECRET_KEY = "tests-only-not-a-secret"
 DEBUG = False
 ALLOWED_HOSTS = ["testserver"]
@@ -11,11 +13,21 @@ DATABASES: dict[str, object] = {}
 USE_TZ = True
 MIDDLEWARE = [
     "mideng.http.django.IdempotencyMiddleware",
+    "tests.http.djangoproject.users.header_user",
 ]
 MIDENG_HTTP = {
     "guard": "tests.http.djangoproject.views.guard",
     "principal": "tests.http.djangoproject.views.tenant_of",
     "max_body": 1024,
     "max_response": 4096,
-    "routes": [],
+    # The views under /v/ guard themselves (@idempotent_view): the middleware lets them by.
+    "routes": [Route("/v/*", guarded=False)],
+}
+# DRF without its app, the auth app or templates: JSON in and out, users from BearerUser.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["tests.http.djangoproject.users.BearerUser"],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "UNAUTHENTICATED_USER": None,
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
 }
