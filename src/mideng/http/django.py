@@ -10,8 +10,9 @@
     }
 
 Put it after the authentication middleware when the principal reads ``request.user``. The
-middleware is synchronous; Django adapts it under ASGI. ``require_token``, ``token_view`` and
-``debounce`` guard single views.
+middleware is synchronous; Django adapts it under ASGI. ``idempotent_view`` guards one view
+(function, async, or a class-based or DRF view's method through ``method_decorator``) with the
+same exchange; ``require_token``, ``token_view`` and ``debounce`` guard single views otherwise.
 """
 
 from __future__ import annotations
