@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,19 +100,9 @@ def send(url: str, idem: str, start: threading.Barrier) -> requests.Response:
 def test_eight_clients_one_key_two_workers_one_run(served: Served, path: str, name: str) -> None:
     idem = f'"{uuid.uuid4().hex}"'
     start = threading.Barrier(CLIENTS)
-    answers: list[requests.Response] = []
-    lock = threading.Lock()
-
-    def client() -> None:
-        response = send(served.url + path, idem, start)
-        with lock:
-            answers.append(response)
-
-    clients = [threading.Thread(target=client) for _ in range(CLIENTS)]
-    for thread in clients:
-        thread.start()
-    for thread in clients:
-        thread.join(90)
+    with ThreadPoolExecutor(CLIENTS) as clients:
+        sent = [clients.submit(send, served.url + path, idem, start) for _ in range(CLIENTS)]
+        answers = [answer.result(timeout=90) for answer in sent]
     assert len(answers) == CLIENTS
     assert {a.status_code for a in answers} == {201}, [a.text for a in answers]
     assert len({a.content for a in answers}) == 1
