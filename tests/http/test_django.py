@@ -441,3 +441,12 @@ def test_the_middleware_lets_decorated_views_by() -> None:
     for tenant in ("t1", "t2"):
         post(c, "/v/fbv", k, b"{}", x_user="alice", x_tenant=tenant)
     assert view_runs("fbv", "alice", k) == 1
+
+
+def test_the_decorator_imports_nothing_of_drf() -> None:
+    import subprocess
+    import sys
+
+    probe = "import sys, mideng.http.django; print('rest_framework' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
