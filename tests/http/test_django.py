@@ -450,3 +450,11 @@ def test_the_decorator_imports_nothing_of_drf() -> None:
     probe = "import sys, mideng.http.django; print('rest_framework' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_template_response_is_rendered_before_it_is_stored() -> None:
+    c, k = client(), key()
+    first, again = (post(c, "/v/templated", k, x_user="alice") for _ in range(2))
+    assert first.content == again.content == b"order 1"
+    assert again["Idempotent-Replayed"] == "true"
+    assert view_runs("templated", "alice", k) == 1

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.response import TemplateResponse
 from django.utils.decorators import method_decorator
 from django.views import View
 from rest_framework.decorators import action  # type: ignore[import-untyped]
@@ -59,6 +60,11 @@ def fbv(request: HttpRequest) -> HttpResponse:
 async def afbv(request: HttpRequest) -> HttpResponse:
     await asyncio.sleep(getattr(settings, "VIEW_DELAY", 0))
     return JsonResponse(answer("afbv", request, posted(request)), status=201)
+
+
+@idempotent_view
+def templated(request: HttpRequest) -> TemplateResponse:
+    return TemplateResponse(request, "order.txt", answer("templated", request, None), status=201)
 
 
 class Orders(View):

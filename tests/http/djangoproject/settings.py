@@ -23,6 +23,15 @@ MIDENG_HTTP = {
     # The views under /v/ guard themselves (@idempotent_view): the middleware lets them by.
     "routes": [Route("/v/*", guarded=False)],
 }
+# One template, for a view whose TemplateResponse Django would render after it returns.
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "OPTIONS": {
+            "loaders": [("django.template.loaders.locmem.Loader", {"order.txt": "order {{ run }}"})]
+        },
+    }
+]
 # DRF without its app, the auth app or templates: JSON in and out, users from BearerUser.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["tests.http.djangoproject.users.BearerUser"],

@@ -18,6 +18,7 @@ urlpatterns = [
 urlpatterns += [
     path("v/fbv", decorated.fbv),
     path("v/afbv", decorated.afbv),
+    path("v/templated", decorated.templated),
     path("v/cbv", decorated.Orders.as_view()),
     path("v/cbv/<int:number>", decorated.Order.as_view()),
     path("v/apiview", decorated.ApiOrders.as_view()),
