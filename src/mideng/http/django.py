@@ -216,24 +216,30 @@ def answered(reply: Reply, produced: list[HttpResponseBase]) -> HttpResponseBase
     return to_django(reply.response)
 
 
+class _Produced:
+    """The view's responses as the exchange runs it: each kept (the one sent as it came is the
+    last) and captured for storing."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.responses: list[HttpResponseBase] = []
+
+    def __call__(self, response: HttpResponseBase) -> Captured:
+        self.responses.append(response)
+        return capture(response, self.limit)
+
+
 def guarded(
     opts: HttpOptions, request: HttpRequest, respond: Respond, reader: str
 ) -> HttpResponseBase:
     """``respond(request)`` under the request's Idempotency-Key: run once, replayed, refused."""
     ready = prepared(opts, request, reader)
-    if ready is None:
-        return respond(request)
     if not isinstance(ready, tuple):
-        return ready
+        return respond(request) if ready is None else ready
     view, target, body = ready
-    produced: list[HttpResponseBase] = []
-
-    def downstream() -> Captured:
-        response = respond(request)
-        produced.append(response)
-        return capture(response, opts.max_response)
-
-    return answered(run(opts, target, view, body, downstream), produced)
+    produced = _Produced(opts.max_response)
+    reply = run(opts, target, view, body, lambda: produced(respond(request)))
+    return answered(reply, produced.responses)
 
 
 async def aguarded(
@@ -244,19 +250,16 @@ async def aguarded(
 ) -> HttpResponseBase:
     """``guarded`` for an async view: ``respond`` is awaited, on the running loop."""
     ready = prepared(opts, request, reader)
-    if ready is None:
-        return await respond(request)
     if not isinstance(ready, tuple):
-        return ready
+        return await respond(request) if ready is None else ready
     view, target, body = ready
-    produced: list[HttpResponseBase] = []
+    produced = _Produced(opts.max_response)
 
     async def downstream() -> Captured:
-        response = await respond(request)
-        produced.append(response)
-        return capture(response, opts.max_response)
+        return produced(await respond(request))
 
-    return answered(await arun(opts, target, view, body, downstream), produced)
+    reply = await arun(opts, target, view, body, downstream)
+    return answered(reply, produced.responses)
 
 
 class IdempotencyMiddleware:
