@@ -141,9 +141,16 @@ async def _bounded(step: Awaitable[T], seconds: float) -> asyncio.Future[T] | No
     finally:
         cut_short = not task.done()
         if cut_short:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await _cancelled(task)
     return None if cut_short else task
+
+
+async def _cancelled(*tasks: asyncio.Future[Any]) -> None:
+    """Cancel ``tasks`` and wait for their ends; what they end with is theirs (a cancellation
+    of this task still ends it)."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _until_stopped(
@@ -180,8 +187,7 @@ async def _leave(client: Any, seconds: float) -> None:
         # parts, which it has no call for, so that no task of the client outlives ``consume``.
         coordinator = client._coordinator
         if coordinator is not None:
-            coordinator._coordination_task.cancel()
-            await asyncio.gather(coordinator._coordination_task, return_exceptions=True)
+            await _cancelled(coordinator._coordination_task)
             await coordinator._stop_heartbeat_task()
             await coordinator._stop_commit_offsets_refresh_task()
     # Otherwise ``stop()`` ended cancelled by itself, past the group's leave: aiokafka's
@@ -191,10 +197,7 @@ async def _leave(client: Any, seconds: float) -> None:
     # cancelled and waited for here, their cancellations theirs, not this task's.
     fetcher = client._fetcher
     if fetcher is not None:
-        tasks = [fetcher._fetch_task, *fetcher._pending_tasks]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _cancelled(fetcher._fetch_task, *fetcher._pending_tasks)
     await client._client.close()
 
 
