@@ -18,6 +18,7 @@ same exchange; ``require_token``, ``token_view`` and ``debounce`` guard single v
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar, cast, overload
 from urllib.parse import unquote_to_bytes, urlsplit
@@ -311,11 +312,18 @@ class ViewOptions:
         # authentication middleware, so its keys are the user's unless it names a principal.
         self.overrides = {"routes": (), "principal": user_principal, **overrides}
         self.made: HttpOptions | None = None
+        self._making = threading.Lock()
 
     def options(self) -> HttpOptions:
-        if self.made is None:  # two first requests at once make equal options: either serves
-            self.made = options_from_settings(self.overrides)
-        return self.made
+        made = self.made
+        if made is None:
+            # Made once: options naming a store URL open a Guard on it, which two first
+            # requests at once would each open.
+            with self._making:
+                if self.made is None:
+                    self.made = options_from_settings(self.overrides)
+                made = self.made
+        return made
 
 
 def rendered(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
