@@ -5,14 +5,10 @@ lines: its ``__getattr__`` answers each name the old module had with the object 
 and a DeprecationWarning saying where to import it from. Nothing is imported again or copied:
 the old name and the new one are the same object. Any package's old paths use it::
 
-    _HOMES = dict.fromkeys(("Site", "AsyncSite"), caller_connection)
+    __getattr__ = old_module(__name__, dict.fromkeys(("Site", "AsyncSite"), caller_connection))
 
-
-    def __getattr__(name: str) -> Any:
-        return moved(__name__, name, _HOMES)
-
-or, for a module moved whole, ``names_of(new_module)`` as the homes; ``old_module`` makes
-that ``__getattr__`` in one line. It imports nothing from mideng, so any module may use it.
+with ``names_of(new_module)`` as the homes of a module moved whole. It imports nothing from
+mideng, so any module may use it.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Moved to ``mideng.core.callables``; kept for one release, its names answering with a
-DeprecationWarning, while mideng.messaging still imports them here."""
+DeprecationWarning."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mideng.core import callables
-from mideng.moved import moved
+from mideng.moved import old_module
 
 if TYPE_CHECKING:  # what the names are, for type checkers; at run time __getattr__ answers
     from mideng.core.callables import is_async
@@ -15,5 +15,4 @@ __all__ = ["is_async"]
 _HOMES = dict.fromkeys(__all__, callables)
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mideng.db import caller_connection
-from mideng.moved import moved
+from mideng.moved import old_module
 
 if TYPE_CHECKING:  # what the names are, for type checkers; at run time __getattr__ answers
     from mideng.db.caller_connection import AsyncSite, Site, aexecute_for, execute_for
@@ -15,5 +15,4 @@ __all__ = ["AsyncSite", "Site", "aexecute_for", "execute_for"]
 _HOMES = dict.fromkeys(__all__, caller_connection)
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

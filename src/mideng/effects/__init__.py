@@ -3,13 +3,10 @@ release. Every name it had still answers, with a DeprecationWarning."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import mideng.operations
-from mideng.moved import moved
+from mideng.moved import old_module
 
 _HOMES = dict.fromkeys(mideng.operations.__all__, mideng.operations)
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

@@ -1,12 +1,12 @@
 """Moved to ``mideng.guard.heartbeat.tasks``; kept for one release, its names answering with a
-DeprecationWarning, while mideng.messaging still imports them here."""
+DeprecationWarning."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mideng.guard.heartbeat import tasks
-from mideng.moved import moved
+from mideng.moved import old_module
 
 if TYPE_CHECKING:  # what the names are, for type checkers; at run time __getattr__ answers
     from mideng.guard.heartbeat.tasks import (
@@ -21,5 +21,4 @@ __all__ = ["AsyncBeat", "Pending", "hold_async", "renew_store", "start_async"]
 _HOMES = dict.fromkeys(__all__, tasks)
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

@@ -3,11 +3,11 @@ release, its names answering with a DeprecationWarning."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import mideng.guard.heartbeat
 from mideng.guard.heartbeat import schedule
-from mideng.moved import moved
+from mideng.moved import old_module
 
 if TYPE_CHECKING:  # what the names are, for type checkers; at run time __getattr__ answers
     from mideng.guard.heartbeat import stats
@@ -17,5 +17,4 @@ __all__ = ["STATS", "Lease", "Stats", "stats"]
 _HOMES = {"stats": mideng.guard.heartbeat, **dict.fromkeys(("STATS", "Lease", "Stats"), schedule)}
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

@@ -3,13 +3,10 @@ goes in the next release. Its names still answer, with a DeprecationWarning."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from mideng.moved import moved
+from mideng.moved import old_module
 from mideng.operations import methods
 
 _HOMES = {"Operations": methods}
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

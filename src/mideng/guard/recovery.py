@@ -4,13 +4,11 @@ still answer, with a DeprecationWarning."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import mideng.operations.pending
 import mideng.operations.reconcile
 import mideng.operations.register
 import mideng.operations.stale
-from mideng.moved import moved
+from mideng.moved import old_module
 
 _HOMES = {
     **dict.fromkeys(("PendingOperation", "Reconciled", "StaleTask"), mideng.operations),
@@ -21,5 +19,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

@@ -3,9 +3,7 @@ Its names still answer, with a DeprecationWarning."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from mideng.moved import moved
+from mideng.moved import old_module
 from mideng.operations import steps
 
 _HOMES = dict.fromkeys(
@@ -22,5 +20,4 @@ _HOMES = dict.fromkeys(
 )
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

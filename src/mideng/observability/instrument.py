@@ -1,11 +1,11 @@
 """Moved to ``mideng.observability.store_metrics``; kept for one release, its names answering
-with a DeprecationWarning, while mideng.messaging still imports them here."""
+with a DeprecationWarning."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from mideng.moved import moved
+from mideng.moved import old_module
 from mideng.observability import store_metrics
 
 if TYPE_CHECKING:  # what the names are, for type checkers; at run time __getattr__ answers
@@ -22,5 +22,4 @@ __all__ = ["CountedStore", "Counting", "Meter", "counted", "meter_of", "uncounte
 _HOMES = dict.fromkeys(__all__, store_metrics)
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

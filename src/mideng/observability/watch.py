@@ -3,9 +3,9 @@ a DeprecationWarning, while mideng.messaging still reads them here."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from mideng.moved import moved
+from mideng.moved import old_module
 from mideng.observability import observers
 
 if TYPE_CHECKING:  # what the names are, for type checkers; at run time __getattr__ answers
@@ -33,5 +33,4 @@ __all__ = [
 _HOMES = dict.fromkeys(__all__, observers)
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

@@ -8,9 +8,7 @@
 - ``steps``, ``survey``: the steps and survey capabilities, the durable store's.
 """
 
-from typing import Any
-
-from mideng.moved import moved
+from mideng.moved import old_module
 from mideng.stores.hybrid import store
 from mideng.stores.hybrid.store import HybridStore
 
@@ -20,5 +18,4 @@ __all__ = ["HybridStore"]
 _HOMES = dict.fromkeys(("Outage", "from_copy", "replayable"), store)
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

@@ -3,13 +3,10 @@ next release. Its names still answer, with a DeprecationWarning."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import mideng.stores.redis.survey
-from mideng.moved import moved, names_of
+from mideng.moved import names_of, old_module
 
 _HOMES = names_of(mideng.stores.redis.survey)
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

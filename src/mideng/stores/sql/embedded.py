@@ -4,14 +4,11 @@ a DeprecationWarning."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import mideng.stores.sqlite.ops
 import mideng.stores.sqlite.statements
-from mideng.moved import moved, names_of
+from mideng.moved import names_of, old_module
 
 _HOMES = names_of(mideng.stores.sqlite.statements, mideng.stores.sqlite.ops)
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

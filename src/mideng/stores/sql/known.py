@@ -3,13 +3,10 @@ the next release. Its names still answer, with a DeprecationWarning."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import mideng.stores.sql.execute
-from mideng.moved import moved
+from mideng.moved import old_module
 
 _HOMES = dict.fromkeys(("acomplete_known", "complete_known"), mideng.stores.sql.execute)
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)

@@ -15,9 +15,7 @@ operations, rows, claims, steps and survey queries) is ``mideng.stores.record_ta
 batches are ``stores.batch.LocalBatch``, the embedded stores' single operations in a loop.
 """
 
-from typing import Any
-
-from mideng.moved import moved
+from mideng.moved import old_module
 from mideng.stores.sqlite import store
 from mideng.stores.sqlite.store import SQLiteStore, sqlite_url
 
@@ -27,5 +25,4 @@ __all__ = ["SQLiteStore", "sqlite_url"]
 _HOMES = dict.fromkeys(("PURGE_BATCH", "REPLAY_SCOPES"), store)
 
 
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _HOMES)
+__getattr__ = old_module(__name__, _HOMES)
