@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from mideng.core import decide as rules
 from mideng.core.record import (
@@ -43,6 +43,10 @@ from mideng.stores.record_table.statements import Statements
 # always settles; running out points at something odd (a clock jumping back, say).
 RACES = 32
 PURGE_BATCH = 1000
+#: Below any expiry: a purge's first batch begins here.
+EARLIEST = -1.0e300
+
+P = TypeVar("P")
 
 
 def _params(s: Statements, **values: Any) -> dict[str, Any]:
@@ -281,15 +285,48 @@ def unresolved(s: Statements, scope: str | None, limit: int) -> Op[list[Record]]
     return [s.record(row) for row in res.rows]
 
 
-def purge(s: Statements, limit: int | None, batch: int = PURGE_BATCH) -> Op[int]:
-    # Bounded batches, each its own statement: a purge of millions never holds one long lock.
+class Sweep(Generic[P]):
+    """Where a table's next purge resumes: after the last place (an expiry, a key) the one
+    before it looked at; ``None``: at the start.
+
+    ``mideng purge`` calls ``purge(1000)`` again and again; a purge that began at the start
+    each time would read again, on every call, what the calls before it looked at and kept,
+    and would take time in the square of what it deletes. Two purges in two threads may both
+    move it: it is a place to resume, never a promise, so the last write wins harmlessly."""
+
+    __slots__ = ("after",)
+
+    def __init__(self) -> None:
+        self.after: P | None = None
+
+
+def _swept(res: Res) -> tuple[int, int, float | None]:
+    """(rows deleted, rows the batch chose, the last expiry it chose): PostgreSQL's statement
+    answers them in a row; MySQL's DELETE only counts, so its purge does not resume."""
+    if res.rows:
+        deleted, chosen, last = res.rows[0]
+        return int(deleted), int(chosen), last
+    return res.rowcount, res.rowcount, None
+
+
+def purge(s: Statements, limit: int | None, batch: int, sweep: Sweep[float]) -> Op[int]:
+    """Delete expired rows in bounded batches, each its own statement (a purge of millions
+    never holds one long lock), following the expiry index. A purge with a ``limit`` goes on
+    from where the last one stopped; one without begins at the start."""
     total = 0
+    if limit is None:
+        sweep.after = None
     while limit is None or total < limit:
         size = batch if limit is None else min(batch, limit - total)
-        res = yield Stmt(s.purge, {"batch": size})
-        total += max(res.rowcount, 0)
-        if res.rowcount < size:
+        after = EARLIEST if sweep.after is None else sweep.after
+        deleted, chosen, last = _swept((yield Stmt(s.purge, {"after": after, "batch": size})))
+        total += max(deleted, 0)
+        if chosen < size:
+            # Nothing left to choose. Rows a claim held were skipped behind the sweep: the
+            # next purge begins at the start again and finds them if they are still garbage.
+            sweep.after = None
             break
+        sweep.after = last
     return total
 
 

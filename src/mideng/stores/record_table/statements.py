@@ -200,17 +200,24 @@ class Statements:
             f"SELECT {cols} FROM {t} WHERE scope = :scope AND {open_} "
             f"ORDER BY updated_at LIMIT :limit"
         )
+        # A purge follows the ``expires_at`` index from where its last batch ended
+        # (``:after``), so no batch reads again what the ones before it deleted.
+        due = f"expires_at <= {now} AND expires_at >= :after"
         if self.kind == "postgresql":
-            # SKIP LOCKED: a row that a claim is taking over right now is not garbage.
+            # SKIP LOCKED: a row that a claim is taking over right now is not garbage. The
+            # batch is chosen once, in a MATERIALIZED CTE (as an IN (subquery) it can be
+            # rescanned per row, taking new rows each time); ORDER BY makes the planner walk
+            # the index rather than the heap, where expired rows may all sit at the end.
+            # Answers (rows deleted, rows chosen, the last expiry chosen).
             self.purge = Sql(
-                f"DELETE FROM {t} WHERE (scope, key) IN (SELECT scope, key FROM {t} "
-                f"WHERE expires_at <= {now} LIMIT :batch FOR UPDATE SKIP LOCKED) "
-                f"AND expires_at <= {now}"
+                f"WITH doomed AS MATERIALIZED (SELECT scope, key, expires_at FROM {t} "
+                f"WHERE {due} ORDER BY expires_at LIMIT :batch FOR UPDATE SKIP LOCKED), "
+                f"gone AS (DELETE FROM {t} AS r USING doomed WHERE r.scope = doomed.scope "
+                f"AND r.key = doomed.key AND r.expires_at <= {now} RETURNING 1) "
+                f"SELECT (SELECT count(*) FROM gone), count(*), max(expires_at) FROM doomed"
             )
         else:
-            self.purge = Sql(
-                f"DELETE FROM {t} WHERE expires_at <= {now} ORDER BY expires_at LIMIT :batch"
-            )
+            self.purge = Sql(f"DELETE FROM {t} WHERE {due} ORDER BY expires_at LIMIT :batch")
 
     def _tokens_and_hits(self) -> None:
         """Tokens and debounce windows: SUCCEEDED rows in their own scope namespace."""

@@ -31,6 +31,7 @@ from mideng.stores.record_table.claims import ClaimOrder, HeldClaims
 
 # The operations, each named as the method that runs it.
 from mideng.stores.record_table.ops import (
+    Sweep,
     complete,
     fail,
     forget,
@@ -115,6 +116,8 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
         if purge_batch < 1:
             raise ConfigurationError(f"purge_batch must be >= 1: {purge_batch!r}")
         self.purge_batch = purge_batch
+        #: Where the next ``purge`` resumes its walk of the expiry index.
+        self.sweep: Sweep[float] = Sweep()
         self.held = HeldClaims()
         self.claim_order = ClaimOrder(read_first)
         #: The set of tables the store keeps (mideng.schema): the record and steps tables.
@@ -238,7 +241,7 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
         return self.executor.drive(unresolved, scope, limit)
 
     def purge(self, limit: int | None = None) -> int:
-        return self.executor.drive(purge, limit, self.purge_batch)
+        return self.executor.drive(purge, limit, self.purge_batch, self.sweep)
 
     def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
         self.executor.drive(put_token, scope, key, token, ttl)
@@ -298,7 +301,7 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
         return await self.aexecutor.drive(unresolved, scope, limit)
 
     async def apurge(self, limit: int | None = None) -> int:
-        return await self.aexecutor.drive(purge, limit, self.purge_batch)
+        return await self.aexecutor.drive(purge, limit, self.purge_batch, self.sweep)
 
     async def aput_token(self, scope: str, key: str, token: str, ttl: float) -> None:
         await self.aexecutor.drive(put_token, scope, key, token, ttl)

@@ -144,6 +144,8 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         #: ``read_first`` as on SQLStore: None learns each scope's claim order.
         self.claim_order = ClaimOrder(read_first)
         self.held = HeldClaims()
+        #: Where the next ``purge`` resumes its walk of the primary key.
+        self.sweep: ops.Sweep[tuple[str, str]] = ops.Sweep()
         #: Per scope, its replay read and the codec that read expects (``_learn``).
         self._replays: dict[str, tuple[str, str]] = {}
         self._timeout = timeout
@@ -484,7 +486,7 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
 
     def _delete_expired(self, now: float, limit: int | None) -> int:
         # ``now``: each range is judged at its own statement's clock, which only ever is later.
-        return self._drive(purge(self.statements, limit, PURGE_BATCH))
+        return self._drive(purge(self.statements, limit, PURGE_BATCH, self.sweep))
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path}, table={self.table})"
