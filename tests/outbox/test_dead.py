@@ -60,7 +60,8 @@ def test_dead_rows_are_listed_with_their_error(db: Db) -> None:
         2,
     )
     assert row.attempts == 1
-    assert row.error is not None and "broker refused" in row.error
+    assert row.error is not None
+    assert "broker refused" in row.error
     assert row.age(row.created_at + 5) == 5
     assert dead_rows(db.engine, table=db.table, destination="elsewhere") == []
     assert [r.id for r in dead_rows(db.engine, table=db.table, destination="orders")] == [ids[0]]
@@ -72,7 +73,9 @@ def test_dry_run_says_what_would_be_requeued_and_changes_nothing(db: Db) -> None
     ids = fill(db, keys=1, per_key=2)
     _killed(db, {ids[0]})
     (row,) = dead_rows(db.engine, table=db.table)
-    answers = requeue(db.engine, [row.seen, SeenRow("no-such-row", 1)], table=db.table, dry_run=True)
+    answers = requeue(
+        db.engine, [row.seen, SeenRow("no-such-row", 1)], table=db.table, dry_run=True
+    )
     assert answers == {row.id: Done(row), "no-such-row": Gone()}
     assert dead_rows(db.engine, table=db.table) == [row]
 
@@ -148,7 +151,8 @@ def test_async_list_and_requeue_from_a_url(db: Db) -> None:
 
     rows, dry, done = asyncio.run(main())
     assert [r.id for r in rows] == ids
-    assert isinstance(dry[ids[0]], Done) and isinstance(done[ids[0]], Done)
+    assert isinstance(dry[ids[0]], Done)
+    assert isinstance(done[ids[0]], Done)
     assert _states(db) == {ids[0]: 0}
 
 

@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections import Counter as Tally
+from typing import Any
 
 import pytest
 
@@ -50,14 +51,14 @@ def _stuck(opened: Opened, guard: Guard, scope: str, keys: list[str], unknown: b
             assert claim.record.status is Status.UNKNOWN
 
 
-def _resolve(runner: Runner, guard: Guard, scope: str, key: str, seen: Seen, **how: object):  # type: ignore[no-untyped-def]
+def _resolve(runner: Runner, guard: Guard, scope: str, key: str, seen: Seen, **how: Any) -> Any:
     return runner.do(
         lambda: operator.aresolve_record(guard, scope, key, seen, **how),
         lambda: operator.resolve_record(guard, scope, key, seen, **how),
     )
 
 
-def _release(runner: Runner, guard: Guard, scope: str, key: str, seen: Seen):  # type: ignore[no-untyped-def]
+def _release(runner: Runner, guard: Guard, scope: str, key: str, seen: Seen) -> Any:
     return runner.do(
         lambda: operator.arelease_record(guard, scope, key, seen),
         lambda: operator.release_record(guard, scope, key, seen),
@@ -71,7 +72,8 @@ def test_resolve_as_seen_is_done(opened: Opened, runner: Runner) -> None:
     answer = _resolve(runner, guard, "op-charge", "a", seen, result={"charged": True})
     assert isinstance(answer, Done)
     assert answer.now.status is Status.SUCCEEDED
-    assert guard.run("op-charge", "a", lambda: "ran again") == {"charged": True}
+    replayed: Any = guard.run("op-charge", "a", lambda: "ran again")
+    assert replayed == {"charged": True}
     failed = _resolve(runner, guard, "op-charge", "b", seen, failed=True)
     assert isinstance(failed, Done)
     assert failed.now.status is Status.FAILED
@@ -179,9 +181,7 @@ def test_processes_and_threads_resolve_each_record_once(
     ctx = multiprocessing.get_context("spawn")
     seen = dict.fromkeys(keys, 1)
     with ctx.Pool(2) as pool:
-        results = pool.starmap(
-            resolve_all, [(shared.url, shared.options, "op-procs", seen, 8)] * 2
-        )
+        results = pool.starmap(resolve_all, [(shared.url, shared.options, "op-procs", seen, 8)] * 2)
     acted = Tally(line.split()[0] for lines in results for line in lines)
     assert set(acted) == set(keys)
     assert [key for key, n in acted.items() if n != 1] == []

@@ -87,7 +87,8 @@ def listed(q: Queries, destination: str | None, limit: int) -> Op[list[OutboxRow
     return [_row(values) for values in res.rows]
 
 
-def _read(q: Queries, ids: Sequence[str]) -> Op[dict[str, OutboxRow]]:
+def read(q: Queries, ids: Sequence[str]) -> Op[dict[str, OutboxRow]]:
+    """The rows of ``ids`` that exist, in whatever state, by id."""
     found: dict[str, OutboxRow] = {}
     for start in range(0, len(ids), LIST_MAX):
         part = ids[start : start + LIST_MAX]
@@ -105,7 +106,7 @@ def requeued(
     q: Queries, seen: Sequence[SeenRow], dry_run: bool
 ) -> Op[dict[str, Answer[OutboxRow]]]:
     """Each seen row back to pending (``dry_run``: what would be), in the order given."""
-    rows = yield from _read(q, [s.id for s in seen])
+    rows = yield from read(q, [s.id for s in seen])
     answers: dict[str, Answer[OutboxRow]] = {}
     for s in seen:
         row = rows.get(s.id)
@@ -132,15 +133,15 @@ def _requeue(q: Queries, seen: SeenRow, row: OutboxRow) -> Op[Answer[OutboxRow]]
     if res.rowcount == 1:
         return Done(row._replace(state=PENDING, attempts=0))
     # Changed between the read and the update: another operator came first.
-    now = (yield from _read(q, [seen.id])).get(seen.id)
+    now = (yield from read(q, [seen.id])).get(seen.id)
     return Gone() if now is None else Changed(now)
 
 
 # -- run on an engine ----------------------------------------------------------------------
 def _run(engine: Any, table: str, make: Callable[[Queries], Op[T]]) -> T:
-    with engine.connect() as connection:
+    with engine.connect() as pooled:
         # Statement by statement: a requeue begins and ends its own transactions.
-        connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+        connection = pooled.execution_options(isolation_level="AUTOCOMMIT")
         kind = kind_of(connection.dialect)
         return drive(make(Queries(kind, table)), execute_for(kind), connection)
 
@@ -172,6 +173,13 @@ async def adead_rows(
     return await _arun(db, table, lambda q: listed(q, destination, limit))
 
 
+def rows_by_id(engine: Any, ids: Sequence[str], *, table: str = DEFAULT_TABLE) -> list[OutboxRow]:
+    """The rows of ``ids`` as they are now (any state; those not there left out), in
+    ``ids``' order: what an operator sees before a ``requeue`` by id."""
+    found = _run(engine, table, lambda q: read(q, ids))
+    return [found[row_id] for row_id in ids if row_id in found]
+
+
 def requeue(
     engine: Any, seen: Sequence[SeenRow], *, dry_run: bool = False, table: str = DEFAULT_TABLE
 ) -> dict[str, Answer[OutboxRow]]:
@@ -196,4 +204,5 @@ __all__ = [
     "arequeue",
     "dead_rows",
     "requeue",
+    "rows_by_id",
 ]

@@ -194,10 +194,21 @@ class Queries:
         self.lock_idle_keys = (
             Sql(f"SELECT aggregateid FROM {k} WHERE {idle}{lock}") if kind != "sqlite" else None
         )
-        # -- operators: dead rows, requeued (mideng.outbox.dead) -------------------------------
+        self._operators()
+        self.left = _left(t, k)
+        self.count = Sql(
+            f"SELECT state, COUNT(*) FROM {t} WHERE state IN ({PENDING}, {SENT}, {DEAD}) "
+            "GROUP BY state"
+        )
+
+    def _operators(self) -> None:
+        """An operator's statements: dead rows listed and requeued (mideng.outbox.dead)."""
+        t, k = self.table, self.keys
         dead = f"SELECT {SEEN_COLUMNS} FROM {t} WHERE state = {DEAD}"
         self.dead_all = Sql(f"{dead} ORDER BY created_at, id LIMIT :limit")
-        self.dead_to = Sql(f"{dead} AND destination = :destination ORDER BY created_at, id LIMIT :limit")
+        self.dead_to = Sql(
+            f"{dead} AND destination = :destination ORDER BY created_at, id LIMIT :limit"
+        )
         # Only while it is still dead after the attempts the operator saw: from its first
         # attempt again, its last error kept until a publish writes another.
         self.requeue_row = Sql(
@@ -215,11 +226,6 @@ class Queries:
         self.begin.append(Sql("BEGIN"))
         self.commit = Sql("COMMIT")
         self.rollback = Sql("ROLLBACK")
-        self.left = _left(t, k)
-        self.count = Sql(
-            f"SELECT state, COUNT(*) FROM {t} WHERE state IN ({PENDING}, {SENT}, {DEAD}) "
-            "GROUP BY state"
-        )
 
     def in_list(self, name: str, count: int) -> Sql:
         """``name``'s text for ``count`` ids, bound as ``:i0 … :i{count-1}``."""
