@@ -7,13 +7,13 @@ how many actions each record took.
 from __future__ import annotations
 
 import random
-import threading
 from typing import Any
 
 from mideng import Guard, open_store
 from mideng.core.answers import Done
 from mideng.core.record import Seen, Status
 from mideng.guard.operator import resolve_record
+from tests.helpers.together import together
 
 
 def resolve_all(
@@ -21,26 +21,20 @@ def resolve_all(
 ) -> list[str]:
     store = open_store(url, **options)
     guard = Guard(store)
-    done: list[str] = []
-    lock = threading.Lock()
-    barrier = threading.Barrier(threads)
 
-    def operator(seed: int) -> None:
+    def operator(seed: int) -> list[str]:
         keys = list(seen)
         random.Random(seed).shuffle(keys)
-        barrier.wait()
+        done = []
         for key in keys:
             answer = resolve_record(
                 guard, scope, key, Seen(Status.UNKNOWN, seen[key]), result={"by": seed}
             )
             if isinstance(answer, Done):
-                with lock:
-                    done.append(f"{key} {answer.now.fence}")
+                done.append(f"{key} {answer.now.fence}")
+        return done
 
-    pool = [threading.Thread(target=operator, args=(seed,)) for seed in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    store.close()
-    return done
+    try:
+        return together(threads, operator)
+    finally:
+        store.close()

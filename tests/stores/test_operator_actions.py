@@ -7,7 +7,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-import threading
 import time
 import uuid
 from collections import Counter as Tally
@@ -21,6 +20,7 @@ from mideng.core.record import ClaimRequest, ExpiryPolicy, Outcome, Seen, Status
 from mideng.guard import operator
 from tests.backends import Opened
 from tests.helpers.operator_racer import resolve_all
+from tests.helpers.together import together
 from tests.runner import Runner
 
 LEASE = 0.3
@@ -147,26 +147,13 @@ def test_threads_resolve_each_record_once(opened: Opened) -> None:
     guard = Guard(opened.store)
     keys = [f"k{i}" for i in range(20)]
     _stuck(opened, guard, "op-threads", keys, unknown=True)
-    done: list[str] = []
-    lock = threading.Lock()
-    barrier = threading.Barrier(8)
 
-    def operator_thread(n: int) -> None:
-        barrier.wait()
-        for key in keys:
-            answer = operator.resolve_record(
-                guard, "op-threads", key, Seen(Status.UNKNOWN, 1), result=n
-            )
-            if isinstance(answer, Done):
-                with lock:
-                    done.append(key)
+    def operator_thread(n: int) -> list[str]:
+        seen = Seen(Status.UNKNOWN, 1)
+        answers = {k: operator.resolve_record(guard, "op-threads", k, seen, result=n) for k in keys}
+        return [key for key, answer in answers.items() if isinstance(answer, Done)]
 
-    threads = [threading.Thread(target=operator_thread, args=(n,)) for n in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert sorted(done) == sorted(keys)
+    assert sorted(together(8, operator_thread)) == sorted(keys)
 
 
 @pytest.mark.slow
