@@ -143,6 +143,21 @@ def test_release_of_an_unknown_record(opened: Opened, runner: Runner) -> None:
     assert guard.run("op-unknown", "a", lambda: "again") == "again"
 
 
+def test_release_of_a_kept_failure_lets_the_next_call_run(opened: Opened, runner: Runner) -> None:
+    guard = Guard(opened.store, on_error="record")
+
+    def declined() -> None:
+        raise ValueError("declined")
+
+    with pytest.raises(Exception, match="declined"):
+        guard.run("op-kept", "a", declined)
+    with pytest.raises(Exception, match="declined"):
+        guard.run("op-kept", "a", lambda: "replayed, not run")
+    answer = _release(runner, guard, "op-kept", "a", Seen(Status.FAILED, 1))
+    assert isinstance(answer, Done)
+    assert guard.run("op-kept", "a", lambda: "ran") == "ran"
+
+
 def test_threads_resolve_each_record_once(opened: Opened) -> None:
     guard = Guard(opened.store)
     keys = [f"k{i}" for i in range(20)]
