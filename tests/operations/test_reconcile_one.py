@@ -4,7 +4,12 @@ came first is an answer, and the operation still runs once."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import sys
 import threading
+from collections import Counter as Tally
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +19,7 @@ from mideng.core.answers import Changed, Done, Gone
 from mideng.operations import OperationState, SeenOperation
 from mideng.stores.steps import StepStore
 from tests.backends import Opened
+from tests.helpers.reconciler import reconcile_all
 from tests.helpers.together import together
 from tests.runner import Runner
 
@@ -127,3 +133,29 @@ def test_threads_reconciling_one_operation_run_it_once(opened: Opened) -> None:
     done = together(8, operator)
     assert set(done) == set(orders)
     assert shop.runs == dict.fromkeys(orders, 2)  # the failed try and one reconcile each
+
+
+@pytest.mark.slow
+def test_processes_and_threads_reconcile_each_operation_once(
+    shared: Opened, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert shared.url is not None
+    guard = Guard(shared.store, lease=30)
+    shop = Shop(guard, "rc-procs")
+    orders = [f"o{i}" for i in range(20)]
+    for order in orders:
+        shop.failed_once(order)
+    seen = {item.key: (item.state.value, item.seen.fence) for item in guard.pending("rc-procs")}
+    runs_file = tmp_path / "runs.log"
+    runs_file.touch()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        results = pool.starmap(
+            reconcile_all,
+            [(shared.url, shared.options, "rc-procs", seen, 4, str(runs_file))] * 2,
+        )
+    runs = Tally(runs_file.read_text().split())
+    assert runs == dict.fromkeys(orders, 1)
+    assert {order for done in results for order in done} == set(orders)
+    assert guard.pending("rc-procs") == []
