@@ -46,6 +46,12 @@ class _RecordError(IdempotencyError):
         self.record = record
 
 
+class RecordChangedError(_RecordError):
+    """An operator's action found the record no longer as they saw it (another status or
+    fence, or gone: ``record`` is None); it changed nothing. mideng.guard.operator answers
+    this as ``Changed`` or ``Gone``, never raises it."""
+
+
 class InProgressError(_RecordError):
     """Another caller holds a live claim on the same (scope, key); retry later."""
 
@@ -108,6 +114,7 @@ __all__ = [
     "KeyMissingError",
     "LeaseLostError",
     "PayloadMismatchError",
+    "RecordChangedError",
     "RecordedFailureError",
     "SchemaVersionError",
     "StoreUnavailableError",

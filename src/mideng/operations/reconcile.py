@@ -5,6 +5,14 @@ arguments through the function registered for its scope in this process (``@guar
 registers it), so it resumes at its first unfinished step; an operation whose function is not
 registered here is reported, never guessed. Operations whose record completed but whose kept
 steps are left have those cleared.
+
+``reconcile_one`` (``Guard.reconcile_operation`` / ``areconcile_operation``) is an
+operator's action on one operation they saw (``SeenOperation``: its state and fence): run
+again only while it is still so, else ``Changed(now=the operation)`` or ``Gone``
+(mideng.core.answers). The look is a read just before the run; what keeps the operation to
+one run is the run's own claim, as for every call: if another reconcile holds it by then,
+this one runs nothing (``Changed``), and one that another finished between the look and the
+claim is replayed, not run again.
 """
 
 from __future__ import annotations
@@ -15,15 +23,22 @@ import time
 from typing import Any
 
 from mideng.core import effects
+from mideng.core.answers import Changed, Done, Gone
 from mideng.core.codec import get_codec
 from mideng.core.convert import converter
 from mideng.core.effects import Effect, Effects
 from mideng.errors import ConfigurationError, InProgressError
 from mideng.guard.driver import Driver
 from mideng.observability import logs
-from mideng.operations.pending import state_of, store_of, unfinished
+from mideng.operations.pending import judge, state_of, store_of, unfinished
 from mideng.operations.register import Register, Registered
-from mideng.operations.results import OperationState, PendingOperation, Reconciled, ReconcileOutcome
+from mideng.operations.results import (
+    OperationState,
+    PendingOperation,
+    Reconciled,
+    ReconcileOutcome,
+    SeenOperation,
+)
 from mideng.stores.steps import OperationEntry
 
 #: States reconcile runs again; the others it reports and leaves.
@@ -116,6 +131,39 @@ def reconcile(guard: Driver, scope: str | None, limit: int) -> Effects[list[Reco
         else:
             report.append(_ran(item, outcome, None))
     return report
+
+
+#: What ``reconcile_one`` answers.
+OneReconciled = Done[Reconciled] | Changed[PendingOperation] | Gone
+
+
+def reconcile_one(
+    guard: Driver, scope: str, key: str, seen: SeenOperation
+) -> Effects[OneReconciled]:
+    """The operation ``scope``:``key`` run again if it is still as ``seen`` (its state and
+    fence): ``Done(now=what reconcile did)`` (a state it does not run, or a scope not
+    registered here, is a ``Reconciled`` saying so), ``Changed(now=the operation)`` if it
+    moved before its run took it, or ``Gone`` (no steps or arguments kept for it)."""
+    store = store_of(guard)
+    entry = yield effects.call(store.operation, store.aoperation, scope, key)
+    if entry is None:
+        return Gone()
+    item = judge(guard, entry, time.time())
+    if item.seen != seen:
+        return Changed(item)
+    plan = _plan(guard, item)
+    if isinstance(plan, Reconciled):
+        return Done(plan)
+    try:
+        args, kwargs = call_of(plan, entry)
+        outcome = yield _rerun(plan, entry.key, tuple(args), kwargs)
+    except InProgressError:
+        # Another reconcile, or the operation's caller, claimed it after the look.
+        now = yield effects.call(store.operation, store.aoperation, scope, key)
+        return Gone() if now is None else Changed(judge(guard, now, time.time()))
+    except Exception as exc:
+        return Done(_ran(item, None, exc))
+    return Done(_ran(item, outcome, None))
 
 
 def _rerun(

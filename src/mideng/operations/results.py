@@ -62,6 +62,15 @@ class ReconcileOutcome(_Word):
     CLEARED = "cleared"
 
 
+@dataclass(frozen=True)
+class SeenOperation:
+    """What an operator saw of an operation: its state and its record's fence (None: it had
+    no record). ``reconcile_one`` acts only while the operation is still so."""
+
+    state: OperationState
+    fence: int | None
+
+
 @dataclass
 class PendingOperation:
     """An unfinished operation: its state, the steps done (``name#n``) and left, attempts,
@@ -76,6 +85,11 @@ class PendingOperation:
     since: float  # when the operation first started (store clock)
     registered: bool
     record: Record | None = field(default=None, repr=False)
+
+    @property
+    def seen(self) -> SeenOperation:
+        """What an operator looking at this sees: its state and fence."""
+        return SeenOperation(self.state, None if self.record is None else self.record.fence)
 
 
 @dataclass
