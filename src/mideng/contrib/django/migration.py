@@ -29,15 +29,13 @@ def models_state() -> list[Any]:
     made the tables). Taken from the models, not copied into the migration, since Django
     alters nothing of an unmanaged model and a copy could only drift."""
     from django.db import migrations
+    from django.db.migrations.state import ModelState
 
     from mideng.contrib.django import models
 
     kept = (models.Record, models.Step, models.OutboxMessage, models.OutboxKey)
+    states = [ModelState.from_model(model) for model in (*kept, models.SchemaVersion)]
     return [
-        migrations.CreateModel(
-            name=model.__name__,
-            fields=[(field.name, field.clone()) for field in model._meta.local_fields],
-            options={"managed": False, "db_table": model._meta.db_table},
-        )
-        for model in (*kept, models.SchemaVersion)
+        migrations.CreateModel(state.name, list(state.fields.items()), options=state.options)
+        for state in states
     ]

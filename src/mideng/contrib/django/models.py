@@ -20,21 +20,25 @@ class Record(models.Model):
     """One record: a business operation's claim and, once done, its result."""
 
     pk = models.CompositePrimaryKey("scope", "key")
-    scope = models.TextField()
-    key = models.TextField()
-    status = models.TextField()
-    fence = models.BigIntegerField()
-    owner = models.TextField()
-    fingerprint = models.TextField(null=True)
-    lease_until = models.FloatField(null=True)
-    result = models.BinaryField(null=True)
-    codec = models.TextField(null=True)
-    error = models.BinaryField(null=True)
-    attempts = models.IntegerField(default=1)
-    request_id = models.TextField(null=True)
-    created_at = models.FloatField()
-    updated_at = models.FloatField()
-    expires_at = models.FloatField(null=True)
+    scope: models.TextField[str, str] = models.TextField()
+    key: models.TextField[str, str] = models.TextField()
+    status: models.TextField[str, str] = models.TextField()
+    fence: models.BigIntegerField[int, int] = models.BigIntegerField()
+    owner: models.TextField[str, str] = models.TextField()
+    fingerprint: models.TextField[str | None, str | None] = models.TextField(null=True)
+    lease_until: models.FloatField[float | None, float | None] = models.FloatField(null=True)
+    result: models.BinaryField[bytes | memoryview | None, bytes | None] = models.BinaryField(
+        null=True
+    )
+    codec: models.TextField[str | None, str | None] = models.TextField(null=True)
+    error: models.BinaryField[bytes | memoryview | None, bytes | None] = models.BinaryField(
+        null=True
+    )
+    attempts: models.IntegerField[int, int] = models.IntegerField(default=1)
+    request_id: models.TextField[str | None, str | None] = models.TextField(null=True)
+    created_at: models.FloatField[float, float] = models.FloatField()
+    updated_at: models.FloatField[float, float] = models.FloatField()
+    expires_at: models.FloatField[float | None, float | None] = models.FloatField(null=True)
 
     class Meta:
         managed = False
@@ -45,12 +49,14 @@ class Step(models.Model):
     """A step of a multi-step operation, its result kept (``step`` "" marks the operation)."""
 
     pk = models.CompositePrimaryKey("scope", "key", "step")
-    scope = models.TextField()
-    key = models.TextField()
-    step = models.TextField()
-    result = models.BinaryField(null=True)
-    codec = models.TextField(null=True)
-    at = models.FloatField()
+    scope: models.TextField[str, str] = models.TextField()
+    key: models.TextField[str, str] = models.TextField()
+    step: models.TextField[str, str] = models.TextField()
+    result: models.BinaryField[bytes | memoryview | None, bytes | None] = models.BinaryField(
+        null=True
+    )
+    codec: models.TextField[str | None, str | None] = models.TextField(null=True)
+    at: models.FloatField[float, float] = models.FloatField()
 
     class Meta:
         managed = False
@@ -61,22 +67,28 @@ class OutboxMessage(models.Model):
     """A message written in a business transaction, published by the relay after commit
     (``state``: 0 pending, 1 sent, 2 dead)."""
 
-    id = models.CharField(max_length=36, primary_key=True)
-    aggregatetype = models.CharField(max_length=255)
-    aggregateid = models.CharField(max_length=255, null=True)
-    type = models.CharField(max_length=255)
-    payload = models.BinaryField()
-    destination = models.CharField(max_length=255)
-    headers = models.TextField()
-    request_id = models.CharField(max_length=255, null=True)
-    seq = models.BigIntegerField(null=True)
-    created_at = models.FloatField()
-    state = models.SmallIntegerField(default=0)
-    attempts = models.IntegerField(default=0)
-    last_error = models.TextField(null=True)
-    sent_at = models.FloatField(null=True)
-    claimed_by = models.CharField(max_length=36, null=True)
-    claimed_until = models.FloatField(null=True)
+    id: models.CharField[str, str] = models.CharField(max_length=36, primary_key=True)
+    aggregatetype: models.CharField[str, str] = models.CharField(max_length=255)
+    aggregateid: models.CharField[str | None, str | None] = models.CharField(
+        max_length=255, null=True
+    )
+    type: models.CharField[str, str] = models.CharField(max_length=255)
+    payload: models.BinaryField[bytes | memoryview, bytes] = models.BinaryField()
+    destination: models.CharField[str, str] = models.CharField(max_length=255)
+    headers: models.TextField[str, str] = models.TextField()
+    request_id: models.CharField[str | None, str | None] = models.CharField(
+        max_length=255, null=True
+    )
+    seq: models.BigIntegerField[int | None, int | None] = models.BigIntegerField(null=True)
+    created_at: models.FloatField[float, float] = models.FloatField()
+    state: models.SmallIntegerField[int, int] = models.SmallIntegerField(default=0)
+    attempts: models.IntegerField[int, int] = models.IntegerField(default=0)
+    last_error: models.TextField[str | None, str | None] = models.TextField(null=True)
+    sent_at: models.FloatField[float | None, float | None] = models.FloatField(null=True)
+    claimed_by: models.CharField[str | None, str | None] = models.CharField(
+        max_length=36, null=True
+    )
+    claimed_until: models.FloatField[float | None, float | None] = models.FloatField(null=True)
 
     class Meta:
         managed = False
@@ -86,12 +98,14 @@ class OutboxMessage(models.Model):
 class OutboxKey(models.Model):
     """An outbox key's sequence: the last written and the last sent, and the relay holding it."""
 
-    aggregateid = models.CharField(max_length=255, primary_key=True)
-    last_seq = models.BigIntegerField()
-    sent_seq = models.BigIntegerField(default=0)
-    pending = models.SmallIntegerField(default=1)
-    claimed_by = models.CharField(max_length=36, null=True)
-    claimed_until = models.FloatField(null=True)
+    aggregateid: models.CharField[str, str] = models.CharField(max_length=255, primary_key=True)
+    last_seq: models.BigIntegerField[int, int] = models.BigIntegerField()
+    sent_seq: models.BigIntegerField[int, int] = models.BigIntegerField(default=0)
+    pending: models.SmallIntegerField[int, int] = models.SmallIntegerField(default=1)
+    claimed_by: models.CharField[str | None, str | None] = models.CharField(
+        max_length=36, null=True
+    )
+    claimed_until: models.FloatField[float | None, float | None] = models.FloatField(null=True)
 
     class Meta:
         managed = False
@@ -102,12 +116,12 @@ class SchemaVersion(models.Model):
     """A schema version applied to a set of tables (component, main table)."""
 
     pk = models.CompositePrimaryKey("component", "name", "version")
-    component = models.TextField()
-    name = models.TextField()
-    version = models.IntegerField()
-    title = models.TextField()
-    mideng = models.TextField()
-    applied_at = models.FloatField()
+    component: models.TextField[str, str] = models.TextField()
+    name: models.TextField[str, str] = models.TextField()
+    version: models.IntegerField[int, int] = models.IntegerField()
+    title: models.TextField[str, str] = models.TextField()
+    mideng: models.TextField[str, str] = models.TextField()
+    applied_at: models.FloatField[float, float] = models.FloatField()
 
     class Meta:
         managed = False

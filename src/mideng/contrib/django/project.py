@@ -8,6 +8,7 @@ configures. Made under a lock, so two first requests at once do not each open a 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from mideng.contrib.django.settings import Config, config
 from mideng.guard import Guard
@@ -26,7 +27,9 @@ def build(settings: Config) -> Guard:
     """A Guard on the setting's store, with its scopes configured. The tables are the
     migrations' (``manage.py migrate``): the store never creates or upgrades them."""
     url = settings.store_url()
-    options = {"table": settings.records, "auto_upgrade": False} if _on_database(url) else {}
+    options: dict[str, Any] = {}
+    if _on_database(url):
+        options = {"table": settings.records, "auto_upgrade": False}
     made = Guard(open_store(url, **options), lease=settings.lease, ttl=settings.ttl)
     for scope, policy in settings.scopes.items():
         made.configure_scope(scope, **policy)

@@ -81,20 +81,21 @@ def _external(options: Mapping[str, Any]) -> bool:
     return str(options.get("on_expiry", "")).lower() == "unknown"
 
 
-def _wrong(key: str, why: str) -> ImproperlyConfigured:
-    return ImproperlyConfigured(f"settings.{SETTING}[{key!r}] {why}")
+def _wrong(*path: str, why: str) -> ImproperlyConfigured:
+    """What is wrong with the value at ``path`` (keys, outermost first)."""
+    where = "".join(f"[{key!r}]" for key in path)
+    return ImproperlyConfigured(f"settings.{SETTING}{where} {why}")
 
 
 def _scopes(value: dict[Any, Any]) -> dict[str, dict[str, Any]]:
     """Each scope's options, checked as ``configure_scope`` would take them."""
     for scope, options in value.items():
-        where = f"scopes'][{scope!r}"
         if not isinstance(scope, str) or not isinstance(options, dict):
-            raise _wrong(where, "must map a scope's name to a dict of its options")
+            raise _wrong("scopes", why="must map a scope's name to a dict of its options")
         try:
             Policy().merged(**options)
         except (ConfigurationError, TypeError, ValueError) as exc:
-            raise _wrong(where, f"is refused: {exc}") from exc
+            raise _wrong("scopes", scope, why=f"is refused: {exc}") from exc
     return value
 
 
@@ -113,9 +114,9 @@ def parse(raw: object) -> Config:
         wanted = _TYPES[key]
         if not isinstance(value, wanted) or isinstance(value, bool):
             names = " or ".join("None" if t is type(None) else t.__name__ for t in wanted)
-            raise _wrong(key, f"must be {names}, not {type(value).__name__}")
-        if key in ("lease", "ttl") and value is not None and value <= 0:
-            raise _wrong(key, f"must be a positive number of seconds, not {value!r}")
+            raise _wrong(key, why=f"must be {names}, not {type(value).__name__}")
+        if isinstance(value, _SECONDS) and value <= 0:
+            raise _wrong(key, why=f"must be a positive number of seconds, not {value!r}")
     return Config(**{**raw, "scopes": _scopes(raw.get("scopes", {}))})
 
 

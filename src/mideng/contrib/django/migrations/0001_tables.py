@@ -8,5 +8,5 @@ from mideng.contrib.django.migration import atomic, models_state, operation
 class Migration(migrations.Migration):
     initial = True
     atomic = atomic(1)
-    dependencies: list[tuple[str, str]] = []
-    operations = [operation(1), *models_state()]
+    dependencies = ()
+    operations = (operation(1), *models_state())

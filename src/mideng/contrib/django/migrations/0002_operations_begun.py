@@ -7,5 +7,5 @@ from mideng.contrib.django.migration import atomic, operation
 
 class Migration(migrations.Migration):
     atomic = atomic(2)
-    dependencies = [("mideng", "0001_tables")]
-    operations = [operation(2)]
+    dependencies = (("mideng", "0001_tables"),)
+    operations = (operation(2),)

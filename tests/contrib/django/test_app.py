@@ -1,0 +1,143 @@
+"""The app: the MIDENG setting checked at start-up, the project's Guard made once from it,
+and the migrations that make mideng's tables on PostgreSQL, MariaDB and SQLite (a mideng
+store then finds its schema current) and take them away (``migrate mideng zero``).
+Every project runs in a child process (tests/contrib/django/project.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from mideng import Guard, open_store
+from mideng.schema import CURRENT
+from tests.contrib.django.project import Project, django_database, fresh_database
+
+MIGRATIONS = Path(__file__).parents[3] / "src" / "mideng" / "contrib" / "django" / "migrations"
+
+
+def test_every_schema_version_has_its_django_migration() -> None:
+    """One file per version of mideng.schema.migrations, in order, each applying its own."""
+    files = sorted(p for p in MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.py"))
+    assert [int(p.name[:4]) for p in files] == list(range(1, CURRENT + 1))
+    for number, path in enumerate(files, start=1):
+        text = path.read_text()
+        assert f"operation({number})" in text, path.name
+        assert f"atomic({number})" in text, path.name
+        if number > 1:
+            assert f'("mideng", "{files[number - 2].stem}")' in text, path.name
+
+
+def _sqlite(tmp_path: Path, **mideng: object) -> Project:
+    return Project(tmp_path, django_database(f"sqlite:///{tmp_path / 'p.db'}"), dict(mideng))
+
+
+@pytest.mark.parametrize(
+    ("mideng", "said"),
+    [
+        ({"stroe": "memory://"}, "settings.MIDENG has an unknown key 'stroe'"),
+        ({"database": 1}, "settings.MIDENG['database'] must be str, not int"),
+        ({"lease": "60"}, "settings.MIDENG['lease'] must be int or float, not str"),
+        ({"lease": -1}, "settings.MIDENG['lease'] must be a positive number of seconds"),
+        ({"scopes": {"charge": {"on_expiry": "never"}}}, "settings.MIDENG['scopes']['charge']"),
+        ({"scopes": {"charge": {"colour": 1}}}, "unknown option(s) ['colour']"),
+        ({"scopes": ["charge"]}, "settings.MIDENG['scopes'] must be dict, not list"),
+    ],
+)
+def test_a_wrong_key_or_type_stops_the_start_naming_it(
+    tmp_path: Path, mideng: dict[str, object], said: str
+) -> None:
+    done = Project(tmp_path, django_database(f"sqlite:///{tmp_path / 'p.db'}"), mideng).manage(
+        "check"
+    )
+    assert done.returncode == 1
+    assert "ImproperlyConfigured" in done.stderr
+    assert said in done.stderr, done.stderr
+
+
+GUARD_SCRIPT = """
+import json, threading
+from mideng.contrib.django import guard
+from mideng.http.django import options_from_settings
+made = []
+start = threading.Barrier(16)
+def one():
+    start.wait()
+    made.append(id(guard()))
+threads = [threading.Thread(target=one) for _ in range(16)]
+for t in threads: t.start()
+for t in threads: t.join()
+g = guard()
+print(json.dumps({
+    "one": len(set(made)) == 1 and made[0] == id(g),
+    "charge": g.policy("charge").on_expiry.value,
+    "lease": g.policy("orders").lease,
+    "ran": g.run("orders", "k1", lambda: "first"),
+    "again": g.run("orders", "k1", lambda: "second"),
+    "http": options_from_settings().guard is g,
+    "store": type(g.store).__name__,
+}))
+"""
+
+
+def test_the_guard_is_built_once_from_the_setting_and_shared(tmp_path: Path) -> None:
+    project = _sqlite(
+        tmp_path,
+        records=f"rec_{uuid.uuid4().hex[:8]}",
+        lease=12,
+        scopes={"charge": {"on_expiry": "unknown"}},
+    )
+    project.more["MIDENG_HTTP"] = {"guard": "mideng.contrib.django.guard"}
+    assert project.manage("migrate", "mideng").returncode == 0
+    done = project.manage("shell", "-c", GUARD_SCRIPT)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == {
+        "one": True,
+        "charge": "unknown",
+        "lease": 12,
+        "ran": "first",
+        "again": "first",
+        "http": True,
+        "store": "SQLiteStore",
+    }
+
+
+def _tables(url: str) -> set[str]:
+    engine = sa.create_engine(url)
+    try:
+        return set(sa.inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("family", ["sqlite", "postgresql", "mysql"])
+def test_migrate_makes_the_tables_a_store_finds_current_and_zero_removes_them(
+    tmp_path: Path, family: str
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    records, outbox = f"rec_{suffix}", f"box_{suffix}"
+    mine = {records, f"{records}_steps", outbox, f"{outbox}_keys"}
+    with fresh_database(family, tmp_path) as url:
+        project = Project(tmp_path, django_database(url), {"records": records, "outbox": outbox})
+        done = project.manage("migrate", "mideng")
+        assert done.returncode == 0, done.stderr
+        assert re.findall(r"Applying (mideng\.\w+)\.", done.stdout) == [
+            f"mideng.{p.stem}" for p in sorted(MIGRATIONS.glob("[0-9]*.py"))
+        ]
+        assert mine <= _tables(url)
+        # A store that never upgrades refuses a schema behind its version: this one opens.
+        guard = Guard(open_store(url, table=records, auto_upgrade=False))
+        try:
+            assert guard.run("orders", "k", lambda: "ran") == "ran"
+        finally:
+            guard.close()
+        changes = project.manage("makemigrations", "mideng", "--check", "--dry-run")
+        assert changes.returncode == 0, changes.stdout + changes.stderr
+        undone = project.manage("migrate", "mideng", "zero")
+        assert undone.returncode == 0, undone.stderr
+        assert not mine & _tables(url)
