@@ -63,7 +63,8 @@ def fresh_database(family: str, folder: Path) -> Iterator[str]:
         yield server.set(database=name).render_as_string(hide_password=False)
     finally:
         with admin.connect() as conn:
-            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+            force = " WITH (FORCE)" if family == "postgresql" else ""  # a pool left open
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}{force}")
         admin.dispose()
 
 
@@ -91,19 +92,25 @@ class Project:
         lines += [f"{name} = {value!r}" for name, value in self.more.items()]
         return "\n".join(lines) + "\n"
 
-    def env(self) -> dict[str, str]:
+    def env(self, **more: str) -> dict[str, str]:
         (self.folder / "project_settings.py").write_text(self.settings())
         return dict(
             os.environ,
+            **more,
             PYTHONPATH=os.pathsep.join([str(self.folder), *sys.path]),
             DJANGO_SETTINGS_MODULE="project_settings",
         )
 
-    def manage(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        """``manage.py`` ``args``, to its end."""
+    def manage(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        """``manage.py`` ``args`` (``env``: more environment variables), to its end."""
         command = [sys.executable, "-m", "django", *args]
         return subprocess.run(
-            command, env=self.env(), capture_output=True, text=True, timeout=timeout, check=False
+            command,
+            env=self.env(**env),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
 
     def start(self, *args: str) -> subprocess.Popen[str]:

@@ -42,21 +42,38 @@ def _sqlite(tmp_path: Path, **mideng: object) -> Project:
         ({"stroe": "memory://"}, "settings.MIDENG has an unknown key 'stroe'"),
         ({"database": 1}, "settings.MIDENG['database'] must be str, not int"),
         ({"lease": "60"}, "settings.MIDENG['lease'] must be int or float, not str"),
+        ({"lease": True}, "settings.MIDENG['lease'] must be int or float, not bool"),
         ({"lease": -1}, "settings.MIDENG['lease'] must be a positive number of seconds"),
         ({"scopes": {"charge": {"on_expiry": "never"}}}, "settings.MIDENG['scopes']['charge']"),
         ({"scopes": {"charge": {"colour": 1}}}, "unknown option(s) ['colour']"),
         ({"scopes": ["charge"]}, "settings.MIDENG['scopes'] must be dict, not list"),
+        ("memory://", "settings.MIDENG must be a dict, not str"),
     ],
 )
-def test_a_wrong_key_or_type_stops_the_start_naming_it(
-    tmp_path: Path, mideng: dict[str, object], said: str
-) -> None:
-    done = Project(tmp_path, django_database(f"sqlite:///{tmp_path / 'p.db'}"), mideng).manage(
-        "check"
-    )
+def test_a_wrong_key_or_type_is_one_error_naming_it(mideng: object, said: str) -> None:
+    # The parsing alone, in this process: it reads no settings (the child below proves the
+    # app runs it at start-up).
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mideng.contrib.django.settings import parse
+
+    with pytest.raises(ImproperlyConfigured) as raised:
+        parse(mideng)
+    assert said in str(raised.value)
+
+
+def test_a_wrong_setting_stops_the_start(tmp_path: Path) -> None:
+    done = _sqlite(tmp_path, stroe="memory://").manage("check")
     assert done.returncode == 1
     assert "ImproperlyConfigured" in done.stderr
-    assert said in done.stderr, done.stderr
+    assert "settings.MIDENG has an unknown key 'stroe'" in done.stderr
+
+
+def test_the_defaults_and_the_scopes_with_external_effects() -> None:
+    from mideng.contrib.django.settings import Config, parse
+
+    assert parse(None) == Config()
+    assert parse({"scopes": {"charge": {"on_expiry": "unknown"}}}).external_scopes == ["charge"]
 
 
 GUARD_SCRIPT = """
