@@ -76,6 +76,54 @@ def test_the_defaults_and_the_scopes_with_external_effects() -> None:
     assert parse({"scopes": {"charge": {"on_expiry": "unknown"}}}).external_scopes == ["charge"]
 
 
+@pytest.mark.parametrize(
+    ("entry", "url"),
+    [
+        (
+            {
+                "ENGINE": "django.db.backends.postgresql",
+                "NAME": "shop",
+                "USER": "app",
+                "PASSWORD": "p@ss/w:rd",
+                "HOST": "db",
+                "PORT": "5433",
+            },
+            "postgresql://app:p%40ss%2Fw%3Ard@db:5433/shop",
+        ),
+        (
+            {
+                "ENGINE": "django.db.backends.mysql",
+                "NAME": "shop",
+                "USER": "root",
+                "HOST": "127.0.0.1",
+                "PORT": 3306,
+            },
+            "mysql://root@127.0.0.1:3306/shop",
+        ),
+        ({"ENGINE": "django.db.backends.postgresql", "NAME": "shop"}, "postgresql:///shop"),
+        (
+            {"ENGINE": "django.db.backends.sqlite3", "NAME": Path("/srv/db.sqlite3")},
+            "sqlite:////srv/db.sqlite3",
+        ),
+    ],
+)
+def test_the_store_url_is_built_from_the_databases_entry(
+    entry: dict[str, object], url: str
+) -> None:
+    from mideng.contrib.django.settings import url_of
+
+    assert url_of("default", entry) == url
+
+
+def test_an_engine_without_a_store_asks_for_one() -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mideng.contrib.django.settings import url_of
+
+    with pytest.raises(ImproperlyConfigured, match=r"set settings.MIDENG\['store'\]"):
+        url_of("default", {"ENGINE": "django.db.backends.oracle"})
+
+
 GUARD_SCRIPT = """
 import json, threading
 from mideng.contrib.django import guard

@@ -14,6 +14,7 @@ from argparse import ArgumentParser
 from collections.abc import Iterator
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from mideng.contrib.django.project import build
@@ -58,6 +59,8 @@ class MidengCommand(BaseCommand, metaclass=abc.ABCMeta):
             self.run(**options)
         except IdempotencyError as exc:
             raise (usage if is_usage(exc) else problem)(one_line(exc)) from exc
+        except ImproperlyConfigured as exc:  # the settings the command reads
+            raise usage(one_line(exc)) from exc
         except (CommandError, SystemExit, KeyboardInterrupt):
             raise
         except Exception as exc:  # a driver's error: the store or broker failed

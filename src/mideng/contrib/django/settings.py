@@ -132,6 +132,13 @@ def database_url(alias: str) -> str:
         raise ImproperlyConfigured(
             f"settings.{SETTING}['database'] is {alias!r}, which is not in settings.DATABASES"
         )
+    return url_of(alias, entry)
+
+
+def url_of(alias: str, entry: Mapping[str, Any]) -> str:
+    """A DATABASES entry as a store URL: its engine's scheme, user and password (quoted),
+    host, port and name. OPTIONS are not carried: name a ``store`` when the database needs
+    them."""
     engine = entry.get("ENGINE", "")
     scheme = _SCHEMES.get(engine)
     if scheme is None:
