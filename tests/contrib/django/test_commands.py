@@ -210,14 +210,17 @@ def _add(shop: Shop, stream: str, keys: list[str]) -> list[str]:
         engine.dispose()
 
 
-def _sent(shop: Shop) -> int:
+def _count(shop: Shop, query: str) -> int:
     engine = sa.create_engine(shop.url)
     try:
         with engine.connect() as conn:
-            query = f"SELECT COUNT(*) FROM {shop.outbox} WHERE state = 1"
             return int(conn.exec_driver_sql(query).scalar_one())
     finally:
         engine.dispose()
+
+
+def _sent(shop: Shop) -> int:
+    return _count(shop, f"SELECT COUNT(*) FROM {shop.outbox} WHERE state = 1")
 
 
 def test_relay_publishes_to_redis_streams_once_and_until_sigterm(tmp_path: Path) -> None:
@@ -237,21 +240,26 @@ def test_relay_publishes_to_redis_streams_once_and_until_sigterm(tmp_path: Path)
             for _, fields in published
         )
 
-        running = shop.project.start("mideng_relay", "--poll", "0.1")
+        # SIGTERM while it works through 200 keys a batch each: the batches in flight are
+        # published and written back, nothing is left claimed, nothing published unmarked.
+        _add(shop, stream, [f"order:{n}" for n in range(3, 203)])
+        running = shop.project.start("mideng_relay", "--batch", "1", "--poll", "0.1")
         try:
-            later = _add(shop, stream, [f"order:{n}" for n in range(3, 13)])
             deadline = time.monotonic() + 20
-            while _sent(shop) < 12 and time.monotonic() < deadline:
-                time.sleep(0.05)  # waiting for the relay's work to show, not ordering a race
+            while _sent(shop) < 3 and time.monotonic() < deadline:
+                time.sleep(0.02)  # waiting for the relay's first batches, not ordering a race
             running.send_signal(signal.SIGTERM)
-            _out, err = running.communicate(timeout=20)
+            _, err = running.communicate(timeout=20)
         finally:
             if running.poll() is None:
                 running.kill()
         assert running.returncode == 0, err
-        assert _sent(shop) == 12
-        assert client.xlen(stream) == 12
-        assert len(later) == 10
+        claimed = f"SELECT COUNT(*) FROM {shop.outbox}_keys WHERE claimed_by IS NOT NULL"
+        assert _count(shop, claimed) == 0
+        assert client.xlen(stream) == _sent(shop) >= 3
+        rest = shop.manage("mideng_relay", "--once")
+        assert rest.returncode == 0, rest.stderr
+        assert (client.xlen(stream), _sent(shop)) == (202, 202)
     finally:
         client.delete(stream)
         client.close()
