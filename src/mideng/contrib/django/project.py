@@ -18,19 +18,24 @@ _made: list[Guard] = []  # the one Guard, once made
 _making = threading.Lock()
 
 
-def _on_database(url: str) -> bool:
-    """Whether the store keeps its records in a SQL table (whose name the setting gives)."""
-    return scheme_of(url).split("+")[0] in ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
+def _table_options(url: str, records: str) -> dict[str, Any]:
+    """The store's options when it keeps its records in a table of the database (whose name
+    the setting gives): the tables are the migrations' (``manage.py migrate``), so the store
+    never upgrades them, and a server's store never creates them either (the SQLite store
+    makes what is absent, as it does for any file)."""
+    scheme = scheme_of(url).split("+")[0]
+    if scheme == "sqlite":
+        return {"table": records, "auto_upgrade": False}
+    if scheme in ("postgresql", "postgres", "mysql", "mariadb"):
+        return {"table": records, "create_schema": False, "auto_upgrade": False}
+    return {}
 
 
 def build(settings: Config) -> Guard:
-    """A Guard on the setting's store, with its scopes configured. The tables are the
-    migrations' (``manage.py migrate``): the store never creates or upgrades them."""
+    """A Guard on the setting's store, with its scopes configured."""
     url = settings.store_url()
-    options: dict[str, Any] = {}
-    if _on_database(url):
-        options = {"table": settings.records, "auto_upgrade": False}
-    made = Guard(open_store(url, **options), lease=settings.lease, ttl=settings.ttl)
+    store = open_store(url, **_table_options(url, settings.records))
+    made = Guard(store, lease=settings.lease, ttl=settings.ttl)
     for scope, policy in settings.scopes.items():
         made.configure_scope(scope, **policy)
     return made
