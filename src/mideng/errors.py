@@ -104,6 +104,30 @@ class RecordedFailureError(_RecordError):
         self.original_message = message
 
 
+def one_line(exc: BaseException) -> str:
+    """An error's message as one line, for an operator's command. A driver's runs over
+    several (libpq adds a hint, SQLAlchemy the statement and a link); the first says what
+    failed."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def named(exc: BaseException) -> str:
+    """``one_line`` after the error's type (a driver's error, whose message alone may not say
+    what kind of failure it is). No URL is added: it may hold a password."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {one_line(exc)}" if text else type(exc).__name__
+
+
+def is_usage(exc: IdempotencyError) -> bool:
+    """Whether a command's failure is how it was asked (an option, a store URL, a scope or key
+    refused: exit 2) rather than what it met (the store failed, a record in the way, a
+    schema behind: exit 1)."""
+    if isinstance(exc, SchemaVersionError):  # what the database holds, not how it was asked
+        return False
+    return isinstance(exc, (ConfigurationError, InvalidKeyError))
+
+
 __all__ = [
     "AttemptsExhaustedError",
     "CodecError",
@@ -120,4 +144,7 @@ __all__ = [
     "StoreUnavailableError",
     "TokenRejectedError",
     "UnresolvedError",
+    "is_usage",
+    "named",
+    "one_line",
 ]

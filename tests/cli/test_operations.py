@@ -45,6 +45,18 @@ def test_pending_reconcile_and_stale(url: str, monkeypatch: pytest.MonkeyPatch) 
     assert blind.exit_code == 1
     assert _json(blind.stdout)[0]["outcome"] == "unregistered"
     monkeypatch.delenv("MIDENG_TEST_SHOP_DOWN")
+    # --plan says what it would do and does none of it.
+    planned = cli.invoke(
+        main,
+        ["operations", "reconcile", "--guard", "tests.operations.shop:guard", "--plan", "--json"],
+    )
+    assert planned.exit_code == 0, planned.output
+    assert [(r["key"], r["outcome"], r["detail"]) for r in _json(planned.stdout)] == [
+        ("o1", "would_run", "released")
+    ]
+    assert shop.sent == ["o1"]
+    still = cli.invoke(main, ["operations", "pending", "--store", url, "--json"])
+    assert [r["key"] for r in _json(still.stdout)] == ["o1"]
     done = cli.invoke(
         main, ["operations", "reconcile", "--guard", "tests.operations.shop:guard", "--json"]
     )

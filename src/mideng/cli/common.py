@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import math
 import re
@@ -74,12 +73,6 @@ logged = logs.to_stderr
 
 def emit(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False))
-
-
-def when(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def console() -> Console:

@@ -22,12 +22,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from mideng.cli.common import Duration, limit_option, when
+from mideng.cli.common import Duration, limit_option
 from mideng.cli.errors import Problems, one_line
 from mideng.guard.default import DEFAULT_STORE
 from mideng.guard.guard import Guard
-from mideng.operations.results import ReconcileOutcome
+from mideng.operations.reconcile import needs_attention
 from mideng.stores.registry import open_store
+from mideng.stores.reports import when
 
 
 def _guard(store_url: str, guard_path: str | None) -> contextlib.closing[Guard]:
@@ -160,12 +161,17 @@ def pending(asked: _Asked) -> None:
 
 @operations.command()
 @_asking
-def reconcile(asked: _Asked) -> None:
+@click.option(
+    "--plan",
+    is_flag=True,
+    help="Only say what it would do (would_run, would_clear); change nothing.",
+)
+def reconcile(asked: _Asked, plan: bool) -> None:
     """Finish every unfinished operation whose holder is gone (run it from cron)."""
     with asked.guard() as guard:
-        report = guard.reconcile(asked.scope, asked.limit)
+        report = guard.reconcile(asked.scope, asked.limit, plan=plan)
     asked.show(f"{len(report)} operation(s) seen", [dataclasses.asdict(r) for r in report])
-    if any(r.outcome in (ReconcileOutcome.FAILED, ReconcileOutcome.UNREGISTERED) for r in report):
+    if needs_attention(report):
         raise SystemExit(1)
 
 

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mideng.cli.common import emit, json_option, limit_option, when
+from mideng.cli.common import emit, json_option, limit_option
 from mideng.cli.migrate import engine_for, reported
 from mideng.cli.options import db_option
 from mideng.core.answers import Answer, Changed, Done
 from mideng.outbox.schema import DEFAULT_TABLE
+from mideng.stores.reports import when
 
 if TYPE_CHECKING:
     from mideng.outbox.dead import OutboxRow

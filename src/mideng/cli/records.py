@@ -19,19 +19,16 @@ from mideng.cli.common import (
     opened,
     progress,
     store_option,
-    when,
 )
 from mideng.cli.errors import Problems, one_line
 from mideng.core.answers import Answer, Changed, Done
 from mideng.core.keys import check_scope
 from mideng.core.record import Record, Seen, Status
 from mideng.core.settle import UNSET
-from mideng.errors import CodecError, ConfigurationError
+from mideng.errors import CodecError
 from mideng.guard.operator import release_record, resolve_record
-from mideng.stores.survey import SurveyStore
-
-#: Records deleted per store call while purging (each call its own short transaction).
-PURGE_STEP = 1000
+from mideng.stores import reports
+from mideng.stores.reports import when
 
 
 def describe(record: Record) -> dict[str, Any]:
@@ -226,36 +223,13 @@ def purge(store_url: str, as_json: bool, limit: int | None, older_than: float | 
     """Delete records whose retention ran out (run it on a schedule)."""
     with opened(store_url) as guard:
         store = guard.store
-        if older_than is not None and not isinstance(store, SurveyStore):
-            raise ConfigurationError(f"{type(store).__name__} can't purge --older-than")
-        total = 0
         with progress(as_json, "purging") as bar:
             task = bar.add_task("purge", total=limit)
-            while limit is None or total < limit:
-                step = PURGE_STEP if limit is None else min(PURGE_STEP, limit - total)
-                if older_than is None:
-                    done = guard.purge(step)
-                else:
-                    assert isinstance(store, SurveyStore)
-                    done = store.purge_older(older_than, step)
-                total += done
-                bar.update(task, completed=total)
-                if done < step:
-                    break
+            total = reports.purge(store, limit, older_than, lambda n: bar.update(task, completed=n))
     if as_json:
-        emit(
-            {
-                "purged": total,
-                "older_than_seconds": older_than,
-                "self_expiring": store.self_expiring,
-            }
-        )
-        return
-    what = "expired" if older_than is None else f"finished, older than {older_than:g} s,"
-    click.echo(
-        f"purged {total} {what} record(s)"
-        + (" (this store expires records itself)" if store.self_expiring else "")
-    )
+        emit(reports.purged(store, total, older_than))
+    else:
+        click.echo(reports.purged_line(store, total, older_than))
 
 
 __all__ = ["describe", "inspect_record", "purge", "release", "resolve", "unresolved"]

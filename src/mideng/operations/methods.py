@@ -73,13 +73,18 @@ class Operations:
     async def apending(self, scope: str | None = None, limit: int = 100) -> list[PendingOperation]:
         return await apending(cast(Driver, self), _scope(scope), limit)
 
-    def reconcile(self, scope: str | None = None, limit: int = 100) -> list[Reconciled]:
+    def reconcile(
+        self, scope: str | None = None, limit: int = 100, *, plan: bool = False
+    ) -> list[Reconciled]:
         """Run every unfinished operation whose holder is gone again, with its stored
-        arguments, through the function registered for its scope; report each."""
-        return effects.run(reconcile(cast(Driver, self), _scope(scope), limit))
+        arguments, through the function registered for its scope; report each. ``plan``:
+        report what it would do (``would_run``, ``would_clear``), changing nothing."""
+        return effects.run(reconcile(cast(Driver, self), _scope(scope), limit, plan))
 
-    async def areconcile(self, scope: str | None = None, limit: int = 100) -> list[Reconciled]:
-        return await effects.arun(reconcile(cast(Driver, self), _scope(scope), limit))
+    async def areconcile(
+        self, scope: str | None = None, limit: int = 100, *, plan: bool = False
+    ) -> list[Reconciled]:
+        return await effects.arun(reconcile(cast(Driver, self), _scope(scope), limit, plan))
 
     def reconcile_operation(
         self, scope: str, key: str, seen: SeenOperation

@@ -4,7 +4,8 @@
 arguments through the function registered for its scope in this process (``@guard.operation``
 registers it), so it resumes at its first unfinished step; an operation whose function is not
 registered here is reported, never guessed. Operations whose record completed but whose kept
-steps are left have those cleared.
+steps are left have those cleared. ``plan=True`` answers what a pass would do (``would_run``,
+``would_clear``, and what it would skip) and changes nothing.
 
 ``reconcile_one`` (``Guard.reconcile_operation`` / ``areconcile_operation``) is an
 operator's action on one operation they saw (``SeenOperation``: its state and fence): run
@@ -74,7 +75,7 @@ def call_of(known: Registered, entry: OperationEntry) -> tuple[list[Any], dict[s
     return args, kwargs
 
 
-def _plan(guard: Driver, item: PendingOperation) -> Reconciled | Registered:
+def _what_to_do(guard: Driver, item: PendingOperation) -> Reconciled | Registered:
     """What to do with one pending operation: a report, or the function to run it with."""
     if item.state not in RUNNABLE:
         return Reconciled(item.scope, item.key, ReconcileOutcome.SKIPPED, item.state.value)
@@ -102,15 +103,21 @@ def _not_cleared(entry: OperationEntry, exc: Exception) -> Reconciled:
     return Reconciled(entry.scope, entry.key, ReconcileOutcome.FAILED, repr(exc)[:200])
 
 
-def reconcile(guard: Driver, scope: str | None, limit: int) -> Effects[list[Reconciled]]:
+def reconcile(
+    guard: Driver, scope: str | None, limit: int, plan: bool = False
+) -> Effects[list[Reconciled]]:
     """One pass: kept steps of completed operations cleared, runnable operations run again
-    (``guard.reconcile`` / ``areconcile`` carry it out, blocking or awaited)."""
+    (``guard.reconcile`` / ``areconcile`` carry it out, blocking or awaited). ``plan``: only
+    what the pass would do, reported; nothing is cleared or run."""
     store = store_of(guard)
     entries: list[OperationEntry] = yield effects.call(
         store.operations, store.aoperations, scope, limit
     )
     report = []
     for entry in _done(entries):
+        if plan:
+            report.append(Reconciled(entry.scope, entry.key, ReconcileOutcome.WOULD_CLEAR))
+            continue
         try:
             yield effects.call(store.clear_steps, store.aclear_steps, entry.scope, entry.key)
         except Exception as exc:  # one store error must not cost the others their reconcile
@@ -118,14 +125,18 @@ def reconcile(guard: Driver, scope: str | None, limit: int) -> Effects[list[Reco
         else:
             report.append(Reconciled(entry.scope, entry.key, ReconcileOutcome.CLEARED))
     for item in unfinished(guard, entries):
-        plan = _plan(guard, item)
-        if isinstance(plan, Reconciled):
-            report.append(plan)
+        known = _what_to_do(guard, item)
+        if isinstance(known, Reconciled):
+            report.append(known)
+            continue
+        if plan:
+            would = Reconciled(item.scope, item.key, ReconcileOutcome.WOULD_RUN, item.state.value)
+            report.append(would)
             continue
         entry = next(e for e in entries if (e.scope, e.key) == (item.scope, item.key))
         try:
-            args, kwargs = call_of(plan, entry)
-            outcome = yield _rerun(plan, entry.key, tuple(args), kwargs)
+            args, kwargs = call_of(known, entry)
+            outcome = yield _rerun(known, entry.key, tuple(args), kwargs)
         except Exception as exc:
             report.append(_ran(item, None, exc))
         else:
@@ -151,12 +162,12 @@ def reconcile_one(
     item = judge(guard, entry, time.time())
     if item.seen != seen:
         return Changed(item)
-    plan = _plan(guard, item)
-    if isinstance(plan, Reconciled):
-        return Done(plan)
+    known = _what_to_do(guard, item)
+    if isinstance(known, Reconciled):
+        return Done(known)
     try:
-        args, kwargs = call_of(plan, entry)
-        outcome = yield _rerun(plan, entry.key, tuple(args), kwargs)
+        args, kwargs = call_of(known, entry)
+        outcome = yield _rerun(known, entry.key, tuple(args), kwargs)
     except InProgressError:
         # Another reconcile, or the operation's caller, claimed it after the look.
         now = yield effects.call(store.operation, store.aoperation, scope, key)
@@ -164,6 +175,13 @@ def reconcile_one(
     except Exception as exc:
         return Done(_ran(item, None, exc))
     return Done(_ran(item, outcome, None))
+
+
+def needs_attention(report: list[Reconciled]) -> bool:
+    """Whether a pass left an operation an operator must look at (a run failed, or no
+    function for its scope): a command's exit 1."""
+    wrong = (ReconcileOutcome.FAILED, ReconcileOutcome.UNREGISTERED)
+    return any(r.outcome in wrong for r in report)
 
 
 def _rerun(

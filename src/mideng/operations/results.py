@@ -60,6 +60,10 @@ class ReconcileOutcome(_Word):
     UNREGISTERED = "unregistered"
     #: Its record had completed; its kept steps were dropped.
     CLEARED = "cleared"
+    #: A plan's answer (``reconcile(plan=True)``): it would be run again; nothing was run.
+    WOULD_RUN = "would_run"
+    #: A plan's answer: its kept steps would be dropped; nothing was.
+    WOULD_CLEAR = "would_clear"
 
 
 @dataclass(frozen=True)
