@@ -2,13 +2,17 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+import mideng
 from mideng import Guard, open_store
 from mideng.cli import main
 from mideng.core.record import ClaimRequest
@@ -73,3 +77,42 @@ def test_pending_reconcile_and_stale(url: str, monkeypatch: pytest.MonkeyPatch) 
     assert "stopped renewing" in _json(stale.stdout)[0]["reason"]
     bad = cli.invoke(main, ["operations", "pending", "--guard", "tests.operations.shop"])
     assert bad.exit_code == 2
+
+
+def test_guard_is_found_in_the_current_directory(tmp_path: Path) -> None:
+    """``--guard module:attr`` named from the service's own folder, with the installed
+    ``mideng`` script (whose sys.path does not hold the folder, unlike ``python -m``)."""
+    store = f"sqlite:///{tmp_path / 'shop.db'}"
+    (tmp_path / "payments_service.py").write_text(
+        "from mideng import Guard, open_store\n"
+        f"guard = Guard(open_store({store!r}))\n"
+        "@guard.operation('notify', key='{order}', steps=('sms',))\n"
+        "def notify(order: str) -> str:\n"
+        "    return 'sent'\n"
+    )
+    script = Path(sys.executable).parent / "mideng"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(Path(mideng.__file__).parent.parent)  # this checkout's mideng
+    for command in (["pending"], ["reconcile", "--plan"]):
+        done = subprocess.run(
+            [str(script), "operations", *command, "--guard", "payments_service:guard", "--json"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "No module named" not in done.stderr
+    missing = subprocess.run(
+        [str(script), "operations", "pending", "--guard", "elsewhere:guard"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert missing.returncode == 2
+    assert "can't import elsewhere" in missing.stderr

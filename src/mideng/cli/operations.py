@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import importlib
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,8 +21,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from mideng.cli.common import Duration, limit_option
-from mideng.cli.errors import Problems, one_line
+from mideng.cli.common import Duration, imported, limit_option
 from mideng.guard.default import DEFAULT_STORE
 from mideng.guard.guard import Guard
 from mideng.operations.reconcile import needs_attention
@@ -34,34 +32,12 @@ from mideng.stores.reports import when
 def _guard(store_url: str, guard_path: str | None) -> contextlib.closing[Guard]:
     """The Guard to ask, closed when the block ends: the service's (``--guard``), which knows
     its registered operations, or one on ``--store``."""
-    guard = Guard(open_store(store_url)) if guard_path is None else _imported(guard_path)
+    guard = (
+        Guard(open_store(store_url))
+        if guard_path is None
+        else imported(guard_path, "--guard", Guard, "shop.payments:guard")
+    )
     return contextlib.closing(guard)
-
-
-def _imported(guard_path: str) -> Guard:
-    """The Guard ``module:attribute`` names. A name that leads to nothing, or to no Guard, is
-    a bad --guard (exit 2); the module failing as it is imported is exit 1."""
-    module_name, _, attr = guard_path.partition(":")
-    if not module_name or not attr:
-        raise _bad_guard("takes module:attribute, e.g. shop.payments:guard")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise _bad_guard(f"can't import {module_name}: {one_line(exc)}") from exc
-    except Exception as exc:  # the service's own module: whatever its code raises
-        raise Problems(
-            f"importing {module_name} failed: {type(exc).__name__}: {one_line(exc)}"
-        ) from exc
-    if not hasattr(module, attr):
-        raise _bad_guard(f"{module_name} has no {attr}")
-    found = getattr(module, attr)
-    if not isinstance(found, Guard):
-        raise _bad_guard(f"{guard_path} is a {type(found).__name__}, not a Guard")
-    return found
-
-
-def _bad_guard(message: str) -> click.BadParameter:
-    return click.BadParameter(message, param_hint="'--guard'")
 
 
 @dataclasses.dataclass(frozen=True)
