@@ -21,9 +21,13 @@ from tests.cli.stores import url
 __all__ = ["url"]  # the fixture: SQLite and MariaDB
 
 
-def _json(output: str) -> list[dict[str, Any]]:
-    # Only the JSON lines: an application may send the mideng logger's lines to stdout too.
-    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+def _json(output: str, listed: str = "operations") -> list[dict[str, Any]]:
+    """The rows of a command's JSON document, checked against its count. Only the document:
+    an application may send the mideng logger's lines to stdout too."""
+    document = json.loads(output[output.index("{") :])
+    assert document["count"] == len(document[listed])
+    rows: list[dict[str, Any]] = document[listed]
+    return rows
 
 
 def test_pending_reconcile_and_stale(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,6 +45,9 @@ def test_pending_reconcile_and_stale(url: str, monkeypatch: pytest.MonkeyPatch) 
     assert listed.exit_code == 0, listed.output
     (row,) = _json(listed.stdout)
     assert (row["key"], row["state"], row["registered"]) == ("o1", "released", False)
+    # Typed values: a list of steps, null for steps not declared to this store, a time or null.
+    assert (row["steps_done"], row["steps_left"]) == ([], None)
+    assert isinstance(row["since"], str)
     table = cli.invoke(main, ["operations", "pending", "--guard", "tests.operations.shop:guard"])
     assert table.exit_code == 0
     assert "send_sms" in table.output
@@ -65,16 +72,18 @@ def test_pending_reconcile_and_stale(url: str, monkeypatch: pytest.MonkeyPatch) 
         main, ["operations", "reconcile", "--guard", "tests.operations.shop:guard", "--json"]
     )
     assert done.exit_code == 0, done.output
-    assert _json(done.stdout)[0]["outcome"] == "finished"
+    (finished,) = _json(done.stdout)
+    assert (finished["outcome"], finished["detail"]) == ("finished", "sms:o1")  # not a repr
     assert shop.sent == ["o1", "o1"]
-    assert _json(cli.invoke(main, ["operations", "pending", "--store", url, "--json"]).stdout) == []
+    empty = cli.invoke(main, ["operations", "pending", "--store", url, "--json"]).stdout
+    assert json.loads(empty) == {"count": 0, "operations": []}  # the same shape when empty
 
     # A task whose holder died: stale, and --fail-on-any lets cron alert on it.
     Guard(open_store(url)).store.claim(ClaimRequest("export", "t1", "gone", 0.05, 60))
     time.sleep(0.1)
     stale = cli.invoke(main, ["operations", "stale", "--store", url, "--fail-on-any", "--json"])
     assert stale.exit_code == 1
-    assert "stopped renewing" in _json(stale.stdout)[0]["reason"]
+    assert "stopped renewing" in _json(stale.stdout, "tasks")[0]["reason"]
     bad = cli.invoke(main, ["operations", "pending", "--guard", "tests.operations.shop"])
     assert bad.exit_code == 2
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import time
 from typing import Any
 
@@ -28,7 +29,7 @@ from mideng.core.answers import Changed, Done, Gone
 from mideng.core.codec import get_codec
 from mideng.core.convert import converter
 from mideng.core.effects import Effect, Effects
-from mideng.errors import ConfigurationError, InProgressError
+from mideng.errors import ConfigurationError, InProgressError, named
 from mideng.guard.driver import Driver
 from mideng.observability import logs
 from mideng.operations.pending import judge, state_of, store_of, unfinished
@@ -86,21 +87,33 @@ def _what_to_do(guard: Driver, item: PendingOperation) -> Reconciled | Registere
     return known
 
 
+#: The most of a result or an error a report carries, in characters.
+DETAIL_MAX = 200
+
+
+def described(result: Any) -> str:
+    """A run's result as a report's text: a string as it is, anything else as JSON (what is
+    not JSON as its ``str``); never a Python repr, which a script reading the report would
+    have to unquote."""
+    text = result if isinstance(result, str) else json.dumps(result, default=str)
+    return text[:DETAIL_MAX]
+
+
 def _ran(item: PendingOperation, outcome: Any, error: BaseException | None) -> Reconciled:
     if error is None:
-        return Reconciled(item.scope, item.key, ReconcileOutcome.FINISHED, repr(outcome)[:200])
+        return Reconciled(item.scope, item.key, ReconcileOutcome.FINISHED, described(outcome))
     if isinstance(error, InProgressError):
         return Reconciled(
             item.scope, item.key, ReconcileOutcome.SKIPPED, OperationState.RUNNING.value
         )
     logs.reconcile_failed(item.scope, item.key, error)
-    return Reconciled(item.scope, item.key, ReconcileOutcome.FAILED, repr(error)[:200])
+    return Reconciled(item.scope, item.key, ReconcileOutcome.FAILED, named(error)[:DETAIL_MAX])
 
 
 def _not_cleared(entry: OperationEntry, exc: Exception) -> Reconciled:
     """Kept steps that could not be dropped: reported, and left to the next pass."""
     logs.reconcile_failed(entry.scope, entry.key, exc)
-    return Reconciled(entry.scope, entry.key, ReconcileOutcome.FAILED, repr(exc)[:200])
+    return Reconciled(entry.scope, entry.key, ReconcileOutcome.FAILED, named(exc)[:DETAIL_MAX])
 
 
 def reconcile(

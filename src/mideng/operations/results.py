@@ -50,9 +50,10 @@ class OperationState(_Word):
 class ReconcileOutcome(_Word):
     """What reconcile did with one operation."""
 
-    #: Run again to its end; ``detail`` is its result's repr.
+    #: Run again to its end; ``detail`` is its result (a string as it is, else JSON).
     FINISHED = "finished"
-    #: Run again and failed, or a store error at it; ``detail`` is the error's repr.
+    #: Run again and failed, or a store error at it; ``detail`` is the error's type and
+    #: message (``ProviderDown: sms gateway timed out``).
     FAILED = "failed"
     #: Left alone in its state (``detail``): running, unknown or failed.
     SKIPPED = "skipped"

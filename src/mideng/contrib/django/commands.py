@@ -82,10 +82,6 @@ class MidengCommand(BaseCommand, metaclass=abc.ABCMeta):
         finally:
             made.close()
 
-    def emit_line(self, value: Any) -> None:
-        """One JSON line, as ``mideng operations`` prints each row."""
-        self.stdout.write(json.dumps(value, ensure_ascii=False, default=str))
-
     def emit(self, value: Any) -> None:
         """JSON as ``mideng``'s commands print it."""
         self.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False))

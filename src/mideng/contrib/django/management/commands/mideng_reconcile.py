@@ -5,7 +5,6 @@ holder is gone, through the functions registered on the project's Guard
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 from argparse import ArgumentParser
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 from mideng.contrib.django.commands import MidengCommand, problem, usage
 from mideng.contrib.django.project import guard
 from mideng.errors import one_line
+from mideng.operations import reports
 from mideng.operations.reconcile import needs_attention
 
 
@@ -20,7 +20,7 @@ class Command(MidengCommand):
     help = "Finish unfinished operations whose holder is gone (--apply), or plan it (--plan)."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--json", action="store_true", help="Print JSON lines.")
+        parser.add_argument("--json", action="store_true", help="Print one JSON document.")
         what = parser.add_mutually_exclusive_group(required=True)
         what.add_argument(
             "--plan", action="store_true", help="Say what it would do; change nothing."
@@ -45,10 +45,10 @@ class Command(MidengCommand):
         if options["limit"] < 1:
             raise usage("--limit must be 1 or more")
         report = guard().reconcile(options["scope"], options["limit"], plan=options["plan"])
-        for row in (dataclasses.asdict(r) for r in report):
-            if options["json"]:
-                self.emit_line(row)
-            else:
-                self.stdout.write(" ".join(str(value) for value in row.values()))
+        if options["json"]:
+            self.emit(reports.reconciled(report, options["plan"]))
+        else:
+            for r in report:
+                self.stdout.write(f"{r.scope} {r.key} {r.outcome.value} {r.detail}".rstrip())
         if needs_attention(report):
             raise problem("an operation failed or has no registered function here")
