@@ -4,6 +4,8 @@ errors that publish nothing."""
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -150,3 +152,44 @@ def test_a_lease_or_poll_that_is_not_finite_and_positive_is_a_usage_error(
     assert result.exit_code == 2, result.output
     (line,) = [line for line in result.output.splitlines() if line.startswith("Error: ")]
     assert option.strip("-") in line
+
+
+def test_a_long_running_relay_says_it_started_what_it_publishes_and_that_it_stopped(
+    tmp_path: Path, broker_names: BrokerNames
+) -> None:
+    stream = broker_names.redis_stream().stream
+    url = _shop(tmp_path, stream, 6)
+    broker = REDIS_URL.replace("redis://", "redis://:s3cret@", 1)  # a password: never logged
+    args = ["relay", "--db", url, "--broker", broker, "--progress", "0.3", "--poll", "0.1"]
+    log = tmp_path / "relay.log"
+    with log.open("w") as stderr:
+        relay = subprocess.Popen([sys.executable, "-m", "mideng", *args], stderr=stderr)
+    try:
+        deadline = time.monotonic() + 30
+        # Until a progress line after the last row went out says nothing is left.
+        while not _progress(log) or not _progress(log)[-1].endswith(" 0 due now, 0 waiting"):
+            assert time.monotonic() < deadline, log.read_text()
+            assert relay.poll() is None, log.read_text()
+            time.sleep(0.05)
+    finally:
+        relay.send_signal(signal.SIGTERM)
+        relay.wait(timeout=30)
+    said = log.read_text()
+    assert relay.returncode == 0, said
+    assert "s3cret" not in said
+    (started,) = [line for line in said.splitlines() if "outbox relay started" in line]
+    assert "table=mideng_outbox broker=redis://127.0.0.1:6379 lease=30s" in started
+    published = [int(line.split("relay: ")[1].split()[0]) for line in _progress(log)]
+    assert sum(published) == 6
+    (stopped,) = [line for line in said.splitlines() if "outbox relay stopped" in line]
+    assert stopped.endswith("stopped: 6 published, 0 failed, 0 dead since it started")
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        assert client.xlen(stream) == 6
+    finally:
+        client.close()
+
+
+def _progress(log: Path) -> list[str]:
+    lines = [line for line in log.read_text().splitlines() if "outbox relay: " in line]
+    return [line.split(" (a retry")[0] for line in lines]

@@ -41,6 +41,12 @@ from mideng.cli.options import db_option
     show_default=True,
     help="Seconds between looks when nothing wakes the relay.",
 )
+@click.option(
+    "--progress",
+    default=60.0,
+    show_default=True,
+    help="Seconds between progress lines of a long-running relay (0: none).",
+)
 def relay(
     db_url: str,
     broker_url: str,
@@ -51,9 +57,11 @@ def relay(
     batch_keys: int,
     max_attempts: int,
     poll: float,
+    progress: float,
 ) -> None:
     """Publish committed outbox rows to a broker, in order per key. SIGTERM or Ctrl-C finishes
-    the batches in flight (published and written back), then exits."""
+    the batches in flight (published and written back), then exits. A long-running relay logs
+    its start, what it published every --progress seconds, and its stop."""
     from mideng.outbox import service
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -69,6 +77,7 @@ def relay(
             batch_keys=batch_keys,
             max_attempts=max_attempts,
             poll=poll,
+            progress=progress,
         )
     except service.Refused as exc:
         raise click.UsageError(str(exc)) from exc

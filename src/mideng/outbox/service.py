@@ -13,8 +13,10 @@ import signal
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from mideng.errors import IdempotencyError, named
+from mideng.observability import logs
 from mideng.outbox.ops import Left
 from mideng.outbox.relay import Relay
 
@@ -30,15 +32,30 @@ class Stopped(Exception):
     """The relay could not start, or stopped: a database or broker failed."""
 
 
-def serve(db_url: str, broker_url: str, *, once: bool, say: Say, **options: Any) -> int:
+#: Seconds between a long-running relay's progress lines, by default.
+PROGRESS_EVERY = 60.0
+
+
+def serve(
+    db_url: str,
+    broker_url: str,
+    *,
+    once: bool,
+    say: Say,
+    progress: float = PROGRESS_EVERY,
+    **options: Any,
+) -> int:
     """Run a relay (``options``: ``Relay``'s) until a signal, or ``once``; the exit code:
-    ``once`` gives 1 when a row is left undelivered."""
+    ``once`` gives 1 when a row is left undelivered. A long-running relay logs its start, a
+    progress line every ``progress`` seconds (0: none) and its stop, at INFO."""
+    if not progress >= 0:
+        raise Refused(f"progress must be seconds >= 0: {progress}")
     try:
         worker = Relay(db_url, broker_url, **options)
     except IdempotencyError as exc:
         raise Refused(str(exc)) from exc
     try:
-        return asyncio.run(_run(worker, once, say))
+        return asyncio.run(_run(worker, once, say, progress, broker_label(broker_url)))
     except (Refused, Stopped):
         raise
     except IdempotencyError as exc:
@@ -65,7 +82,7 @@ async def _started(worker: Relay) -> None:
         raise
 
 
-async def _run(worker: Relay, once: bool, say: Say) -> int:
+async def _run(worker: Relay, once: bool, say: Say, progress: float, broker: str) -> int:
     await _started(worker)
     async with worker:
         if once:
@@ -82,8 +99,51 @@ async def _run(worker: Relay, once: bool, say: Say) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(signum, stop.set)
-        await worker.run(stop)
+        logs.relay_started(worker.table, broker, worker.lease, worker.batch_keys, worker.depth)
+        reporting = asyncio.create_task(_report(worker, progress, stop)) if progress else None
+        try:
+            await worker.run(stop)
+        finally:
+            if reporting is not None:
+                reporting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reporting
+        done = worker.done
+        logs.relay_stopped(done.sent, done.failed, done.dead)
         return 0
+
+
+async def _report(worker: Relay, every: float, stop: asyncio.Event) -> None:
+    """A progress line every ``every`` seconds until ``stop``: what the relay did since the
+    last one, and what waits. A look at what waits that fails is left out of that line: the
+    relay logs the database's failure itself."""
+    before, since = worker.done, time.monotonic()
+    while not stop.is_set():
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
+        if stop.is_set():
+            return
+        now, done = time.monotonic(), worker.done
+        try:
+            left = await worker.left()
+        except Exception:  # the database is down: the batches' own lines say so
+            left = Left()
+        logs.relay_progress(
+            done.sent - before.sent,
+            done.failed - before.failed,
+            done.dead - before.dead,
+            now - since,
+            left.due,
+            left.waiting,
+        )
+        before, since = done, now
+
+
+def broker_label(url: str) -> str:
+    """A broker URL as a log line may show it: scheme, host and port, never a password."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
 
 
 def left_line(left: Left, now: float) -> str:

@@ -100,6 +100,9 @@ from mideng.observability.logs.outbox import (
     publisher_client_error,
     purge_failed,
     relay_batch_failed,
+    relay_progress,
+    relay_started,
+    relay_stopped,
 )
 
 __all__ = [
@@ -166,6 +169,9 @@ __all__ = [
     "redis_stream_left_pending",
     "redis_stream_reconnected",
     "relay_batch_failed",
+    "relay_progress",
+    "relay_started",
+    "relay_stopped",
     "response_unguarded",
     "response_unstored",
     "rollback_failed",

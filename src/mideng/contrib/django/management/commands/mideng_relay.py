@@ -33,6 +33,12 @@ class Command(MidengCommand):
         parser.add_argument(
             "--poll", type=float, default=1.0, help="Seconds between looks when nothing wakes it."
         )
+        parser.add_argument(
+            "--progress",
+            type=float,
+            default=service.PROGRESS_EVERY,
+            help="Seconds between progress lines while it runs (0: none).",
+        )
 
     def run(self, **options: Any) -> None:
         settings = config()
@@ -53,6 +59,7 @@ class Command(MidengCommand):
                 batch_keys=options["batch"],
                 max_attempts=options["max_attempts"],
                 poll=options["poll"],
+                progress=options["progress"],
             )
         except service.Refused as exc:
             raise usage(str(exc)) from exc
