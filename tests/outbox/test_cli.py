@@ -3,6 +3,7 @@ errors that publish nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -193,3 +194,51 @@ def test_a_long_running_relay_says_it_started_what_it_publishes_and_that_it_stop
 def _progress(log: Path) -> list[str]:
     lines = [line for line in log.read_text().splitlines() if "outbox relay: " in line]
     return [line.split(" (a retry")[0] for line in lines]
+
+
+def test_the_documented_exchange_set_up_routes_each_destination_to_its_bound_queues(
+    tmp_path: Path, broker_names: BrokerNames
+) -> None:
+    """docs/outbox.md, "Publishing to a RabbitMQ exchange": a topic exchange, a queue bound by
+    a pattern, rows whose destination is the routing key. A destination no binding takes is
+    refused (mandatory) and retried, never dropped."""
+    exchange = broker_names.rabbitmq_exchange("orders-events")
+    stock = broker_names.rabbitmq_queue("stock")
+    asyncio.run(_topic(exchange, stock, "order.*"))
+    url = f"sqlite:///{tmp_path / 'shop.db'}"
+    engine = create_engine(url)
+    outbox = Outbox(engine)
+    outbox.create_schema()
+    with engine.begin() as connection:
+        outbox.add(connection, "order.paid", {"order": 1}, key="order:1")
+        outbox.add(connection, "order.shipped", {"order": 1}, key="order:1")
+        outbox.add(connection, "refund.issued", {"order": 2}, key="order:2")  # no binding
+    engine.dispose()
+    args = ["relay", "--db", url, "--broker", AMQP_URL, "--exchange", exchange, "--once"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output  # the unbound row waits for its retry
+    assert result.output.startswith("published 2, failed 1, dead 0\n")
+    assert asyncio.run(_drained(stock)) == [b'{"order":1}', b'{"order":1}']
+
+
+async def _topic(exchange: str, queue: str, pattern: str) -> None:
+    import aio_pika
+
+    async with await aio_pika.connect(AMQP_URL) as connection:
+        channel = await connection.channel()
+        topic = await channel.declare_exchange(exchange, aio_pika.ExchangeType.TOPIC, durable=True)
+        bound = await channel.declare_queue(queue, durable=True)
+        await bound.bind(topic, routing_key=pattern)
+
+
+async def _drained(queue: str) -> list[bytes]:
+    import aio_pika
+
+    async with await aio_pika.connect(AMQP_URL) as connection:
+        channel = await connection.channel()
+        found = await channel.declare_queue(queue, durable=True)
+        bodies = []
+        while (message := await found.get(fail=False)) is not None:
+            await message.ack()
+            bodies.append(message.body)
+        return bodies
