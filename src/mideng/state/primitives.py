@@ -1,4 +1,4 @@
-"""insert_once, decrement and update_versioned, with their async twins.
+"""insert_once, decrement, update_versioned and update_fenced, with their async twins.
 
 Each builds the operation (mideng.state.ops) for the shape of its arguments — compiled once
 per table, dialect and column names (mideng.state.statements) — and hands it to the runner of
@@ -19,9 +19,17 @@ from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.state.compiled import speech
 from mideng.state.defaults import fill
-from mideng.state.ops import APPLIED, conditional, moved_on, short_of
+from mideng.state.ops import APPLIED, conditional, moved_on, short_of, superseded
 from mideng.state.ops import insert_once as insert_once_op
-from mideng.state.results import Applied, Conflict, Existing, Inserted, Insufficient, Missing
+from mideng.state.results import (
+    Applied,
+    Conflict,
+    Existing,
+    Inserted,
+    Insufficient,
+    Missing,
+    Superseded,
+)
 from mideng.state.run import Make, arun, run
 from mideng.state.statements import (
     INSERTS,
@@ -42,6 +50,7 @@ from mideng.state.statements import (
 InsertAnswer = Inserted | Existing
 DecrementAnswer = Applied | Insufficient | Missing
 VersionedAnswer = Applied | Conflict | Missing
+FencedAnswer = Applied | Superseded | Missing
 
 
 def checked_where(table: Any, where: Mapping[str, Any]) -> tuple[str, ...]:
@@ -246,3 +255,74 @@ async def aupdate_versioned(
     column: str = "version",
 ) -> VersionedAnswer:
     return await arun(conn, _versioned(table, where, values, version, column))
+
+
+# -- update_fenced -------------------------------------------------------------------------
+def _fenced(
+    table: Any, where: Mapping[str, Any], values: Mapping[str, Any], fence: int, column: str
+) -> Make[FencedAnswer]:
+    core_table(table)
+    if isinstance(fence, bool) or not isinstance(fence, int) or fence < 1:
+        raise ConfigurationError(f"fence={fence!r}: the claim's fence, an int >= 1")
+    names = checked_where(table, where)
+    given = values_of(table, values, "update")
+    if column in values:
+        raise ConfigurationError(
+            f"{table.name}.{column} is the fence column: update_fenced writes the fence there"
+        )
+
+    def make(dialect: Any) -> Op[FencedAnswer]:
+        spoken = speech(dialect)
+        cache_key = ("fenced", spoken.key, names, given, column)
+        shape = cached(table, cache_key) or keep(
+            table,
+            cache_key,
+            _fenced_shape(UpdateOf(table, spoken.kind, dialect, names, given), column),
+        )
+        params = dict(zip(shape.where_names, where.values(), strict=True))
+        params.update(zip(shape.value_names, values.values(), strict=True))
+        params["fence"] = fence
+        if shape.filled:
+            fill(shape.filled, params, values, dialect)
+        return conditional(shape.update, shape.read, params, params, APPLIED, superseded(fence))
+
+    return make
+
+
+def _fenced_shape(of: UpdateOf, column: str) -> UpdateShape:
+    from sqlalchemy import bindparam, or_
+
+    col = own_column(of.table, column, f"fence column {column!r}")
+    fence = bindparam("fence", type_=col.type)
+    # <=, not <: the holder may write its row more than once; only an older claim is refused.
+    not_newer = or_(col.is_(None), col <= fence)
+    return update_shape(of, sets={col: fence}, conds=[not_newer], binds=[fence], picked=[col])
+
+
+def update_fenced(
+    conn: Any,
+    table: Any,
+    where: Mapping[str, Any],
+    values: Mapping[str, Any],
+    *,
+    fence: int,
+    column: str = "fence",
+) -> FencedAnswer:
+    """``UPDATE table SET <values>, fence = :fence WHERE <where> AND (fence IS NULL OR fence
+    <= :fence)``: the fencing token check, made by the table itself. ``Applied()``,
+    ``Superseded(current_fence)`` (a newer claim wrote the row: the caller's claim was taken
+    over, and its late write changed nothing) or ``Missing()``. ``fence`` is the claim's
+    (a scheduled job's ``context.fence``, a guarded call's ticket)."""
+    return run(conn, _fenced(table, where, values, fence, column))
+
+
+async def aupdate_fenced(
+    conn: Any,
+    table: Any,
+    where: Mapping[str, Any],
+    values: Mapping[str, Any],
+    *,
+    fence: int,
+    column: str = "fence",
+) -> FencedAnswer:
+    return await arun(conn, _fenced(table, where, values, fence, column))
