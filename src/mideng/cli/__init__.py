@@ -22,6 +22,8 @@ COMMANDS = {
     "migrate": "mideng.cli.migrate:migrate_command",
     "operations": "mideng.cli.operations:operations",
     "relay": "mideng.cli.relay:relay",
+    "jobs": "mideng.cli.jobs:jobs",
+    "once": "mideng.cli.jobs:once",
     "stats": "mideng.cli.survey:stats",
     "scan": "mideng.cli.survey:scan",
 }
