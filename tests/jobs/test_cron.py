@@ -28,7 +28,10 @@ def fires(expression: str, zone: str, start: datetime, count: int) -> list[datet
 
 
 def at(zone: str, *wall: int, fold: int = 0) -> datetime:
-    return datetime(*wall, tzinfo=zoneinfo.ZoneInfo(zone), fold=fold).astimezone(UTC)  # type: ignore[misc]
+    """The instant a wall time names in ``zone`` (``fold=1``: its second occurrence)."""
+    year, month, day, hour, minute = wall
+    naive = datetime(year, month, day, hour, minute)
+    return naive.replace(tzinfo=zoneinfo.ZoneInfo(zone), fold=fold).astimezone(UTC)
 
 
 @pytest.mark.parametrize(

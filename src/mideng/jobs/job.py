@@ -83,11 +83,15 @@ class Job:
         check_scope(self.scope)
         if not callable(self.fn):
             raise ConfigurationError(f"job {self.name!r}: fn must be callable")
-        try:
-            object.__setattr__(self, "missed", Missed(self.missed))
-            object.__setattr__(self, "overlap", Overlap(self.overlap))
-        except ValueError as exc:
-            raise ConfigurationError(f"job {self.name!r}: {exc}") from exc
+        for name, kind in (("missed", Missed), ("overlap", Overlap)):
+            value = getattr(self, name)
+            try:
+                object.__setattr__(self, name, kind(value))
+            except ValueError:
+                allowed = ", ".join(member.value for member in kind)
+                raise ConfigurationError(
+                    f"job {self.name!r}: {name} must be one of {allowed}, not {value!r}"
+                ) from None
         catch_up = self.catch_up
         if isinstance(catch_up, bool) or not isinstance(catch_up, int) or catch_up < 0:
             raise ConfigurationError(f"job {self.name!r}: catch_up must be an int >= 0")

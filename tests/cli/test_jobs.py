@@ -1,0 +1,131 @@
+"""``mideng once``, ``mideng jobs list`` and ``mideng jobs run``: a command run once per slot
+across hosts with its exit code; the jobs' slots as the store holds them; a scheduler that
+SIGTERM stops once its running job has ended."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from mideng.cli import main
+from mideng.core.record import ClaimRequest, ExpiryPolicy
+from mideng.jobs import Every, slot_key
+from mideng.stores.sqlite import SQLiteStore
+
+SERVICE = "tests.cli.jobs_service:jobs"
+
+
+def cli(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def test_once_runs_the_command_on_one_host_per_slot(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'once.db'}"
+    name = f"backup{uuid.uuid4().hex[:6]}"
+    marker = tmp_path / "ran"
+    command = ["sh", "-c", f'echo "$MIDENG_SLOT $MIDENG_FENCE" >> {marker}; exit 7']
+    first = cli("once", name, "--store", store, "--every", "1d", "--", *command)
+    assert first.exit_code == 7, first.output
+    slot = slot_key(Every(86400).slot_at(time.time()))
+    assert marker.read_text() == f"{slot} 1\n"
+    second = cli("once", name, "--store", store, "--every", "1d", "--", *command)
+    assert second.exit_code == 0, second.output
+    assert "done" in second.output
+    assert marker.read_text() == f"{slot} 1\n"  # not run again
+
+
+def test_once_leaves_a_slot_running_elsewhere(tmp_path: Path) -> None:
+    path = tmp_path / "once.db"
+    name = f"sync{uuid.uuid4().hex[:6]}"
+    slot = slot_key(Every(3600).slot_at(time.time()))
+    with SQLiteStore(str(path)) as store:
+        req = ClaimRequest(
+            f"job:{name}", slot, "other-host", 60.0, 600.0, None, ExpiryPolicy.TAKE_OVER
+        )
+        assert store.claim(req).acquired
+    result = cli("once", name, "--store", f"sqlite:///{path}", "--every", "1h", "--", "false")
+    assert result.exit_code == 0, result.output
+    assert "running" in result.output
+
+
+def test_once_refuses_a_missing_or_double_schedule(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'once.db'}"
+    assert "one of --every and --cron" in cli("once", "x", "--store", store, "--", "true").output
+    both = cli("once", "x", "--store", store, "--every", "1h", "--cron", "0 * * * *", "--", "true")
+    assert both.exit_code == 2
+    bad = cli("once", "x", "--store", store, "--cron", "0 25 * * *", "--", "true")
+    assert bad.exit_code == 2
+    assert "hour 25 is outside 0-23" in bad.output
+
+
+def test_jobs_list_shows_each_jobs_recent_slots(tmp_path: Path) -> None:
+    path = tmp_path / "list.db"
+    current = Every(1).slot_at(time.time() + 5)
+    with SQLiteStore(str(path)) as store:
+        req = ClaimRequest(
+            "job:tick", slot_key(current), "h", 60.0, 600.0, None, ExpiryPolicy.TAKE_OVER
+        )
+        store.claim(req)
+    result = cli("jobs", "list", "--store", f"sqlite:///{path}", "--json", "--recent", "3", SERVICE)
+    assert result.exit_code == 0, result.output
+    [tick, report] = json.loads(result.output)
+    assert (tick["job"], tick["schedule"], tick["missed"], tick["overlap"]) == (
+        "tick",
+        "every 1s",
+        "latest",
+        "wait",
+    )
+    assert len(tick["slots"]) == 3
+    assert report["schedule"] == "cron '0 6 * * *' Asia/Shanghai"
+    assert report["external_effects"] is True
+    assert report["next_slot"].endswith("T22:00:00.000+00:00")  # 06:00 in Shanghai
+    text = cli("jobs", "list", "--store", f"sqlite:///{path}", SERVICE)
+    assert text.exit_code == 0
+    assert "report  cron '0 6 * * *' Asia/Shanghai" in text.output
+
+
+def test_jobs_commands_refuse_what_is_not_a_jobs_registry(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'x.db'}"
+    for target, error in (
+        ("tests.cli.jobs_service", "module:attribute"),
+        ("tests.cli.jobs_service:nothing", "has no attribute"),
+        ("tests.cli.no_such_module:jobs", "No module named"),
+        ("tests.cli.jobs_service:not_jobs", "not a Jobs registry"),
+    ):
+        result = cli("jobs", "list", "--store", store, target)
+        assert result.exit_code == 2, target
+        assert error in result.output, result.output
+
+
+def test_jobs_run_stops_on_sigterm_once_the_running_job_ended(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), MIDENG_TEST_JOBS_DIR=str(out))
+    store = f"sqlite:///{tmp_path / 'run.db'}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mideng", "jobs", "run", "--store", store, SERVICE],
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        end = time.monotonic() + 20
+        while not list(out.glob("*.started")) and time.monotonic() < end:
+            time.sleep(0.02)
+        started = list(out.glob("*.started"))
+        assert started, "no slot started"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        ended = {p.name.removesuffix(".ended") for p in out.glob("*.ended")}
+        assert {p.name.removesuffix(".started") for p in out.glob("*.started")} == ended
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
