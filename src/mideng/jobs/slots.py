@@ -183,3 +183,26 @@ def previous_clear(
             return False
         yield effects.pause(min(1.0, record.lease_until - now if record.lease_until else 1.0))
     return False
+
+
+def nearest(store: RecordStore, job: Job, tolerance: float) -> Effects[float]:
+    """The slot a trigger that fired now means, by the store's clock: the slot that started
+    last, unless the next one starts within ``tolerance`` seconds (at most half a period):
+    a host whose clock runs ahead fires early, and then waits for that slot to start."""
+    now = yield effects.call(store.now, store.anow)
+    slot = job.schedule.slot_at(now)
+    upcoming = job.schedule.after(slot)
+    if upcoming - now <= min(tolerance, (upcoming - slot) / 2):
+        yield effects.pause(upcoming - now)
+        return upcoming
+    return slot
+
+
+def fire(guard: Driver, job: Job, tolerance: float = 5.0) -> SlotRun:
+    """Run the slot a trigger means when it fires now (``nearest``): what another scheduler
+    (APScheduler, cron) calls at each of the job's times, on every host."""
+    return run_slot(guard, job, effects.run(nearest(guard.store, job, tolerance)))
+
+
+async def afire(guard: Driver, job: Job, tolerance: float = 5.0) -> SlotRun:
+    return await arun_slot(guard, job, await effects.arun(nearest(guard.store, job, tolerance)))

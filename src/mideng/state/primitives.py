@@ -11,7 +11,7 @@ its plan and values, which ``_insert`` turns into the operation).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -190,38 +190,61 @@ async def adecrement(
     return await arun(conn, _decrement(table, where, column, amount))
 
 
-# -- update_versioned ----------------------------------------------------------------------
+# -- update_versioned and update_fenced: an update guarded by a column of the row's own --------
+def _guarded_update(
+    table: Any,
+    where: Mapping[str, Any],
+    values: Mapping[str, Any],
+    column: str,
+    role: str,
+    shape_of: Callable[[UpdateOf, str], UpdateShape],
+    bound: tuple[str, int],
+    applied: Any,
+    judge: Callable[[Any], Any],
+) -> Make[Any]:
+    """The operation of an update that also sets ``column`` itself (``role`` says how, for
+    the error when ``values`` names it), on the condition ``shape_of`` adds, with the one
+    bind ``bound`` (its name and value): ``applied`` when a row changed, else what ``judge``
+    makes of the row read back."""
+    names = checked_where(table, where)
+    given = values_of(table, values, "update")
+    if column in values:
+        raise ConfigurationError(f"{table.name}.{column} is {role}")
+
+    def make(dialect: Any) -> Op[Any]:
+        spoken = speech(dialect)
+        cache_key = (shape_of, spoken.key, names, given, column)
+        shape = cached(table, cache_key) or keep(
+            table, cache_key, shape_of(UpdateOf(table, spoken.kind, dialect, names, given), column)
+        )
+        params = dict(zip(shape.where_names, where.values(), strict=True))
+        params.update(zip(shape.value_names, values.values(), strict=True))
+        params[bound[0]] = bound[1]
+        if shape.filled:
+            fill(shape.filled, params, values, dialect)
+        return conditional(shape.update, shape.read, params, params, applied, judge)
+
+    return make
+
+
 def _versioned(
     table: Any, where: Mapping[str, Any], values: Mapping[str, Any], version: int, column: str
 ) -> Make[VersionedAnswer]:
     core_table(table)
     if isinstance(version, bool) or not isinstance(version, int):
         raise ConfigurationError(f"version={version!r}: the version read before, an int")
-    names = checked_where(table, where)
-    given = values_of(table, values, "update")
-    if column in values:
-        raise ConfigurationError(
-            f"{table.name}.{column} is the version column: update_versioned increments it"
-        )
-
-    def make(dialect: Any) -> Op[VersionedAnswer]:
-        spoken = speech(dialect)
-        cache_key = ("versioned", spoken.key, names, given, column)
-        shape = cached(table, cache_key) or keep(
-            table,
-            cache_key,
-            _versioned_shape(UpdateOf(table, spoken.kind, dialect, names, given), column),
-        )
-        params = dict(zip(shape.where_names, where.values(), strict=True))
-        params.update(zip(shape.value_names, values.values(), strict=True))
-        params["ver"] = version
-        if shape.filled:
-            fill(shape.filled, params, values, dialect)
-        return conditional(
-            shape.update, shape.read, params, params, Applied(version + 1), moved_on(version)
-        )
-
-    return make
+    role = "the version column: update_versioned increments it"
+    return _guarded_update(
+        table,
+        where,
+        values,
+        column,
+        role,
+        _versioned_shape,
+        ("ver", version),
+        Applied(version + 1),
+        moved_on(version),
+    )
 
 
 def _versioned_shape(of: UpdateOf, column: str) -> UpdateShape:
@@ -257,36 +280,24 @@ async def aupdate_versioned(
     return await arun(conn, _versioned(table, where, values, version, column))
 
 
-# -- update_fenced -------------------------------------------------------------------------
 def _fenced(
     table: Any, where: Mapping[str, Any], values: Mapping[str, Any], fence: int, column: str
 ) -> Make[FencedAnswer]:
     core_table(table)
     if isinstance(fence, bool) or not isinstance(fence, int) or fence < 1:
         raise ConfigurationError(f"fence={fence!r}: the claim's fence, an int >= 1")
-    names = checked_where(table, where)
-    given = values_of(table, values, "update")
-    if column in values:
-        raise ConfigurationError(
-            f"{table.name}.{column} is the fence column: update_fenced writes the fence there"
-        )
-
-    def make(dialect: Any) -> Op[FencedAnswer]:
-        spoken = speech(dialect)
-        cache_key = ("fenced", spoken.key, names, given, column)
-        shape = cached(table, cache_key) or keep(
-            table,
-            cache_key,
-            _fenced_shape(UpdateOf(table, spoken.kind, dialect, names, given), column),
-        )
-        params = dict(zip(shape.where_names, where.values(), strict=True))
-        params.update(zip(shape.value_names, values.values(), strict=True))
-        params["fence"] = fence
-        if shape.filled:
-            fill(shape.filled, params, values, dialect)
-        return conditional(shape.update, shape.read, params, params, APPLIED, superseded(fence))
-
-    return make
+    role = "the fence column: update_fenced writes the fence there"
+    return _guarded_update(
+        table,
+        where,
+        values,
+        column,
+        role,
+        _fenced_shape,
+        ("fence", fence),
+        APPLIED,
+        superseded(fence),
+    )
 
 
 def _fenced_shape(of: UpdateOf, column: str) -> UpdateShape:

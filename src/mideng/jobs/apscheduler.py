@@ -1,0 +1,66 @@
+"""APScheduler 3 fires a job's times on each host; mideng runs each slot once across them.
+
+``add_job(scheduler, guard, job)`` adds ``job`` to an APScheduler 3 scheduler (any of them:
+``BackgroundScheduler``, ``BlockingScheduler``, ``AsyncIOScheduler`` with ``use_async=True``)
+with a trigger that fires at the job's slot starts (``SlotTrigger``: mideng's own schedule,
+so cron expressions keep crontab's weekday numbers and day rule, and mideng's rule across
+clock changes). Each fire runs the slot it means by the store's clock (``slots.fire``), so
+every host may run the same scheduler with the same jobs. APScheduler 4 is not wrapped.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from mideng.errors import ConfigurationError
+from mideng.guard.driver import Driver
+from mideng.jobs.job import Job
+from mideng.jobs.schedule import Schedule
+from mideng.jobs.slots import afire, fire
+
+try:
+    from apscheduler.triggers.base import BaseTrigger
+except ImportError as exc:  # pragma: no cover - the extra is not installed
+    raise ConfigurationError(
+        "mideng.jobs.apscheduler needs APScheduler 3: pip install 'mideng[apscheduler]'"
+    ) from exc
+
+
+class SlotTrigger(BaseTrigger):  # type: ignore[misc]
+    """An APScheduler 3 trigger firing at a mideng schedule's slot starts (by the host's
+    clock; the fire itself reads the store's)."""
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+
+    def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime:
+        if previous_fire_time is not None:
+            upcoming = self.schedule.after(previous_fire_time.timestamp())
+        else:  # the first fire: the slot starting now, or the next one
+            moment = now.timestamp()
+            current = self.schedule.slot_at(moment)
+            upcoming = current if current == moment else self.schedule.after(current)
+        return datetime.fromtimestamp(upcoming, timezone.utc)
+
+    def __str__(self) -> str:
+        return f"mideng slots ({self.schedule.describe()})"
+
+
+def add_job(
+    scheduler: Any,
+    guard: Driver,
+    job: Job,
+    *,
+    use_async: bool = False,
+    tolerance: float = 5.0,
+    **options: Any,
+) -> Any:
+    """Add ``job`` to an APScheduler 3 ``scheduler``; ``options`` go to its ``add_job``
+    (``misfire_grace_time``, ``executor`` ...). The APScheduler job's id is the job's name;
+    ``use_async``: the scheduler is an ``AsyncIOScheduler`` and the job an ``async def``."""
+    options.setdefault("id", job.name)
+    options.setdefault("misfire_grace_time", max(1, int(tolerance)))
+    runner = afire if use_async else fire
+    trigger = SlotTrigger(job.schedule)
+    return scheduler.add_job(runner, trigger, args=(guard, job, tolerance), **options)
