@@ -29,7 +29,7 @@ from mideng.errors import LeaseLostError
 from mideng.guard.driver import Driver
 from mideng.guard.pipeline import Terms
 from mideng.jobs.job import Job, JobContext, Overlap
-from mideng.jobs.schedule import slot_key, slot_time
+from mideng.jobs.schedule import Schedule, slot_key, slot_time
 from mideng.observability import observers
 from mideng.observability.logs import jobs as job_logs
 from mideng.stores.base import RecordStore
@@ -185,16 +185,22 @@ def previous_clear(
     return False
 
 
+def nearest_slot(schedule: Schedule, now: float, tolerance: float) -> float:
+    """The slot a trigger that fired at ``now`` (the store's clock) means: the slot that
+    started last, unless the next one starts within ``tolerance`` seconds (at most half a
+    period): a host whose clock runs ahead fires early."""
+    slot = schedule.slot_at(now)
+    upcoming = schedule.after(slot)
+    return upcoming if upcoming - now <= min(tolerance, (upcoming - slot) / 2) else slot
+
+
 def nearest(store: RecordStore, job: Job, tolerance: float) -> Effects[float]:
-    """The slot a trigger that fired now means, by the store's clock: the slot that started
-    last, unless the next one starts within ``tolerance`` seconds (at most half a period):
-    a host whose clock runs ahead fires early, and then waits for that slot to start."""
+    """``nearest_slot`` by the store's clock, once that slot has started (an early fire
+    waits for it)."""
     now = yield effects.call(store.now, store.anow)
-    slot = job.schedule.slot_at(now)
-    upcoming = job.schedule.after(slot)
-    if upcoming - now <= min(tolerance, (upcoming - slot) / 2):
-        yield effects.pause(upcoming - now)
-        return upcoming
+    slot = nearest_slot(job.schedule, now, tolerance)
+    if slot > now:
+        yield effects.pause(slot - now)
     return slot
 
 
