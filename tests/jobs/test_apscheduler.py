@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from mideng import Guard
 from mideng.core import effects
 from mideng.jobs import Cron, Every, Job
 from mideng.jobs.slots import nearest
@@ -89,3 +91,39 @@ def test_three_apscheduler_hosts_run_each_slot_once(tmp_path: Path) -> None:
     assert set(runs.values()) == {1}, runs
     starts = sorted(datetime.strptime(k, "%Y-%m-%dT%H:%M:%S%z").timestamp() for k in runs)
     assert starts == [starts[0] + n for n in range(len(starts))]
+
+
+def test_a_slot_held_by_a_dead_host_is_taken_over_when_its_lease_ends(tmp_path: Path) -> None:
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from mideng.core.record import ClaimRequest, ExpiryPolicy
+    from mideng.jobs import JobContext, slot_key
+    from mideng.jobs.apscheduler import add_job
+
+    guard = Guard(f"sqlite:///{tmp_path / 'store.db'}")
+    fences: list[int] = []
+    done = threading.Event()
+
+    def tick(context: JobContext) -> None:
+        fences.append(context.fence)
+        done.set()
+
+    job = Job(f"held{uuid.uuid4().hex[:6]}", tick, Every(3600))
+    left = job.schedule.after(job.schedule.slot_at(guard.store.now())) - guard.store.now()
+    if left < 10:  # a fire this close to the next slot would mean that one
+        time.sleep(left + 0.1)
+    slot = job.schedule.slot_at(guard.store.now())
+    req = ClaimRequest(
+        job.scope, slot_key(slot), "dead-host", 1.0, 600.0, None, ExpiryPolicy.TAKE_OVER
+    )
+    assert guard.store.claim(req).acquired  # a host that claimed the slot, then died
+    scheduler = BackgroundScheduler()
+    scheduler.start()
+    try:
+        aps_job = add_job(scheduler, guard, job, next_run_time=datetime.now(UTC))
+        assert done.wait(10)
+        assert aps_job.id == job.name
+    finally:
+        scheduler.shutdown(wait=True)
+        guard.close()
+    assert fences == [2]  # taken over, once

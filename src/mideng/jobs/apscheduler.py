@@ -10,14 +10,14 @@ every host may run the same scheduler with the same jobs. APScheduler 4 is not w
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from mideng.errors import ConfigurationError
 from mideng.guard.driver import Driver
 from mideng.jobs.job import Job
 from mideng.jobs.schedule import Schedule
-from mideng.jobs.slots import afire, fire
+from mideng.jobs.slots import Outcome, SlotRun, afire, arun_slot, fire, run_slot
 
 try:
     from apscheduler.triggers.base import BaseTrigger
@@ -47,6 +47,41 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]
         return f"mideng slots ({self.schedule.describe()})"
 
 
+def held_again(
+    scheduler: Any, guard: Driver, job: Job, ran: SlotRun, now: float, use_async: bool
+) -> None:
+    """A slot found held elsewhere is looked at again when that holder's lease ends (a
+    one-off APScheduler job), to take it over if the holder died."""
+    if ran.outcome is not Outcome.RUNNING:
+        return
+    until = ran.lease_until if ran.lease_until is not None else ran.slot + job.lease
+    at = datetime.now(timezone.utc) + timedelta(seconds=max(until - now, 0.0) + 0.05)
+    again = _aslot if use_async else _slot
+    scheduler.add_job(
+        again, "date", run_date=at, args=(scheduler, guard, job, ran.slot), misfire_grace_time=None
+    )
+
+
+def _fire(scheduler: Any, guard: Driver, job: Job, tolerance: float) -> None:
+    ran = fire(guard, job, tolerance)
+    held_again(scheduler, guard, job, ran, guard.store.now(), use_async=False)
+
+
+async def _afire(scheduler: Any, guard: Driver, job: Job, tolerance: float) -> None:
+    ran = await afire(guard, job, tolerance)
+    held_again(scheduler, guard, job, ran, await guard.store.anow(), use_async=True)
+
+
+def _slot(scheduler: Any, guard: Driver, job: Job, slot: float) -> None:
+    ran = run_slot(guard, job, slot)
+    held_again(scheduler, guard, job, ran, guard.store.now(), use_async=False)
+
+
+async def _aslot(scheduler: Any, guard: Driver, job: Job, slot: float) -> None:
+    ran = await arun_slot(guard, job, slot)
+    held_again(scheduler, guard, job, ran, await guard.store.anow(), use_async=True)
+
+
 def add_job(
     scheduler: Any,
     guard: Driver,
@@ -58,9 +93,10 @@ def add_job(
 ) -> Any:
     """Add ``job`` to an APScheduler 3 ``scheduler``; ``options`` go to its ``add_job``
     (``misfire_grace_time``, ``executor`` ...). The APScheduler job's id is the job's name;
-    ``use_async``: the scheduler is an ``AsyncIOScheduler`` and the job an ``async def``."""
+    ``use_async``: the scheduler is an ``AsyncIOScheduler`` and the job an ``async def``. A
+    slot found held elsewhere is looked at again when that lease ends (``held_again``)."""
     options.setdefault("id", job.name)
     options.setdefault("misfire_grace_time", max(1, int(tolerance)))
-    runner = afire if use_async else fire
+    runner = _afire if use_async else _fire
     trigger = SlotTrigger(job.schedule)
-    return scheduler.add_job(runner, trigger, args=(guard, job, tolerance), **options)
+    return scheduler.add_job(runner, trigger, args=(scheduler, guard, job, tolerance), **options)
