@@ -13,6 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from mideng.cli import main
@@ -105,13 +106,16 @@ def test_jobs_commands_refuse_what_is_not_a_jobs_registry(tmp_path: Path) -> Non
         assert error in result.output, result.output
 
 
-def test_jobs_run_stops_on_sigterm_once_the_running_job_ended(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loop", [[], ["--async"]])
+def test_jobs_run_stops_on_sigterm_once_the_running_job_ended(
+    tmp_path: Path, loop: list[str]
+) -> None:
     out = tmp_path / "out"
     out.mkdir()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), MIDENG_TEST_JOBS_DIR=str(out))
     store = f"sqlite:///{tmp_path / 'run.db'}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mideng", "jobs", "run", "--store", store, SERVICE],
+        [sys.executable, "-m", "mideng", "jobs", "run", "--store", store, *loop, SERVICE],
         env=env,
         stderr=subprocess.DEVNULL,
     )

@@ -10,8 +10,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from celery import Celery
-from celery.signals import task_postrun
+from celery import Celery  # type: ignore[import-untyped]
+from celery.signals import task_postrun  # type: ignore[import-untyped]
 
 from mideng import Guard
 from mideng.jobs import Every, Job, JobContext, slot_key
@@ -37,7 +37,7 @@ def tick(context: JobContext) -> None:
 task = slot_task(app, guard, Job(os.environ["MIDENG_TEST_JOB"], tick, Every(1)), queue=QUEUE)
 
 
-@task_postrun.connect
+@task_postrun.connect  # type: ignore[untyped-decorator]
 def executed(kwargs: dict[str, Any] | None = None, retval: Any = None, **_: Any) -> None:
     slot = (kwargs or {}).get(SLOT)
     key = "none" if slot is None else slot_key(float(slot))

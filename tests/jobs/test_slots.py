@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from datetime import datetime, timezone
 from typing import Any
@@ -167,3 +168,39 @@ def test_the_metrics_observer_is_told_each_slot(guard: Guard, clock: Clock) -> N
     assert counts == {(job.name, "running"): 1, (job.name, "ran"): 1, (job.name, "done"): 1}
     assert series["mideng_job_takeovers"][(job.name,)].count == 1
     assert series["mideng_job_seconds"][(job.name,)].count == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_heartbeat_keeps_the_slot_while_a_long_run_outlives_its_lease(
+    tmp_path: Any, mode: str
+) -> None:
+    """A run three times as long as its lease keeps the slot: a scheduler looking at it past
+    the first lease finds it held (running), never takes it over."""
+    from mideng.stores.sqlite import SQLiteStore
+
+    path = str(tmp_path / "beat.db")
+    started, release = threading.Event(), threading.Event()
+    fences: list[int] = []
+
+    def long_job(context: JobContext) -> None:
+        fences.append(context.fence)
+        started.set()
+        assert release.wait(10)
+
+    job = job_of(long_job, lease=0.6)
+    holder = Guard(SQLiteStore(path))
+    runner = threading.Thread(target=run, args=(mode, holder, job))
+    runner.start()
+    try:
+        assert started.wait(5)
+        other = Guard(SQLiteStore(path))
+        for _ in range(4):  # 2 s: more than three leases
+            time.sleep(0.5)
+            assert run_slot(other, job, SLOT).outcome is Outcome.RUNNING
+    finally:
+        release.set()
+        runner.join(10)
+    assert run_slot(other, job, SLOT).outcome is Outcome.DONE
+    assert fences == [1]
+    holder.close()
+    other.close()

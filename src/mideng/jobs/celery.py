@@ -26,8 +26,8 @@ from mideng.jobs.schedule import Schedule
 from mideng.jobs.slots import Outcome, nearest, nearest_slot, run_slot
 
 try:
-    from celery.schedules import BaseSchedule, schedstate
-    from celery.signals import before_task_publish
+    from celery.schedules import BaseSchedule, schedstate  # type: ignore[import-untyped]
+    from celery.signals import before_task_publish  # type: ignore[import-untyped]
 except ImportError as exc:  # pragma: no cover - the extra is not installed
     raise ConfigurationError(
         "mideng.jobs.celery needs Celery: pip install 'mideng[celery]'"

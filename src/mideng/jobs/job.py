@@ -75,8 +75,9 @@ class Job:
     lease: float = 60.0
     catch_up: int = 0
     grace: float = 5.0
-    #: How long a slot's record is kept: long enough that a late scheduler still finds the
-    #: slot done; at least a day, and ten periods beyond the catch-up look-back.
+    #: Seconds a slot's record is kept: a scheduler that looks at the slot later than this
+    #: (a catch-up further back, a scheduler down longer) finds no record and may run it
+    #: again, so keep it longer than the look-back and any outage you ride out.
     keep: float = 86400.0
 
     def __post_init__(self) -> None:
