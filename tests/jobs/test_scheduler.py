@@ -19,7 +19,7 @@ import pytest
 from mideng import Guard
 from mideng.core import effects
 from mideng.core.record import ClaimRequest, ExpiryPolicy
-from mideng.errors import ConfigurationError
+from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.jobs import Every, Job, JobContext, Missed, Overlap, Scheduler, slot_key
 from mideng.jobs.scheduler import Due, due, first_last
 from mideng.jobs.slots import previous_clear
@@ -149,3 +149,38 @@ def test_stop_lets_the_running_job_end(mode: str) -> None:
     thread.join(5)
     assert not thread.is_alive()
     assert ended.is_set()
+
+
+class FlakyClockStore(MemoryStore):
+    """A store whose clock fails the first ``failures`` reads with ``error``."""
+
+    def __init__(self, failures: int, error: Exception) -> None:
+        super().__init__()
+        self.failures, self.error = failures, error
+
+    def now(self) -> float:
+        if self.failures > 0:
+            self.failures -= 1
+            raise self.error
+        return super().now()
+
+
+def test_a_store_down_at_start_is_read_again_until_it_answers() -> None:
+    ran = threading.Event()
+    store = FlakyClockStore(2, StoreUnavailableError("the store is restarting"))
+    scheduler = Scheduler(Guard(store), [Job("up", lambda context: ran.set(), Every(1))])
+    thread = threading.Thread(target=scheduler.run)
+    thread.start()
+    try:
+        assert ran.wait(10)
+    finally:
+        scheduler.stop()
+        thread.join(10)
+    assert store.failures == 0
+
+
+def test_an_error_that_ends_a_loop_is_raised_by_run() -> None:
+    store = FlakyClockStore(1, RuntimeError("a bug"))
+    scheduler = Scheduler(Guard(store), [Job("bug", lambda context: None, Every(1))])
+    with pytest.raises(RuntimeError, match="a bug"):
+        scheduler.run()

@@ -99,6 +99,7 @@ class Scheduler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._beside: list[threading.Thread] = []
         self._abeside: set[asyncio.Task[SlotRun]] = set()
+        self._failed: list[BaseException] = []  # what ended a loop other than stop()
 
     # -- stopping -------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -150,13 +151,13 @@ class Scheduler:
     # -- the loop of one job, written once ---------------------------------------------------
     def job_loop(self, job: Job) -> Effects[None]:
         store = self.guard.store
-        now = yield effects.call(store.now, store.anow)
-        last = first_last(job, now)
+        last: float | None = None  # the latest slot this loop dealt with
         held: dict[float, float] = {}  # slots another holder had -> when its lease ends
         while not self.stopping():
             try:
                 now = yield effects.call(store.now, store.anow)
-                read_at = self.host_clock()
+                if last is None:
+                    last = first_last(job, now)
                 todo = due(job, last, now)
                 for slot in todo.skipped:
                     report(SlotRun(job.name, slot, Outcome.SKIPPED), job.scope)
@@ -169,12 +170,11 @@ class Scheduler:
                     last = max(last, slot)
                 now = yield effects.call(store.now, store.anow)
                 read_at = self.host_clock()
-            except IdempotencyError as exc:  # the store down, a slot's write refused
+            except IdempotencyError as exc:  # the store down: read its clock again soon
                 job_logs.loop_failed(job.name, exc)
                 yield self.sleep(AFTER_FAILURE)
                 continue
-            wake = job.schedule.after(last)
-            wake = min([wake, *held.values()])
+            wake = min([job.schedule.after(last), *held.values()])
             wait = wake - now - (self.host_clock() - read_at)
             if wait > 0:
                 yield self.sleep(min(wait, LONGEST_SLEEP))
@@ -207,14 +207,16 @@ class Scheduler:
             thread.join()
         for thread in self._beside:
             thread.join()
+        if self._failed:
+            raise self._failed[0]
 
     def _run_loop(self, job: Job) -> None:
         try:
             effects.run(self.job_loop(job))
-        except BaseException as exc:
+        except BaseException as exc:  # run() raises it once every loop ended
             job_logs.loop_failed(job.name, exc)
+            self._failed.append(exc)
             self.stop()
-            raise
 
     async def arun(self) -> None:
         """Run every job's loop as a task on the running event loop, until ``stop()``."""
