@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from mideng.cli import main
-from mideng.core.record import ClaimRequest, ExpiryPolicy
-from mideng.jobs import Every, slot_key
+from mideng.core.record import ClaimRequest, ExpiryPolicy, Ticket
+from mideng.jobs import Cron, Every, slot_key
 from mideng.stores.sqlite import SQLiteStore
 
 SERVICE = "tests.cli.jobs_service:jobs"
@@ -67,30 +67,49 @@ def test_once_refuses_a_missing_or_double_schedule(tmp_path: Path) -> None:
     assert "hour 25 is outside 0-23" in bad.output
 
 
+def _claim(store: SQLiteStore, key: str, lease: float, expiry: ExpiryPolicy) -> Ticket:
+    req = ClaimRequest("job:report", key, "a-host", lease, 600.0, None, expiry)
+    return Ticket.of(store.claim(req).record)
+
+
 def test_jobs_list_shows_each_jobs_recent_slots(tmp_path: Path) -> None:
     path = tmp_path / "list.db"
-    current = Every(1).slot_at(time.time() + 5)
+    report = Cron("0 6 * * *", "Asia/Shanghai")  # the service's daily report
     with SQLiteStore(str(path)) as store:
-        req = ClaimRequest(
-            "job:tick", slot_key(current), "h", 60.0, 600.0, None, ExpiryPolicy.TAKE_OVER
-        )
-        store.claim(req)
-    result = cli("jobs", "list", "--store", f"sqlite:///{path}", "--json", "--recent", "3", SERVICE)
+        day = report.slot_at(store.now())
+        days = [day - n * 86400 for n in range(5)]
+        _claim(store, slot_key(days[0]), 60.0, ExpiryPolicy.TAKE_OVER)  # running now
+        done = _claim(store, slot_key(days[1]), 60.0, ExpiryPolicy.TAKE_OVER)
+        store.complete(done, b"null", "json", 600.0)
+        failed = _claim(store, slot_key(days[2]), 60.0, ExpiryPolicy.TAKE_OVER)
+        store.fail(failed, b'{"type": "OSError", "message": "disk full"}', 600.0)
+        _claim(store, slot_key(days[3]), 0.05, ExpiryPolicy.UNKNOWN)  # its host died
+        _claim(store, slot_key(days[4]), 0.05, ExpiryPolicy.TAKE_OVER)  # so did this one's
+        time.sleep(0.1)
+        _claim(store, slot_key(days[3]), 60.0, ExpiryPolicy.UNKNOWN)  # a scheduler finds out
+        assert report.slot_at(store.now()) == day  # still the same day's slot
+    result = cli("jobs", "list", "--store", f"sqlite:///{path}", "--json", "--recent", "6", SERVICE)
     assert result.exit_code == 0, result.output
-    [tick, report] = json.loads(result.output)
+    [tick, listed] = json.loads(result.output)
     assert (tick["job"], tick["schedule"], tick["missed"], tick["overlap"]) == (
         "tick",
         "every 1s",
         "latest",
         "wait",
     )
-    assert len(tick["slots"]) == 3
-    assert report["schedule"] == "cron '0 6 * * *' Asia/Shanghai"
-    assert report["external_effects"] is True
-    assert report["next_slot"].endswith("T22:00:00.000+00:00")  # 06:00 in Shanghai
+    assert listed["schedule"] == "cron '0 6 * * *' Asia/Shanghai"
+    assert listed["external_effects"] is True
+    assert listed["next_slot"].endswith("T22:00:00.000+00:00")  # 06:00 in Shanghai
+    slots = listed["slots"]
+    assert [s["slot"] for s in slots] == [slot_key(d) for d in [*days, day - 5 * 86400]]
+    states = [s["state"] for s in slots]
+    assert states == ["running", "done", "failed", "unknown", "stuck", "none"]
+    assert slots[0]["fence"] == 1
+    assert 0 <= slots[0]["age_seconds"] < 30
     text = cli("jobs", "list", "--store", f"sqlite:///{path}", SERVICE)
     assert text.exit_code == 0
     assert "report  cron '0 6 * * *' Asia/Shanghai" in text.output
+    assert f"{slot_key(days[0])}  running for " in text.output
 
 
 def test_jobs_commands_refuse_what_is_not_a_jobs_registry(tmp_path: Path) -> None:
