@@ -152,3 +152,20 @@ def test_jobs_run_stops_on_sigterm_once_the_running_job_ended(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_once_refuses_a_slot_whose_host_died_mid_run_with_external_effects(tmp_path: Path) -> None:
+    path = tmp_path / "once.db"
+    name = f"charge{uuid.uuid4().hex[:6]}"
+    slot = slot_key(Every(3600).slot_at(time.time()))
+    with SQLiteStore(str(path)) as store:
+        req = ClaimRequest(
+            f"job:{name}", slot, "dead-host", 0.05, 600.0, None, ExpiryPolicy.UNKNOWN
+        )
+        assert store.claim(req).acquired
+    time.sleep(0.1)
+    store_url = f"sqlite:///{path}"
+    args = ("once", name, "--store", store_url, "--every", "1h", "--external-effects", "--", "true")
+    result = cli(*args)
+    assert result.exit_code == 1
+    assert f"mideng resolve job:{name} {slot}" in result.output
