@@ -4,7 +4,7 @@
 ``BackgroundScheduler``, ``BlockingScheduler``, ``AsyncIOScheduler`` with ``use_async=True``)
 with a trigger that fires at the job's slot starts (``SlotTrigger``: mideng's own schedule,
 so cron expressions keep crontab's weekday numbers and day rule, and mideng's rule across
-clock changes). Each fire runs the slot it means by the store's clock (``slots.fire``), so
+clock changes). Each fire runs the slot it means by the store's clock (``slots.nearest``), so
 every host may run the same scheduler with the same jobs. APScheduler 4 is not wrapped.
 """
 
@@ -13,11 +13,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from mideng.core import effects
+from mideng.core.effects import Effects
 from mideng.errors import ConfigurationError
 from mideng.guard.driver import Driver
 from mideng.jobs.job import Job
 from mideng.jobs.schedule import Schedule
-from mideng.jobs.slots import Outcome, SlotRun, afire, arun_slot, fire, run_slot
+from mideng.jobs.slots import Outcome, SlotRun, arun_slot, nearest, run_slot
 
 try:
     from apscheduler.triggers.base import BaseTrigger
@@ -56,30 +58,37 @@ def held_again(
         return
     until = ran.lease_until if ran.lease_until is not None else ran.slot + job.lease
     at = datetime.now(timezone.utc) + timedelta(seconds=max(until - now, 0.0) + 0.05)
-    again = _aslot if use_async else _slot
     scheduler.add_job(
-        again, "date", run_date=at, args=(scheduler, guard, job, ran.slot), misfire_grace_time=None
+        _arun if use_async else _run,
+        "date",
+        run_date=at,
+        args=(scheduler, guard, job, ran.slot),
+        misfire_grace_time=None,
     )
 
 
-def _fire(scheduler: Any, guard: Driver, job: Job, tolerance: float) -> None:
-    ran = fire(guard, job, tolerance)
-    held_again(scheduler, guard, job, ran, guard.store.now(), use_async=False)
+def _fired(
+    scheduler: Any, guard: Driver, job: Job, slot: float | None, tolerance: float, use_async: bool
+) -> Effects[None]:
+    """One fire of the trigger (``slot`` None: the slot it means by the store's clock), or a
+    look at a held slot again (``slot``)."""
+    if slot is None:
+        slot = yield from nearest(guard.store, job, tolerance)
+    ran = yield effects.call(run_slot, arun_slot, guard, job, slot)
+    now = yield effects.call(guard.store.now, guard.store.anow)
+    held_again(scheduler, guard, job, ran, now, use_async)
 
 
-async def _afire(scheduler: Any, guard: Driver, job: Job, tolerance: float) -> None:
-    ran = await afire(guard, job, tolerance)
-    held_again(scheduler, guard, job, ran, await guard.store.anow(), use_async=True)
+def _run(
+    scheduler: Any, guard: Driver, job: Job, slot: float | None, tolerance: float = 5.0
+) -> None:
+    effects.run(_fired(scheduler, guard, job, slot, tolerance, use_async=False))
 
 
-def _slot(scheduler: Any, guard: Driver, job: Job, slot: float) -> None:
-    ran = run_slot(guard, job, slot)
-    held_again(scheduler, guard, job, ran, guard.store.now(), use_async=False)
-
-
-async def _aslot(scheduler: Any, guard: Driver, job: Job, slot: float) -> None:
-    ran = await arun_slot(guard, job, slot)
-    held_again(scheduler, guard, job, ran, await guard.store.anow(), use_async=True)
+async def _arun(
+    scheduler: Any, guard: Driver, job: Job, slot: float | None, tolerance: float = 5.0
+) -> None:
+    await effects.arun(_fired(scheduler, guard, job, slot, tolerance, use_async=True))
 
 
 def add_job(
@@ -97,6 +106,8 @@ def add_job(
     slot found held elsewhere is looked at again when that lease ends (``held_again``)."""
     options.setdefault("id", job.name)
     options.setdefault("misfire_grace_time", max(1, int(tolerance)))
-    runner = _afire if use_async else _fire
+    runner = _arun if use_async else _run
     trigger = SlotTrigger(job.schedule)
-    return scheduler.add_job(runner, trigger, args=(scheduler, guard, job, tolerance), **options)
+    return scheduler.add_job(
+        runner, trigger, args=(scheduler, guard, job, None, tolerance), **options
+    )

@@ -202,13 +202,3 @@ def nearest(store: RecordStore, job: Job, tolerance: float) -> Effects[float]:
     if slot > now:
         yield effects.pause(slot - now)
     return slot
-
-
-def fire(guard: Driver, job: Job, tolerance: float = 5.0) -> SlotRun:
-    """Run the slot a trigger means when it fires now (``nearest``): what another scheduler
-    (APScheduler, cron) calls at each of the job's times, on every host."""
-    return run_slot(guard, job, effects.run(nearest(guard.store, job, tolerance)))
-
-
-async def afire(guard: Driver, job: Job, tolerance: float = 5.0) -> SlotRun:
-    return await arun_slot(guard, job, await effects.arun(nearest(guard.store, job, tolerance)))
