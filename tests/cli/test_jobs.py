@@ -43,15 +43,19 @@ def test_once_runs_the_command_on_one_host_per_slot(tmp_path: Path) -> None:
     assert marker.read_text() == f"{slot} 1\n"  # not run again
 
 
+def held_elsewhere(path: Path, name: str, lease: float, expiry: ExpiryPolicy) -> str:
+    """Another host's claim on job ``name``'s current hourly slot; the slot's key."""
+    slot = slot_key(Every(3600).slot_at(time.time()))
+    with SQLiteStore(str(path)) as store:
+        req = ClaimRequest(f"job:{name}", slot, "other-host", lease, 600.0, None, expiry)
+        assert store.claim(req).acquired
+    return slot
+
+
 def test_once_leaves_a_slot_running_elsewhere(tmp_path: Path) -> None:
     path = tmp_path / "once.db"
     name = f"sync{uuid.uuid4().hex[:6]}"
-    slot = slot_key(Every(3600).slot_at(time.time()))
-    with SQLiteStore(str(path)) as store:
-        req = ClaimRequest(
-            f"job:{name}", slot, "other-host", 60.0, 600.0, None, ExpiryPolicy.TAKE_OVER
-        )
-        assert store.claim(req).acquired
+    held_elsewhere(path, name, 60.0, ExpiryPolicy.TAKE_OVER)
     result = cli("once", name, "--store", f"sqlite:///{path}", "--every", "1h", "--", "false")
     assert result.exit_code == 0, result.output
     assert "running" in result.output
@@ -157,13 +161,8 @@ def test_jobs_run_stops_on_sigterm_once_the_running_job_ended(
 def test_once_refuses_a_slot_whose_host_died_mid_run_with_external_effects(tmp_path: Path) -> None:
     path = tmp_path / "once.db"
     name = f"charge{uuid.uuid4().hex[:6]}"
-    slot = slot_key(Every(3600).slot_at(time.time()))
-    with SQLiteStore(str(path)) as store:
-        req = ClaimRequest(
-            f"job:{name}", slot, "dead-host", 0.05, 600.0, None, ExpiryPolicy.UNKNOWN
-        )
-        assert store.claim(req).acquired
-    time.sleep(0.1)
+    slot = held_elsewhere(path, name, 0.05, ExpiryPolicy.UNKNOWN)
+    time.sleep(0.1)  # the other host died: its lease ran out
     store_url = f"sqlite:///{path}"
     args = ("once", name, "--store", store_url, "--every", "1h", "--external-effects", "--", "true")
     result = cli(*args)
