@@ -19,6 +19,7 @@ from click.testing import CliRunner, Result
 from mideng.cli import main
 from mideng.core.record import ClaimRequest, ExpiryPolicy, Ticket
 from mideng.jobs import Cron, Every, slot_key
+from mideng.stores.base import Store
 from mideng.stores.sqlite import SQLiteStore
 
 SERVICE = "tests.cli.jobs_service:jobs"
@@ -71,7 +72,7 @@ def test_once_refuses_a_missing_or_double_schedule(tmp_path: Path) -> None:
     assert "hour 25 is outside 0-23" in bad.output
 
 
-def _claim(store: SQLiteStore, key: str, lease: float, expiry: ExpiryPolicy) -> Ticket:
+def _claim(store: Store, key: str, lease: float, expiry: ExpiryPolicy) -> Ticket:
     req = ClaimRequest("job:report", key, "a-host", lease, 600.0, None, expiry)
     return Ticket.of(store.claim(req).record)
 
