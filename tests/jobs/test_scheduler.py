@@ -184,3 +184,28 @@ def test_an_error_that_ends_a_loop_is_raised_by_run() -> None:
     scheduler = Scheduler(Guard(store), [Job("bug", lambda context: None, Every(1))])
     with pytest.raises(RuntimeError, match="a bug"):
         scheduler.run()
+
+
+def test_two_schedulers_catching_up_run_each_missed_slot_once() -> None:
+    store = MemoryStore()
+    ran: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def tick(context: JobContext) -> None:
+        with lock:
+            ran[context.key] += 1
+
+    job = Job("catch", tick, Every(1), missed=Missed.ALL, catch_up=3)
+    started = Every(1).slot_at(store.now())
+    schedulers = [Scheduler(Guard(store), [job]) for _ in range(2)]
+    threads = [threading.Thread(target=s.run) for s in schedulers]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)
+    for scheduler in schedulers:
+        scheduler.stop()
+    for thread in threads:
+        thread.join(10)
+    missed = [slot_key(started - n) for n in (3, 2, 1)]
+    assert all(ran[key] == 1 for key in missed), ran
+    assert set(ran.values()) == {1}, ran
