@@ -90,6 +90,19 @@ def test_bad_jobs_and_schedulers_are_refused() -> None:
         Scheduler(Guard(MemoryStore()), [job, job])
 
 
+def run_for(seconds: float, schedulers: list[Scheduler], threads: list[threading.Thread]) -> None:
+    """Start ``threads`` (each running one of ``schedulers``), stop them all after ``seconds``,
+    and see every thread end."""
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    for scheduler in schedulers:
+        scheduler.stop()
+    for thread in threads:
+        thread.join(10)
+        assert not thread.is_alive()
+
+
 def shifted(seconds: float) -> Callable[[], float]:
     """A host clock ``seconds`` off the true time."""
     return lambda: time.time() + seconds
@@ -114,14 +127,7 @@ def test_schedulers_on_threads_and_event_loops_run_each_slot_once(tmp_path: Path
     ]
     threads = [threading.Thread(target=s.run) for s in schedulers[:2]]
     threads += [threading.Thread(target=asyncio.run, args=(s.arun(),)) for s in schedulers[2:]]
-    for thread in threads:
-        thread.start()
-    time.sleep(3.5)
-    for scheduler in schedulers:
-        scheduler.stop()
-    for thread in threads:
-        thread.join(10)
-        assert not thread.is_alive()
+    run_for(3.5, schedulers, threads)
     assert len(ran) >= 3
     assert set(ran.values()) == {1}, ran
     # missed="all": no second between the first slot run and the last is left out.
@@ -198,14 +204,7 @@ def test_two_schedulers_catching_up_run_each_missed_slot_once() -> None:
     job = Job("catch", tick, Every(1), missed=Missed.ALL, catch_up=3)
     started = Every(1).slot_at(store.now())
     schedulers = [Scheduler(Guard(store), [job]) for _ in range(2)]
-    threads = [threading.Thread(target=s.run) for s in schedulers]
-    for thread in threads:
-        thread.start()
-    time.sleep(1.0)
-    for scheduler in schedulers:
-        scheduler.stop()
-    for thread in threads:
-        thread.join(10)
+    run_for(1.0, schedulers, [threading.Thread(target=s.run) for s in schedulers])
     missed = [slot_key(started - n) for n in (3, 2, 1)]
     assert all(ran[key] == 1 for key in missed), ran
     assert set(ran.values()) == {1}, ran
