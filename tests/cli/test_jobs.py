@@ -121,7 +121,7 @@ def test_jobs_commands_refuse_what_is_not_a_jobs_registry(tmp_path: Path) -> Non
     store = f"sqlite:///{tmp_path / 'x.db'}"
     for target, error in (
         ("tests.cli.jobs_service", "module:attribute"),
-        ("tests.cli.jobs_service:nothing", "has no attribute"),
+        ("tests.cli.jobs_service:nothing", "tests.cli.jobs_service has no nothing"),
         ("tests.cli.no_such_module:jobs", "No module named"),
         ("tests.cli.jobs_service:not_jobs", "not a Jobs registry"),
     ):
