@@ -104,6 +104,58 @@ def django_kind(connection: Any, *, connected: bool = True) -> str:
     return kind_named(vendor, tuple(connection.mysql_version), connection.mysql_is_mariadb)
 
 
+# The SQLAlchemy dialects Django's connections compile with, one per database and version.
+_DIALECTS: dict[tuple[str, tuple[int, ...], bool], Any] = {}
+
+
+def django_dialect(connection: Any) -> Any:
+    """A SQLAlchemy dialect for SQL a Django connection runs: set up as a connected engine's
+    would be for that server (its version; MariaDB's ``RETURNING``), but never connected
+    itself. It only compiles Core constructs (mideng.state's statements); Django's cursor
+    sends them. One per vendor and server version, kept, so statements compiled for it are
+    kept with it."""
+    vendor = str(connection.vendor)
+    version: tuple[int, ...] = ()
+    mariadb = False
+    if vendor == "postgresql":
+        number = int(connection.pg_version)  # 160004: 16.4
+        version = (number // 10000, number % 10000)
+    elif vendor == "mysql":
+        version = tuple(connection.mysql_version)
+        mariadb = bool(connection.mysql_is_mariadb)
+    elif vendor == "sqlite":
+        import sqlite3
+
+        version = sqlite3.sqlite_version_info
+    else:
+        kind_named(vendor, version, mariadb)  # refuses it, by name
+    key = (vendor, version, mariadb)
+    found = _DIALECTS.get(key)
+    if found is None:
+        found = _DIALECTS.setdefault(key, _dialect(vendor, version, mariadb))
+    return found
+
+
+def _dialect(vendor: str, version: tuple[int, ...], mariadb: bool) -> Any:
+    if vendor == "postgresql":
+        from sqlalchemy.dialects.postgresql.base import PGDialect
+
+        dialect: Any = PGDialect()  # type: ignore[no-untyped-call]
+    elif vendor == "mysql":
+        from sqlalchemy.dialects.mysql.base import MySQLDialect
+
+        dialect = MySQLDialect(is_mariadb=mariadb)
+        # As a connected dialect learns it: RETURNING from MariaDB 10.5 on.
+        dialect.insert_returning = mariadb and version >= (10, 5)
+    else:
+        from sqlalchemy.dialects.sqlite.base import SQLiteDialect
+
+        dialect = SQLiteDialect()
+        dialect.insert_returning = dialect.update_returning = version >= (3, 35)
+    dialect.server_version_info = version
+    return dialect
+
+
 def django_connection(conn: Any) -> Any:
     """The Django connection ``conn`` names, this thread's: the connection itself, or the one
     a proxy or an alias stands for."""

@@ -15,10 +15,12 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from mideng.db.django_models import is_model
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.state.compiled import speech
 from mideng.state.defaults import fill
+from mideng.state.models import on_column, on_table, refused_async, unique_key
 from mideng.state.ops import APPLIED, conditional, moved_on, short_of
 from mideng.state.ops import insert_once as insert_once_op
 from mideng.state.results import Applied, Conflict, Existing, Inserted, Insufficient, Missing
@@ -89,13 +91,20 @@ def insert_once(conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
     """Insert ``values`` into ``table`` unless a row with the same ``unique`` key exists:
     ``Inserted(row)``, or ``Existing(row)`` with the stored row (and a WARNING log line with
     the key). One statement when the row is new; a duplicate never raises and never aborts
-    the caller's transaction. A clash on another unique key is still an error."""
+    the caller's transaction. A clash on another unique key is still an error. ``table``
+    may be a Django model, with a Django connection (mideng.state.models)."""
+    if is_model(table):
+        model = table
+        table, _, given = on_table(conn, model, None, values, inserting=True)
+        values, unique = given or {}, unique_key(model, unique)
     return run(conn, _insert, _planned(table, values, unique), values)
 
 
 async def ainsert_once(
     conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
 ) -> InsertAnswer:
+    if is_model(table):
+        raise refused_async(table)
     return await arun(conn, _insert, _planned(table, values, unique), values)
 
 
@@ -171,13 +180,20 @@ def decrement(
 ) -> DecrementAnswer:
     """``UPDATE table SET column = column - amount WHERE <where> AND column >= amount``:
     ``Applied()``, ``Insufficient(current)`` (nothing taken) or ``Missing()``. Never a
-    read-then-write: two callers can never both take the last unit."""
+    read-then-write: two callers can never both take the last unit. ``table`` may be a
+    Django model, ``where`` then a primary key value too (mideng.state.models)."""
+    if is_model(table):
+        model = table
+        table, where, _ = on_table(conn, model, where, None, inserting=False)
+        column = on_column(model, column, "to decrement")
     return run(conn, _decrement(table, where, column, amount))
 
 
 async def adecrement(
     conn: Any, table: Any, where: Mapping[str, Any], column: str, amount: Any
 ) -> DecrementAnswer:
+    if is_model(table):
+        raise refused_async(table)
     return await arun(conn, _decrement(table, where, column, amount))
 
 
@@ -232,7 +248,12 @@ def update_versioned(
 ) -> VersionedAnswer:
     """``UPDATE table SET <values>, version = version + 1 WHERE <where> AND version =
     :version``: ``Applied(new_version)``, ``Conflict(current_version)`` (someone else wrote
-    since the caller read ``version``; nothing written) or ``Missing()``."""
+    since the caller read ``version``; nothing written) or ``Missing()``. ``table`` may be
+    a Django model, ``where`` then a primary key value too (mideng.state.models)."""
+    if is_model(table):
+        model = table
+        table, where, given = on_table(conn, model, where, values, inserting=False)
+        values, column = given or {}, on_column(model, column, "the version column")
     return run(conn, _versioned(table, where, values, version, column))
 
 
@@ -245,4 +266,6 @@ async def aupdate_versioned(
     version: int,
     column: str = "version",
 ) -> VersionedAnswer:
+    if is_model(table):
+        raise refused_async(table)
     return await arun(conn, _versioned(table, where, values, version, column))

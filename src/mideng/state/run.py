@@ -8,6 +8,13 @@ raises. A Session
 (sync or async) with ``autoflush`` and pending ORM changes is flushed first, as its own
 ``execute`` would be, so the statement sees those rows; its transaction is then the caller's.
 
+A Django connection (or its alias) is a ``DjangoSite`` (mideng.db.django_connection), by the
+same rules: inside the caller's ``transaction.atomic()`` block the statement is one more of
+theirs; outside any, the site's own block commits it. Its statements are compiled by the
+SQLAlchemy dialect of the connection's database and sent on Django's cursor in their ``%s``
+form; rows come back keyed and converted as Django reads a model's columns
+(mideng.db.django_models).
+
 A plain Connection inside the caller's transaction is the case where the site has nothing to
 decide (nothing to begin, commit or roll back; the connection is the caller's own), so the
 operation is driven on it directly, without building one. Statements are sent as
@@ -23,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection
 
 from mideng.db.caller_connection import AsyncSite, Site
+from mideng.db.django_connection import DjangoSite, django_dialect, is_django_connection
+from mideng.db.django_models import model_rows
 from mideng.db.drive import adrive, drive
 from mideng.db.statements import Op, Res, Stmt, T
 from mideng.observability import logs
@@ -57,10 +66,41 @@ async def aexecute(connection: Any, stmt: Stmt) -> Res:
     return sql.answer(await connection.exec_driver_sql(sql.driver, sql.arguments(stmt.params)))  # type: ignore[no-any-return]
 
 
+def execute_on_cursor(cursor: Any, stmt: Stmt) -> Res:
+    """One statement on a Django cursor: its ``%s`` text and the parameters in that order."""
+    sql: Any = stmt.sql
+    params = stmt.params or {}
+    cursor.execute(sql.positional, [params[name] for name in sql.names])
+    if sql.rows:
+        rows = model_rows(sql.returned, cursor.fetchall(), cursor.db)
+        return Res(len(rows), rows, 0)
+    # MySQL's id of the row an INSERT made, for an insert with no RETURNING (MySQL 8).
+    return Res(cursor.rowcount, (), (cursor.lastrowid or 0) if sql.stamp else 0)
+
+
+def run_django(conn: Any, make: Callable[[Any, Unpack[Ts]], Op[T]], *args: Unpack[Ts]) -> T:
+    site = DjangoSite(conn)
+    try:
+        site.open(savepoint=False)
+        with site.conn.cursor() as cursor:
+            answer = drive(make(django_dialect(site.conn), *args), execute_on_cursor, cursor)
+    except BaseException:
+        try:
+            site.rollback(whole=False)  # the site's own block; never the caller's
+        except Exception as exc:
+            logs.statement_rollback_failed(exc)
+        raise
+    site.commit()
+    return answer
+
+
 def run(conn: Any, make: Callable[[Any, Unpack[Ts]], Op[T]], *args: Unpack[Ts]) -> T:
-    if type(conn) is Connection and conn.in_transaction():
-        dialect = conn.dialect
-        return drive(make(dialect, *args), execute, conn)
+    if type(conn) is Connection:
+        if conn.in_transaction():
+            dialect = conn.dialect
+            return drive(make(dialect, *args), execute, conn)
+    elif is_django_connection(conn):
+        return run_django(conn, make, *args)
     site = Site(conn)
     if site.session and conn.autoflush and _pending(conn):
         conn.flush()  # as Session.execute does: the statement sees the ORM's pending rows
