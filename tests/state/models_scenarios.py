@@ -18,6 +18,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from django.db import connection, connections, models, transaction
+
+from mideng.errors import ConfigurationError
+from mideng.schema import CURRENT
+from mideng.schema.django import statements, undo
+from mideng.state import (
+    StateMachine,
+    ainsert_once,
+    decrement,
+    insert_once,
+    update_versioned,
+)
 from tests.db.django_scenarios import (
     NAMES,
     OUTBOX,
@@ -30,19 +42,6 @@ from tests.db.django_scenarios import (
     outbox,
     quoted,
     run_ddl,
-)
-
-from django.db import connection, connections, models, transaction  # noqa: E402, I001
-
-from mideng.errors import ConfigurationError  # noqa: E402
-from mideng.schema import CURRENT  # noqa: E402
-from mideng.schema.django import statements, undo  # noqa: E402
-from mideng.state import (  # noqa: E402
-    StateMachine,
-    ainsert_once,
-    decrement,
-    insert_once,
-    update_versioned,
 )
 
 
@@ -73,7 +72,7 @@ class Order(models.Model):
     class Meta:
         app_label = "scenario"
         db_table = f"st_order_{SUFFIX}"
-        constraints = [models.UniqueConstraint(fields=["customer", "number"], name=f"uq_{SUFFIX}")]
+        constraints = (models.UniqueConstraint(fields=["customer", "number"], name=f"uq_{SUFFIX}"),)
 
 
 flow = StateMachine(
