@@ -39,7 +39,7 @@ STREAM, GROUP = f"mideng-dj-{SUFFIX}", f"group-{SUFFIX}"
 
 
 class Product(models.Model):
-    stock = models.IntegerField()
+    stock: Any = models.IntegerField()
 
     class Meta:
         app_label = "scenario"
@@ -47,8 +47,8 @@ class Product(models.Model):
 
 
 class Move(models.Model):
-    product = models.ForeignKey(Product, on_delete=models.CASCADE)
-    order_key = models.CharField(max_length=40)
+    product: Any = models.ForeignKey(Product, on_delete=models.CASCADE)
+    order_key: Any = models.CharField(max_length=40)
 
     class Meta:
         app_label = "scenario"
@@ -131,10 +131,13 @@ def refused(guard: Guard) -> dict[str, str]:
     async def handler(message: Message, conn: Any) -> None:
         return None
 
-    for name, make in {
-        "alias": lambda: IdempotentConsumer(guard, "stock", deduct, engine="nowhere"),
-        "coroutine": lambda: IdempotentConsumer(guard, "stock", handler, engine="default"),
-    }.items():
+    def alias() -> None:
+        IdempotentConsumer(guard, "stock", deduct, engine="nowhere")
+
+    def coroutine() -> None:
+        IdempotentConsumer(guard, "stock", handler, engine="default")
+
+    for name, make in {"alias": alias, "coroutine": coroutine}.items():
         try:
             make()
             found[name] = "not refused"

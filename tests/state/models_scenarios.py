@@ -46,7 +46,7 @@ from tests.db.django_scenarios import (
 
 
 class Customer(models.Model):
-    name = models.CharField(max_length=40)
+    name: Any = models.CharField(max_length=40)
 
     class Meta:
         app_label = "scenario"
@@ -61,13 +61,13 @@ class Status(models.TextChoices):
 
 
 class Order(models.Model):
-    customer = models.ForeignKey(Customer, on_delete=models.CASCADE)
-    number = models.CharField(max_length=40)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.NEW)
-    stock = models.IntegerField(default=5)
-    version = models.IntegerField(default=0)
-    note = models.CharField(max_length=40, db_column="remark", default="")
-    made = models.DateTimeField(auto_now_add=True)
+    customer: Any = models.ForeignKey(Customer, on_delete=models.CASCADE)
+    number: Any = models.CharField(max_length=40)
+    status: Any = models.CharField(max_length=20, choices=Status.choices, default=Status.NEW)
+    stock: Any = models.IntegerField(default=5)
+    version: Any = models.IntegerField(default=0)
+    note: Any = models.CharField(max_length=40, db_column="remark", default="")
+    made: Any = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         app_label = "scenario"

@@ -49,6 +49,11 @@ VersionedAnswer = Applied | Conflict | Missing
 def checked_where(table: Any, where: Mapping[str, Any]) -> tuple[str, ...]:
     """The where's column names; a None value would compare NULL = NULL, which matches no row
     and would read as Missing, so it is refused instead."""
+    if not isinstance(where, Mapping):
+        raise ConfigurationError(
+            f"where={where!r} on {table.name}: a mapping of column names to values (a primary "
+            "key value alone is taken with a Django model)"
+        )
     names = tuple(where)
     if not names or None in where.values():
         values_of(table, where, "pick the row by")
@@ -175,9 +180,7 @@ def _decrement_shape(of: UpdateOf, column: str) -> UpdateShape:
     return update_shape(of, sets={col: col - n}, conds=[col >= n], binds=[n], picked=[col])
 
 
-def decrement(
-    conn: Any, table: Any, where: Mapping[str, Any], column: str, amount: Any
-) -> DecrementAnswer:
+def decrement(conn: Any, table: Any, where: Any, column: str, amount: Any) -> DecrementAnswer:
     """``UPDATE table SET column = column - amount WHERE <where> AND column >= amount``:
     ``Applied()``, ``Insufficient(current)`` (nothing taken) or ``Missing()``. Never a
     read-then-write: two callers can never both take the last unit. ``table`` may be a
@@ -190,7 +193,7 @@ def decrement(
 
 
 async def adecrement(
-    conn: Any, table: Any, where: Mapping[str, Any], column: str, amount: Any
+    conn: Any, table: Any, where: Any, column: str, amount: Any
 ) -> DecrementAnswer:
     if is_model(table):
         raise refused_async(table)
@@ -240,7 +243,7 @@ def _versioned_shape(of: UpdateOf, column: str) -> UpdateShape:
 def update_versioned(
     conn: Any,
     table: Any,
-    where: Mapping[str, Any],
+    where: Any,
     values: Mapping[str, Any],
     *,
     version: int,
@@ -260,7 +263,7 @@ def update_versioned(
 async def aupdate_versioned(
     conn: Any,
     table: Any,
-    where: Mapping[str, Any],
+    where: Any,
     values: Mapping[str, Any],
     *,
     version: int,
