@@ -75,6 +75,33 @@ class Order(models.Model):
         constraints = (models.UniqueConstraint(fields=["customer", "number"], name=f"uq_{SUFFIX}"),)
 
 
+class Shipping(Order):
+    """A proxy: its rows are Order's."""
+
+    class Meta:
+        app_label = "scenario"
+        proxy = True
+
+
+class Priced(models.Model):
+    price: Any = models.IntegerField()
+
+    class Meta:
+        app_label = "scenario"
+        abstract = True
+
+
+class Slot(models.Model):
+    day: Any = models.IntegerField()
+    room: Any = models.CharField(max_length=10)
+    taken: Any = models.IntegerField(default=0)
+
+    class Meta:
+        app_label = "scenario"
+        db_table = f"st_slot_{SUFFIX}"
+        unique_together = (("day", "room"),)
+
+
 flow = StateMachine(
     {Status.NEW: [Status.PAID, Status.CANCELLED], Status.PAID: [Status.SHIPPED]},
     initial=Status.NEW,
@@ -160,6 +187,71 @@ def _refused(call: Callable[[], Any]) -> str:
     except ConfigurationError as exc:
         return str(exc)
     return "not refused"
+
+
+def round_trips() -> dict[str, Any]:
+    """The statements each call sends, as Django counts them (inside an atomic block, so
+    nothing but the primitive's own): one on the happy path, a read-back only on a miss."""
+    from django.test.utils import CaptureQueriesContext
+
+    pk = new_order("Q-1", stock=1)
+    calls: dict[str, Callable[[], Any]] = {
+        "advance": lambda: flow.advance(connection, Order, pk, Status.PAID),
+        "advance again": lambda: flow.advance(connection, Order, pk, Status.PAID),
+        "decrement": lambda: decrement(connection, Order, pk, "stock", 1),
+        "decrement short": lambda: decrement(connection, Order, pk, "stock", 1),
+        "insert": lambda: insert_once(
+            connection, Slot, {"day": 1, "room": "a"}, unique=("day", "room")
+        ),
+        "insert again": lambda: insert_once(
+            connection, Slot, {"day": 1, "room": "a"}, unique=("room", "day")
+        ),
+    }
+    found = {}
+    with transaction.atomic():
+        for name, call in calls.items():
+            with CaptureQueriesContext(connection) as queries:
+                answer = call()
+            found[name] = [name_of(answer), len(queries)]
+    return found
+
+
+def kinds_of_models() -> dict[str, Any]:
+    """A proxy model is its concrete model's table; an abstract one has none; a
+    ``unique_together`` is a unique key."""
+    pk = new_order("M-1")
+    found: dict[str, Any] = {
+        "proxy": name_of(flow.advance(connection, Shipping, pk, Status.PAID)),
+        "proxied": state(pk)["status"],
+        "abstract": _refused(lambda: decrement(connection, Priced, 1, "price", 1)),
+        "together": name_of(decrement(connection, Slot, {"day": 1, "room": "a"}, "taken", 1)),
+    }
+    return found
+
+
+def mysql_statements() -> dict[str, Any]:
+    """On MariaDB, MySQL 8's statements (no RETURNING: a duplicate insert's error caught, the
+    new row's id from the OK packet), as a MySQL 8 server gets them; the caller's block goes
+    on after the duplicate's error."""
+    if connection.vendor != "mysql":
+        return {}
+    connection.__dict__["mysql_is_mariadb"] = False  # over Django's cached answer
+    try:
+        with transaction.atomic():
+            made = insert_once(connection, Slot, {"day": 8, "room": "m"}, unique=("day", "room"))
+            again = insert_once(connection, Slot, {"day": 8, "room": "m"}, unique=("day", "room"))
+            after = decrement(connection, Slot, made.row["id"], "taken", 1)
+        from mideng.db.django_connection import django_kind
+
+        kind = django_kind(connection)
+    finally:
+        del connection.__dict__["mysql_is_mariadb"]
+    return {
+        "kind": kind,
+        "made": [name_of(made), sorted(made.row)],
+        "again": [name_of(again), again.row["id"] == made.row["id"]],
+        "after": name_of(after),
+    }
 
 
 # -- atomic blocks ---------------------------------------------------------------------------
@@ -299,6 +391,9 @@ def racer(pk: int, gate: Path) -> None:
 
 SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {
     "answers": answers,
+    "round_trips": round_trips,
+    "kinds_of_models": kinds_of_models,
+    "mysql_statements": mysql_statements,
     "rolled_back": rolled_back,
     "inner_rolled_back": inner_rolled_back,
     "steps": steps,
@@ -314,6 +409,7 @@ def main() -> None:
     with connection.schema_editor() as editor:
         editor.create_model(Customer)
         editor.create_model(Order)
+        editor.create_model(Slot)
     found: dict[str, Any] = {}
     try:
         for name, scenario in SCENARIOS.items():
@@ -324,6 +420,7 @@ def main() -> None:
     finally:
         guard.store.close()
         with connection.schema_editor() as editor:
+            editor.delete_model(Slot)
             editor.delete_model(Order)
             editor.delete_model(Customer)
         for version in range(CURRENT, 0, -1):

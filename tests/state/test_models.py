@@ -6,6 +6,10 @@ rollback removing only its own), and races of threads and of two processes on on
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 from typing import Any
 
 import pytest
@@ -72,3 +76,54 @@ def test_racers_on_one_row_get_exactly_what_is_allowed(found: Any, racers: str) 
     assert done["advance"] == {"Applied": 1, "AlreadyThere": 7}
     assert done["decrement"] == {"Applied": 5, "Insufficient": 3}
     assert (done["status"], done["stock"]) == ("PAID", 0)
+
+
+def test_one_statement_on_the_happy_path_and_a_read_back_only_on_a_miss(found: Any) -> None:
+    assert found["round_trips"] == {
+        "advance": ["Applied", 1],
+        "advance again": ["AlreadyThere", 2],
+        "decrement": ["Applied", 1],
+        "decrement short": ["Insufficient", 2],
+        "insert": ["Inserted", 1],
+        "insert again": ["Existing", 2],
+    }
+
+
+def test_a_proxy_is_its_concrete_models_table_and_unique_together_a_key(found: Any) -> None:
+    done = found["kinds_of_models"]
+    assert (done["proxy"], done["proxied"]) == ("Applied", "PAID")
+    assert "Priced is an abstract model" in done["abstract"]
+    assert done["together"] == "Insufficient"  # picked by (day, room); nothing to take
+
+
+def test_mysql_8s_statements_on_a_django_connection(found: Any) -> None:
+    done = found["mysql_statements"]
+    if not done:
+        pytest.skip("MySQL's statements are MySQL's and MariaDB's")
+    assert done["kind"] == "mysql"
+    assert done["made"] == ["Inserted", ["day", "id", "room", "taken"]]
+    assert done["again"] == ["Existing", True]  # the duplicate's error left the block usable
+    assert done["after"] == "Insufficient"
+
+
+def test_a_string_without_a_django_project_is_refused_by_name() -> None:
+    script = textwrap.dedent(
+        """
+        from sqlalchemy import Column, Integer, MetaData, Table
+        from mideng.errors import ConfigurationError
+        from mideng.state import decrement
+        stock = Table("stock", MetaData(), Column("id", Integer, primary_key=True),
+                      Column("qty", Integer))
+        try:
+            decrement("sqlite:///shop.db", stock, {"id": 1}, "qty", 1)
+        except ConfigurationError as exc:
+            print(exc)
+        """
+    )
+    env = {name: value for name, value in os.environ.items() if name != "DJANGO_SETTINGS_MODULE"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert "a string is taken for a Django database alias" in done.stdout
+    assert "no configured Django project" in done.stdout

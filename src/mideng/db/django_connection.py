@@ -165,15 +165,30 @@ def django_connection(conn: Any) -> Any:
         if not isinstance(conn, ConnectionProxy):
             return conn
         conn = conn.alias  # the proxy hands on attributes: this is its connection's
-    from django.db import connections
-
-    if conn not in connections:
+    if not _is_alias(conn):
         raise ConfigurationError(
             f"{conn!r} is not a database alias of this Django project (settings.DATABASES); "
             "a connection is a SQLAlchemy Connection or Session, or a Django connection or "
             "its alias"
         )
+    from django.db import connections
+
     return connections[conn]
+
+
+def _is_alias(name: str) -> bool:
+    """Whether ``name`` is an alias of settings.DATABASES; a ConfigurationError when there is
+    no configured Django project to name one in (a URL passed for a connection lands here)."""
+    try:
+        from django.db import connections
+
+        return name in connections
+    except Exception as exc:  # ImportError, ImproperlyConfigured
+        raise ConfigurationError(
+            f"{name!r}: a string is taken for a Django database alias, and there is no "
+            f"configured Django project here ({type(exc).__name__}: {exc}); a connection is a "
+            "SQLAlchemy Connection or Session, or a Django connection or its alias"
+        ) from exc
 
 
 class DjangoSite(BlockingSite):

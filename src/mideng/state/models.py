@@ -53,6 +53,7 @@ def on_table(
     """``where`` and ``values`` of a call on ``model`` as its table's columns and the
     database's values (``where`` None for an insert)."""
     connection = _connection(conn, model)
+    table = model_table(model)  # first: it refuses a model with no table of its own
     found_where: Mapping[str, Any] = {}
     if where is not None:
         found_where = column_values(
@@ -64,7 +65,7 @@ def on_table(
         found_values = column_values(
             model, given, connection, saving=True, what="to insert" if inserting else "to set"
         )
-    return OnTable(model_table(model), found_where, found_values)
+    return OnTable(table, found_where, found_values)
 
 
 def unique_key(model: Any, unique: Any) -> Any:
