@@ -19,18 +19,15 @@ from django.db import connection, connections, models
 from mideng import Guard
 from mideng.messaging import IdempotentConsumer, Message, redis_streams
 from mideng.messaging.headers import IDEMPOTENCY_KEY
-from mideng.schema import CURRENT
-from mideng.schema.django import statements, undo
 from mideng.state import decrement
 from tests.db.django_scenarios import (
-    NAMES,
     OUTBOX,
     RECORDS,
     SUFFIX,
     count,
     guard,
+    mideng_tables,
     outbox,
-    run_ddl,
 )
 from tests.messaging.running import consume_until
 from tests.services import REDIS_URL
@@ -147,27 +144,14 @@ def refused(guard: Guard) -> dict[str, str]:
 
 
 def main() -> None:
-    vendor = connection.vendor
-    for version in range(1, CURRENT + 1):
-        run_ddl(statements(version, vendor, tables=[], outboxes=[OUTBOX]))
-    with connection.schema_editor() as editor:
-        editor.create_model(Product)
-        editor.create_model(Move)
-    Product.objects.create(stock=10)
-    found: dict[str, Any] = {}
-    try:
-        found["consumed"] = consumed(guard)
-        found["refused"] = refused(guard)
-    finally:
-        guard.store.close()
-        client = redis.Redis.from_url(REDIS_URL)
-        client.delete(STREAM)
-        client.close()
-        with connection.schema_editor() as editor:
-            editor.delete_model(Move)
-            editor.delete_model(Product)
-        for version in range(CURRENT, 0, -1):
-            run_ddl(undo(version, vendor, **NAMES))
+    with mideng_tables(Product, Move):
+        Product.objects.create(stock=10)
+        try:
+            found = {"consumed": consumed(guard), "refused": refused(guard)}
+        finally:
+            client = redis.Redis.from_url(REDIS_URL)
+            client.delete(STREAM)
+            client.close()
     print(json.dumps(found))
 
 

@@ -21,8 +21,6 @@ from typing import Any
 from django.db import connection, connections, models, transaction
 
 from mideng.errors import ConfigurationError
-from mideng.schema import CURRENT
-from mideng.schema.django import statements, undo
 from mideng.state import (
     StateMachine,
     ainsert_once,
@@ -31,17 +29,18 @@ from mideng.state import (
     update_versioned,
 )
 from tests.db.django_scenarios import (
-    NAMES,
     OUTBOX,
     RECORDS,
-    STEPS,
     SUFFIX,
     Boom,
     count,
     guard,
+    in_atomic,
+    mideng_tables,
     outbox,
     quoted,
-    run_ddl,
+    run_all,
+    steps_of,
 )
 
 
@@ -303,15 +302,8 @@ def ship(conn: Any, pk: int) -> str:
 
 @guard.operation("ship_order", key="{number}")
 def ship_order(number: str, pk: int, fail: bool) -> dict[str, Any]:
-    try:
-        with transaction.atomic():
-            ship(connection, pk)
-            if fail:
-                raise Boom
-    except Boom:
-        pass
-    where = "scope = %s AND " + quoted("key") + " = %s AND step <> %s"
-    return {"steps": count(STEPS, where, "ship_order", number, ""), **state(pk)}
+    in_atomic(lambda: ship(connection, pk), fail)
+    return {"steps": steps_of("ship_order", number), **state(pk)}
 
 
 def steps() -> dict[str, Any]:
@@ -403,28 +395,8 @@ SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {
 
 
 def main() -> None:
-    vendor = connection.vendor
-    for version in range(1, CURRENT + 1):
-        run_ddl(statements(version, vendor, tables=[], outboxes=[OUTBOX]))
-    with connection.schema_editor() as editor:
-        editor.create_model(Customer)
-        editor.create_model(Order)
-        editor.create_model(Slot)
-    found: dict[str, Any] = {}
-    try:
-        for name, scenario in SCENARIOS.items():
-            try:
-                found[name] = scenario()
-            except Exception as exc:
-                found[name] = {"error": repr(exc)}
-    finally:
-        guard.store.close()
-        with connection.schema_editor() as editor:
-            editor.delete_model(Slot)
-            editor.delete_model(Order)
-            editor.delete_model(Customer)
-        for version in range(CURRENT, 0, -1):
-            run_ddl(undo(version, vendor, **NAMES))
+    with mideng_tables(Customer, Order, Slot):
+        found = run_all(SCENARIOS)
     print(json.dumps(found, default=str))
 
 

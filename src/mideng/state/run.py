@@ -78,15 +78,32 @@ def execute_on_cursor(cursor: Any, stmt: Stmt) -> Res:
     return Res(cursor.rowcount, (), (cursor.lastrowid or 0) if sql.stamp else 0)
 
 
-def run_django(conn: Any, make: Callable[[Any, Unpack[Ts]], Op[T]], *args: Unpack[Ts]) -> T:
-    site = DjangoSite(conn)
+def _send_on_cursor(site: Any, make: Callable[..., Op[T]], args: tuple[Any, ...]) -> T:
+    with site.conn.cursor() as cursor:
+        return drive(make(django_dialect(site.conn), *args), execute_on_cursor, cursor)
+
+
+def _send(site: Any, make: Callable[..., Op[T]], args: tuple[Any, ...]) -> T:
+    # Inside: a Session's connection is asked for after its transaction is begun, and a
+    # failure to get one must not leave that transaction open in the caller's Session.
+    connection = site.connection
+    return drive(make(connection.dialect, *args), execute, connection)
+
+
+def _on_site(
+    site: Any,
+    send: Callable[[Any, Callable[..., Op[T]], tuple[Any, ...]], T],
+    make: Callable[..., Op[T]],
+    args: tuple[Any, ...],
+) -> T:
+    """Open ``site`` (no savepoint), ``send`` the operation on it, commit what the site began;
+    on an error roll back the site's own transaction, never the caller's."""
     try:
         site.open(savepoint=False)
-        with site.conn.cursor() as cursor:
-            answer = drive(make(django_dialect(site.conn), *args), execute_on_cursor, cursor)
+        answer = send(site, make, args)
     except BaseException:
         try:
-            site.rollback(whole=False)  # the site's own block; never the caller's
+            site.rollback(whole=False)
         except Exception as exc:
             logs.statement_rollback_failed(exc)
         raise
@@ -100,26 +117,12 @@ def run(conn: Any, make: Callable[[Any, Unpack[Ts]], Op[T]], *args: Unpack[Ts]) 
             dialect = conn.dialect
             return drive(make(dialect, *args), execute, conn)
     elif is_django_connection(conn):
-        return run_django(conn, make, *args)
+        return _on_site(DjangoSite(conn), _send_on_cursor, make, args)
     site = Site(conn)
     if site.session and conn.autoflush and _pending(conn):
         conn.flush()  # as Session.execute does: the statement sees the ORM's pending rows
         site = Site(conn)  # the flush began the session's transaction: now the caller's
-    try:
-        # Inside: a Session's connection is asked for after its transaction is begun, and a
-        # failure to get one must not leave that transaction open in the caller's Session.
-        site.open(savepoint=False)
-        connection = site.connection
-        dialect = connection.dialect
-        answer = drive(make(dialect, *args), execute, connection)
-    except BaseException:
-        try:
-            site.rollback(whole=False)  # the site's own transaction; never the caller's
-        except Exception as exc:
-            logs.statement_rollback_failed(exc)
-        raise
-    site.commit()
-    return answer
+    return _on_site(site, _send, make, args)
 
 
 # The async connection class, imported on first use: sqlalchemy.ext.asyncio is only for
