@@ -177,6 +177,7 @@ def _bad_calls(pk: int) -> list[Callable[[], Any]]:
         lambda: flow.advance(engine.connect(), Order, pk, Status.PAID),
         lambda: ainsert_once(connection, Order, {"number": "x"}, unique="number").send(None),
         lambda: insert_once(connection, Order, {"number": "B"}, unique="number"),
+        lambda: decrement(connection, Order, "not a number", "stock", 1),
     ]
 
 

@@ -44,12 +44,13 @@ def test_the_answers_are_the_tables_and_rows_read_as_django_reads_them(found: An
 
 
 def test_bad_calls_are_refused_with_what_to_do(found: Any) -> None:
-    nothing, many, sqlalchemy, twin, not_unique = found["answers"]["refused"]
+    nothing, many, sqlalchemy, twin, not_unique, bad = found["answers"]["refused"]
     assert "has no field 'nothing'" in nothing
     assert "does not pick one row" in many
     assert "pass a Django connection or its alias" in sqlalchemy
     assert "sync_to_async" in twin
     assert "is not a unique key" in not_unique
+    assert "'not a number' is not a value of the field" in bad
 
 
 def test_an_atomic_rollback_removes_the_state_change_with_record_and_message(found: Any) -> None:

@@ -41,10 +41,22 @@ def is_django_connection(conn: Any) -> bool:
         return True
     if "django.db" not in sys.modules:
         return False
-    from django.db.backends.base.base import BaseDatabaseWrapper
-    from django.utils.connection import ConnectionProxy
+    return isinstance(conn, _DJANGO or _django())
 
-    return isinstance(conn, (BaseDatabaseWrapper, ConnectionProxy))
+
+# Django's connection and connection proxy classes, imported on first use (once Django is) and
+# kept: an import statement costs more than the rest of finding a call's connection.
+_DJANGO: tuple[type, type] | None = None
+
+
+def _django() -> tuple[type, type]:
+    global _DJANGO
+    if _DJANGO is None:
+        from django.db.backends.base.base import BaseDatabaseWrapper
+        from django.utils.connection import ConnectionProxy
+
+        _DJANGO = (BaseDatabaseWrapper, ConnectionProxy)
+    return _DJANGO
 
 
 class _Undone(Exception):
@@ -160,9 +172,8 @@ def django_connection(conn: Any) -> Any:
     """The Django connection ``conn`` names, this thread's: the connection itself, or the one
     a proxy or an alias stands for."""
     if not isinstance(conn, str):
-        from django.utils.connection import ConnectionProxy
-
-        if not isinstance(conn, ConnectionProxy):
+        proxy: Any = (_DJANGO or _django())[1]
+        if not isinstance(conn, proxy):
             return conn
         conn = conn.alias  # the proxy hands on attributes: this is its connection's
     if not _is_alias(conn):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from mideng.errors import ConfigurationError
 
@@ -34,14 +34,33 @@ _TABLES: dict[Any, Any] = {}
 _MAKING = threading.RLock()  # a proxy's Table is made while making its own
 
 
+class _Django(NamedTuple):
+    """The names of Django's this module uses, imported once Django is: an import statement
+    costs more than most of what a call does with them."""
+
+    Model: type
+    FieldDoesNotExist: type[Exception]
+    ValidationError: type[Exception]
+
+
+_LOADED: list[_Django] = []
+
+
+def _django() -> _Django:
+    if not _LOADED:
+        from django.core.exceptions import FieldDoesNotExist, ValidationError
+        from django.db.models import Model
+
+        _LOADED.append(_Django(Model, FieldDoesNotExist, ValidationError))
+    return _LOADED[0]
+
+
 def is_model(obj: Any) -> bool:
     """Whether ``obj`` is a Django model class. Django is not imported for it: a program that
     has not imported its models has none."""
     if "django.db.models" not in sys.modules or not isinstance(obj, type):
         return False
-    from django.db.models import Model
-
-    return issubclass(obj, Model)
+    return issubclass(obj, _django().Model)
 
 
 def model_table(model: Any) -> Any:
@@ -104,7 +123,7 @@ def _column_type(field: Any) -> Any:
     internal = target.get_internal_type()
     if internal.endswith(("AutoField", "IntegerField")):
         return types.BigInteger() if "Big" in internal else types.Integer()
-    numbers = {
+    by_internal_type = {
         "DecimalField": types.Numeric(),
         "FloatField": types.Float(),
         "BooleanField": types.Boolean(),
@@ -116,20 +135,18 @@ def _column_type(field: Any) -> Any:
         "DateField": types.Date(),
         "TimeField": types.Time(),
     }
-    return numbers.get(internal, types.NullType())
+    return by_internal_type.get(internal, types.NullType())
 
 
 # -- names and values ----------------------------------------------------------------------
 def _field(meta: Any, name: str, what: str) -> Any:
     """The concrete field of the model's own table that ``name`` (a field name, its
     ``attname`` or ``pk``) names."""
-    from django.core.exceptions import FieldDoesNotExist
-
     if name == "pk":
         return meta.pk
     try:
         field = meta.get_field(name)
-    except FieldDoesNotExist:
+    except _django().FieldDoesNotExist:
         raise ConfigurationError(f"{meta.label} has no field {name!r} ({what})") from None
     if field not in meta.local_concrete_fields:
         raise ConfigurationError(
@@ -154,16 +171,15 @@ def column_names(model: Any, names: Any, what: str) -> Any:
 def _db_value(field: Any, value: Any, given: str, connection: Any, saving: bool) -> Any:
     """``value`` as the database takes it for ``field``; a model instance given for a
     relation by its field name stands for its key."""
-    from django.db.models import Model
-
-    if field.is_relation and isinstance(value, Model) and given != field.attname:
+    django = _django()
+    if field.is_relation and isinstance(value, django.Model) and given != field.attname:
         value = getattr(value, field.target_field.attname)
         field = field.target_field
     try:
         if saving:
             return field.get_db_prep_save(value, connection)
         return field.get_db_prep_value(value, connection, prepared=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, django.ValidationError) as exc:
         raise ConfigurationError(
             f"{field.model._meta.label}.{field.name}: {value!r} is not a value of the field ({exc})"
         ) from exc
@@ -186,7 +202,7 @@ def column_values(
     return found
 
 
-def row_filter(model: Any, where: Any) -> Mapping[str, Any]:
+def row_filter(where: Any) -> Mapping[str, Any]:
     """A filter as a mapping of field names: ``where`` itself, or a primary key value."""
     if isinstance(where, Mapping):
         return where
@@ -196,8 +212,8 @@ def row_filter(model: Any, where: Any) -> Mapping[str, Any]:
 def insert_values(model: Any, values: Mapping[str, Any]) -> dict[str, Any]:
     """An insert's ``values`` with what Django itself fills in when a model instance is saved
     with the fields left out: each field's ``default`` and an ``auto_now`` /
-    ``auto_now_add`` timestamp. The primary key's default is left to the database unless it
-    has one of its own (a ``UUIDField(default=uuid4)``)."""
+    ``auto_now_add`` timestamp. A primary key with a ``default`` (``UUIDField(default=uuid4)``)
+    gets it; an ``AutoField`` has none, and the database numbers the row."""
     meta = model._meta
     given = {_field(meta, name, "to insert").attname for name in values}
     filled = dict(values)
@@ -210,19 +226,6 @@ def insert_values(model: Any, values: Mapping[str, Any]) -> dict[str, Any]:
             filled[field.attname] = timezone.now()
         elif field.has_default():
             filled[field.attname] = field.get_default()
-    return filled
-
-
-def update_values(model: Any, values: Mapping[str, Any]) -> dict[str, Any]:
-    """An update's ``values`` with the ``auto_now`` timestamps Django sets on every save."""
-    meta = model._meta
-    given = {_field(meta, name, "to set").attname for name in values}
-    filled = dict(values)
-    for field in meta.local_concrete_fields:
-        if getattr(field, "auto_now", False) and field.attname not in given:
-            from django.utils import timezone
-
-            filled[field.attname] = timezone.now()
     return filled
 
 

@@ -31,8 +31,9 @@ from mideng.errors import ConfigurationError
 
 
 class OnTable(NamedTuple):
-    """A primitive's arguments in its table's terms."""
+    """A primitive's arguments in its table's terms, and the Django connection to run on."""
 
+    connection: Any
     table: Any
     where: Mapping[str, Any]
     values: Mapping[str, Any] | None
@@ -57,7 +58,7 @@ def on_table(
     found_where: Mapping[str, Any] = {}
     if where is not None:
         found_where = column_values(
-            model, row_filter(model, where), connection, saving=False, what="pick the row by"
+            model, row_filter(where), connection, saving=False, what="pick the row by"
         )
     found_values = values
     if values is not None:
@@ -65,7 +66,7 @@ def on_table(
         found_values = column_values(
             model, given, connection, saving=True, what="to insert" if inserting else "to set"
         )
-    return OnTable(table, found_where, found_values)
+    return OnTable(connection, table, found_where, found_values)
 
 
 def unique_key(model: Any, unique: Any) -> Any:

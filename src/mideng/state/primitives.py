@@ -100,7 +100,7 @@ def insert_once(conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
     may be a Django model, with a Django connection (mideng.state.models)."""
     if is_model(table):
         model = table
-        table, _, given = on_table(conn, model, None, values, inserting=True)
+        conn, table, _, given = on_table(conn, model, None, values, inserting=True)
         values, unique = given or {}, unique_key(model, unique)
     return run(conn, _insert, _planned(table, values, unique), values)
 
@@ -187,7 +187,7 @@ def decrement(conn: Any, table: Any, where: Any, column: str, amount: Any) -> De
     Django model, ``where`` then a primary key value too (mideng.state.models)."""
     if is_model(table):
         model = table
-        table, where, _ = on_table(conn, model, where, None, inserting=False)
+        conn, table, where, _ = on_table(conn, model, where, None, inserting=False)
         column = on_column(model, column, "to decrement")
     return run(conn, _decrement(table, where, column, amount))
 
@@ -255,7 +255,7 @@ def update_versioned(
     a Django model, ``where`` then a primary key value too (mideng.state.models)."""
     if is_model(table):
         model = table
-        table, where, given = on_table(conn, model, where, values, inserting=False)
+        conn, table, where, given = on_table(conn, model, where, values, inserting=False)
         values, column = given or {}, on_column(model, column, "the version column")
     return run(conn, _versioned(table, where, values, version, column))
 
