@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -94,6 +95,8 @@ class Slot(models.Model):
     day: Any = models.IntegerField()
     room: Any = models.CharField(max_length=10)
     taken: Any = models.IntegerField(default=0)
+    code: Any = models.UUIDField(default=uuid.uuid4)
+    booked: Any = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         app_label = "scenario"
@@ -220,7 +223,11 @@ def kinds_of_models() -> dict[str, Any]:
     """A proxy model is its concrete model's table; an abstract one has none; a
     ``unique_together`` is a unique key."""
     pk = new_order("M-1")
+    made = insert_once(connection, Slot, {"day": 2, "room": "b"}, unique=("day", "room"))
+    again = insert_once(connection, Slot, {"day": 2, "room": "b"}, unique=("day", "room"))
     found: dict[str, Any] = {
+        "types": [_types(made.row), _types(again.row)],
+        "table": repr(decrement(connection, _plain_orders(), {"id": pk}, "stock", 6)),
         "proxy": name_of(flow.advance(connection, Shipping, pk, Status.PAID)),
         "proxied": state(pk)["status"],
         "abstract": _refused(lambda: decrement(connection, Priced, 1, "price", 1)),
@@ -229,13 +236,32 @@ def kinds_of_models() -> dict[str, Any]:
     return found
 
 
+def _types(row: Any) -> list[str]:
+    """The Python types of a Slot row's UUID and datetime, as Django reads them."""
+    return [type(row["code"]).__name__, type(row["booked"]).__name__]
+
+
+def _plain_orders() -> Any:
+    """Order's table as a plain SQLAlchemy Table, with no model."""
+    from sqlalchemy import Column, Integer, MetaData, Table
+
+    return Table(
+        Order._meta.db_table,
+        MetaData(),
+        Column("id", Integer, primary_key=True),
+        Column("stock", Integer),
+    )
+
+
 def mysql_statements() -> dict[str, Any]:
     """On MariaDB, MySQL 8's statements (no RETURNING: a duplicate insert's error caught, the
     new row's id from the OK packet), as a MySQL 8 server gets them; the caller's block goes
     on after the duplicate's error."""
     if connection.vendor != "mysql":
         return {}
-    connection.__dict__["mysql_is_mariadb"] = False  # over Django's cached answer
+    wrapper = connections["default"]  # the connection itself: the proxy has a __dict__ too
+    wrapper.__dict__["mysql_is_mariadb"] = False  # over Django's cached answer
+    wrapper.features.__dict__["has_native_uuid_field"] = False  # as on MySQL
     try:
         with transaction.atomic():
             made = insert_once(connection, Slot, {"day": 8, "room": "m"}, unique=("day", "room"))
@@ -245,10 +271,11 @@ def mysql_statements() -> dict[str, Any]:
 
         kind = django_kind(connection)
     finally:
-        del connection.__dict__["mysql_is_mariadb"]
+        del wrapper.__dict__["mysql_is_mariadb"]
+        del wrapper.features.__dict__["has_native_uuid_field"]
     return {
         "kind": kind,
-        "made": [name_of(made), sorted(made.row)],
+        "made": [name_of(made), sorted(made.row), _types(made.row)],
         "again": [name_of(again), again.row["id"] == made.row["id"]],
         "after": name_of(after),
     }

@@ -97,12 +97,25 @@ def test_a_proxy_is_its_concrete_models_table_and_unique_together_a_key(found: A
     assert done["together"] == "Insufficient"  # picked by (day, room); nothing to take
 
 
+def test_rows_hold_python_values_and_a_plain_table_runs_on_djangos_connection(
+    found: Any,
+) -> None:
+    done = found["kinds_of_models"]
+    # A UUID stored as text on MySQL and SQLite, a datetime: read back as Django reads them.
+    assert done["types"] == [["UUID", "datetime"], ["UUID", "datetime"]]
+    assert done["table"] == "Insufficient(current=5)"
+
+
 def test_mysql_8s_statements_on_a_django_connection(found: Any) -> None:
     done = found["mysql_statements"]
     if not done:
         pytest.skip("MySQL's statements are MySQL's and MariaDB's")
     assert done["kind"] == "mysql"
-    assert done["made"] == ["Inserted", ["day", "id", "room", "taken"]]
+    assert done["made"] == [
+        "Inserted",
+        ["booked", "code", "day", "id", "room", "taken"],
+        ["UUID", "datetime"],  # as Python had them, not as they were sent
+    ]
     assert done["again"] == ["Existing", True]  # the duplicate's error left the block usable
     assert done["after"] == "Insufficient"
 

@@ -168,13 +168,18 @@ def column_names(model: Any, names: Any, what: str) -> Any:
     return tuple(_field(meta, name, what).attname for name in names)
 
 
+def _python_value(field: Any, value: Any, given: str) -> Any:
+    """``value`` of ``field``: a model instance given for a relation by the field's name
+    (``customer=ada``) stands for its key."""
+    if field.is_relation and isinstance(value, _django().Model) and given != field.attname:
+        return getattr(value, field.target_field.attname)
+    return value
+
+
 def _db_value(field: Any, value: Any, given: str, connection: Any, saving: bool) -> Any:
-    """``value`` as the database takes it for ``field``; a model instance given for a
-    relation by its field name stands for its key."""
+    """``value`` as the database takes it for ``field``."""
     django = _django()
-    if field.is_relation and isinstance(value, django.Model) and given != field.attname:
-        value = getattr(value, field.target_field.attname)
-        field = field.target_field
+    value = _python_value(field, value, given)
     try:
         if saving:
             return field.get_db_prep_save(value, connection)
@@ -210,15 +215,18 @@ def row_filter(where: Any) -> Mapping[str, Any]:
 
 
 def insert_values(model: Any, values: Mapping[str, Any]) -> dict[str, Any]:
-    """An insert's ``values`` with what Django itself fills in when a model instance is saved
-    with the fields left out: each field's ``default`` and an ``auto_now`` /
+    """An insert's ``values`` as the row's Python values by column key (a related instance
+    given for a ForeignKey as its key), with what Django itself fills in when a model instance
+    is saved with the fields left out: each field's ``default`` and an ``auto_now`` /
     ``auto_now_add`` timestamp. A primary key with a ``default`` (``UUIDField(default=uuid4)``)
     gets it; an ``AutoField`` has none, and the database numbers the row."""
     meta = model._meta
-    given = {_field(meta, name, "to insert").attname for name in values}
-    filled = dict(values)
+    filled: dict[str, Any] = {}
+    for name, value in values.items():
+        field = _field(meta, name, "to insert")
+        filled[field.attname] = _python_value(field, value, name)
     for field in meta.local_concrete_fields:
-        if field.attname in given or field.name in given:
+        if field.attname in filled:
             continue
         if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
             from django.utils import timezone

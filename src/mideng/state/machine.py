@@ -267,7 +267,7 @@ class StateMachine:
         Django model, with a Django connection; ``where`` then a primary key value too, and
         the machine's columns name its fields (mideng.state.models)."""
         if is_model(table):
-            conn, table, where, values = on_table(conn, table, where, values, inserting=False)
+            conn, table, where, values = on_table(conn, table, where, values)
         return run(conn, self._advance(table, where, to, version, values))
 
     async def aadvance(

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from mideng.db.django_connection import django_connection, is_django_connection
+from mideng.db.django_connection import django_connection, django_kind, is_django_connection
 from mideng.db.django_models import (
     column_names,
     column_values,
@@ -28,15 +28,27 @@ from mideng.db.django_models import (
     row_filter,
 )
 from mideng.errors import ConfigurationError
+from mideng.state.results import Inserted
 
 
 class OnTable(NamedTuple):
-    """A primitive's arguments in its table's terms, and the Django connection to run on."""
+    """An update's arguments in its table's terms, and the Django connection to run on."""
 
     connection: Any
     table: Any
     where: Mapping[str, Any]
     values: Mapping[str, Any] | None
+
+
+class InsertOnTable(NamedTuple):
+    """An insert's arguments in its table's terms: the values as the database takes them,
+    and as Python has them (``written``)."""
+
+    connection: Any
+    table: Any
+    values: Mapping[str, Any]
+    unique: Any
+    written: Mapping[str, Any]
 
 
 def _connection(conn: Any, model: Any) -> Any:
@@ -48,30 +60,39 @@ def _connection(conn: Any, model: Any) -> Any:
     return django_connection(conn)
 
 
-def on_table(
-    conn: Any, model: Any, where: Any, values: Mapping[str, Any] | None, *, inserting: bool
-) -> OnTable:
-    """``where`` and ``values`` of a call on ``model`` as its table's columns and the
-    database's values (``where`` None for an insert)."""
+def on_table(conn: Any, model: Any, where: Any, values: Mapping[str, Any] | None) -> OnTable:
+    """``where`` and ``values`` of an update of ``model`` as its table's columns and the
+    database's values."""
     connection = _connection(conn, model)
     table = model_table(model)  # first: it refuses a model with no table of its own
-    found_where: Mapping[str, Any] = {}
-    if where is not None:
-        found_where = column_values(
-            model, row_filter(where), connection, saving=False, what="pick the row by"
-        )
+    found_where = column_values(
+        model, row_filter(where), connection, saving=False, what="pick the row by"
+    )
     found_values = values
     if values is not None:
-        given = insert_values(model, values) if inserting else values
-        found_values = column_values(
-            model, given, connection, saving=True, what="to insert" if inserting else "to set"
-        )
+        found_values = column_values(model, values, connection, saving=True, what="to set")
     return OnTable(connection, table, found_where, found_values)
 
 
-def unique_key(model: Any, unique: Any) -> Any:
-    """insert_once's ``unique`` (a field name or several) as the table's column keys."""
-    return column_names(model, unique, "the unique key")
+def on_insert(conn: Any, model: Any, values: Mapping[str, Any], unique: Any) -> InsertOnTable:
+    """insert_once's ``values`` (filled in as ``Model.objects.create`` fills a row) and
+    ``unique`` key as its table's columns."""
+    connection = _connection(conn, model)
+    table = model_table(model)
+    written = insert_values(model, values)
+    sent = column_values(model, written, connection, saving=True, what="to insert")
+    key = column_names(model, unique, "the unique key")
+    return InsertOnTable(connection, table, sent, key, written)
+
+
+def as_written(answer: Any, insert: InsertOnTable) -> Any:
+    """insert_once's answer with the row's Python values. Only an insert with no RETURNING
+    (MySQL 8) answers with the values it sent, which are the database's (a UUID as text, a
+    datetime as a string on MySQL) and the id the server made: those values are put back as
+    Python had them. Every other row was read back through the fields' converters."""
+    if isinstance(answer, Inserted) and django_kind(insert.connection) == "mysql":
+        return Inserted({**answer.row, **insert.written})
+    return answer
 
 
 def on_column(model: Any, name: str, what: str) -> str:

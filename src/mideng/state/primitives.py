@@ -20,7 +20,7 @@ from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.state.compiled import speech
 from mideng.state.defaults import fill
-from mideng.state.models import on_column, on_table, refused_async, unique_key
+from mideng.state.models import as_written, on_column, on_insert, on_table, refused_async
 from mideng.state.ops import APPLIED, conditional, moved_on, short_of
 from mideng.state.ops import insert_once as insert_once_op
 from mideng.state.results import Applied, Conflict, Existing, Inserted, Insufficient, Missing
@@ -99,9 +99,9 @@ def insert_once(conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
     the caller's transaction. A clash on another unique key is still an error. ``table``
     may be a Django model, with a Django connection (mideng.state.models)."""
     if is_model(table):
-        model = table
-        conn, table, _, given = on_table(conn, model, None, values, inserting=True)
-        values, unique = given or {}, unique_key(model, unique)
+        on = on_insert(conn, table, values, unique)
+        answer = run(on.connection, _insert, _planned(on.table, on.values, on.unique), on.values)
+        return as_written(answer, on)  # type: ignore[no-any-return]
     return run(conn, _insert, _planned(table, values, unique), values)
 
 
@@ -187,7 +187,7 @@ def decrement(conn: Any, table: Any, where: Any, column: str, amount: Any) -> De
     Django model, ``where`` then a primary key value too (mideng.state.models)."""
     if is_model(table):
         model = table
-        conn, table, where, _ = on_table(conn, model, where, None, inserting=False)
+        conn, table, where, _ = on_table(conn, model, where, None)
         column = on_column(model, column, "to decrement")
     return run(conn, _decrement(table, where, column, amount))
 
@@ -255,7 +255,7 @@ def update_versioned(
     a Django model, ``where`` then a primary key value too (mideng.state.models)."""
     if is_model(table):
         model = table
-        conn, table, where, given = on_table(conn, model, where, values, inserting=False)
+        conn, table, where, given = on_table(conn, model, where, values)
         values, column = given or {}, on_column(model, column, "the version column")
     return run(conn, _versioned(table, where, values, version, column))
 
