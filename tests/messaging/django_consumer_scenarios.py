@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+import time
 from collections import Counter
 from typing import Any
 
@@ -28,11 +31,13 @@ from tests.db.django_scenarios import (
     guard,
     mideng_tables,
     outbox,
+    quoted,
 )
 from tests.messaging.running import consume_until
 from tests.services import REDIS_URL
 
 STREAM, GROUP = f"mideng-dj-{SUFFIX}", f"group-{SUFFIX}"
+RACE_STREAM = f"mideng-dj-race-{SUFFIX}"
 
 
 class Product(models.Model):
@@ -66,58 +71,122 @@ def deduct(message: Message, conn: Any) -> None:
     outbox.add(conn, "stock.moved", {"order": key}, key=key)
     if key == "order:bad" and runs[key] == 1:
         raise LookupError("no such product yet")  # its row, stock and message roll back
+    if key.startswith("race:"):
+        # Holds the block open a moment, so the copy another process took at the same time
+        # meets the record uncommitted and waits on it.
+        time.sleep(0.05)
 
 
-def publish(*keys: str) -> None:
+def publish(stream: str, *keys: str) -> None:
     client = redis.Redis.from_url(REDIS_URL)
     try:
         for key in keys:
-            client.xadd(STREAM, {"body": b"{}", IDEMPOTENCY_KEY: key})
+            client.xadd(stream, {"body": b"{}", IDEMPOTENCY_KEY: key})
     finally:
         client.close()
 
 
-def consumed(guard: Guard) -> dict[str, Any]:
+def consume_as(member: str, stream: str, prefix: str, moves: int) -> None:
+    """Consume ``stream`` as ``member`` until ``moves`` moves of keys ``prefix…`` are stored
+    and nothing of the stream is pending."""
     consumer = IdempotentConsumer(guard, "stock", deduct, engine="default", retry_delay=0.2)
-    publish("order:1", "order:2", "order:1", "order:bad", "order:2")
-
-    def moves() -> int:
-        return int(Move.objects.count())
 
     async def done() -> bool:
-        # Read in a thread of its own: this thread's connection is the test's, not Django's
+        # Read in a thread of its own: this thread's connection is the scenario's, not Django's
         # thread for async code, and an open transaction here would hide the commits.
-        return await asyncio.to_thread(_settled, moves)
+        return await asyncio.to_thread(_settled, stream, prefix, moves)
 
     def consume(stop: asyncio.Event) -> Any:
         return redis_streams.consume(
-            consumer, REDIS_URL, stream=STREAM, group=GROUP, name="m-0", stop=stop, block=0.2
+            consumer, REDIS_URL, stream=stream, group=GROUP, name=member, stop=stop, batch=1
         )
 
     asyncio.run(consume_until(consume, done, timeout=60))
-    where = "scope = %s AND status = %s"
-    return {
-        "runs": dict(runs),
-        "moves": sorted(Move.objects.values_list("order_key", flat=True)),
-        "stock": Product.objects.get().stock,
-        "outbox": count(OUTBOX, "aggregateid LIKE %s", "order:%"),
-        "records": count(RECORDS, where, "stock", "succeeded"),
-        "handed": all(handed) and len(handed) == 4,
-    }
 
 
-def _settled(moves: Any) -> bool:
+def _settled(stream: str, prefix: str, moves: int) -> bool:
     try:
-        if moves() != 3:
+        if Move.objects.filter(order_key__startswith=prefix).count() != moves:
             return False
         client = redis.Redis.from_url(REDIS_URL)
         try:
-            pending = client.xpending(STREAM, GROUP)["pending"]
+            pending = client.xpending(stream, GROUP)["pending"]
         finally:
             client.close()
         return int(pending) == 0
     finally:
         connection.close()
+
+
+def _facts(prefix: str) -> dict[str, Any]:
+    where = "scope = %s AND status = %s AND " + quoted("key") + " LIKE %s"
+    return {
+        "moves": sorted(
+            Move.objects.filter(order_key__startswith=prefix).values_list("order_key", flat=True)
+        ),
+        "outbox": count(OUTBOX, "aggregateid LIKE %s", f"{prefix}%"),
+        "records": count(RECORDS, where, "stock", "succeeded", f"{prefix}%"),
+    }
+
+
+def consumed() -> dict[str, Any]:
+    publish(STREAM, "order:1", "order:2", "order:1", "order:bad", "order:2")
+    before = Product.objects.get().stock
+    consume_as("m-0", STREAM, "order:", 3)
+    return {
+        "runs": dict(runs),
+        "taken": before - Product.objects.get().stock,
+        "handed": all(handed) and len(handed) == 4,
+        **_facts("order:"),
+    }
+
+
+def raced() -> dict[str, Any]:
+    """Two processes, each one member of the group, and every message delivered twice, the
+    copies side by side so that the two members take them at the same time."""
+    keys = [f"race:{i}" for i in range(10)]
+    client = redis.Redis.from_url(REDIS_URL)
+    client.xgroup_create(RACE_STREAM, GROUP, id="0", mkstream=True)
+    client.close()
+    before = Product.objects.get().stock
+    command = [sys.executable, "-m", "tests.messaging.django_consumer_scenarios", "member"]
+    members = [
+        subprocess.Popen([*command, f"m-{i}"], stdout=subprocess.PIPE, text=True) for i in (1, 2)
+    ]
+    _members_reading(2)
+    publish(RACE_STREAM, *(key for key in keys for _ in range(2)))
+    ran: Counter[str] = Counter()
+    each = []
+    for member in members:
+        out, _ = member.communicate(timeout=120)
+        its = json.loads(out.strip().splitlines()[-1])
+        each.append(sum(its.values()))
+        ran.update(its)
+    return {
+        "runs": dict(ran),
+        "each": each,
+        "members": sum(1 for member in members if member.returncode == 0),
+        "taken": before - Product.objects.get().stock,
+        **_facts("race:"),
+    }
+
+
+def _members_reading(count: int) -> None:
+    """Wait until ``count`` members of the group have read from it: the start line, so that
+    both take the copies as they come rather than one taking all before the other is up."""
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(client.xinfo_consumers(RACE_STREAM, GROUP)) < count:
+            assert time.monotonic() < deadline, "the members never read"
+            time.sleep(0.01)
+    finally:
+        client.close()
+
+
+def member(name: str) -> None:
+    consume_as(name, RACE_STREAM, "race:", 10)
+    print(json.dumps(dict(runs)))
 
 
 def refused(guard: Guard) -> dict[str, str]:
@@ -145,15 +214,21 @@ def refused(guard: Guard) -> dict[str, str]:
 
 def main() -> None:
     with mideng_tables(Product, Move):
-        Product.objects.create(stock=10)
+        Product.objects.create(stock=100)
         try:
-            found = {"consumed": consumed(guard), "refused": refused(guard)}
+            found = {"consumed": consumed(), "raced": raced(), "refused": refused(guard)}
         finally:
             client = redis.Redis.from_url(REDIS_URL)
-            client.delete(STREAM)
+            client.delete(STREAM, RACE_STREAM)
             client.close()
     print(json.dumps(found))
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["member"]:
+        try:
+            member(sys.argv[2])
+        finally:
+            guard.store.close()
+    else:
+        main()

@@ -25,9 +25,18 @@ def test_each_message_has_one_effect_and_a_failed_run_leaves_none(found: Any) ->
     done = found["consumed"]
     assert done["runs"] == {"order:1": 1, "order:2": 1, "order:bad": 2}
     assert done["moves"] == ["order:1", "order:2", "order:bad"]
-    assert done["stock"] == 7  # 10 - 3: the failed run's unit came back with its rollback
+    assert done["taken"] == 3  # not 4: the failed run's unit came back with its rollback
     assert done["outbox"] == 3
     assert done["records"] == 3
+
+
+def test_copies_taken_by_two_processes_at_once_have_one_effect(found: Any) -> None:
+    done = found["raced"]
+    keys = [f"race:{i}" for i in range(10)]
+    assert done["members"] == 2
+    assert done["runs"] == dict.fromkeys(keys, 1)  # across both processes
+    assert done["moves"] == sorted(keys)
+    assert (done["taken"], done["outbox"], done["records"]) == (10, 10, 10)
 
 
 def test_the_handler_gets_its_threads_django_connection_inside_the_block(found: Any) -> None:
