@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from bench.callgrind import child_call, instructions_per_call, need_valgrind
 from bench.report import parser
@@ -41,8 +42,8 @@ def _calls(case: str, calls: int) -> None:
     from mideng.state import StateMachine, decrement
 
     class Stock(models.Model):
-        qty = models.IntegerField()
-        status = models.CharField(max_length=10)
+        qty: Any = models.IntegerField()
+        status: Any = models.CharField(max_length=10)
 
         class Meta:
             app_label = "bench"
