@@ -189,6 +189,20 @@ def member(name: str) -> None:
     print(json.dumps(dict(runs)))
 
 
+def inside_atomic() -> dict[str, Any]:
+    """A message handled while Django's thread for async code holds an open atomic block
+    (here: the main thread, as ``async_to_sync`` makes it): its block would be a savepoint of
+    that one and its ack would come before any commit, so it is sent back, not run."""
+    from asgiref.sync import async_to_sync
+    from django.db import transaction
+
+    consumer = IdempotentConsumer(guard, "stock", deduct, engine="default", retry_delay=0.2)
+    message = Message(b"{}", headers={IDEMPOTENCY_KEY: "order:inside"})
+    with transaction.atomic():
+        verdict = async_to_sync(consumer.handle)(message)
+    return {"verdict": type(verdict).__name__, "runs": runs["order:inside"]}
+
+
 def refused(guard: Guard) -> dict[str, str]:
     from mideng.errors import ConfigurationError
 
@@ -216,7 +230,12 @@ def main() -> None:
     with mideng_tables(Product, Move):
         Product.objects.create(stock=100)
         try:
-            found = {"consumed": consumed(), "raced": raced(), "refused": refused(guard)}
+            found = {
+                "consumed": consumed(),
+                "raced": raced(),
+                "inside_atomic": inside_atomic(),
+                "refused": refused(guard),
+            }
         finally:
             client = redis.Redis.from_url(REDIS_URL)
             client.delete(STREAM, RACE_STREAM)

@@ -43,6 +43,10 @@ def test_the_handler_gets_its_threads_django_connection_inside_the_block(found: 
     assert found["consumed"]["handed"] is True
 
 
+def test_a_message_is_not_run_inside_a_transaction_it_cannot_commit(found: Any) -> None:
+    assert found["inside_atomic"] == {"verdict": "Retry", "runs": 0}
+
+
 def test_a_consumer_that_could_not_run_is_refused(found: Any) -> None:
     done = found["refused"]
     assert "is not a database alias" in done["alias"]
