@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from mideng.db.dialect import is_mysql, kind_named
 from mideng.db.drive import drive
@@ -41,21 +41,29 @@ def is_django_connection(conn: Any) -> bool:
         return True
     if "django.db" not in sys.modules:
         return False
-    return isinstance(conn, _DJANGO or _django())
+    return isinstance(conn, (_DJANGO or _django()).classes)
 
 
-# Django's connection and connection proxy classes, imported on first use (once Django is) and
-# kept: an import statement costs more than the rest of finding a call's connection.
-_DJANGO: tuple[type, type] | None = None
+class _Django(NamedTuple):
+    """What of Django's this module looks up per call."""
+
+    classes: tuple[type, type]  # a connection, and django.db.connection's proxy of one
+    connections: Any  # django.db.connections
 
 
-def _django() -> tuple[type, type]:
+# Imported on first use (once Django is) and kept: an import statement costs more than the
+# rest of finding a call's connection.
+_DJANGO: _Django | None = None
+
+
+def _django() -> _Django:
     global _DJANGO
     if _DJANGO is None:
+        from django.db import connections
         from django.db.backends.base.base import BaseDatabaseWrapper
         from django.utils.connection import ConnectionProxy
 
-        _DJANGO = (BaseDatabaseWrapper, ConnectionProxy)
+        _DJANGO = _Django((BaseDatabaseWrapper, ConnectionProxy), connections)
     return _DJANGO
 
 
@@ -136,9 +144,7 @@ def django_dialect(connection: Any) -> Any:
         version = tuple(connection.mysql_version)
         mariadb = bool(connection.mysql_is_mariadb)
     elif vendor == "sqlite":
-        import sqlite3
-
-        version = sqlite3.sqlite_version_info
+        version = tuple(connection.Database.sqlite_version_info)  # the sqlite3 module
     else:
         kind_named(vendor, version, mariadb)  # refuses it, by name
     key = (vendor, version, mariadb)
@@ -172,7 +178,7 @@ def django_connection(conn: Any) -> Any:
     """The Django connection ``conn`` names, this thread's: the connection itself, or the one
     a proxy or an alias stands for."""
     if not isinstance(conn, str):
-        proxy: Any = (_DJANGO or _django())[1]
+        proxy: Any = (_DJANGO or _django()).classes[1]
         if not isinstance(conn, proxy):
             return conn
         conn = conn.alias  # the proxy hands on attributes: this is its connection's
@@ -182,18 +188,14 @@ def django_connection(conn: Any) -> Any:
             "a connection is a SQLAlchemy Connection or Session, or a Django connection or "
             "its alias"
         )
-    from django.db import connections
-
-    return connections[conn]
+    return (_DJANGO or _django()).connections[conn]
 
 
 def _is_alias(name: str) -> bool:
     """Whether ``name`` is an alias of settings.DATABASES; a ConfigurationError when there is
     no configured Django project to name one in (a URL passed for a connection lands here)."""
     try:
-        from django.db import connections
-
-        return name in connections
+        return name in (_DJANGO or _django()).connections
     except Exception as exc:  # ImportError, ImproperlyConfigured
         raise ConfigurationError(
             f"{name!r}: a string is taken for a Django database alias, and there is no "
