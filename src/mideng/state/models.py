@@ -28,7 +28,7 @@ from mideng.db.django_models import (
     row_filter,
 )
 from mideng.errors import ConfigurationError
-from mideng.state.results import Inserted
+from mideng.state.results import Existing, Inserted
 
 
 class OnTable(NamedTuple):
@@ -85,7 +85,7 @@ def on_insert(conn: Any, model: Any, values: Mapping[str, Any], unique: Any) -> 
     return InsertOnTable(connection, table, sent, key, written)
 
 
-def as_written(answer: Any, insert: InsertOnTable) -> Any:
+def as_written(answer: Inserted | Existing, insert: InsertOnTable) -> Inserted | Existing:
     """insert_once's answer with the row's Python values. Only an insert with no RETURNING
     (MySQL 8) answers with the values it sent, which are the database's (a UUID as text, a
     datetime as a string on MySQL) and the id the server made: those values are put back as

@@ -101,7 +101,7 @@ def insert_once(conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
     if is_model(table):
         on = on_insert(conn, table, values, unique)
         answer = run(on.connection, _insert, _planned(on.table, on.values, on.unique), on.values)
-        return as_written(answer, on)  # type: ignore[no-any-return]
+        return as_written(answer, on)
     return run(conn, _insert, _planned(table, values, unique), values)
 
 
