@@ -13,8 +13,9 @@
 
 Each has an async twin (``ainsert_once``, ``aadvance``, ``adecrement``,
 ``aupdate_versioned``, ``aupdate_fenced``) for AsyncConnection / AsyncSession; both run the
-same statement generators through mideng.db. Tables are SQLAlchemy Core ``Table`` objects;
-PostgreSQL, MySQL/MariaDB and SQLite. See docs/state.md.
+same statement generators through mideng.db. Tables are SQLAlchemy Core ``Table`` objects, or
+Django models with a Django connection (mideng.state.models; the sync functions only);
+PostgreSQL, MySQL/MariaDB and SQLite. See docs/state.md and docs/django.md.
 """
 
 from mideng.state.machine import StateMachine

@@ -15,10 +15,12 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from mideng.db.django_models import is_model
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.state.compiled import speech
 from mideng.state.defaults import fill
+from mideng.state.models import as_written, on_column, on_insert, on_table, refused_async
 from mideng.state.ops import APPLIED, conditional, moved_on, short_of, superseded
 from mideng.state.ops import insert_once as insert_once_op
 from mideng.state.results import (
@@ -56,6 +58,11 @@ FencedAnswer = Applied | Superseded | Missing
 def checked_where(table: Any, where: Mapping[str, Any]) -> tuple[str, ...]:
     """The where's column names; a None value would compare NULL = NULL, which matches no row
     and would read as Missing, so it is refused instead."""
+    if not isinstance(where, Mapping):
+        raise ConfigurationError(
+            f"where={where!r} on {table.name}: a mapping of column names to values (a primary "
+            "key value alone is taken with a Django model)"
+        )
     names = tuple(where)
     if not names or None in where.values():
         values_of(table, where, "pick the row by")
@@ -98,13 +105,20 @@ def insert_once(conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
     """Insert ``values`` into ``table`` unless a row with the same ``unique`` key exists:
     ``Inserted(row)``, or ``Existing(row)`` with the stored row (and a WARNING log line with
     the key). One statement when the row is new; a duplicate never raises and never aborts
-    the caller's transaction. A clash on another unique key is still an error."""
+    the caller's transaction. A clash on another unique key is still an error. ``table``
+    may be a Django model, with a Django connection (mideng.state.models)."""
+    if is_model(table):
+        on = on_insert(conn, table, values, unique)
+        answer = run(on.connection, _insert, _planned(on.table, on.values, on.unique), on.values)
+        return as_written(answer, on)
     return run(conn, _insert, _planned(table, values, unique), values)
 
 
 async def ainsert_once(
     conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
 ) -> InsertAnswer:
+    if is_model(table):
+        raise refused_async(table)
     return await arun(conn, _insert, _planned(table, values, unique), values)
 
 
@@ -175,18 +189,23 @@ def _decrement_shape(of: UpdateOf, column: str) -> UpdateShape:
     return update_shape(of, sets={col: col - n}, conds=[col >= n], binds=[n], picked=[col])
 
 
-def decrement(
-    conn: Any, table: Any, where: Mapping[str, Any], column: str, amount: Any
-) -> DecrementAnswer:
+def decrement(conn: Any, table: Any, where: Any, column: str, amount: Any) -> DecrementAnswer:
     """``UPDATE table SET column = column - amount WHERE <where> AND column >= amount``:
     ``Applied()``, ``Insufficient(current)`` (nothing taken) or ``Missing()``. Never a
-    read-then-write: two callers can never both take the last unit."""
+    read-then-write: two callers can never both take the last unit. ``table`` may be a
+    Django model, ``where`` then a primary key value too (mideng.state.models)."""
+    if is_model(table):
+        model = table
+        conn, table, where, _ = on_table(conn, model, where, None)
+        column = on_column(model, column, "to decrement")
     return run(conn, _decrement(table, where, column, amount))
 
 
 async def adecrement(
-    conn: Any, table: Any, where: Mapping[str, Any], column: str, amount: Any
+    conn: Any, table: Any, where: Any, column: str, amount: Any
 ) -> DecrementAnswer:
+    if is_model(table):
+        raise refused_async(table)
     return await arun(conn, _decrement(table, where, column, amount))
 
 
@@ -256,7 +275,7 @@ def _versioned_shape(of: UpdateOf, column: str) -> UpdateShape:
 def update_versioned(
     conn: Any,
     table: Any,
-    where: Mapping[str, Any],
+    where: Any,
     values: Mapping[str, Any],
     *,
     version: int,
@@ -264,19 +283,26 @@ def update_versioned(
 ) -> VersionedAnswer:
     """``UPDATE table SET <values>, version = version + 1 WHERE <where> AND version =
     :version``: ``Applied(new_version)``, ``Conflict(current_version)`` (someone else wrote
-    since the caller read ``version``; nothing written) or ``Missing()``."""
+    since the caller read ``version``; nothing written) or ``Missing()``. ``table`` may be
+    a Django model, ``where`` then a primary key value too (mideng.state.models)."""
+    if is_model(table):
+        model = table
+        conn, table, where, given = on_table(conn, model, where, values)
+        values, column = given or {}, on_column(model, column, "the version column")
     return run(conn, _versioned(table, where, values, version, column))
 
 
 async def aupdate_versioned(
     conn: Any,
     table: Any,
-    where: Mapping[str, Any],
+    where: Any,
     values: Mapping[str, Any],
     *,
     version: int,
     column: str = "version",
 ) -> VersionedAnswer:
+    if is_model(table):
+        raise refused_async(table)
     return await arun(conn, _versioned(table, where, values, version, column))
 
 
@@ -313,7 +339,7 @@ def _fenced_shape(of: UpdateOf, column: str) -> UpdateShape:
 def update_fenced(
     conn: Any,
     table: Any,
-    where: Mapping[str, Any],
+    where: Any,
     values: Mapping[str, Any],
     *,
     fence: int,
@@ -323,17 +349,24 @@ def update_fenced(
     <= :fence)``: the fencing token check, made by the table itself. ``Applied()``,
     ``Superseded(current_fence)`` (a newer claim wrote the row: the caller's claim was taken
     over, and its late write changed nothing) or ``Missing()``. ``fence`` is the claim's
-    (a scheduled job's ``context.fence``, a guarded call's ticket)."""
+    (a scheduled job's ``context.fence``, a guarded call's ticket). ``table`` may be a Django
+    model, ``where`` then a primary key value too (mideng.state.models)."""
+    if is_model(table):
+        model = table
+        conn, table, where, given = on_table(conn, model, where, values)
+        values, column = given or {}, on_column(model, column, "the fence column")
     return run(conn, _fenced(table, where, values, fence, column))
 
 
 async def aupdate_fenced(
     conn: Any,
     table: Any,
-    where: Mapping[str, Any],
+    where: Any,
     values: Mapping[str, Any],
     *,
     fence: int,
     column: str = "fence",
 ) -> FencedAnswer:
+    if is_model(table):
+        raise refused_async(table)
     return await arun(conn, _fenced(table, where, values, fence, column))
