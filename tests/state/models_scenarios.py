@@ -27,6 +27,7 @@ from mideng.state import (
     ainsert_once,
     decrement,
     insert_once,
+    update_fenced,
     update_versioned,
 )
 from tests.db.django_scenarios import (
@@ -167,6 +168,13 @@ def answers() -> dict[str, Any]:
         "stored": Order.objects.values_list("status", "stock", "version", "note").get(pk=pk),
     }
     found["refused"] = [_refused(call) for call in _bad_calls(pk)]
+    # The version column as a fence: a newer fence writes, an older one is refused.
+    found["fenced"] = [
+        repr(update_fenced(connection, Order, pk, {"note": "f"}, fence=3, column="version")),
+        repr(update_fenced(connection, Order, pk, {"note": "g"}, fence=2, column="version")),
+        repr(update_fenced(connection, Order, 10**9, {"note": "h"}, fence=4, column="version")),
+        list(Order.objects.values_list("version", "note").get(pk=pk)),
+    ]
     return found
 
 

@@ -41,6 +41,12 @@ def test_the_answers_are_the_tables_and_rows_read_as_django_reads_them(found: An
     assert done["decrement"] == ["Applied", "Insufficient(current=2)", "Missing"]
     assert done["versioned"] == ["Applied(version=1)", "Conflict(current_version=1)"]
     assert done["stored"] == ["PAID", 2, 1, "v"]
+    assert done["fenced"] == [
+        "Applied(version=None)",
+        "Superseded(current_fence=3)",
+        "Missing()",
+        [3, "f"],
+    ]
 
 
 def test_bad_calls_are_refused_with_what_to_do(found: Any) -> None:
