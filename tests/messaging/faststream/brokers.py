@@ -33,6 +33,14 @@ class Case:
     async def publish(self, broker: Any, body: Any, headers: dict[str, str]) -> None:
         raise NotImplementedError
 
+    def dead_letter(self) -> tuple[str, dict[str, Any]]:
+        """Where the middleware copies a dead letter, and its publish options."""
+        raise NotImplementedError
+
+    def subscribe_dead(self, router: Any) -> Callable[[Any], Any]:
+        """A plain subscriber of the dead letters' destination."""
+        raise NotImplementedError
+
 
 class Rabbit(Case):
     name = "rabbit"
@@ -59,6 +67,14 @@ class Rabbit(Case):
 
     async def publish(self, broker: Any, body: Any, headers: dict[str, str]) -> None:
         await broker.publish(body, self.queue, headers=headers)
+
+    def dead_letter(self) -> tuple[str, dict[str, Any]]:
+        return self.dead, {}
+
+    def subscribe_dead(self, router: Any) -> Callable[[Any], Any]:
+        from faststream.rabbit import RabbitQueue
+
+        return router.subscriber(RabbitQueue(self.dead, durable=True))  # type: ignore[no-any-return]
 
 
 class Nats(Case):
@@ -92,12 +108,28 @@ class Nats(Case):
     async def publish(self, broker: Any, body: Any, headers: dict[str, str]) -> None:
         await broker.publish(body, self.names.subject, headers=headers, stream=self.names.stream)
 
+    def dead_letter(self) -> tuple[str, dict[str, Any]]:
+        # In the same stream (its subjects take ``subject.>``): published and acked by it.
+        return f"{self.names.subject}.dead", {"stream": self.names.stream}
+
+    def subscribe_dead(self, router: Any) -> Callable[[Any], Any]:
+        from faststream.nats import JStream, PullSub
+
+        stream = JStream(self.names.stream, subjects=[self.names.subject, self.names.wildcard])
+        return router.subscriber(  # type: ignore[no-any-return]
+            f"{self.names.subject}.dead",
+            stream=stream,
+            durable=f"{self.names.durable}-dead",
+            pull_sub=PullSub(batch_size=1, timeout=0.2),
+        )
+
 
 class Kafka(Case):
     name = "kafka"
 
     def __init__(self, names: BrokerNames, server: KafkaBroker) -> None:
         self.names = names.kafka(server)
+        self.dead = names.kafka(server, "dead")
 
     def broker(self) -> Any:
         from faststream.kafka import KafkaBroker as FastKafka
@@ -119,6 +151,17 @@ class Kafka(Case):
 
     async def publish(self, broker: Any, body: Any, headers: dict[str, str]) -> None:
         await broker.publish(body, self.names.topic, headers=headers)
+
+    def dead_letter(self) -> tuple[str, dict[str, Any]]:
+        return self.dead.topic, {}
+
+    def subscribe_dead(self, router: Any) -> Callable[[Any], Any]:
+        return router.subscriber(  # type: ignore[no-any-return]
+            self.dead.topic,
+            group_id=self.dead.group,
+            auto_offset_reset="earliest",
+            ack_policy=AckPolicy.ACK,
+        )
 
 
 class Redis(Case):
@@ -145,3 +188,14 @@ class Redis(Case):
 
     async def publish(self, broker: Any, body: Any, headers: dict[str, str]) -> None:
         await broker.publish(body, stream=self.names.stream, headers=headers)
+
+    def dead_letter(self) -> tuple[str, dict[str, Any]]:
+        return self.names.dead, {}
+
+    def subscribe_dead(self, router: Any) -> Callable[[Any], Any]:
+        from faststream.redis import StreamSub
+
+        sub = StreamSub(
+            self.names.dead, group=f"{self.names.group}-dead", consumer="d1", last_id="0"
+        )
+        return router.subscriber(stream=sub)  # type: ignore[no-any-return]

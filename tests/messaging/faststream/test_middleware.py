@@ -11,10 +11,10 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
-from faststream import BaseMiddleware
+from faststream import BaseMiddleware, Context
 from sqlalchemy import create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -25,9 +25,12 @@ from tests.brokers import BrokerNames
 from tests.messaging.faststream.brokers import Case, Kafka, Nats, Rabbit, Redis
 from tests.services import POSTGRES_URL, need
 
+#: FastStream's message, as a handler's parameter.
+Delivered = Annotated[Any, Context("message")]
+
 #: What a delivery ended as, seen from outside the middleware: the handler's value went on
 #: ("returned"), or the FastStream exception that settled it.
-TERMINAL = {"returned", "AckMessage", "RejectMessage"}
+TERMINAL = frozenset({"returned", "AckMessage", "RejectMessage"})
 
 
 @pytest.fixture(params=["rabbit", "nats", "kafka", "redis"])
@@ -41,9 +44,9 @@ def case(request: pytest.FixtureRequest, broker_names: BrokerNames) -> Case:
 class Outcomes:
     """A middleware outside the idempotent one that records how each delivery ended."""
 
-    def __init__(self, expected: int) -> None:
+    def __init__(self, expected: int, of: frozenset[str] = TERMINAL) -> None:
         self.seen: list[str] = []
-        self.expected = expected  # terminal outcomes the test waits for
+        self.expected, self.of = expected, of  # the outcomes the test waits for
         self.done = asyncio.Event()
 
     def __call__(self, msg: Any, /, *, context: Any) -> BaseMiddleware[Any, Any]:
@@ -51,7 +54,7 @@ class Outcomes:
 
     def add(self, outcome: str) -> None:
         self.seen.append(outcome)
-        if sum(1 for seen in self.seen if seen in TERMINAL) == self.expected:
+        if sum(1 for seen in self.seen if seen in self.of) == self.expected:
             self.done.set()
 
 
@@ -76,18 +79,27 @@ async def serve(
     handler: Any,
     sends: Sequence[tuple[str, str]],
     outcomes: Outcomes,
+    dead: Any = None,
+    copied: asyncio.Event | None = None,
 ) -> None:
-    """Subscribe ``handler`` behind ``middleware``, publish ``sends`` (order, key) and wait
-    (30 s at most) for the outcomes expected."""
+    """Subscribe ``handler`` behind ``middleware`` (and ``dead``, if given, plainly on the
+    dead letters' destination), publish ``sends`` (order, key) and wait (30 s at most) for
+    the outcomes expected (and for ``copied``)."""
     broker = case.broker()
     router = case.router([outcomes, middleware])
     case.subscribe(router)(handler)
     broker.include_router(router)
+    if dead is not None:
+        plain = case.router([])
+        case.subscribe_dead(plain)(dead)
+        broker.include_router(plain)
     async with broker:
         await broker.start()
         for order, key in sends:
             await case.publish(broker, {"order": order}, {"idempotency-key": key})
         await asyncio.wait_for(outcomes.done.wait(), 30)
+        if copied is not None:
+            await asyncio.wait_for(copied.wait(), 30)
 
 
 def test_a_duplicate_runs_the_handler_once(case: Case) -> None:
@@ -148,6 +160,52 @@ def test_a_handler_that_keeps_failing_is_given_up_after_its_attempts(case: Case)
     record = guard.get(scope, "order:1")
     assert record is not None
     assert record.status is Status.FAILED
+
+
+def test_a_dead_letter_is_copied_where_the_middleware_names(case: Case) -> None:
+    """With ``dead_letter=``: the copy (body, headers, the reason) is published through the
+    subscriber's broker, then the message is acked."""
+    guard, scope = Guard(open_store("memory://")), f"stock-{uuid.uuid4().hex[:8]}"
+    outcomes = Outcomes(1)
+    copies: list[tuple[Any, dict[str, Any]]] = []
+    copied = asyncio.Event()
+
+    async def reserve(body: dict[str, str]) -> None:
+        raise LookupError("no such product")
+
+    async def dead(body: dict[str, str], message: Delivered) -> None:
+        copies.append((body, dict(message.headers)))
+        copied.set()
+
+    destination, options = case.dead_letter()
+    middleware = IdempotentMiddleware(
+        guard, scope, max_attempts=1, dead_letter=destination, dead_letter_options=options
+    )
+
+    sends = [("o1", "order:1")]
+    asyncio.run(serve(case, middleware, reserve, sends, outcomes, dead, copied))
+    assert outcomes.seen == ["RejectMessage"]
+    [(body, headers)] = copies
+    assert body == {"order": "o1"}
+    assert headers["idempotency-key"] == "order:1"
+    reason_header = "x-dead-reason" if case.name == "rabbit" else "x-dead-letter-reason"
+    assert "failed 1 time(s)" in headers[reason_header]
+
+
+def test_a_dead_letter_whose_copy_is_refused_comes_back(broker_names: BrokerNames) -> None:
+    """RabbitMQ: a copy to a queue that does not exist is returned unroutable; the message
+    is not acked without it, but held and requeued, and refused again, never lost."""
+    case = Rabbit(broker_names)
+    guard, scope = Guard(open_store("memory://")), f"stock-{uuid.uuid4().hex[:8]}"
+    outcomes = Outcomes(2, of=frozenset({"SkipMessage"}))
+
+    async def reserve(body: dict[str, str]) -> None:
+        raise LookupError("no such product")
+
+    nowhere = broker_names.name("no-such-queue")
+    middleware = IdempotentMiddleware(guard, scope, max_attempts=1, dead_letter=nowhere)
+    asyncio.run(serve(case, middleware, reserve, [("o1", "order:1")], outcomes))
+    assert outcomes.seen[:2] == ["SkipMessage", "SkipMessage"]  # held twice: delivered twice
 
 
 class Shop:
