@@ -158,15 +158,17 @@ def test_a_streaming_method_is_refused_saying_why(served: Served) -> None:
 def test_the_key_may_come_from_metadata(pb2: ModuleType, tmp_path: Path) -> None:
     methods = {CREATE: Method(metadata="idempotency-key", required=True)}
     for served in _serve(pb2, tmp_path, methods):
-        create, _, channel = served.client()
+        create, watch, channel = served.client()
         request = pb2.CreateOrder(item="tea", quantity=1)
         with channel:
+            # Watch is not named on this server: it passes through, streaming as it does.
+            assert [o.item for o in watch(pb2.CreateOrder(item="jam"), timeout=30)] == ["jam"]
             first = create(request, metadata=(("idempotency-key", "m-1"),), timeout=30)
             again = create(request, metadata=(("idempotency-key", "m-1"),), timeout=30)
             with pytest.raises(grpc.RpcError) as keyless:
                 create(request, timeout=30)
         assert first.id == again.id
-        assert served.shop.runs[""] == 1
+        assert served.shop.runs[""] == 2  # the watch, and the one create
         assert keyless.value.code() is grpc.StatusCode.INVALID_ARGUMENT
         assert "idempotency-key" in (keyless.value.details() or "")
 

@@ -49,6 +49,7 @@ class Rabbit(Case):
     def __init__(self, names: BrokerNames) -> None:
         self.queue = names.rabbitmq_queue()
         self.dead = names.rabbitmq_queue("dead")
+        self.ack_policy: AckPolicy | None = None  # FastStream's default unless set
 
     def broker(self) -> Any:
         from faststream.rabbit import RabbitBroker
@@ -63,7 +64,9 @@ class Rabbit(Case):
     def subscribe(self, router: Any) -> Callable[[Any], Any]:
         from faststream.rabbit import RabbitQueue
 
-        return router.subscriber(RabbitQueue(self.queue, durable=True))  # type: ignore[no-any-return]
+        policy = {} if self.ack_policy is None else {"ack_policy": self.ack_policy}
+        queue = RabbitQueue(self.queue, durable=True)
+        return router.subscriber(queue, **policy)  # type: ignore[no-any-return]
 
     async def publish(self, broker: Any, body: Any, headers: dict[str, str]) -> None:
         await broker.publish(body, self.queue, headers=headers)

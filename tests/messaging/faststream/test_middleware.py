@@ -14,14 +14,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from faststream import BaseMiddleware, Context
+from faststream import AckPolicy, BaseMiddleware, Context
 from sqlalchemy import create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from mideng import Guard, open_store
 from mideng.core.record import Status
 from mideng.messaging.faststream import Connection, IdempotentMiddleware
-from tests.brokers import BrokerNames
+from mideng.messaging.faststream.settling import settling_for
+from tests.brokers import AMQP_URL, BrokerNames
 from tests.messaging.faststream.brokers import Case, Kafka, Nats, Rabbit, Redis
 from tests.services import POSTGRES_URL, need
 
@@ -206,6 +207,46 @@ def test_a_dead_letter_whose_copy_is_refused_comes_back(broker_names: BrokerName
     middleware = IdempotentMiddleware(guard, scope, max_attempts=1, dead_letter=nowhere)
     asyncio.run(serve(case, middleware, reserve, [("o1", "order:1")], outcomes))
     assert outcomes.seen[:2] == ["SkipMessage", "SkipMessage"]  # held twice: delivered twice
+
+
+def test_under_a_manual_ack_policy_the_middleware_still_settles(
+    broker_names: BrokerNames,
+) -> None:
+    """RabbitMQ with ``AckPolicy.MANUAL`` (FastStream acks nothing): the run and the copy are
+    both acked by the middleware, so nothing is left in the queue once the broker closed."""
+    case = Rabbit(broker_names)
+    case.ack_policy = AckPolicy.MANUAL
+    guard, scope = Guard(open_store("memory://")), f"stock-{uuid.uuid4().hex[:8]}"
+    outcomes = Outcomes(2)
+    calls: Counter[str] = Counter()
+
+    async def reserve(body: dict[str, str]) -> None:
+        calls.update([body["order"]])
+
+    sends = [("o1", "order:1"), ("o1", "order:1")]
+    asyncio.run(serve(case, IdempotentMiddleware(guard, scope), reserve, sends, outcomes))
+    assert calls == Counter({"o1": 1})
+    assert asyncio.run(_left_in(case.queue)) == 0  # unacked ones were requeued at the close
+
+
+async def _left_in(queue: str) -> int:
+    import aio_pika
+
+    connection = await aio_pika.connect(AMQP_URL)
+    async with connection:
+        channel = await connection.channel()
+        declared = await channel.declare_queue(queue, passive=True)
+        count: int = declared.declaration_result.message_count
+        return count
+
+
+def test_a_batch_is_refused_not_run() -> None:
+    """A batch subscriber's message holds a list of bodies: one key cannot stand for it."""
+    from faststream.message import StreamMessage
+
+    batch = StreamMessage(raw_message=[b"a", b"b"], body=[b"a", b"b"])
+    with pytest.raises(TypeError, match="one message at a time"):
+        settling_for(batch).message(batch)
 
 
 class Shop:
