@@ -74,7 +74,18 @@ class Settling:
         self, broker: Any, msg: Any, destination: str, reason: str, options: Mapping[str, Any]
     ) -> None:
         headers = {**text_headers(msg.headers.items()), self.reason_header: reason}
-        await broker.publish(msg.body, destination, headers=headers, **options)
+        await self.publish(broker, msg.body, destination, headers, options)
+
+    async def publish(
+        self,
+        broker: Any,
+        body: bytes,
+        destination: str,
+        headers: dict[str, str],
+        options: Mapping[str, Any],
+    ) -> None:
+        """The copy, sent: ``destination`` is the broker's first argument after the body."""
+        await broker.publish(body, destination, headers=headers, **options)
 
 
 class RabbitSettling(Settling):
@@ -158,11 +169,15 @@ class RedisSettling(Settling):
     async def give_up(self, msg: Any) -> None:
         await msg.ack()
 
-    async def copy(
-        self, broker: Any, msg: Any, destination: str, reason: str, options: Mapping[str, Any]
+    async def publish(
+        self,
+        broker: Any,
+        body: bytes,
+        destination: str,
+        headers: dict[str, str],
+        options: Mapping[str, Any],
     ) -> None:
-        headers = {**text_headers(msg.headers.items()), self.reason_header: reason}
-        await broker.publish(msg.body, stream=destination, headers=headers, **options)
+        await broker.publish(body, stream=destination, headers=headers, **options)
 
 
 #: Each FastStream broker's messages by the module that defines them; a broker not named here
