@@ -172,6 +172,7 @@ class Redis(Case):
 
     def __init__(self, names: BrokerNames) -> None:
         self.names = names.redis_stream()
+        self.consumers = 0
 
     def broker(self) -> Any:
         from faststream.redis import RedisBroker
@@ -186,7 +187,13 @@ class Redis(Case):
     def subscribe(self, router: Any) -> Callable[[Any], Any]:
         from faststream.redis import StreamSub
 
-        sub = StreamSub(self.names.stream, group=self.names.group, consumer="c1", last_id="0")
+        self.consumers += 1  # a member of the group per subscriber: c1, c2 ...
+        sub = StreamSub(
+            self.names.stream,
+            group=self.names.group,
+            consumer=f"c{self.consumers}",  # new entries: the group made at the stream's end
+            max_records=1,  # one entry a read: a second member gets the next
+        )
         return router.subscriber(stream=sub)  # type: ignore[no-any-return]
 
     async def publish(self, broker: Any, body: Any, headers: dict[str, str]) -> None:
@@ -198,7 +205,5 @@ class Redis(Case):
     def subscribe_dead(self, router: Any) -> Callable[[Any], Any]:
         from faststream.redis import StreamSub
 
-        sub = StreamSub(
-            self.names.dead, group=f"{self.names.group}-dead", consumer="d1", last_id="0"
-        )
+        sub = StreamSub(self.names.dead, group=f"{self.names.group}-dead", consumer="d1")
         return router.subscriber(stream=sub)  # type: ignore[no-any-return]

@@ -7,6 +7,8 @@ rollback leaves nothing)."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -118,6 +120,63 @@ def test_a_duplicate_runs_the_handler_once(case: Case) -> None:
     assert calls == Counter({"o1": 1, "o2": 1})
     assert outcomes.seen.count("returned") == 2
     assert outcomes.seen.count("AckMessage") == 2  # the copies, acked without running
+
+
+class InFlight(logging.Handler):
+    """Set once the consumer logged a copy whose key was held by a run elsewhere."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "outcome=in_progress" in record.getMessage():
+            self.seen.set()
+
+
+def test_copies_at_two_consumers_at_once_run_once(case: Case) -> None:
+    """Two brokers (two connections, as two processes have) consume one queue, durable or
+    group; the first copy's run holds its key until the second copy, at the other consumer,
+    was found in flight (RabbitMQ holds it and requeues it, JetStream naks it, Redis runs it
+    again in place); then the second is acked without running."""
+    if case.name == "kafka":
+        pytest.skip("a partition is read by one group member: its copies never reach two at once")
+    guard, scope = Guard(open_store("memory://")), f"stock-{uuid.uuid4().hex[:8]}"
+    calls: Counter[str] = Counter()
+    in_flight = InFlight()
+    outcomes = Outcomes(2)
+
+    async def reserve(body: dict[str, str]) -> None:
+        calls.update([body["order"]])
+        assert await asyncio.to_thread(in_flight.seen.wait, 30), "the copy never came"
+
+    async def run() -> None:
+        brokers = []
+        for _ in range(2):
+            broker = case.broker()
+            router = case.router(
+                [outcomes, IdempotentMiddleware(guard, scope, in_flight_delay=0.1)]
+            )
+            case.subscribe(router)(reserve)
+            broker.include_router(router)
+            brokers.append(broker)
+        async with brokers[0], brokers[1]:
+            for broker in brokers:
+                await broker.start()
+            for _ in range(2):
+                await case.publish(brokers[0], {"order": "o1"}, {"idempotency-key": "order:1"})
+            await asyncio.wait_for(outcomes.done.wait(), 30)
+
+    logger = logging.getLogger("mideng")
+    logger.addHandler(in_flight)
+    try:
+        asyncio.run(run())
+    finally:
+        logger.removeHandler(in_flight)
+    assert calls == Counter({"o1": 1})
+    assert sorted(o for o in outcomes.seen if o in TERMINAL) == ["AckMessage", "returned"]
+    if case.handed_back is not None:
+        assert case.handed_back in outcomes.seen
 
 
 def test_a_handler_failing_then_succeeding_has_its_effect_once(case: Case) -> None:
