@@ -1,7 +1,8 @@
-"""A gRPC server in a process of its own, for the race across processes: the Orders service
-behind IdempotencyInterceptor over a shared SQLite store; each run of Create records its
-effect as a row of a shared SQLite table. ``python -m tests.rpc.server_proc STORE EFFECTS
-PROTO_DIR PORT_FILE``; it serves until killed."""
+"""A gRPC server in a process of its own, for the races and crashes across processes: the
+Orders service behind IdempotencyInterceptor over a shared SQLite store; each run of Create
+records that it began, waits ``RUN`` seconds, and records its effect, as rows of a shared
+SQLite table. ``python -m tests.rpc.server_proc STORE EFFECTS PROTO_DIR PORT_FILE RUN
+LEASE``; it serves until killed."""
 
 from __future__ import annotations
 
@@ -19,23 +20,25 @@ from mideng import Guard, open_store
 from mideng.rpc import IdempotencyInterceptor, Method
 from tests.rpc.service import CREATE, compile_proto
 
-#: How long a run takes: long enough that duplicates on the other server arrive during it.
-RUN_SECONDS = 0.3
 
-
-def main(store_url: str, effects: str, proto_dir: str, port_file: str) -> None:
+def main(
+    store_url: str, effects: str, proto_dir: str, port_file: str, run: str, lease: str
+) -> None:
     pb2 = compile_proto(Path(proto_dir))
     guard = Guard(open_store(store_url))
     local = threading.local()
 
-    def create(request: Any, context: grpc.ServicerContext) -> Any:
-        time.sleep(RUN_SECONDS)
+    def record(table: str, request_id: str) -> int:
         if not hasattr(local, "db"):
             local.db = sqlite3.connect(effects, timeout=30, isolation_level=None)
-        cursor = local.db.execute(
-            "INSERT INTO effects (request_id) VALUES (?)", (request.request_id,)
-        )
-        return pb2.Order(id=f"order-{cursor.lastrowid}", item=request.item)
+        cursor = local.db.execute(f"INSERT INTO {table} (request_id) VALUES (?)", (request_id,))
+        return int(cursor.lastrowid or 0)
+
+    def create(request: Any, context: grpc.ServicerContext) -> Any:
+        record("began", request.request_id)
+        time.sleep(float(run))  # the window other copies, or a kill -9, arrive in
+        number = record("effects", request.request_id)
+        return pb2.Order(id=f"order-{number}", item=request.item)
 
     handlers = grpc.method_handlers_generic_handler(
         "shop.Orders",
@@ -47,7 +50,9 @@ def main(store_url: str, effects: str, proto_dir: str, port_file: str) -> None:
     )
     server = grpc.server(
         ThreadPoolExecutor(max_workers=32),
-        interceptors=[IdempotencyInterceptor(guard, {CREATE: Method()})],
+        interceptors=[
+            IdempotencyInterceptor(guard, {CREATE: Method(options={"lease": float(lease)})})
+        ],
     )
     server.add_generic_rpc_handlers((handlers,))
     port = server.add_insecure_port("127.0.0.1:0")
@@ -57,4 +62,4 @@ def main(store_url: str, effects: str, proto_dir: str, port_file: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:7])

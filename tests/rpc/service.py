@@ -9,7 +9,7 @@ import importlib.util
 import json
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -134,7 +134,7 @@ class Shop:
         )
 
 
-def stubs(channel: Any, pb2: ModuleType) -> tuple[Callable[..., Any], Callable[..., Any]]:
+def stubs(channel: Any, pb2: ModuleType) -> tuple[Any, Any]:
     """The client's Create and Watch calls on ``channel``."""
     create = channel.unary_unary(
         CREATE,
