@@ -6,9 +6,7 @@ LEASE``; it serves until killed."""
 
 from __future__ import annotations
 
-import sqlite3
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +16,7 @@ import grpc
 
 from mideng import Guard, open_store
 from mideng.rpc import IdempotencyInterceptor, Method
+from tests.helpers.effects import record
 from tests.rpc.service import CREATE, compile_proto
 
 
@@ -26,18 +25,11 @@ def main(
 ) -> None:
     pb2 = compile_proto(Path(proto_dir))
     guard = Guard(open_store(store_url))
-    local = threading.local()
-
-    def record(table: str, request_id: str) -> int:
-        if not hasattr(local, "db"):
-            local.db = sqlite3.connect(effects, timeout=30, isolation_level=None)
-        cursor = local.db.execute(f"INSERT INTO {table} (request_id) VALUES (?)", (request_id,))
-        return int(cursor.lastrowid or 0)
 
     def create(request: Any, context: grpc.ServicerContext) -> Any:
-        record("began", request.request_id)
+        record(effects, "began", request.request_id)
         time.sleep(float(run))  # the window other copies, or a kill -9, arrive in
-        number = record("effects", request.request_id)
+        number = record(effects, "effects", request.request_id)
         return pb2.Order(id=f"order-{number}", item=request.item)
 
     handlers = grpc.method_handlers_generic_handler(

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
-import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 import grpc
 import pytest
 
+from tests.helpers.effects import child, create, rows
 from tests.rpc.service import retry_options, stubs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,23 +34,10 @@ COPIES = 6  # per request id, alternating between the two servers
 def _start(
     tmp_path: Path, n: int, store: str, effects: Path, run: float, lease: float
 ) -> tuple[subprocess.Popen[bytes], str]:
-    port_file = tmp_path / f"port-{n}"
-    paths = [str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-    proto = tmp_path / f"proto-{n}"
+    port_file, proto = tmp_path / f"port-{n}", tmp_path / f"proto-{n}"
     proto.mkdir()
-    args = [
-        sys.executable,
-        "-m",
-        "tests.rpc.server_proc",
-        store,
-        str(effects),
-        str(proto),
-        str(port_file),
-        str(run),
-        str(lease),
-    ]
-    process = subprocess.Popen(args, cwd=ROOT, env=env)
+    args = (store, str(effects), str(proto), str(port_file), str(run), str(lease))
+    process = child("tests.rpc.server_proc", *args)
     deadline = time.monotonic() + 30
     while not port_file.exists():  # the server writes its port once it serves
         assert process.poll() is None, "the server process ended"
@@ -66,17 +53,11 @@ class Servers:
     effects: Path
 
     def rows(self, table: str) -> dict[str, int]:
-        with sqlite3.connect(self.effects) as db:
-            found = db.execute(f"SELECT request_id, COUNT(*) FROM {table} GROUP BY request_id")
-            return dict(found.fetchall())
+        return dict(Counter(rows(self.effects, table)))
 
 
 def _servers(tmp_path: Path, run: float, lease: float) -> Iterator[Servers]:
-    effects = tmp_path / "effects.db"
-    with sqlite3.connect(effects) as db:
-        db.execute("PRAGMA journal_mode=WAL")
-        for table in ("began", "effects"):
-            db.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, request_id TEXT NOT NULL)")
+    effects = create(tmp_path / "effects.db")
     store = f"sqlite:///{tmp_path / 'records.db'}"
     started = [_start(tmp_path, n, store, effects, run, lease) for n in range(2)]
     try:

@@ -8,35 +8,24 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.brokers import AMQP_URL, BrokerNames
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.helpers.effects import child, create, rows
 
 
 def _worker(queue: str, store: str, effects: Path, run: float) -> subprocess.Popen[bytes]:
-    paths = [str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     module = "tests.messaging.faststream.worker"
-    args = [sys.executable, "-m", module, queue, store, str(effects), str(run), "1.0"]
-    return subprocess.Popen(args, cwd=ROOT, env=env)
-
-
-def _rows(effects: Path, table: str) -> list[str]:
-    with sqlite3.connect(effects) as db:
-        return [r[0] for r in db.execute(f"SELECT order_key FROM {table}")]
+    return child(module, queue, store, str(effects), str(run), "1.0")
 
 
 def _wait(effects: Path, table: str, count: int, worker: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
-    while len(_rows(effects, table)) < count:  # rows another process writes, polled
+    while len(rows(effects, table)) < count:  # rows another process writes, polled
         assert worker.poll() is None, "the worker ended"
         assert time.monotonic() < deadline, f"no {count} {table} rows"
         time.sleep(0.05)
@@ -55,11 +44,7 @@ def test_a_worker_killed_mid_run_is_taken_over_once(
     broker_names: BrokerNames, tmp_path: Path
 ) -> None:
     queue = broker_names.rabbitmq_queue()
-    effects = tmp_path / "effects.db"
-    with sqlite3.connect(effects) as db:
-        db.execute("PRAGMA journal_mode=WAL")
-        for table in ("began", "effects"):
-            db.execute(f"CREATE TABLE {table} (order_key TEXT NOT NULL)")
+    effects = create(tmp_path / "effects.db")
     store = f"sqlite:///{tmp_path / 'records.db'}"
     first = _worker(queue, store, effects, run=30.0)
     second: subprocess.Popen[bytes] | None = None
@@ -75,5 +60,5 @@ def test_a_worker_killed_mid_run_is_taken_over_once(
             if worker is not None and worker.poll() is None:
                 worker.kill()
                 worker.wait(timeout=30)
-    assert _rows(effects, "began") == ["o1", "o1"]  # the killed run, and the take-over
-    assert _rows(effects, "effects") == ["o1"]
+    assert rows(effects, "began") == ["o1", "o1"]  # the killed run, and the take-over
+    assert rows(effects, "effects") == ["o1"]

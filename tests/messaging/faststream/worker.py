@@ -7,7 +7,6 @@ until killed."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import sys
 
 from faststream.rabbit import RabbitBroker, RabbitQueue, RabbitRouter
@@ -15,11 +14,7 @@ from faststream.rabbit import RabbitBroker, RabbitQueue, RabbitRouter
 from mideng import Guard, open_store
 from mideng.messaging.faststream import IdempotentMiddleware
 from tests.brokers import AMQP_URL
-
-
-def record(effects: str, table: str, order: str) -> None:
-    with sqlite3.connect(effects, timeout=30) as db:
-        db.execute(f"INSERT INTO {table} (order_key) VALUES (?)", (order,))
+from tests.helpers.effects import record
 
 
 async def main(queue: str, store: str, effects: str, run: str, lease: str) -> None:
