@@ -22,6 +22,11 @@ class Codes:
             self.seen[code] += 1
             self.changed.notify_all()
 
+    def wait_ended(self, count: int) -> None:
+        """Until ``count`` calls ended on the server, whatever their status."""
+        with self.changed:
+            assert self.changed.wait_for(lambda: self.seen.total() >= count, 30), self.seen
+
     def wait_for(self, code: grpc.StatusCode, count: int) -> None:
         with self.changed:
             assert self.changed.wait_for(lambda: self.seen[code] >= count, 30), self.seen

@@ -78,12 +78,14 @@ def test_a_handler_past_the_deadline_has_its_effect_once(pb2: ModuleType, tmp_pa
     the key back before its effect, and the client's next call runs it, once."""
 
     async def test() -> None:
-        async with serving(pb2, tmp_path) as (shop, _codes, create, _):
+        async with serving(pb2, tmp_path) as (shop, codes, create, _):
             request = pb2.CreateOrder(request_id="a-deadline", item="tea", quantity=2)
             shop.agate.clear()
             with pytest.raises(grpc.aio.AioRpcError) as gave_up:
                 await create(request, timeout=0.3)
             assert gave_up.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+            # The server cancels the handler on its own time, after the client gave up.
+            await asyncio.to_thread(codes.wait_ended, 1)
             shop.agate.set()
             order = await create(request, timeout=30)
             replayed = create(request, timeout=30)
