@@ -173,14 +173,34 @@ BROKER_PACKAGES = {
     "kafka": ADAPTER,
     "celery": TASK_QUEUE,
 }
+#: A framework over several brokers: the framework fetches and settles, mideng's entry is its
+#: middleware, and how each of the framework's brokers carries out a verdict (settling).
+FRAMEWORK = {"__init__.py", "middleware.py", "settling.py"}
+FRAMEWORK_PACKAGES = {"faststream": FRAMEWORK}
+#: Each adapter's broker as FastStream names it: its settling follows the adapter's ways.
+FASTSTREAM_NAMES = {
+    "rabbitmq": "rabbit",
+    "nats": "nats",
+    "kafka": "kafka",
+    "redis_streams": "redis",
+}
 
 
 def test_every_broker_package_has_the_same_inner_files() -> None:
     messaging = SRC / "mideng" / "messaging"
     packages = {init.parent.name for init in messaging.glob("*/__init__.py")} - {"publish"}
-    assert packages == set(BROKER_PACKAGES)
-    for name, files in BROKER_PACKAGES.items():
+    assert packages == set(BROKER_PACKAGES) | set(FRAMEWORK_PACKAGES)
+    for name, files in {**BROKER_PACKAGES, **FRAMEWORK_PACKAGES}.items():
         assert {path.name for path in (messaging / name).glob("*.py")} == files, name
+
+
+def test_faststream_settles_every_broker_mideng_has_an_adapter_for() -> None:
+    from mideng.messaging.brokers import BROKERS
+    from mideng.messaging.faststream.settling import BY_MODULE
+
+    assert set(FASTSTREAM_NAMES) == set(BROKERS)
+    named = {f"faststream.{name}.message" for name in FASTSTREAM_NAMES.values()}
+    assert set(BY_MODULE) == named
 
 
 def test_the_broker_registry_finds_each_adapter_and_publisher_in_its_package() -> None:

@@ -205,6 +205,13 @@ nats_dead_letter_copy_failed: Callable[[str, str | None, BaseException], None] =
     "dead-letter copy to %r failed; message %s comes back",
 )
 
+#: A FastStream subscriber's dead-letter copy was refused: the message is kept and comes back.
+faststream_dead_letter_copy_failed: Callable[[str, str | None, BaseException], None] = Traced(
+    messaging_log.error,
+    "dead_letter_failed",
+    "dead-letter copy to %r failed; message %s comes back",
+)
+
 nats_message_dead_lettered: Callable[[str | None, str], None] = Line(
     messaging_log.warning, "dead_letter", "message %s dead-lettered: %s"
 )
