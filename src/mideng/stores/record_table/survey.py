@@ -16,7 +16,18 @@ from typing import Any
 
 from mideng.db.statements import Op, Res, Sql, Stmt
 from mideng.stores.record_table.statements import Statements
-from mideng.stores.survey import EXPIRY_BUCKETS, STUCK_LISTED, Big, Stuck, Survey, SurveyTerms
+from mideng.core.record import Record
+from mideng.stores.survey import (
+    EXPIRY_BUCKETS,
+    STATUSES,
+    STUCK_LISTED,
+    Big,
+    Position,
+    RecordQuery,
+    Stuck,
+    Survey,
+    SurveyTerms,
+)
 
 PURGE_BATCH = 1000
 _FINISHED = "status IN ('succeeded', 'failed')"
@@ -64,6 +75,13 @@ class Queries:
             f"SELECT scope, {k}, coalesce({size}(result), 0) + coalesce({size}(error), 0) AS n "
             f"FROM {t} WHERE {_LIVE} AND {rec} ORDER BY n DESC LIMIT :limit"
         )
+        self._listing = f"SELECT {s.cols} FROM {t} WHERE {_LIVE} AND {rec}"
+        self._k = k
+        self._mysql = s.mysql
+        self._pages: dict[tuple[bool, str | None], Sql] = {}
+        self.with_request_id = Sql(
+            f"{self._listing} AND request_id = :request_id ORDER BY scope, {k} LIMIT :limit"
+        )
         old = f"{_FINISHED} AND updated_at <= :cutoff AND {rec}"
         if s.kind == "postgresql":
             # SKIP LOCKED: a row a claim is re-taking right now is not ours to delete. The
@@ -84,6 +102,46 @@ class Queries:
                 f"DELETE FROM {t} WHERE (scope, key) IN (SELECT scope, key FROM {t} WHERE {old} "
                 f"LIMIT :batch) AND {old}"
             )
+
+
+    def page(self, query: RecordQuery) -> Sql:
+        """The statement of ``query``'s page: keyset on the primary key, or on the open
+        statuses' ``(status, lease_until)`` index. The status is written into the text (one of
+        ``STATUSES``), so PostgreSQL sees that a partial index on the open statuses covers it
+        whatever the plan's parameters."""
+        shape = (query.scope is not None, query.status)
+        found = self._pages.get(shape)
+        if found is not None:
+            return found
+        k, status = self._k, query.status
+        if status is not None and status not in STATUSES:
+            raise ValueError(f"no status {status!r}")
+        where = "" if status is None else f" AND status = '{status}'"
+        if query.by_lease:
+            after = self._after(("coalesce(lease_until, 0)", "scope", k), (":lease", ":scope", ":key"))
+            order = f"coalesce(lease_until, 0), scope, {k}"
+            if not self._mysql:
+                after = after.replace("coalesce(lease_until, 0)", "lease_until")
+                order = order.replace("coalesce(lease_until, 0)", "lease_until")
+        elif query.scope is not None:
+            after, order = f"scope = :scope AND {k} > :key", k
+        else:
+            after, order = self._after(("scope", k), (":scope", ":key")), f"scope, {k}"
+        found = self._pages[shape] = Sql(
+            f"{self._listing}{where} AND {after} ORDER BY {order} LIMIT :limit"
+        )
+        return found
+
+    def _after(self, columns: tuple[str, ...], binds: tuple[str, ...]) -> str:
+        """Rows past a keyset position: a row value comparison (PostgreSQL and SQLite walk
+        their index from it), spelt out on MySQL/MariaDB."""
+        if not self._mysql:
+            return f"({', '.join(columns)}) > ({', '.join(binds)})"
+        terms = []
+        for n, (column, bind) in enumerate(zip(columns, binds)):
+            equal = [f"{c} = {b}" for c, b in zip(columns[:n], binds[:n])]
+            terms.append("(" + " AND ".join([*equal, f"{column} > {bind}"]) + ")")
+        return "(" + " OR ".join(terms) + ")"
 
 
 _QUERIES: dict[tuple[str, str], Queries] = {}
@@ -132,6 +190,38 @@ def survey(s: Statements, terms: SurveyTerms) -> Op[Survey]:
         rows = (yield Stmt(q.biggest, {**p, "limit": int(terms.biggest)})).rows
         found.biggest = [Big(_text(sc), _text(key), int(n)) for sc, key, n in rows]
     return found
+
+
+def list_records(s: Statements, query: RecordQuery) -> Op[list[Record]]:
+    """A page of records (``stores.survey.RecordQuery``)."""
+    q = queries(s)
+    at = yield from _clock(s, q)
+    start = query.after or Position(query.scope or "", "", None)
+    params = {
+        "at": at,
+        "scope": start.scope,
+        "key": start.key,
+        # Leases are epoch seconds: -1 is below every one (a first page of the lease order).
+        "lease": -1.0 if start.lease_until is None else start.lease_until,
+        "limit": int(query.limit),
+        "prefix": "",
+        "plen": 0,
+    }
+    res = yield Stmt(q.page(query), params)
+    return [s.record(row) for row in res.rows]
+
+
+def with_request_id(s: Statements, request_id: str, limit: int) -> Op[list[Record]]:
+    q = queries(s)
+    at = yield from _clock(s, q)
+    params = {"at": at, "request_id": request_id, "limit": int(limit), "prefix": "", "plen": 0}
+    res = yield Stmt(q.with_request_id, params)
+    return [s.record(row) for row in res.rows]
+
+
+def _clock(s: Statements, q: Queries) -> Op[float]:
+    """The database's clock, which says which records are live."""
+    return float((yield Stmt(q.clock, {"now": time.time()})).rows[0][0])
 
 
 def purge_older(s: Statements, age: float, limit: int | None, batch: int = PURGE_BATCH) -> Op[int]:
