@@ -23,6 +23,7 @@ COMMANDS = {
     "operations": "mideng.cli.operations:operations",
     "relay": "mideng.cli.relay:relay",
     "stats": "mideng.cli.survey:stats",
+    "dashboard": "mideng.cli.dashboard:dashboard",
     "scan": "mideng.cli.survey:scan",
 }
 

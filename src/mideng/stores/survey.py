@@ -251,6 +251,16 @@ class RecordQuery:
         return self.order(record) > (lease, after.scope, after.key)
 
 
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    """Records last written since ``since``, counted per ``width`` seconds and status:
+    ``(bucket, status, count)``, bucket 0 the first ``width`` seconds after ``since``."""
+
+    since: float
+    width: float
+    counts: list[tuple[int, str, int]]
+
+
 class SurveyOptions(TypedDict, total=False):
     """What ``survey`` may be asked besides its prefix (``SurveyTerms`` has their defaults)."""
 
@@ -324,6 +334,13 @@ class ListingStore(abc.ABC):
     @abc.abstractmethod
     async def awith_request_id(self, request_id: str, limit: int = 20) -> list[Record]: ...
 
+    @abc.abstractmethod
+    def outcomes(self, since: float, width: float) -> Outcomes:
+        """Records last written since ``since`` by status, per ``width`` seconds."""
+
+    @abc.abstractmethod
+    async def aoutcomes(self, since: float, width: float) -> Outcomes: ...
+
 
 class LocalSurvey(LocalStore, SurveyStore, ListingStore):
     """The survey of an embedded store: one pass over its records (``LocalStore._records``)."""
@@ -371,10 +388,19 @@ class LocalSurvey(LocalStore, SurveyStore, ListingStore):
         return await self._offload(self.list_records, query)
 
     def with_request_id(self, request_id: str, limit: int = 20) -> list[Record]:
-        found = [
-            r for r in self._live() if r.request_id == request_id and surveyed(r.scope, None)
-        ]
+        found = [r for r in self._live() if r.request_id == request_id and surveyed(r.scope, None)]
         return sorted(found, key=RecordQuery().order)[:limit]
 
     async def awith_request_id(self, request_id: str, limit: int = 20) -> list[Record]:
         return await self._offload(self.with_request_id, request_id, limit)
+
+    def outcomes(self, since: float, width: float) -> Outcomes:
+        counted: dict[tuple[int, str], int] = {}
+        for r in self._records():
+            if r.updated_at >= since and surveyed(r.scope, None):
+                at = (int((r.updated_at - since) // width), r.status.value)
+                counted[at] = counted.get(at, 0) + 1
+        return Outcomes(since, width, [(b, status, n) for (b, status), n in counted.items()])
+
+    async def aoutcomes(self, since: float, width: float) -> Outcomes:
+        return await self._offload(self.outcomes, since, width)

@@ -6,7 +6,14 @@ from __future__ import annotations
 from mideng.core.record import Record
 from mideng.errors import ConfigurationError
 from mideng.stores.base import Store
-from mideng.stores.survey import ListingStore, RecordQuery, Survey, SurveyStore, SurveyTerms
+from mideng.stores.survey import (
+    ListingStore,
+    Outcomes,
+    RecordQuery,
+    Survey,
+    SurveyStore,
+    SurveyTerms,
+)
 
 
 class FrontedSurvey(SurveyStore, ListingStore):
@@ -55,3 +62,9 @@ class FrontedSurvey(SurveyStore, ListingStore):
 
     async def awith_request_id(self, request_id: str, limit: int = 20) -> list[Record]:
         return await self._durable_listing().awith_request_id(request_id, limit)
+
+    def outcomes(self, since: float, width: float) -> Outcomes:
+        return self._durable_listing().outcomes(since, width)
+
+    async def aoutcomes(self, since: float, width: float) -> Outcomes:
+        return await self._durable_listing().aoutcomes(since, width)

@@ -22,6 +22,7 @@ from mideng.stores.survey import (
     STATUSES,
     STUCK_LISTED,
     Big,
+    Outcomes,
     Position,
     RecordQuery,
     Stuck,
@@ -77,6 +78,12 @@ class Queries:
         )
         self._listing = f"SELECT {s.cols} FROM {t} WHERE {_LIVE} AND {rec}"
         self._k = k
+        bucket = "(updated_at - :since) / :width"
+        bucket = f"CAST({bucket} AS INTEGER)" if s.kind == "sqlite" else f"floor({bucket})"
+        self.outcomes = Sql(
+            f"SELECT {bucket} AS b, status, count(*) FROM {t} WHERE updated_at >= :since "
+            f"AND {rec} GROUP BY b, status"
+        )
         self._mysql = s.mysql
         self._pages: dict[tuple[bool, str | None], Sql] = {}
         self.with_request_id = Sql(
@@ -103,7 +110,6 @@ class Queries:
                 f"LIMIT :batch) AND {old}"
             )
 
-
     def page(self, query: RecordQuery) -> Sql:
         """The statement of ``query``'s page: keyset on the primary key, or on the open
         statuses' ``(status, lease_until)`` index. The status is written into the text (one of
@@ -118,7 +124,9 @@ class Queries:
             raise ValueError(f"no status {status!r}")
         where = "" if status is None else f" AND status = '{status}'"
         if query.by_lease:
-            after = self._after(("coalesce(lease_until, 0)", "scope", k), (":lease", ":scope", ":key"))
+            after = self._after(
+                ("coalesce(lease_until, 0)", "scope", k), (":lease", ":scope", ":key")
+            )
             order = f"coalesce(lease_until, 0), scope, {k}"
             if not self._mysql:
                 after = after.replace("coalesce(lease_until, 0)", "lease_until")
@@ -217,6 +225,11 @@ def with_request_id(s: Statements, request_id: str, limit: int) -> Op[list[Recor
     params = {"at": at, "request_id": request_id, "limit": int(limit), "prefix": "", "plen": 0}
     res = yield Stmt(q.with_request_id, params)
     return [s.record(row) for row in res.rows]
+
+
+def outcomes(s: Statements, since: float, width: float) -> Op[Outcomes]:
+    res = yield Stmt(queries(s).outcomes, {"since": since, "width": width, "prefix": "", "plen": 0})
+    return Outcomes(since, width, [(int(b), str(status), int(n)) for b, status, n in res.rows])
 
 
 def _clock(s: Statements, q: Queries) -> Op[float]:

@@ -4,9 +4,22 @@
 from __future__ import annotations
 
 from mideng.core.record import Record
-from mideng.stores.record_table.survey import list_records, purge_older, survey, with_request_id
+from mideng.stores.record_table.survey import (
+    list_records,
+    outcomes,
+    purge_older,
+    survey,
+    with_request_id,
+)
 from mideng.stores.sql.execute import AsyncExecutor, Executor
-from mideng.stores.survey import ListingStore, RecordQuery, Survey, SurveyStore, SurveyTerms
+from mideng.stores.survey import (
+    ListingStore,
+    Outcomes,
+    RecordQuery,
+    Survey,
+    SurveyStore,
+    SurveyTerms,
+)
 
 
 class SQLSurvey(SurveyStore, ListingStore):
@@ -38,3 +51,9 @@ class SQLSurvey(SurveyStore, ListingStore):
 
     async def awith_request_id(self, request_id: str, limit: int = 20) -> list[Record]:
         return await self.aexecutor.drive(with_request_id, request_id, limit)
+
+    def outcomes(self, since: float, width: float) -> Outcomes:
+        return self.executor.drive(outcomes, since, width)
+
+    async def aoutcomes(self, since: float, width: float) -> Outcomes:
+        return await self.aexecutor.drive(outcomes, since, width)

@@ -7,9 +7,15 @@ import abc
 
 from mideng.core.record import Record
 from mideng.db.statements import Op, T
-from mideng.stores.record_table.survey import list_records, purge_older, survey, with_request_id
+from mideng.stores.record_table.survey import (
+    list_records,
+    outcomes,
+    purge_older,
+    survey,
+    with_request_id,
+)
 from mideng.stores.sqlite.statements import SQLiteStatements
-from mideng.stores.survey import LocalSurvey, RecordQuery, Survey, SurveyTerms
+from mideng.stores.survey import LocalSurvey, Outcomes, RecordQuery, Survey, SurveyTerms
 
 
 class SQLiteSurvey(LocalSurvey):
@@ -33,3 +39,6 @@ class SQLiteSurvey(LocalSurvey):
 
     def with_request_id(self, request_id: str, limit: int = 20) -> list[Record]:
         return self._drive(with_request_id(self.statements, request_id, limit))
+
+    def outcomes(self, since: float, width: float) -> Outcomes:
+        return self._drive(outcomes(self.statements, since, width))
