@@ -58,6 +58,8 @@ def dashboard(
         allowed_hosts=names,
     )
     served.settings.check_bind(host)
-    click.echo(f"mideng dashboard on http://{host}:{port}/ ({'actions on' if actions else 'read-only'})")
+    click.echo(
+        f"mideng dashboard on http://{host}:{port}/ ({'actions on' if actions else 'read-only'})"
+    )
     os.environ.setdefault("UVICORN_NO_COLOR", "1")
     uvicorn.run(served, host=host, port=port, log_level="warning", lifespan="on")

@@ -9,6 +9,7 @@ by their username; the allowed hosts default to Django's ``ALLOWED_HOSTS``.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -48,7 +49,7 @@ def view(request: Any, subpath: str = "") -> Any:
     settings, wired = _wired()
     if settings.authenticate is None and settings.token is None:
         # Django's users by default; the callable sees the Django request through a closure.
-        settings = Settings(**{**vars(settings), "authenticate": lambda _h: _staff(request)})
+        settings = dataclasses.replace(settings, authenticate=lambda _h: _staff(request))
     root = request.path[: len(request.path) - len(subpath)].rstrip("/")
     incoming = Request(
         request.method,
@@ -68,7 +69,7 @@ def view(request: Any, subpath: str = "") -> Any:
             response.cookies[cookie_name] = rest.split(";", 1)[0]
             morsel = response.cookies[cookie_name]
             morsel["httponly"], morsel["samesite"] = True, "Strict"
-            morsel["path"] = (root or "/")
+            morsel["path"] = root or "/"
             morsel["secure"] = request.scheme == "https"
         else:
             response[name] = value

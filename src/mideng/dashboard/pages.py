@@ -194,9 +194,7 @@ def outbox(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
     found = yield effects.call(survey.rows, survey.arows, asked)
     shown = found[: dash.page_size]
     more = cursor([shown[-1].id]) if len(found) > dash.page_size else None
-    return Page(
-        "outbox.html", {"rows": shown, "query": asked, "after": more, "states": states}
-    )
+    return Page("outbox.html", {"rows": shown, "query": asked, "after": more, "states": states})
 
 
 def outbox_row(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
@@ -244,7 +242,9 @@ def lookup(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
         raise BadRequest("type what to look up")
     values: dict[str, Any] = {"kind": kind, "q": text, "records": [], "rows": []}
     if kind in ("key", "operation"):
-        scope, _, key = text.partition(":") if not query.get("scope") else (query["scope"], "", text)
+        scope, _, key = (
+            text.partition(":") if not query.get("scope") else (query["scope"], "", text)
+        )
         page = record if kind == "key" else operation
         found = yield from page(dash, {"scope": scope, "key": key})
         return found
@@ -267,8 +267,10 @@ LOOKUPS = ("key", "message", "operation", "request")
 def chart(counts: list[tuple[int, str, int]]) -> dict[str, Any]:
     """The overview's bars: per five minutes of the last hour, each status's count stacked,
     as rectangles in a 240 x 80 drawing (SVG written by the template, no script)."""
-    per_bar = [dict.fromkeys(("succeeded", "failed", "unknown", "processing"), 0)
-               for _ in range(CHART_BARS)]
+    per_bar = [
+        dict.fromkeys(("succeeded", "failed", "unknown", "processing"), 0)
+        for _ in range(CHART_BARS)
+    ]
     for bucket, status, n in counts:
         if 0 <= bucket < CHART_BARS and status in per_bar[bucket]:
             per_bar[bucket][status] += n
@@ -280,8 +282,15 @@ def chart(counts: list[tuple[int, str, int]]) -> dict[str, Any]:
             height = 80.0 * count / top
             if count:
                 y -= height
-                rects.append({"x": n * 20 + 2, "y": round(y, 1), "h": round(height, 1),
-                              "status": status, "count": count})
+                rects.append(
+                    {
+                        "x": n * 20 + 2,
+                        "y": round(y, 1),
+                        "h": round(height, 1),
+                        "status": status,
+                        "count": count,
+                    }
+                )
     total = {s: sum(bar[s] for bar in per_bar) for s in per_bar[0]}
     return {"rects": rects, "top": top, "total": total}
 

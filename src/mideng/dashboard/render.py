@@ -33,7 +33,8 @@ def render(template: str, values: dict[str, Any], redact: Redact) -> bytes:
         return None if value is None else redact(value if isinstance(value, str) else text(value))
 
     page = environment().get_template(template)
-    return page.render(**values, preview=lambda r: shown(preview(r)), redact=shown).encode()
+    html: str = page.render(**values, preview=lambda r: shown(preview(r)), redact=shown)
+    return html.encode()
 
 
 def age(seconds: float | None) -> str:

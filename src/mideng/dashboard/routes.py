@@ -55,7 +55,9 @@ def handle(settings: Settings, dash: Dashboard, request: Request) -> Effects[Rep
             raise Refused(503, f"the store is unavailable: {exc}") from exc
         token, set_cookie = csrf_token(request)
         values = {**shown.values, **base_values(settings, request, who, token)}
-        return Reply(shown.status, render(shown.template, values, settings.redact), headers=set_cookie)
+        return Reply(
+            shown.status, render(shown.template, values, settings.redaction), headers=set_cookie
+        )
     except Refused as refused:
         return refusal(settings, request, refused)
 
@@ -86,7 +88,7 @@ def asset(name: str) -> Reply:
     kind = ASSETS.get(name)
     if kind is None:
         raise Refused(404, "no such file")
-    data = resources.files("mideng.dashboard").joinpath("static", name).read_bytes()
+    data = resources.files("mideng.dashboard").joinpath("static").joinpath(name).read_bytes()
     return Reply(200, data, kind)
 
 
@@ -106,7 +108,7 @@ def login(settings: Settings, request: Request) -> Reply:
             ],
         )
     token, set_cookie = csrf_token(request)
-    body = render("login.html", base_values(settings, request, "", token), settings.redact)
+    body = render("login.html", base_values(settings, request, "", token), settings.redaction)
     return Reply(200, body, headers=set_cookie)
 
 

@@ -64,10 +64,12 @@ class Settings:
     redact: Redact | Sequence[str | re.Pattern[str]] = field(default=default_redact)
     page_size: int = 50
     title: str = "mideng"
+    #: ``redact`` as a callable.
+    redaction: Redact = field(init=False)
 
     def __post_init__(self) -> None:
-        if not callable(self.redact):
-            self.redact = redact_patterns(self.redact)
+        given = self.redact
+        self.redaction = given if callable(given) else redact_patterns(given)
         if self.token is not None and len(self.token) < 16:
             raise ConfigurationError("a dashboard token has at least 16 characters")
         if not 1 <= self.page_size <= 500:

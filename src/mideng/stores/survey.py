@@ -11,9 +11,10 @@ Records only: token and debounce rows (``token:`` / ``hit:`` scopes) are not sur
 
 The listing capability (``ListingStore``) pages through records for an operator's screen: by
 keyset, never by offset, so the thousandth page costs what the first does. A page of one scope
-or of every scope follows the primary key ``(scope, key)``; a page of the open statuses
-(processing, UNKNOWN) across scopes follows ``(lease_until, scope, key)``, the order of the
-servers' ``(status, lease_until)`` index, oldest lease first.
+or of every scope follows the primary key ``(scope, key)``; a page of processing records
+across scopes follows ``(lease_until, scope, key)``, the order of the servers' ``(status,
+lease_until)`` index, the oldest lease (the longest dead holder) first. UNKNOWN records keep no
+lease; across scopes they are read through that index by status and ordered by key.
 """
 
 from __future__ import annotations
@@ -200,7 +201,7 @@ def finished_before(record: Record, cutoff: float) -> bool:
 
 
 #: Statuses listed across scopes by their lease, oldest first (``RecordQuery.by_lease``).
-OPEN_STATUSES = ("processing", "unknown")
+LEASED_STATUSES = ("processing",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +230,7 @@ class RecordQuery:
     @property
     def by_lease(self) -> bool:
         """Whether the page follows ``(lease_until, scope, key)`` rather than the key."""
-        return self.scope is None and self.status in OPEN_STATUSES
+        return self.scope is None and self.status in LEASED_STATUSES
 
     def order(self, record: Record) -> tuple[float, str, str]:
         """``record``'s place in this page's order (the embedded stores sort by it)."""

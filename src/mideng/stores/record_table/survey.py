@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from mideng.core.record import Record
 from mideng.db.statements import Op, Res, Sql, Stmt
 from mideng.stores.record_table.statements import Statements
-from mideng.core.record import Record
 from mideng.stores.survey import (
     EXPIRY_BUCKETS,
     STATUSES,
@@ -146,8 +146,8 @@ class Queries:
         if not self._mysql:
             return f"({', '.join(columns)}) > ({', '.join(binds)})"
         terms = []
-        for n, (column, bind) in enumerate(zip(columns, binds)):
-            equal = [f"{c} = {b}" for c, b in zip(columns[:n], binds[:n])]
+        for n, (column, bind) in enumerate(zip(columns, binds, strict=True)):
+            equal = [f"{c} = {b}" for c, b in zip(columns[:n], binds[:n], strict=True)]
             terms.append("(" + " AND ".join([*equal, f"{column} > {bind}"]) + ")")
         return "(" + " OR ".join(terms) + ")"
 
