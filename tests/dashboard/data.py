@@ -76,7 +76,7 @@ def seeded(family: str, tmp_path: Path, *, records: int = PAGE_RECORDS) -> Seede
     tag = uuid.uuid4().hex[:8]
     table, outbox_table = f"dash_r_{tag}", f"dash_o_{tag}"
     store_url, db_url = urls(family, tmp_path, table)
-    store = open_store(store_url if family != "sqlite" else store_url, **_table(family, table))
+    store = open_store(store_url, **_table(family, table))
     guard = Guard(store)
     found = Seeded(family, store_url, db_url, table, outbox_table, store, guard, f"d{tag}")
     fill_records(found, records)
@@ -118,7 +118,7 @@ def fill_outbox(s: Seeded) -> None:
                 connection, f"{s.prefix}.orders", {"n": n, "token": SECRET}, key=f"o{n % 3}"
             )
             (s.dead_ids if n < 3 else s.pending_ids).append(row_id)
-        for n in range(5):
+        for _ in range(5):
             outbox.add(connection, f"{s.prefix}.mail", {"to": XSS})
     with engine.begin() as connection:
         for row_id in s.dead_ids:

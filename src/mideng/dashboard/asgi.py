@@ -52,13 +52,17 @@ class DashboardApp:
         response.raw_headers.append((b"content-length", str(len(reply.body)).encode()))
         await response(scope, receive, send)
 
+    async def aclose(self) -> None:
+        """Close the outbox's connections (a server's lifespan shutdown does this)."""
+        await self.wired.aclose()
+
     async def _lifespan(self, receive: Any, send: Any) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                await self.wired.aclose()
+                await self.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
