@@ -65,7 +65,8 @@ def urls(family: str, tmp_path: Path, table: str) -> tuple[str, str | None]:
     if family == "memory":
         return "memory://", f"sqlite:///{tmp_path / 'outbox.db'}"
     if family == "sqlite":
-        return f"sqlite:///{tmp_path / 'records.db'}", f"sqlite:///{tmp_path / 'records.db'}"
+        records = tmp_path / "records.db"
+        return f"sqlite:///{records}?table={table}", f"sqlite:///{records}"
     need(family)
     server = POSTGRES_URL if family == "postgresql" else MYSQL_URL
     return f"{server}?table={table}", server
@@ -76,17 +77,13 @@ def seeded(family: str, tmp_path: Path, *, records: int = PAGE_RECORDS) -> Seede
     tag = uuid.uuid4().hex[:8]
     table, outbox_table = f"dash_r_{tag}", f"dash_o_{tag}"
     store_url, db_url = urls(family, tmp_path, table)
-    store = open_store(store_url, **_table(family, table))
+    store = open_store(store_url)
     guard = Guard(store)
     found = Seeded(family, store_url, db_url, table, outbox_table, store, guard, f"d{tag}")
     fill_records(found, records)
     if db_url is not None:
         fill_outbox(found)
     return found
-
-
-def _table(family: str, table: str) -> dict[str, Any]:
-    return {"table": table} if family == "sqlite" else {}
 
 
 def fill_records(s: Seeded, count: int) -> None:

@@ -57,7 +57,8 @@ def view(request: Any, subpath: str = "") -> Any:
         root,
         {k: request.GET[k] for k in request.GET},
         {k: request.POST[k] for k in request.POST} if request.method == "POST" else {},
-        {k.lower(): v for k, v in request.headers.items()},
+        # Django's own host (it checks ALLOWED_HOSTS), as a header the checks read.
+        {**{k.lower(): v for k, v in request.headers.items()}, "host": request.get_host()},
         dict(request.COOKIES),
         request.scheme,
     )

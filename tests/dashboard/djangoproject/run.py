@@ -1,0 +1,28 @@
+"""Requests to the Django project's dashboard, their statuses and bodies as JSON on stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import django
+
+os.environ["DJANGO_SETTINGS_MODULE"] = "tests.dashboard.djangoproject.settings"
+django.setup()
+
+from django.test import Client  # noqa: E402
+
+client = Client()
+found = {}
+for path in sys.argv[1:]:
+    headers = {} if path.startswith("!") else {"HTTP_X_OPERATOR": "yes"}
+    reply = client.get(path.lstrip("!"), **headers)
+    found[path] = {
+        "status": reply.status_code,
+        "body": reply.content.decode(),
+        "csp": reply.get("content-security-policy", ""),
+    }
+post = client.post("/ops/actions/release", {"csrf": "x"}, HTTP_X_OPERATOR="yes")
+found["post"] = {"status": post.status_code, "body": post.content.decode(), "csp": ""}
+json.dump(found, sys.stdout)

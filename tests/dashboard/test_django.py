@@ -1,0 +1,62 @@
+"""The dashboard included in a Django project under ``ops/`` (run in a process of its own, so
+its settings touch no other test): the same pages as the ASGI app, links under the prefix,
+the application's callable deciding who is in, POSTs checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.dashboard.data import seeded
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_django_include_serves_the_pages(tmp_path: Path) -> None:
+    s = seeded("sqlite", tmp_path, records=3)
+    try:
+        pay = s.scope("pay")
+        paths = [
+            "/ops/",
+            "/ops/records",
+            f"/ops/record?scope={s.scope('xss')}&key=x1",
+            f"/ops/records?scope={pay}&status=succeeded",
+            "/ops/static/dashboard.css",
+            "!/ops/",
+            "/ops/records?status=nope",
+        ]
+        env = {
+            **os.environ,
+            "DASHBOARD_STORE": s.store_url,
+            "PYTHONPATH": os.pathsep.join(sys.path),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.dashboard.djangoproject.run", *paths],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        found = json.loads(done.stdout)
+    finally:
+        s.close()
+    overview = found["/ops/"]
+    assert overview["status"] == 200, overview["body"]
+    assert "dj-operator" in overview["body"]
+    assert 'href="/ops/records"' in overview["body"]
+    assert "default-src 'none'" in overview["csp"]
+    assert found["/ops/records"]["status"] == 200
+    assert "order-0002" in found[f"/ops/records?scope={pay}&status=succeeded"]["body"]
+    xss = found[f"/ops/record?scope={s.scope('xss')}&key=x1"]["body"]
+    assert "&lt;script&gt;" in xss
+    assert "<script>" not in xss
+    assert found["/ops/static/dashboard.css"]["status"] == 200
+    assert found["!/ops/"]["status"] == 401
+    assert found["/ops/records?status=nope"]["status"] == 400
+    assert found["post"]["status"] == 403
