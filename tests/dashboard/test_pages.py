@@ -33,7 +33,8 @@ def client(filled: Seeded) -> Iterator[Client]:
     outer = Starlette(routes=[Mount(PREFIX, app=dashboard)])
     with Client(outer, base_url="http://127.0.0.1") as c:
         yield c
-        c.runner.run(dashboard.aclose())
+        c.run(dashboard.aclose())
+        c.run(filled.store.aclose())  # its async pool, on the loop that opened it
 
 
 def _get(client: Client, path: str, status: int = 200) -> str:
@@ -153,6 +154,7 @@ def test_a_custom_redaction(filled: Seeded) -> None:
     dashboard = app(filled.guard, None, redact=[r'"ok": true'])
     with Client(dashboard, base_url="http://localhost") as c:
         page = c.get(f"/record?scope={filled.scope('pay')}&key=order-0001").text
+        c.run(filled.store.aclose())
     assert SECRET in page  # the default rule is replaced, not added to
     assert "&#34;ok&#34;: true" not in page
     assert "&#34;***&#34;" in page

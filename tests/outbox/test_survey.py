@@ -9,7 +9,7 @@ import time
 
 from sqlalchemy import text
 
-from mideng.outbox.survey import OutboxSurvey, RowQuery, Queries
+from mideng.outbox.survey import OutboxSurvey, Queries, RowQuery
 from tests.outbox.conftest import Db
 
 

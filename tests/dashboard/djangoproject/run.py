@@ -16,13 +16,13 @@ from django.test import Client  # noqa: E402
 client = Client()
 found = {}
 for path in sys.argv[1:]:
-    headers = {} if path.startswith("!") else {"HTTP_X_OPERATOR": "yes"}
-    reply = client.get(path.lstrip("!"), **headers)
+    headers = {} if path.startswith("!") else {"x-operator": "yes"}
+    reply = client.get(path.lstrip("!"), headers=headers)
     found[path] = {
         "status": reply.status_code,
         "body": reply.content.decode(),
         "csp": reply.get("content-security-policy", ""),
     }
-post = client.post("/ops/actions/release", {"csrf": "x"}, HTTP_X_OPERATOR="yes")
+post = client.post("/ops/actions/release", {"csrf": "x"}, headers={"x-operator": "yes"})
 found["post"] = {"status": post.status_code, "body": post.content.decode(), "csp": ""}
 json.dump(found, sys.stdout)
