@@ -48,8 +48,8 @@ class Seeded:
         if self.db_url is not None:
             engine = create_engine(self.db_url)
             with contextlib.suppress(Exception), engine.begin() as connection:
-                for table in (self.table, f"{self.table}_steps", "mideng_schema_versions"):
-                    if self.family in ("postgresql", "mysql") and table != "mideng_schema_versions":
+                if self.family in ("postgresql", "mysql"):  # the store's tables on the server
+                    for table in (self.table, f"{self.table}_steps"):
                         connection.execute(text(f"DROP TABLE IF EXISTS {table}"))
                 connection.execute(text(f"DROP TABLE IF EXISTS {self.outbox_table}"))
                 connection.execute(text(f"DROP TABLE IF EXISTS {self.outbox_table}_keys"))
