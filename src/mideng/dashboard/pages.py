@@ -125,7 +125,8 @@ def _key(value: str | None) -> str:
 # -- the pages -----------------------------------------------------------------------------
 def overview(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
     store = dash.store
-    found = yield effects.call(store.survey, store.asurvey, None, biggest=0)
+    # grace=0: every lease that ran out is listed (the CLI's stats waits a minute first).
+    found = yield effects.call(store.survey, store.asurvey, None, grace=0.0, biggest=0)
     listing = dash.listing()
     since = found.now - CHART_SPAN
     outcomes = yield effects.call(

@@ -25,7 +25,7 @@ from mideng.dashboard.render import render
 from mideng.dashboard.settings import Settings
 from mideng.errors import StoreUnavailableError
 
-ASSETS = {"dashboard.css": "text/css; charset=utf-8"}
+ASSETS = {"dashboard.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"}
 
 
 def handle(settings: Settings, dash: Dashboard, request: Request) -> Effects[Reply]:
@@ -78,6 +78,7 @@ def refusal(settings: Settings, request: Request, refused: Refused) -> Reply:
     body = (
         "<!doctype html><meta charset=utf-8><title>mideng</title>"
         f"<link rel=stylesheet href='{html.escape(request.link('/static/dashboard.css'))}'>"
+        f"<link rel=icon href='{html.escape(request.link('/static/favicon.svg'))}'>"
         f"<main><h1>{refused.status}</h1><p class=why>{html.escape(refused.why)}</p>"
         f"<p><a href='{html.escape(request.link('/'))}'>overview</a></p></main>"
     )
