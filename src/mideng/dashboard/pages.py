@@ -125,8 +125,11 @@ def _key(value: str | None) -> str:
 # -- the pages -----------------------------------------------------------------------------
 def overview(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
     store = dash.store
-    # grace=0: every lease that ran out is listed (the CLI's stats waits a minute first).
-    found = yield effects.call(store.survey, store.asurvey, None, grace=0.0, biggest=0)
+    # grace=0: every lease that ran out is listed (the CLI's stats waits a minute first); no
+    # spread of retention and no biggest records: the page shows neither.
+    found = yield effects.call(
+        store.survey, store.asurvey, None, grace=0.0, biggest=0, spread=False
+    )
     listing = dash.listing()
     since = found.now - CHART_SPAN
     outcomes = yield effects.call(

@@ -268,18 +268,22 @@ class SurveyOptions(TypedDict, total=False):
     grace: float
     biggest: int
     progress: Progress
+    spread: bool
 
 
 @dataclass(frozen=True, slots=True)
 class SurveyTerms:
     """What a survey counts: the records of scopes starting with ``prefix`` (None: all);
     as stuck, processing ones whose lease ran out more than ``grace`` seconds ago; the
-    ``biggest`` by stored bytes (0: none). ``progress`` is told how many were counted."""
+    ``biggest`` by stored bytes (0: none). ``progress`` is told how many were counted.
+    ``spread``: whether the spread of remaining retention is counted (on a SQL table, nine
+    range counts that a page wanting only the statuses can skip)."""
 
     prefix: str | None = None
     grace: float = 60.0
     biggest: int = 10
     progress: Progress = None
+    spread: bool = True
 
     def reported(self, found: Survey) -> Survey:
         """``found``, its total told to ``progress`` (a store that counts in one go)."""

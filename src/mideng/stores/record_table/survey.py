@@ -174,17 +174,8 @@ def survey(s: Statements, terms: SurveyTerms) -> Op[Survey]:
     found = Survey(now)
     for scope, status, n in (yield Stmt(q.by_scope, p)).rows:
         found.count(_text(scope), str(status), int(n))
-    lo = now
-    for label, bound in EXPIRY_BUCKETS:
-        found.expiry[label] = int(
-            _one((yield Stmt(q.expiring, {**p, "lo": lo, "hi": now + bound})))
-        )
-        lo = now + bound
-    found.expiry["longer"] = int(_one((yield Stmt(q.expiring_later, {**p, "lo": lo}))))
-    found.expiry["expired"] = int(_one((yield Stmt(q.expired, p))))
-    for scope, n in (yield Stmt(q.never, p)).rows:
-        found.no_expiry_by_scope[_text(scope)] = int(n)
-    found.expiry["never"] = sum(found.no_expiry_by_scope.values())
+    if terms.spread:
+        yield from _spread(q, found, p)
     cut = {**p, "cut": now - terms.grace}
     found.stuck_count = int(_one((yield Stmt(q.stuck_count, cut))))
     rows = (yield Stmt(q.stuck, {**cut, "limit": STUCK_LISTED})).rows
@@ -235,6 +226,22 @@ def outcomes(s: Statements, since: float, width: float) -> Op[Outcomes]:
 def _clock(s: Statements, q: Queries) -> Op[float]:
     """The database's clock, which says which records are live."""
     return float((yield Stmt(q.clock, {"now": time.time()})).rows[0][0])
+
+
+def _spread(q: Queries, found: Survey, p: dict[str, Any]) -> Op[None]:
+    """The spread of remaining retention, into ``found``."""
+    now = found.now
+    lo = now
+    for label, bound in EXPIRY_BUCKETS:
+        found.expiry[label] = int(
+            _one((yield Stmt(q.expiring, {**p, "lo": lo, "hi": now + bound})))
+        )
+        lo = now + bound
+    found.expiry["longer"] = int(_one((yield Stmt(q.expiring_later, {**p, "lo": lo}))))
+    found.expiry["expired"] = int(_one((yield Stmt(q.expired, p))))
+    for scope, n in (yield Stmt(q.never, p)).rows:
+        found.no_expiry_by_scope[_text(scope)] = int(n)
+    found.expiry["never"] = sum(found.no_expiry_by_scope.values())
 
 
 def purge_older(s: Statements, age: float, limit: int | None, batch: int = PURGE_BATCH) -> Op[int]:
