@@ -145,3 +145,18 @@ def test_every_page_walks_an_index(family: str, tmp_path: Path) -> None:
         engine.dispose()
     finally:
         s.close()
+
+
+def test_a_survey_without_its_spread_counts_the_same_statuses(filled: Seeded) -> None:
+    from mideng.stores.survey import SurveyStore
+
+    store = filled.store
+    assert isinstance(store, SurveyStore)
+    whole = store.survey(filled.prefix, grace=0.0, biggest=0)
+    lean = store.survey(filled.prefix, grace=0.0, biggest=0, spread=False)
+    assert lean.by_scope == whole.by_scope
+    assert lean.stuck_count == whole.stuck_count == 1
+    assert [s.key for s in lean.stuck] == ["stuck-1"]
+    assert sum(whole.expiry.values()) > 0
+    if filled.family in ("sqlite", "postgresql", "mysql"):  # the SQL table skips the counts
+        assert sum(lean.expiry.values()) == 0
