@@ -106,7 +106,7 @@ def _one_of(name: str, value: str | None, allowed: tuple[str, ...]) -> str | Non
     return value
 
 
-def _scope(value: str | None) -> str | None:
+def scope_of(value: str | None) -> str | None:
     if not value:
         return None
     try:
@@ -115,7 +115,7 @@ def _scope(value: str | None) -> str | None:
         raise BadRequest(str(exc)) from exc
 
 
-def _key(value: str | None) -> str:
+def key_of(value: str | None) -> str:
     try:
         return check_key(value or "")
     except (IdempotencyError, ValueError, TypeError) as exc:
@@ -160,7 +160,7 @@ def overview(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
 def records(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
     listing = dash.listing()
     asked = RecordQuery(
-        _scope(query.get("scope")),
+        scope_of(query.get("scope")),
         _one_of("status", query.get("status"), STATUSES),
         _position(query.get("after")),
         dash.page_size + 1,
@@ -178,7 +178,7 @@ def records(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
 
 
 def record(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
-    scope, key = _scope(query.get("scope")), _key(query.get("key"))
+    scope, key = scope_of(query.get("scope")), key_of(query.get("key"))
     if scope is None:
         raise BadRequest("a record is named by its scope and key")
     found = yield effects.call(dash.guard.get, dash.guard.aget, scope, key)
@@ -209,13 +209,13 @@ def outbox_row(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
 
 
 def operations(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
-    scope = _scope(query.get("scope"))
+    scope = scope_of(query.get("scope"))
     found = yield from _operations(dash, scope)
     return Page("operations.html", {"operations": found, "scope": scope})
 
 
 def operation(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
-    scope, key = _scope(query.get("scope")), _key(query.get("key"))
+    scope, key = scope_of(query.get("scope")), key_of(query.get("key"))
     if scope is None:
         raise BadRequest("an operation is named by its scope and key")
     found = yield from _operations(dash, scope)

@@ -189,21 +189,32 @@ class OutboxSurvey:
 
     def __init__(self, db: Any, table: str) -> None:
         self.db = db
+        self.table = table
         self.queries = Queries(table)
         self._engine: Any = None
         self._aengine: Any = None
 
-    def _run(self, make: Callable[[Queries], Op[T]]) -> T:
+    @property
+    def engine(self) -> Any:
+        """The sync ``Engine`` (made on first use from a URL)."""
         if self._engine is None:
             self._engine = sync_engine(self.db)
-        with self._engine.connect() as connection:
+        return self._engine
+
+    @property
+    def aengine(self) -> Any:
+        """The ``AsyncEngine`` of the same database (made on first use)."""
+        if self._aengine is None:
+            self._aengine, _ = async_engine(self.db)
+        return self._aengine
+
+    def _run(self, make: Callable[[Queries], Op[T]]) -> T:
+        with self.engine.connect() as connection:
             kind = kind_of(connection.dialect)
             return drive(make(self.queries), execute_for(kind), connection)
 
     async def _arun(self, make: Callable[[Queries], Op[T]]) -> T:
-        if self._aengine is None:
-            self._aengine, _ = async_engine(self.db)
-        async with self._aengine.connect() as connection:
+        async with self.aengine.connect() as connection:
             kind = kind_of(connection.dialect)
             return await adrive(make(self.queries), aexecute_for(kind), connection)
 
