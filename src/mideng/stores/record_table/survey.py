@@ -1,8 +1,9 @@
 """The survey and ``purge_older`` of a record table, as operations (any kind, any loop).
 
-Counts come from the database, never from rows shipped to the client: a GROUP BY for scopes
-and statuses, range counts over the ``expires_at`` index for the spread of remaining
-retention, the ``(status, lease_until)`` index for stuck and processing records. Only the
+Counts come from the database, never from rows shipped to the client: one GROUP BY for scopes
+and statuses that also gives the oldest processing record and the stuck count, range counts
+over the ``expires_at`` index for the spread of remaining retention, the ``(status,
+lease_until)`` index for the stuck records listed. Only the
 biggest-records list reads every row's sizes (``biggest=0`` skips it). Every statement reads
 the clock the first one fetched, so the counts agree with each other. The survey capability
 runs them on the SQL store's executors (``stores.sql.survey``) and on the SQLite store's
@@ -53,9 +54,12 @@ class Queries:
             return Sql(f"SELECT count(*) FROM {t} WHERE {where} AND {rec}")
 
         self.clock = Sql(f"SELECT {s.now}")
+        # One pass gives the counts, each group's oldest record and its leases run out past
+        # :cut: the processing groups' are the oldest processing record and the stuck count.
         self.by_scope = Sql(
-            f"SELECT scope, status, count(*) FROM {t} WHERE {_LIVE} AND {rec} "
-            "GROUP BY scope, status"
+            f"SELECT scope, status, count(*), min(created_at), "
+            f"sum(CASE WHEN lease_until <= :cut THEN 1 ELSE 0 END) FROM {t} "
+            f"WHERE {_LIVE} AND {rec} GROUP BY scope, status"
         )
         self.expiring = counted("expires_at > :lo AND expires_at <= :hi")
         self.expiring_later = counted("expires_at > :lo")
@@ -64,13 +68,9 @@ class Queries:
             f"SELECT scope, count(*) FROM {t} WHERE expires_at IS NULL AND {rec} GROUP BY scope"
         )
         stuck = f"status = 'processing' AND lease_until <= :cut AND {_LIVE}"
-        self.stuck_count = counted(stuck)
         self.stuck = Sql(
             f"SELECT scope, {k}, fence, lease_until, request_id FROM {t} WHERE {stuck} "
             f"AND {rec} ORDER BY lease_until LIMIT :limit"
-        )
-        self.oldest = Sql(
-            f"SELECT min(created_at) FROM {t} WHERE status = 'processing' AND {_LIVE} AND {rec}"
         )
         self.biggest = Sql(
             f"SELECT scope, {k}, coalesce({size}(result), 0) + coalesce({size}(error), 0) AS n "
@@ -172,19 +172,22 @@ def survey(s: Statements, terms: SurveyTerms) -> Op[Survey]:
     prefix = terms.prefix or ""
     p: dict[str, Any] = {"at": now, "prefix": prefix, "plen": len(prefix)}
     found = Survey(now)
-    for scope, status, n in (yield Stmt(q.by_scope, p)).rows:
+    cut = {**p, "cut": now - terms.grace}
+    oldest: list[float] = []
+    for scope, status, n, first, lapsed in (yield Stmt(q.by_scope, cut)).rows:
         found.count(_text(scope), str(status), int(n))
+        if str(status) == "processing":
+            oldest.append(float(first))
+            found.stuck_count += int(lapsed or 0)
+    found.oldest_processing_since = min(oldest, default=None)
     if terms.spread:
         yield from _spread(q, found, p)
-    cut = {**p, "cut": now - terms.grace}
-    found.stuck_count = int(_one((yield Stmt(q.stuck_count, cut))))
-    rows = (yield Stmt(q.stuck, {**cut, "limit": STUCK_LISTED})).rows
-    found.stuck = [
-        Stuck(_text(sc), _text(key), int(fence), now - float(lease), rid)
-        for sc, key, fence, lease, rid in rows
-    ]
-    oldest = _one((yield Stmt(q.oldest, p)))
-    found.oldest_processing_since = None if oldest is None else float(oldest)
+    if found.stuck_count:  # listed only when there are any: a scan where no index serves it
+        rows = (yield Stmt(q.stuck, {**cut, "limit": STUCK_LISTED})).rows
+        found.stuck = [
+            Stuck(_text(sc), _text(key), int(fence), now - float(lease), rid)
+            for sc, key, fence, lease, rid in rows
+        ]
     if terms.biggest > 0:
         rows = (yield Stmt(q.biggest, {**p, "limit": int(terms.biggest)})).rows
         found.biggest = [Big(_text(sc), _text(key), int(n)) for sc, key, n in rows]
