@@ -198,7 +198,10 @@ def outbox(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
     found = yield effects.call(survey.rows, survey.arows, asked)
     shown = found[: dash.page_size]
     more = cursor([shown[-1].id]) if len(found) > dash.page_size else None
-    return Page("outbox.html", {"rows": shown, "query": asked, "after": more, "states": states})
+    # What a bulk requeue of the page's dead rows acts on: each id with the attempts seen.
+    seen_rows = ",".join(f"{r.id}:{r.attempts}" for r in shown if r.state == "dead")
+    values = {"rows": shown, "query": asked, "after": more, "states": states}
+    return Page("outbox.html", {**values, "seen_rows": seen_rows})
 
 
 def outbox_row(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
