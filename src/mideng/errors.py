@@ -46,6 +46,12 @@ class _RecordError(IdempotencyError):
         self.record = record
 
 
+class RecordChangedError(_RecordError):
+    """An operator's action found the record no longer as they saw it (another status or
+    fence, or gone: ``record`` is None); it changed nothing. mideng.guard.operator answers
+    this as ``Changed`` or ``Gone``, never raises it."""
+
+
 class InProgressError(_RecordError):
     """Another caller holds a live claim on the same (scope, key); retry later."""
 
@@ -98,6 +104,30 @@ class RecordedFailureError(_RecordError):
         self.original_message = message
 
 
+def one_line(exc: BaseException) -> str:
+    """An error's message as one line, for an operator's command. A driver's runs over
+    several (libpq adds a hint, SQLAlchemy the statement and a link); the first says what
+    failed."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def named(exc: BaseException) -> str:
+    """``one_line`` after the error's type (a driver's error, whose message alone may not say
+    what kind of failure it is). No URL is added: it may hold a password."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {one_line(exc)}" if text else type(exc).__name__
+
+
+def is_usage(exc: IdempotencyError) -> bool:
+    """Whether a command's failure is how it was asked (an option, a store URL, a scope or key
+    refused: exit 2) rather than what it met (the store failed, a record in the way, a
+    schema behind: exit 1)."""
+    if isinstance(exc, SchemaVersionError):  # what the database holds, not how it was asked
+        return False
+    return isinstance(exc, (ConfigurationError, InvalidKeyError))
+
+
 __all__ = [
     "AttemptsExhaustedError",
     "CodecError",
@@ -108,9 +138,13 @@ __all__ = [
     "KeyMissingError",
     "LeaseLostError",
     "PayloadMismatchError",
+    "RecordChangedError",
     "RecordedFailureError",
     "SchemaVersionError",
     "StoreUnavailableError",
     "TokenRejectedError",
     "UnresolvedError",
+    "is_usage",
+    "named",
+    "one_line",
 ]

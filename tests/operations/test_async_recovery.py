@@ -111,6 +111,9 @@ def test_a_store_failure_at_each_own_write_never_runs_a_step_twice(some: Opened)
     assert pay("o3") == "paid"
     assert pay("o3") == "paid"
     assert guard.pending() == []
+    # A plan says so and leaves the kept steps where they are.
+    assert [(r.key, r.outcome) for r in guard.reconcile(plan=True)] == [("o3", "would_clear")]
+    assert len(store.operations()) == 1
     assert [(r.key, r.outcome) for r in guard.reconcile()] == [("o3", "cleared")]
     assert store.operations() == []
     record = guard.get(scope, "o3")
@@ -193,6 +196,9 @@ def test_an_async_store_failure_at_each_own_write_never_runs_a_step_twice(some: 
             assert await pay("o3") == "paid"
             assert await pay("o3") == "paid"
             assert await guard.apending() == []
+            planned = await guard.areconcile(plan=True)
+            assert [(r.key, r.outcome) for r in planned] == [("o3", "would_clear")]
+            assert len(await store.aoperations()) == 1
             assert [(r.key, r.outcome) for r in await guard.areconcile()] == [("o3", "cleared")]
             assert await store.aoperations() == []
         finally:

@@ -3,7 +3,10 @@ errors that publish nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -150,3 +153,92 @@ def test_a_lease_or_poll_that_is_not_finite_and_positive_is_a_usage_error(
     assert result.exit_code == 2, result.output
     (line,) = [line for line in result.output.splitlines() if line.startswith("Error: ")]
     assert option.strip("-") in line
+
+
+def test_a_long_running_relay_says_it_started_what_it_publishes_and_that_it_stopped(
+    tmp_path: Path, broker_names: BrokerNames
+) -> None:
+    stream = broker_names.redis_stream().stream
+    url = _shop(tmp_path, stream, 6)
+    broker = REDIS_URL.replace("redis://", "redis://:s3cret@", 1)  # a password: never logged
+    args = ["relay", "--db", url, "--broker", broker, "--progress", "0.3", "--poll", "0.1"]
+    log = tmp_path / "relay.log"
+    with log.open("w") as stderr:
+        relay = subprocess.Popen([sys.executable, "-m", "mideng", *args], stderr=stderr)
+    try:
+        deadline = time.monotonic() + 30
+        # Until a progress line after the last row went out says nothing is left.
+        while not _progress(log) or not _progress(log)[-1].endswith(" 0 due now, 0 waiting"):
+            assert time.monotonic() < deadline, log.read_text()
+            assert relay.poll() is None, log.read_text()
+            time.sleep(0.05)
+    finally:
+        relay.send_signal(signal.SIGTERM)
+        relay.wait(timeout=30)
+    said = log.read_text()
+    assert relay.returncode == 0, said
+    assert "s3cret" not in said
+    (started,) = [line for line in said.splitlines() if "outbox relay started" in line]
+    assert "table=mideng_outbox broker=redis://127.0.0.1:6379 lease=30s" in started
+    published = [int(line.split("relay: ")[1].split()[0]) for line in _progress(log)]
+    assert sum(published) == 6
+    (stopped,) = [line for line in said.splitlines() if "outbox relay stopped" in line]
+    assert stopped.endswith("stopped: 6 published, 0 failed, 0 dead since it started")
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        assert client.xlen(stream) == 6
+    finally:
+        client.close()
+
+
+def _progress(log: Path) -> list[str]:
+    lines = [line for line in log.read_text().splitlines() if "outbox relay: " in line]
+    return [line.split(" (a retry")[0] for line in lines]
+
+
+def test_the_documented_exchange_set_up_routes_each_destination_to_its_bound_queues(
+    tmp_path: Path, broker_names: BrokerNames
+) -> None:
+    """docs/outbox.md, "Publishing to a RabbitMQ exchange": a topic exchange, a queue bound by
+    a pattern, rows whose destination is the routing key. A destination no binding takes is
+    refused (mandatory) and retried, never dropped."""
+    exchange = broker_names.rabbitmq_exchange("orders-events")
+    stock = broker_names.rabbitmq_queue("stock")
+    asyncio.run(_topic(exchange, stock, "order.*"))
+    url = f"sqlite:///{tmp_path / 'shop.db'}"
+    engine = create_engine(url)
+    outbox = Outbox(engine)
+    outbox.create_schema()
+    with engine.begin() as connection:
+        outbox.add(connection, "order.paid", {"order": 1}, key="order:1")
+        outbox.add(connection, "order.shipped", {"order": 1}, key="order:1")
+        outbox.add(connection, "refund.issued", {"order": 2}, key="order:2")  # no binding
+    engine.dispose()
+    args = ["relay", "--db", url, "--broker", AMQP_URL, "--exchange", exchange, "--once"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output  # the unbound row waits for its retry
+    assert result.output.startswith("published 2, failed 1, dead 0\n")
+    assert asyncio.run(_drained(stock)) == [b'{"order":1}', b'{"order":1}']
+
+
+async def _topic(exchange: str, queue: str, pattern: str) -> None:
+    import aio_pika
+
+    async with await aio_pika.connect(AMQP_URL) as connection:
+        channel = await connection.channel()
+        topic = await channel.declare_exchange(exchange, aio_pika.ExchangeType.TOPIC, durable=True)
+        bound = await channel.declare_queue(queue, durable=True)
+        await bound.bind(topic, routing_key=pattern)
+
+
+async def _drained(queue: str) -> list[bytes]:
+    import aio_pika
+
+    async with await aio_pika.connect(AMQP_URL) as connection:
+        channel = await connection.channel()
+        found = await channel.declare_queue(queue, durable=True)
+        bodies = []
+        while (message := await found.get(fail=False)) is not None:
+            await message.ack()
+            bodies.append(message.body)
+        return bodies

@@ -21,6 +21,7 @@ COMMANDS = {
     "schema": "mideng.cli.schema:schema",
     "migrate": "mideng.cli.migrate:migrate_command",
     "operations": "mideng.cli.operations:operations",
+    "outbox": "mideng.cli.outbox:outbox",
     "relay": "mideng.cli.relay:relay",
     "stats": "mideng.cli.survey:stats",
     "dashboard": "mideng.cli.dashboard:dashboard",

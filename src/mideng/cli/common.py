@@ -5,10 +5,12 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
+import importlib
 import json
 import math
+import os
 import re
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -16,6 +18,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from mideng.cli.errors import Problems, one_line
 from mideng.core.keys import check_text
 from mideng.errors import InvalidKeyError
 from mideng.guard import Guard
@@ -24,6 +27,7 @@ from mideng.observability import logs
 from mideng.stores.registry import open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 #: The most rows a command asks a store for at once: SQL's BIGINT, the widest LIMIT every
 #: store takes (SQLite can't bind a bigger number, PostgreSQL refuses one).
@@ -63,6 +67,39 @@ def stored_text(ctx: click.Context, param: click.Parameter, value: str | None) -
         raise click.BadParameter(str(exc), ctx, param) from exc
 
 
+def imported(path: str, option: str, kind: type[T], example: str) -> T:
+    """The ``kind`` that ``module:attribute`` names, for the ``option`` that gave it.
+
+    The current directory is looked in first, as ``python -m`` and uvicorn look: a service's
+    module is usually named from its own folder, and an installed console script would not
+    find it there. A name that leads to nothing, or to something else than a ``kind``, is a
+    bad option (exit 2); the module failing as it is imported is exit 1."""
+
+    def bad(message: str) -> click.BadParameter:
+        return click.BadParameter(message, param_hint=f"'{option}'")
+
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise bad(f"takes module:attribute, e.g. {example}")
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise bad(f"can't import {module_name}: {one_line(exc)}") from exc
+    except Exception as exc:  # the service's own module: whatever its code raises
+        raise Problems(
+            f"importing {module_name} failed: {type(exc).__name__}: {one_line(exc)}"
+        ) from exc
+    if not hasattr(module, attr):
+        raise bad(f"{module_name} has no {attr}")
+    found = getattr(module, attr)
+    if not isinstance(found, kind):
+        raise bad(f"{path} is a {type(found).__name__}, not a {kind.__name__}")
+    return found
+
+
 def opened(store_url: str) -> contextlib.closing[Guard]:
     """A Guard on the store, closed when the block ends."""
     return contextlib.closing(Guard(open_store(store_url)))
@@ -74,12 +111,6 @@ logged = logs.to_stderr
 
 def emit(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False))
-
-
-def when(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def console() -> Console:

@@ -13,54 +13,30 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import importlib
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from mideng.cli.common import Duration, limit_option, when
-from mideng.cli.errors import Problems, one_line
+from mideng.cli.common import Duration, emit, imported, limit_option
 from mideng.guard.default import DEFAULT_STORE
 from mideng.guard.guard import Guard
-from mideng.operations.results import ReconcileOutcome
+from mideng.operations import reports
+from mideng.operations.reconcile import needs_attention
 from mideng.stores.registry import open_store
 
 
 def _guard(store_url: str, guard_path: str | None) -> contextlib.closing[Guard]:
     """The Guard to ask, closed when the block ends: the service's (``--guard``), which knows
     its registered operations, or one on ``--store``."""
-    guard = Guard(open_store(store_url)) if guard_path is None else _imported(guard_path)
+    guard = (
+        Guard(open_store(store_url))
+        if guard_path is None
+        else imported(guard_path, "--guard", Guard, "shop.payments:guard")
+    )
     return contextlib.closing(guard)
-
-
-def _imported(guard_path: str) -> Guard:
-    """The Guard ``module:attribute`` names. A name that leads to nothing, or to no Guard, is
-    a bad --guard (exit 2); the module failing as it is imported is exit 1."""
-    module_name, _, attr = guard_path.partition(":")
-    if not module_name or not attr:
-        raise _bad_guard("takes module:attribute, e.g. shop.payments:guard")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise _bad_guard(f"can't import {module_name}: {one_line(exc)}") from exc
-    except Exception as exc:  # the service's own module: whatever its code raises
-        raise Problems(
-            f"importing {module_name} failed: {type(exc).__name__}: {one_line(exc)}"
-        ) from exc
-    if not hasattr(module, attr):
-        raise _bad_guard(f"{module_name} has no {attr}")
-    found = getattr(module, attr)
-    if not isinstance(found, Guard):
-        raise _bad_guard(f"{guard_path} is a {type(found).__name__}, not a Guard")
-    return found
-
-
-def _bad_guard(message: str) -> click.BadParameter:
-    return click.BadParameter(message, param_hint="'--guard'")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,17 +53,24 @@ class _Asked:
     def guard(self) -> contextlib.closing[Guard]:
         return _guard(self.store_url, self.guard_path)
 
-    def show(self, title: str, rows: Sequence[dict[str, Any]]) -> None:
+    def show(self, title: str, report: dict[str, Any], listed: str) -> None:
+        """The command's report: its JSON document, or a table of its ``listed`` rows."""
         if self.as_json:
-            for row in rows:
-                click.echo(json.dumps(row, ensure_ascii=False, default=str))
+            emit(report)
             return
+        rows: list[dict[str, Any]] = report[listed]
         table = Table(title=title)
         for column in rows[0] if rows else ():
             table.add_column(column)
         for row in rows:
-            table.add_row(*(", ".join(v) if isinstance(v, list) else str(v) for v in row.values()))
+            table.add_row(*(_cell(value) for value in row.values()))
         Console().print(table)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    return ", ".join(value) if isinstance(value, list) else str(value)
 
 
 def _asking(command: Callable[..., None]) -> Callable[..., None]:
@@ -124,7 +107,7 @@ def _asking(command: Callable[..., None]) -> Callable[..., None]:
             ),
             click.option("--scope", default=None, help="Only this scope."),
             limit_option("List at most this many."),
-            click.option("--json", "as_json", is_flag=True, help="Print JSON lines."),
+            click.option("--json", "as_json", is_flag=True, help="Print one JSON document."),
         ]
     ):
         asked = option(asked)
@@ -142,30 +125,22 @@ def pending(asked: _Asked) -> None:
     """List unfinished operations: state, steps done and left, attempts, since."""
     with asked.guard() as guard:
         found = guard.pending(asked.scope, asked.limit)
-    rows = [
-        {
-            "scope": p.scope,
-            "key": p.key,
-            "state": p.state,
-            "steps_done": p.steps_done,
-            "steps_left": "?" if p.steps_left is None else p.steps_left,
-            "attempts": p.attempts,
-            "since": when(p.since) or "-",
-            "registered": p.registered,
-        }
-        for p in found
-    ]
-    asked.show(f"{len(rows)} unfinished operation(s)", rows)
+    asked.show(f"{len(found)} unfinished operation(s)", reports.pending(found), "operations")
 
 
 @operations.command()
 @_asking
-def reconcile(asked: _Asked) -> None:
+@click.option(
+    "--plan",
+    is_flag=True,
+    help="Only say what it would do (would_run, would_clear); change nothing.",
+)
+def reconcile(asked: _Asked, plan: bool) -> None:
     """Finish every unfinished operation whose holder is gone (run it from cron)."""
     with asked.guard() as guard:
-        report = guard.reconcile(asked.scope, asked.limit)
-    asked.show(f"{len(report)} operation(s) seen", [dataclasses.asdict(r) for r in report])
-    if any(r.outcome in (ReconcileOutcome.FAILED, ReconcileOutcome.UNREGISTERED) for r in report):
+        report = guard.reconcile(asked.scope, asked.limit, plan=plan)
+    asked.show(f"{len(report)} operation(s) seen", reports.reconciled(report, plan), "operations")
+    if needs_attention(report):
         raise SystemExit(1)
 
 
@@ -182,18 +157,8 @@ def stale(asked: _Asked, older_than: float | None, fail_on_any: bool) -> None:
     """List processing records whose holder stopped renewing or that run too long."""
     with asked.guard() as guard:
         found = guard.stale(older_than, asked.scope, limit=asked.limit)
-    rows = [
-        {
-            "scope": s.record.scope,
-            "key": s.record.key,
-            "attempts": s.record.attempts,
-            "since": when(s.record.created_at) or "-",
-            "reason": s.reason,
-        }
-        for s in found
-    ]
-    asked.show(f"{len(rows)} stale task(s)", rows)
-    if fail_on_any and rows:
+    asked.show(f"{len(found)} stale task(s)", reports.stale(found), "tasks")
+    if fail_on_any and found:
         raise SystemExit(1)
 
 

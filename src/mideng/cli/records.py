@@ -19,16 +19,16 @@ from mideng.cli.common import (
     opened,
     progress,
     store_option,
-    when,
 )
 from mideng.cli.errors import Problems, one_line
+from mideng.core.answers import Answer, Changed, Done
 from mideng.core.keys import check_scope
-from mideng.core.record import Record
-from mideng.errors import CodecError, ConfigurationError
-from mideng.stores.survey import SurveyStore
-
-#: Records deleted per store call while purging (each call its own short transaction).
-PURGE_STEP = 1000
+from mideng.core.record import Record, Seen, Status
+from mideng.core.settle import UNSET
+from mideng.errors import CodecError
+from mideng.guard.operator import release_record, resolve_record
+from mideng.stores import reports
+from mideng.stores.reports import when
 
 
 def describe(record: Record) -> dict[str, Any]:
@@ -102,6 +102,42 @@ def unresolved(store_url: str, as_json: bool, scope: str | None, limit: int) -> 
         raise click.exceptions.Exit(1)
 
 
+def if_seen(f: Any) -> Any:
+    """``--if-fence N`` (and ``--if-status``): act only while the record is still at the
+    fence (and status) the operator saw; otherwise print ``changed meanwhile: ...``, exit 1."""
+    f = click.option(
+        "--if-status",
+        "if_status",
+        type=click.Choice([s.value for s in (Status.UNKNOWN, Status.PROCESSING, Status.FAILED)]),
+        default=Status.UNKNOWN.value,
+        show_default=True,
+        help="With --if-fence: the status seen.",
+    )(f)
+    return click.option(
+        "--if-fence",
+        "if_fence",
+        type=click.IntRange(min=0),
+        default=None,
+        help="Only if the record is still at this fence (and --if-status).",
+    )(f)
+
+
+def _seen(if_fence: int | None, if_status: str) -> Seen | None:
+    return None if if_fence is None else Seen(Status(if_status), if_fence)
+
+
+def _changed(scope: str, key: str, answer: Answer[Record], as_json: bool = False) -> None:
+    """Exit 1 saying what the record is now, when the action found it changed meanwhile."""
+    if isinstance(answer, Done):
+        return
+    now = answer.now if isinstance(answer, Changed) else None
+    if as_json:
+        emit({"scope": scope, "key": key, "changed": True, "now": now and describe(now)})
+        raise click.exceptions.Exit(1)
+    state = "gone" if now is None else f"{now.status.value}, fence {now.fence}"
+    raise Problems(f"changed meanwhile: {scope}:{key} is {state}; nothing was done")
+
+
 @click.command()
 @store_option
 @click.argument("scope")
@@ -113,22 +149,35 @@ def unresolved(store_url: str, as_json: bool, scope: str | None, limit: int) -> 
     help="The effect happened: the result to replay, as JSON.",
 )
 @click.option("--failed", is_flag=True, help="The effect did not happen: let a retry run.")
-def resolve(store_url: str, scope: str, key: str, result_json: str | None, failed: bool) -> None:
+@if_seen
+def resolve(
+    store_url: str,
+    scope: str,
+    key: str,
+    result_json: str | None,
+    failed: bool,
+    if_fence: int | None,
+    if_status: str,
+) -> None:
     """Settle an UNKNOWN record after asking the provider what happened."""
     if failed == (result_json is not None):
         raise click.UsageError("give exactly one of --result JSON or --failed")
     try:
-        result = None if result_json is None else json.loads(result_json)
+        result = UNSET if result_json is None else json.loads(result_json)
     except (ValueError, RecursionError) as exc:  # RecursionError: nested past Python's stack
         raise click.UsageError(f"--result is not JSON: {exc}") from exc
+    seen = _seen(if_fence, if_status)
     with opened(store_url) as guard:
-        if failed:
-            record = guard.resolve(scope, key, failed=True)
-        else:
-            try:
-                record = guard.resolve(scope, key, result=result)
-            except CodecError as exc:  # NaN, 1e999: JSON to Python, but not back
-                raise click.UsageError(f"--result can't be stored: {one_line(exc)}") from exc
+        try:
+            if seen is None:
+                record = guard.resolve(scope, key, result=result, failed=failed)
+            else:
+                answer = resolve_record(guard, scope, key, seen, result=result, failed=failed)
+                _changed(scope, key, answer)
+                assert isinstance(answer, Done)
+                record = answer.now
+        except CodecError as exc:  # NaN, 1e999: JSON to Python, but not back
+            raise click.UsageError(f"--result can't be stored: {one_line(exc)}") from exc
     click.echo(f"{scope}:{key} is now {record.status.value}")
 
 
@@ -137,11 +186,21 @@ def resolve(store_url: str, scope: str, key: str, result_json: str | None, faile
 @json_option
 @click.argument("scope")
 @click.argument("key")
+@if_seen
 @click.confirmation_option(prompt="Evict this record? A retry will run the body again.")
-def release(store_url: str, as_json: bool, scope: str, key: str) -> None:
-    """Evict one record whatever its state, so the next call runs again."""
+def release(
+    store_url: str, as_json: bool, scope: str, key: str, if_fence: int | None, if_status: str
+) -> None:
+    """Evict one record whatever its state, so the next call runs again; with --if-fence,
+    only a stuck one (UNKNOWN, its lease run out, a kept failure) still as seen."""
+    seen = _seen(if_fence, if_status)
     with opened(store_url) as guard:
-        existed = guard.forget(scope, key)
+        if seen is None:
+            existed = guard.forget(scope, key)
+        else:
+            answer = release_record(guard, scope, key, seen)
+            _changed(scope, key, answer, as_json)
+            existed = True
     if as_json:
         emit({"scope": scope, "key": key, "evicted": existed})
     else:
@@ -164,36 +223,13 @@ def purge(store_url: str, as_json: bool, limit: int | None, older_than: float | 
     """Delete records whose retention ran out (run it on a schedule)."""
     with opened(store_url) as guard:
         store = guard.store
-        if older_than is not None and not isinstance(store, SurveyStore):
-            raise ConfigurationError(f"{type(store).__name__} can't purge --older-than")
-        total = 0
         with progress(as_json, "purging") as bar:
             task = bar.add_task("purge", total=limit)
-            while limit is None or total < limit:
-                step = PURGE_STEP if limit is None else min(PURGE_STEP, limit - total)
-                if older_than is None:
-                    done = guard.purge(step)
-                else:
-                    assert isinstance(store, SurveyStore)
-                    done = store.purge_older(older_than, step)
-                total += done
-                bar.update(task, completed=total)
-                if done < step:
-                    break
+            total = reports.purge(store, limit, older_than, lambda n: bar.update(task, completed=n))
     if as_json:
-        emit(
-            {
-                "purged": total,
-                "older_than_seconds": older_than,
-                "self_expiring": store.self_expiring,
-            }
-        )
-        return
-    what = "expired" if older_than is None else f"finished, older than {older_than:g} s,"
-    click.echo(
-        f"purged {total} {what} record(s)"
-        + (" (this store expires records itself)" if store.self_expiring else "")
-    )
+        emit(reports.purged(store, total, older_than))
+    else:
+        click.echo(reports.purged_line(store, total, older_than))
 
 
 __all__ = ["describe", "inspect_record", "purge", "release", "resolve", "unresolved"]

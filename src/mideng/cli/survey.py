@@ -25,12 +25,10 @@ from mideng.cli.common import (
     progress,
     store_option,
     stored_text,
-    when,
 )
-from mideng.errors import ConfigurationError
-from mideng.observability import logs
 from mideng.observability.observers import store_label
-from mideng.stores.survey import EXPIRY_LABELS, STATUSES, Survey, SurveyStore
+from mideng.stores import reports
+from mideng.stores.survey import EXPIRY_LABELS, STATUSES
 
 prefix_option = click.option(
     "--prefix",
@@ -49,33 +47,12 @@ grace_option = click.option(
 
 def _survey(store_url: str, as_json: bool, prefix: str | None, grace: float, biggest: int) -> Any:
     with opened(store_url) as guard, logged():
-        store = guard.store
-        if not isinstance(store, SurveyStore):
-            raise ConfigurationError(f"{type(store).__name__} can't be surveyed")
         with progress(as_json, "counting") as bar:
             task = bar.add_task("survey", total=None)
-            found = store.survey(
-                prefix,
-                grace=grace,
-                biggest=biggest,
-                progress=lambda n: bar.update(task, completed=n),
+            found = reports.surveyed(
+                guard.store, prefix, grace, biggest, lambda n: bar.update(task, completed=n)
             )
-        for s in found.stuck:
-            logs.stuck_record(s.scope, s.key, s.fence, s.lapsed, s.request_id)
-        return store_label(store), found
-
-
-def _stuck(found: Survey) -> list[dict[str, Any]]:
-    return [
-        {
-            "scope": s.scope,
-            "key": s.key,
-            "fence": s.fence,
-            "lease_lapsed_seconds": round(s.lapsed, 3),
-            "request_id": s.request_id,
-        }
-        for s in found.stuck
-    ]
+        return guard.store, found
 
 
 @click.command()
@@ -85,23 +62,10 @@ def _stuck(found: Survey) -> list[dict[str, Any]]:
 @grace_option
 def stats(store_url: str, as_json: bool, prefix: str | None, grace: float) -> None:
     """Records by scope and status, stuck and UNKNOWN ones; exit 1 if there are any."""
-    label, found = _survey(store_url, as_json, prefix, grace, 0)
-    age = found.oldest_processing_age
+    store, found = _survey(store_url, as_json, prefix, grace, 0)
+    label, age = store_label(store), found.oldest_processing_age
     if as_json:
-        emit(
-            {
-                "store": label,
-                "now": when(found.now),
-                "prefix": prefix,
-                "total": found.total,
-                "by_scope": found.by_scope,
-                "unknown": found.unknown,
-                "stuck": found.stuck_count,
-                "stuck_records": _stuck(found),
-                "grace_seconds": grace,
-                "oldest_processing_age_seconds": None if age is None else round(age, 3),
-            }
-        )
+        emit(reports.stats(store, found, prefix, grace))
     else:
         table = Table(title=f"{found.total} record(s) in {label}")
         table.add_column("scope")
@@ -114,7 +78,7 @@ def stats(store_url: str, as_json: bool, prefix: str | None, grace: float) -> No
         out.print(f"stuck (lease ran out > {grace:g} s ago): {found.stuck_count}")
         out.print(f"unknown: {found.unknown}")
         out.print("oldest processing: " + ("-" if age is None else f"{age:.0f} s"))
-    if found.stuck_count or found.unknown:
+    if reports.stats_failed(found):
         raise click.exceptions.Exit(1)
 
 
@@ -133,27 +97,10 @@ def stats(store_url: str, as_json: bool, prefix: str | None, grace: float) -> No
 def scan(store_url: str, as_json: bool, prefix: str | None, grace: float, biggest: int) -> None:
     """Keys per scope, retention spread, keys without expiry, biggest records (SCAN on Redis,
     every master of a cluster); exit 1 if a record is stuck."""
-    label, found = _survey(store_url, as_json, prefix, grace, biggest)
-    keys = {scope: sum(statuses.values()) for scope, statuses in sorted(found.by_scope.items())}
+    store, found = _survey(store_url, as_json, prefix, grace, biggest)
+    label, keys = store_label(store), reports.keys_by_scope(found)
     if as_json:
-        emit(
-            {
-                "store": label,
-                "now": when(found.now),
-                "prefix": prefix,
-                "nodes": found.nodes,
-                "total": found.total,
-                "keys_by_scope": keys,
-                "ttl_histogram": {name: found.expiry[name] for name in EXPIRY_LABELS},
-                "without_ttl": found.expiry["never"],
-                "without_ttl_by_scope": dict(sorted(found.no_expiry_by_scope.items())),
-                "biggest": [
-                    {"scope": b.scope, "key": b.key, "bytes": b.bytes} for b in found.biggest
-                ],
-                "stuck": found.stuck_count,
-                "stuck_records": _stuck(found),
-            }
-        )
+        emit(reports.scan(store, found, prefix))
     else:
         out = console()
         per_scope = Table(title=f"{found.total} key(s) in {label}, {found.nodes} node(s)")

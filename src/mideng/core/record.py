@@ -150,12 +150,24 @@ class Ticket:
         return cls(record.scope, record.key, record.owner, record.fence)
 
 
+class Seen(NamedTuple):
+    """What an operator saw of a record before acting on it: its status and fence. An action
+    given one is done only while the record is still so (mideng.guard.operator)."""
+
+    status: Status
+    fence: int
+
+
 class Resolution(NamedTuple):
     """How an operator settles an UNKNOWN (or stuck) record, after asking the provider:
     ``failed`` (it did not happen: the next claim may run again), or it happened and
-    ``result`` (in ``codec``) is what duplicates replay; kept ``ttl`` seconds."""
+    ``result`` (in ``codec``) is what duplicates replay; kept ``ttl`` seconds. ``evict``:
+    the record is deleted instead (released: the next call runs as the first). ``seen``:
+    only while the record is still at that status and fence (else ``RecordChangedError``)."""
 
     result: bytes | None
     codec: str | None
     failed: bool
     ttl: float | None
+    seen: Seen | None = None
+    evict: bool = False

@@ -2,7 +2,9 @@
 
     MIDDLEWARE = [..., "mideng.http.django.IdempotencyMiddleware", ...]
     MIDENG_HTTP = {
-        "guard": "myproject.idempotency.guard",   # dotted path to a mideng.Guard, or
+        "guard": "myproject.idempotency.guard",   # dotted path to a mideng.Guard (or to a
+                                                  # function returning one, as
+                                                  # "mideng.contrib.django.guard"), or
         "store": "redis://127.0.0.1:6379/0",      # a store URL (a Guard is made for it)
         "required": False,
         "principal": "myproject.idempotency.tenant_of",  # dotted path or callable
@@ -123,12 +125,14 @@ def options_from_settings(overrides: Mapping[str, Any] | None = None) -> HttpOpt
     store = config.pop("store", None)
     if isinstance(guard, str):
         guard = import_string(guard)
+    if callable(guard) and not isinstance(guard, Guard):
+        guard = guard()  # a function that gives the project's one Guard
     if guard is None and store is not None:
         guard = Guard(store)
     if not isinstance(guard, Guard):
         raise ImproperlyConfigured(
-            f"settings.{SETTING} needs 'guard' (a mideng.Guard or its "
-            "dotted path) or 'store' (a store URL)"
+            f"settings.{SETTING} needs 'guard' (a mideng.Guard, a function returning one, "
+            "or its dotted path) or 'store' (a store URL)"
         )
     for name in _DOTTED:
         if isinstance(config.get(name), str):

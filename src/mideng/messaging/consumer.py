@@ -3,7 +3,8 @@
     consumer = IdempotentConsumer(guard, "stock", deduct, key=lambda m: m.headers["order"])
     verdict = await consumer.handle(message)        # Ack / Retry / DeadLetter, for the adapter
 
-Per message: read the key (the ``idempotency-key`` header unless ``key=`` says otherwise) and
+Per message: read the key (the ``message-id`` header, else the ``idempotency-key`` header,
+unless ``key=`` says otherwise: mideng.messaging.keys.default_key) and
 the request id, claim the key, run the handler, complete the claim, and only then tell the
 adapter to ack. A copy whose first run finished is acked without running; one whose key is held
 elsewhere goes back to the broker with a delay; a handler error keeps the claim with its
@@ -73,7 +74,8 @@ class IdempotentConsumer:
     """Runs ``handler(message)`` once per business key; adapters carry out its verdicts.
 
     ``guard``: anything with the Driver protocol (a Guard). ``scope``: the consumer's scope.
-    ``key``: ``message -> str`` (None: the ``idempotency-key`` header). ``engine``: run
+    ``key``: ``message -> str`` (None: the ``message-id`` header, else ``idempotency-key``;
+    ``default_key``). ``engine``: run
     ``handler(message, conn)`` in the dedup record's transaction. ``max_attempts``,
     ``retry_delay``, ``max_retry_delay``, ``in_flight_delay``: see RetryRules.
     ``on_dead_letter(message, reason)``, def or async def: called for each message

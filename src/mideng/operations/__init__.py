@@ -28,6 +28,7 @@ from mideng.operations.results import (
     PendingOperation,
     Reconciled,
     ReconcileOutcome,
+    SeenOperation,
     StaleTask,
 )
 from mideng.operations.steps import step_id, step_key
@@ -37,6 +38,7 @@ __all__ = [
     "PendingOperation",
     "ReconcileOutcome",
     "Reconciled",
+    "SeenOperation",
     "StaleTask",
     "areconcile_forever",
     "reconcile_forever",

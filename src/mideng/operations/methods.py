@@ -1,5 +1,6 @@
 """The Guard's methods for multi-step operations: ``operation``, ``step``, and the operator
-views ``pending``, ``reconcile`` and ``stale`` with their async twins.
+views ``pending``, ``reconcile`` and ``stale`` with their async twins, and the operator's
+action on one operation, ``reconcile_operation``.
 
 ``Guard`` mixes in ``Operations``; each method is written against the Driver protocol and
 hands its work to the module of this package that holds it.
@@ -11,12 +12,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from mideng.core import effects
+from mideng.core.answers import Changed, Done, Gone
 from mideng.core.keys import KeySpec, check_scope
 from mideng.guard.driver import Driver
 from mideng.operations.operation import operation
 from mideng.operations.pending import apending, pending
-from mideng.operations.reconcile import reconcile
-from mideng.operations.results import PendingOperation, Reconciled, StaleTask
+from mideng.operations.reconcile import reconcile, reconcile_one
+from mideng.operations.results import PendingOperation, Reconciled, SeenOperation, StaleTask
 from mideng.operations.stale import stale
 from mideng.operations.steps import check_name, step_wrapper
 
@@ -71,13 +73,30 @@ class Operations:
     async def apending(self, scope: str | None = None, limit: int = 100) -> list[PendingOperation]:
         return await apending(cast(Driver, self), _scope(scope), limit)
 
-    def reconcile(self, scope: str | None = None, limit: int = 100) -> list[Reconciled]:
+    def reconcile(
+        self, scope: str | None = None, limit: int = 100, *, plan: bool = False
+    ) -> list[Reconciled]:
         """Run every unfinished operation whose holder is gone again, with its stored
-        arguments, through the function registered for its scope; report each."""
-        return effects.run(reconcile(cast(Driver, self), _scope(scope), limit))
+        arguments, through the function registered for its scope; report each. ``plan``:
+        report what it would do (``would_run``, ``would_clear``), changing nothing."""
+        return effects.run(reconcile(cast(Driver, self), _scope(scope), limit, plan))
 
-    async def areconcile(self, scope: str | None = None, limit: int = 100) -> list[Reconciled]:
-        return await effects.arun(reconcile(cast(Driver, self), _scope(scope), limit))
+    async def areconcile(
+        self, scope: str | None = None, limit: int = 100, *, plan: bool = False
+    ) -> list[Reconciled]:
+        return await effects.arun(reconcile(cast(Driver, self), _scope(scope), limit, plan))
+
+    def reconcile_operation(
+        self, scope: str, key: str, seen: SeenOperation
+    ) -> Done[Reconciled] | Changed[PendingOperation] | Gone:
+        """Run one operation again if it is still as ``seen`` (``item.seen`` of ``pending``):
+        ``Done(now=Reconciled)``, ``Changed(now=PendingOperation)`` or ``Gone``."""
+        return effects.run(reconcile_one(cast(Driver, self), check_scope(scope), key, seen))
+
+    async def areconcile_operation(
+        self, scope: str, key: str, seen: SeenOperation
+    ) -> Done[Reconciled] | Changed[PendingOperation] | Gone:
+        return await effects.arun(reconcile_one(cast(Driver, self), check_scope(scope), key, seen))
 
     def stale(
         self,

@@ -45,31 +45,30 @@ def store_of(guard: Driver) -> StepStore:
 
 def unfinished(guard: Driver, entries: list[OperationEntry]) -> list[PendingOperation]:
     """The operations among ``entries`` whose record has not completed, as reported."""
-    now, register = time.time(), Register.of(guard)
-    found = []
-    for entry in entries:
-        known = register.scopes.get(entry.scope)
-        options = known.options if known is not None else {}
-        state = state_of(entry.record, now, guard.policy(entry.scope, **options).retry_limit)
-        if state is OperationState.DONE:
-            continue
-        done = {step.rpartition("#")[0] for step in entry.steps}
-        left = None if not known or not known.steps else [s for s in known.steps if s not in done]
-        record = entry.record
-        found.append(
-            PendingOperation(
-                entry.scope,
-                entry.key,
-                state,
-                list(entry.steps),
-                left,
-                0 if record is None else record.attempts,
-                entry.started_at,
-                known is not None,
-                record,
-            )
-        )
-    return found
+    now = time.time()
+    judged = (judge(guard, entry, now) for entry in entries)
+    return [item for item in judged if item.state is not OperationState.DONE]
+
+
+def judge(guard: Driver, entry: OperationEntry, now: float) -> PendingOperation:
+    """One operation as reported at ``now``, whatever its state (DONE too)."""
+    known = Register.of(guard).scopes.get(entry.scope)
+    options = known.options if known is not None else {}
+    state = state_of(entry.record, now, guard.policy(entry.scope, **options).retry_limit)
+    done = {step.rpartition("#")[0] for step in entry.steps}
+    left = None if not known or not known.steps else [s for s in known.steps if s not in done]
+    record = entry.record
+    return PendingOperation(
+        entry.scope,
+        entry.key,
+        state,
+        list(entry.steps),
+        left,
+        0 if record is None else record.attempts,
+        entry.started_at,
+        known is not None,
+        record,
+    )
 
 
 def pending(guard: Driver, scope: str | None, limit: int) -> list[PendingOperation]:

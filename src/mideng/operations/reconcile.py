@@ -4,26 +4,43 @@
 arguments through the function registered for its scope in this process (``@guard.operation``
 registers it), so it resumes at its first unfinished step; an operation whose function is not
 registered here is reported, never guessed. Operations whose record completed but whose kept
-steps are left have those cleared.
+steps are left have those cleared. ``plan=True`` answers what a pass would do (``would_run``,
+``would_clear``, and what it would skip) and changes nothing.
+
+``reconcile_one`` (``Guard.reconcile_operation`` / ``areconcile_operation``) is an
+operator's action on one operation they saw (``SeenOperation``: its state and fence): run
+again only while it is still so, else ``Changed(now=the operation)`` or ``Gone``
+(mideng.core.answers). The look is a read just before the run; what keeps the operation to
+one run is the run's own claim, as for every call: if another reconcile holds it by then,
+this one runs nothing (``Changed``), and one that another finished between the look and the
+claim is replayed, not run again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import time
 from typing import Any
 
 from mideng.core import effects
+from mideng.core.answers import Changed, Done, Gone
 from mideng.core.codec import get_codec
 from mideng.core.convert import converter
 from mideng.core.effects import Effect, Effects
-from mideng.errors import ConfigurationError, InProgressError
+from mideng.errors import ConfigurationError, InProgressError, named
 from mideng.guard.driver import Driver
 from mideng.observability import logs
-from mideng.operations.pending import state_of, store_of, unfinished
+from mideng.operations.pending import judge, state_of, store_of, unfinished
 from mideng.operations.register import Register, Registered
-from mideng.operations.results import OperationState, PendingOperation, Reconciled, ReconcileOutcome
+from mideng.operations.results import (
+    OperationState,
+    PendingOperation,
+    Reconciled,
+    ReconcileOutcome,
+    SeenOperation,
+)
 from mideng.stores.steps import OperationEntry
 
 #: States reconcile runs again; the others it reports and leaves.
@@ -59,7 +76,7 @@ def call_of(known: Registered, entry: OperationEntry) -> tuple[list[Any], dict[s
     return args, kwargs
 
 
-def _plan(guard: Driver, item: PendingOperation) -> Reconciled | Registered:
+def _what_to_do(guard: Driver, item: PendingOperation) -> Reconciled | Registered:
     """What to do with one pending operation: a report, or the function to run it with."""
     if item.state not in RUNNABLE:
         return Reconciled(item.scope, item.key, ReconcileOutcome.SKIPPED, item.state.value)
@@ -70,32 +87,50 @@ def _plan(guard: Driver, item: PendingOperation) -> Reconciled | Registered:
     return known
 
 
+#: The most of a result or an error a report carries, in characters.
+DETAIL_MAX = 200
+
+
+def described(result: Any) -> str:
+    """A run's result as a report's text: a string as it is, anything else as JSON (what is
+    not JSON as its ``str``); never a Python repr, which a script reading the report would
+    have to unquote."""
+    text = result if isinstance(result, str) else json.dumps(result, default=str)
+    return text[:DETAIL_MAX]
+
+
 def _ran(item: PendingOperation, outcome: Any, error: BaseException | None) -> Reconciled:
     if error is None:
-        return Reconciled(item.scope, item.key, ReconcileOutcome.FINISHED, repr(outcome)[:200])
+        return Reconciled(item.scope, item.key, ReconcileOutcome.FINISHED, described(outcome))
     if isinstance(error, InProgressError):
         return Reconciled(
             item.scope, item.key, ReconcileOutcome.SKIPPED, OperationState.RUNNING.value
         )
     logs.reconcile_failed(item.scope, item.key, error)
-    return Reconciled(item.scope, item.key, ReconcileOutcome.FAILED, repr(error)[:200])
+    return Reconciled(item.scope, item.key, ReconcileOutcome.FAILED, named(error)[:DETAIL_MAX])
 
 
 def _not_cleared(entry: OperationEntry, exc: Exception) -> Reconciled:
     """Kept steps that could not be dropped: reported, and left to the next pass."""
     logs.reconcile_failed(entry.scope, entry.key, exc)
-    return Reconciled(entry.scope, entry.key, ReconcileOutcome.FAILED, repr(exc)[:200])
+    return Reconciled(entry.scope, entry.key, ReconcileOutcome.FAILED, named(exc)[:DETAIL_MAX])
 
 
-def reconcile(guard: Driver, scope: str | None, limit: int) -> Effects[list[Reconciled]]:
+def reconcile(
+    guard: Driver, scope: str | None, limit: int, plan: bool = False
+) -> Effects[list[Reconciled]]:
     """One pass: kept steps of completed operations cleared, runnable operations run again
-    (``guard.reconcile`` / ``areconcile`` carry it out, blocking or awaited)."""
+    (``guard.reconcile`` / ``areconcile`` carry it out, blocking or awaited). ``plan``: only
+    what the pass would do, reported; nothing is cleared or run."""
     store = store_of(guard)
     entries: list[OperationEntry] = yield effects.call(
         store.operations, store.aoperations, scope, limit
     )
     report = []
     for entry in _done(entries):
+        if plan:
+            report.append(Reconciled(entry.scope, entry.key, ReconcileOutcome.WOULD_CLEAR))
+            continue
         try:
             yield effects.call(store.clear_steps, store.aclear_steps, entry.scope, entry.key)
         except Exception as exc:  # one store error must not cost the others their reconcile
@@ -103,19 +138,63 @@ def reconcile(guard: Driver, scope: str | None, limit: int) -> Effects[list[Reco
         else:
             report.append(Reconciled(entry.scope, entry.key, ReconcileOutcome.CLEARED))
     for item in unfinished(guard, entries):
-        plan = _plan(guard, item)
-        if isinstance(plan, Reconciled):
-            report.append(plan)
+        known = _what_to_do(guard, item)
+        if isinstance(known, Reconciled):
+            report.append(known)
+            continue
+        if plan:
+            would = Reconciled(item.scope, item.key, ReconcileOutcome.WOULD_RUN, item.state.value)
+            report.append(would)
             continue
         entry = next(e for e in entries if (e.scope, e.key) == (item.scope, item.key))
         try:
-            args, kwargs = call_of(plan, entry)
-            outcome = yield _rerun(plan, entry.key, tuple(args), kwargs)
+            args, kwargs = call_of(known, entry)
+            outcome = yield _rerun(known, entry.key, tuple(args), kwargs)
         except Exception as exc:
             report.append(_ran(item, None, exc))
         else:
             report.append(_ran(item, outcome, None))
     return report
+
+
+#: What ``reconcile_one`` answers.
+OneReconciled = Done[Reconciled] | Changed[PendingOperation] | Gone
+
+
+def reconcile_one(
+    guard: Driver, scope: str, key: str, seen: SeenOperation
+) -> Effects[OneReconciled]:
+    """The operation ``scope``:``key`` run again if it is still as ``seen`` (its state and
+    fence): ``Done(now=what reconcile did)`` (a state it does not run, or a scope not
+    registered here, is a ``Reconciled`` saying so), ``Changed(now=the operation)`` if it
+    moved before its run took it, or ``Gone`` (no steps or arguments kept for it)."""
+    store = store_of(guard)
+    entry = yield effects.call(store.operation, store.aoperation, scope, key)
+    if entry is None:
+        return Gone()
+    item = judge(guard, entry, time.time())
+    if item.seen != seen:
+        return Changed(item)
+    known = _what_to_do(guard, item)
+    if isinstance(known, Reconciled):
+        return Done(known)
+    try:
+        args, kwargs = call_of(known, entry)
+        outcome = yield _rerun(known, entry.key, tuple(args), kwargs)
+    except InProgressError:
+        # Another reconcile, or the operation's caller, claimed it after the look.
+        now = yield effects.call(store.operation, store.aoperation, scope, key)
+        return Gone() if now is None else Changed(judge(guard, now, time.time()))
+    except Exception as exc:
+        return Done(_ran(item, None, exc))
+    return Done(_ran(item, outcome, None))
+
+
+def needs_attention(report: list[Reconciled]) -> bool:
+    """Whether a pass left an operation an operator must look at (a run failed, or no
+    function for its scope): a command's exit 1."""
+    wrong = (ReconcileOutcome.FAILED, ReconcileOutcome.UNREGISTERED)
+    return any(r.outcome in wrong for r in report)
 
 
 def _rerun(

@@ -50,9 +50,10 @@ class OperationState(_Word):
 class ReconcileOutcome(_Word):
     """What reconcile did with one operation."""
 
-    #: Run again to its end; ``detail`` is its result's repr.
+    #: Run again to its end; ``detail`` is its result (a string as it is, else JSON).
     FINISHED = "finished"
-    #: Run again and failed, or a store error at it; ``detail`` is the error's repr.
+    #: Run again and failed, or a store error at it; ``detail`` is the error's type and
+    #: message (``ProviderDown: sms gateway timed out``).
     FAILED = "failed"
     #: Left alone in its state (``detail``): running, unknown or failed.
     SKIPPED = "skipped"
@@ -60,6 +61,19 @@ class ReconcileOutcome(_Word):
     UNREGISTERED = "unregistered"
     #: Its record had completed; its kept steps were dropped.
     CLEARED = "cleared"
+    #: A plan's answer (``reconcile(plan=True)``): it would be run again; nothing was run.
+    WOULD_RUN = "would_run"
+    #: A plan's answer: its kept steps would be dropped; nothing was.
+    WOULD_CLEAR = "would_clear"
+
+
+@dataclass(frozen=True)
+class SeenOperation:
+    """What an operator saw of an operation: its state and its record's fence (None: it had
+    no record). ``reconcile_one`` acts only while the operation is still so."""
+
+    state: OperationState
+    fence: int | None
 
 
 @dataclass
@@ -76,6 +90,11 @@ class PendingOperation:
     since: float  # when the operation first started (store clock)
     registered: bool
     record: Record | None = field(default=None, repr=False)
+
+    @property
+    def seen(self) -> SeenOperation:
+        """What an operator looking at this sees: its state and fence."""
+        return SeenOperation(self.state, None if self.record is None else self.record.fence)
 
 
 @dataclass

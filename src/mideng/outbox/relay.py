@@ -137,6 +137,8 @@ class Relay:
         self._queries: Queries | None = None
         self._started = False
         self._purged_at = 0.0
+        #: What its batches did since it was made, summed (the service's progress lines).
+        self.done = NOTHING
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -263,7 +265,9 @@ class Relay:
             logs.publish_failed(
                 failure.id, failure.key, failure.attempts, failure.dead, failure.error
             )
-        return Batch(len(rows), len(sent), len(failures), dead)
+        finished = Batch(len(rows), len(sent), len(failures), dead)
+        self.done = self.done.plus(finished)
+        return finished
 
     async def _settle_held(
         self, token: str, held: list[str], failures: Sequence[Failure], until: float

@@ -27,6 +27,8 @@ from mideng.outbox.schema import DEAD, PENDING, SENT, keys_table
 ROW_COLUMNS = "id, aggregateid, seq, destination, payload, headers, attempts"
 #: Why a row is still pending (``Queries.left`` answers the index): due now, waiting for its
 #: retry time, leased to a relay, or below its key's mark (no relay publishes it again).
+#: The columns an operator sees of a row (``dead.OutboxRow``), in this order.
+SEEN_COLUMNS = "id, destination, aggregateid, seq, state, attempts, last_error, created_at"
 WHY_LEFT = ("due", "retrying", "leased", "stuck")
 _DUE = "(claimed_until IS NULL OR claimed_until < :now)"
 
@@ -156,8 +158,13 @@ class Queries:
         )
         # Rows a relay published form a prefix of the key's unsent rows (it publishes a key in
         # order and stops at its first failure), so the highest finished one is the new mark.
+        # A requeued row (``requeue_row``) is pending behind rows sent after it: the mark
+        # then stops below the first row still pending above it, so a requeued row that
+        # fails again is retried, not left below the mark. Without one, the two are the same.
         self._advance = (
-            f"SET sent_seq = COALESCE((SELECT MAX(o.seq) FROM {t} o "
+            f"SET sent_seq = COALESCE((SELECT MIN(o.seq) - 1 FROM {t} o "
+            f"WHERE o.aggregateid = {k}.aggregateid AND o.state = {PENDING} "
+            f"AND o.seq > {k}.sent_seq), (SELECT MAX(o.seq) FROM {t} o "
             f"WHERE o.aggregateid = {k}.aggregateid AND o.state <> {PENDING}), sent_seq)"
         )
         self.advance = Sql(f"UPDATE {k} {self._advance} WHERE claimed_by = :token")
@@ -187,11 +194,38 @@ class Queries:
         self.lock_idle_keys = (
             Sql(f"SELECT aggregateid FROM {k} WHERE {idle}{lock}") if kind != "sqlite" else None
         )
+        self._operators()
         self.left = _left(t, k)
         self.count = Sql(
             f"SELECT state, COUNT(*) FROM {t} WHERE state IN ({PENDING}, {SENT}, {DEAD}) "
             "GROUP BY state"
         )
+
+    def _operators(self) -> None:
+        """An operator's statements: dead rows listed and requeued (mideng.outbox.dead)."""
+        t, k = self.table, self.keys
+        dead = f"SELECT {SEEN_COLUMNS} FROM {t} WHERE state = {DEAD}"
+        self.dead_all = Sql(f"{dead} ORDER BY created_at, id LIMIT :limit")
+        self.dead_to = Sql(
+            f"{dead} AND destination = :destination ORDER BY created_at, id LIMIT :limit"
+        )
+        # Only while it is still dead after the attempts the operator saw: from its first
+        # attempt again, its last error kept until a publish writes another.
+        self.requeue_row = Sql(
+            f"UPDATE {t} SET state = {PENDING}, attempts = 0, claimed_by = NULL, "
+            f"claimed_until = NULL WHERE id = :id AND state = {DEAD} AND attempts = :attempts"
+        )
+        # Its key's mark moved back below it, so the relay publishes it before the key's
+        # rows still pending behind it (those sent meanwhile are not sent again).
+        self.requeue_key = Sql(
+            f"UPDATE {k} SET sent_seq = CASE WHEN sent_seq >= :seq THEN :seq - 1 "
+            "ELSE sent_seq END, pending = 1 WHERE aggregateid = :key"
+        )
+        # MySQL/MariaDB: READ COMMITTED as the relay's transactions (mideng.outbox.relay).
+        self.begin = [Sql("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")] if self.mysql else []
+        self.begin.append(Sql("BEGIN"))
+        self.commit = Sql("COMMIT")
+        self.rollback = Sql("ROLLBACK")
 
     def in_list(self, name: str, count: int) -> Sql:
         """``name``'s text for ``count`` ids, bound as ``:i0 … :i{count-1}``."""
@@ -221,6 +255,8 @@ class Queries:
             # Key rows this transaction locked (``lock_keys``): by primary key alone.
             "advance": f"UPDATE {k} {self._advance} WHERE aggregateid IN ({binds})",
             "release": f"UPDATE {k} {self._release} WHERE aggregateid IN ({binds})",
+            # Rows an operator names, in whatever state they are now.
+            "seen": f"SELECT {SEEN_COLUMNS} FROM {self.table} WHERE id IN ({binds})",
         }
         sql = self._lists[(name, count)] = Sql(texts[name])
         return sql

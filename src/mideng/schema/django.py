@@ -15,7 +15,9 @@ per entry of ``mideng.schema.migrations``, each a few lines::
 version table, the migration's changes in their forms for tables that may already exist (so a
 database that had mideng's tables before the app finds them there), and the version row a
 store checks at start-up. Django records what it applied; mideng's lock is not taken, as with
-any Django migration. ``tables`` / ``outboxes``: the sets' names, when not the defaults.
+any Django migration. ``tables`` / ``outboxes``: the sets' names, when not the defaults;
+``using``: the one database alias it runs on (others are passed over), when not every one
+``migrate`` is run on.
 """
 
 from __future__ import annotations
@@ -84,19 +86,23 @@ def operation(
     *,
     tables: Sequence[str] = _DEFAULT_TABLES,
     outboxes: Sequence[str] = _DEFAULT_OUTBOXES,
+    using: str | None = None,
 ) -> Any:
     """The Django operation applying migration ``version`` (a ``RunPython``; its reverse
     takes the migration back, version 1's dropping mideng's tables)."""
     from django.db import migrations
 
-    def forwards(apps: Any, schema_editor: Any) -> None:
-        vendor = schema_editor.connection.vendor
-        for text in statements(version, vendor, tables=tables, outboxes=outboxes):
+    def run(texts: Callable[..., list[str]], schema_editor: Any) -> None:
+        connection = schema_editor.connection
+        if using is not None and connection.alias != using:
+            return  # mideng's tables live in another of the project's databases
+        for text in texts(version, connection.vendor, tables=tables, outboxes=outboxes):
             schema_editor.execute(text, params=None)
 
+    def forwards(apps: Any, schema_editor: Any) -> None:
+        run(statements, schema_editor)
+
     def backwards(apps: Any, schema_editor: Any) -> None:
-        vendor = schema_editor.connection.vendor
-        for text in undo(version, vendor, tables=tables, outboxes=outboxes):
-            schema_editor.execute(text, params=None)
+        run(undo, schema_editor)
 
     return migrations.RunPython(forwards, backwards)

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 from mideng.core import decide as rules
 from mideng.core import keys
 from mideng.core.event_loop import to_thread
-from mideng.core.record import Claim, ClaimRequest, Record, Resolution, Status, Ticket
-from mideng.errors import IdempotencyError, LeaseLostError
+from mideng.core.record import Claim, ClaimRequest, Record, Resolution, Seen, Status, Ticket
+from mideng.errors import IdempotencyError, LeaseLostError, RecordChangedError
 
 T = TypeVar("T")
 
@@ -284,8 +284,10 @@ class LocalStore(Store):
 
     def resolve(self, scope: str, key: str, how: Resolution) -> Record:
         def step(current: Record | None, now: float) -> tuple[Record, Record | None]:
-            check_resolvable(scope, key, current, now)
+            check_resolvable(scope, key, current, now, how.seen)
             assert current is not None
+            if how.evict:
+                return current, None
             new = rules.settled(current, now, how)
             return new, new
 
@@ -362,12 +364,30 @@ def is_unresolved(record: Record, now: float) -> bool:
     )
 
 
-def check_resolvable(scope: str, key: str, current: Record | None, now: float) -> None:
+def check_resolvable(
+    scope: str, key: str, current: Record | None, now: float, seen: Seen | None = None
+) -> None:
+    """Raise unless ``current`` may be resolved (or released) now: UNKNOWN, processing with
+    its lease run out, or a kept failure (a task out of attempts), and, when the operator's
+    ``seen`` is given, still at that status and fence (``RecordChangedError`` otherwise: a
+    claim, a renewal or another operator came first)."""
     # A kept failure (a task out of attempts) is settled the same way, by an operator.
     kept = current is not None and current.status is Status.FAILED and current.error is not None
-    if current is None or not (kept or is_unresolved(current, now)):
+    resolvable = current is not None and (kept or is_unresolved(current, now))
+    if seen is not None and not (resolvable and still_as_seen(current, seen)):
+        state = "gone" if current is None else f"{current.status.value}, fence {current.fence}"
+        raise RecordChangedError(
+            f"{scope}:{key} changed meanwhile: it is {state}, it was {seen.status.value}, "
+            f"fence {seen.fence}",
+            current,
+        )
+    if not resolvable:
         state = "absent" if current is None else current.status.value
         raise IdempotencyError(
             f"{scope}:{key} is {state}; only UNKNOWN records, processing records whose lease "
             "ran out and kept failures can be resolved"
         )
+
+
+def still_as_seen(current: Record | None, seen: Seen) -> bool:
+    return current is not None and current.status is seen.status and current.fence == seen.fence

@@ -86,6 +86,10 @@ class StepStore(abc.ABC):
         """Operations with kept steps or arguments, with their records."""
 
     @abc.abstractmethod
+    def operation(self, scope: str, key: str) -> OperationEntry | None:
+        """One operation with kept steps or arguments, with its record; None without them."""
+
+    @abc.abstractmethod
     def running(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         """Processing records, live or not, oldest first (the stale-task view)."""
 
@@ -106,6 +110,9 @@ class StepStore(abc.ABC):
     async def aoperations(
         self, scope: str | None = None, limit: int = 100
     ) -> list[OperationEntry]: ...
+
+    @abc.abstractmethod
+    async def aoperation(self, scope: str, key: str) -> OperationEntry | None: ...
 
     @abc.abstractmethod
     async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]: ...
@@ -152,24 +159,32 @@ class LocalSteps(StepStore):
 
     def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
         with self._lock:
-            found = []
-            for (s, k), rows in self._steps.items():
-                if scope is not None and s != scope:
-                    continue
-                args = rows.get(ARGUMENTS)
-                done = sorted((at, n) for n, (_, _, at) in rows.items() if n != ARGUMENTS)
-                found.append(
-                    OperationEntry(
-                        s,
-                        k,
-                        None if args is None else args[0],
-                        None if args is None else args[1],
-                        args[2] if args is not None else (done[0][0] if done else 0.0),
-                        [n for _, n in done],
-                        self._data.get((s, k)),
-                    )
-                )
+            found = [
+                self._entry(s, k, rows)
+                for (s, k), rows in self._steps.items()
+                if scope is None or s == scope
+            ]
         return sorted(found, key=lambda e: e.started_at)[:limit]
+
+    def operation(self, scope: str, key: str) -> OperationEntry | None:
+        with self._lock:
+            rows = self._steps.get((scope, key))
+            return None if rows is None else self._entry(scope, key, rows)
+
+    def _entry(
+        self, scope: str, key: str, rows: dict[str, tuple[bytes, str, float]]
+    ) -> OperationEntry:
+        args = rows.get(ARGUMENTS)
+        done = sorted((at, n) for n, (_, _, at) in rows.items() if n != ARGUMENTS)
+        return OperationEntry(
+            scope,
+            key,
+            None if args is None else args[0],
+            None if args is None else args[1],
+            args[2] if args is not None else (done[0][0] if done else 0.0),
+            [n for _, n in done],
+            self._data.get((scope, key)),
+        )
 
     def running(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         with self._lock:
@@ -195,6 +210,9 @@ class LocalSteps(StepStore):
 
     async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
         return self.operations(scope, limit)
+
+    async def aoperation(self, scope: str, key: str) -> OperationEntry | None:
+        return self.operation(scope, key)
 
     async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self.running(scope, limit)

@@ -102,6 +102,9 @@ from mideng.observability.logs.outbox import (
     publisher_client_error,
     purge_failed,
     relay_batch_failed,
+    relay_progress,
+    relay_started,
+    relay_stopped,
 )
 
 __all__ = [
@@ -170,6 +173,9 @@ __all__ = [
     "redis_stream_left_pending",
     "redis_stream_reconnected",
     "relay_batch_failed",
+    "relay_progress",
+    "relay_started",
+    "relay_stopped",
     "response_unguarded",
     "response_unstored",
     "rollback_failed",

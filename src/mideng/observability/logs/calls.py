@@ -8,6 +8,9 @@ level or an outcome chosen by its arguments, a duplicate's fast path) is a funct
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -55,8 +58,49 @@ def _where(what: object) -> tuple[str | None, str | None]:
 
 
 # -- the Guard --------------------------------------------------------------------------------
+class Waiting:
+    """Which keys' in-progress duplicates were logged in the last ``window`` seconds.
+
+    Callers that find a key in progress and wait for it (``in_progress="wait"``) come in
+    crowds: a payment platform retrying one callback, a load balancer's retries. Each would
+    write the same line at once (200 concurrent duplicates, 200 WARNING lines); one line a
+    key a window stands for them, and the next says how many it folded in (``folded=N``).
+    Replays keep a line each: each is a retry that came after the first had finished.
+    ``kept`` keys are remembered, the one seen longest ago forgotten first."""
+
+    def __init__(
+        self, window: float = 1.0, kept: int = 4096, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.window = window
+        self.kept = kept
+        self.clock = clock
+        self._lock = threading.Lock()
+        # (scope, key) -> [when its last line was written, sightings folded since]
+        self._keys: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+
+    def folded(self, scope: str, key: str) -> int | None:
+        """None: this sighting is folded into the key's next line. Else the number of earlier
+        sightings the line about to be written stands for too."""
+        now = self.clock()
+        with self._lock:
+            seen = self._keys.get((scope, key))
+            if seen is not None and now - seen[0] < self.window:
+                seen[1] += 1
+                return None
+            self._keys[(scope, key)] = [now, 0]
+            self._keys.move_to_end((scope, key))
+            if len(self._keys) > self.kept:
+                self._keys.popitem(last=False)
+            return 0 if seen is None else int(seen[1])
+
+
+#: The in-progress duplicates lines are folded by (one per process).
+waiting = Waiting()
+
+
 def duplicate(call: CallLike) -> None:
-    """Log the first sighting of a duplicate for this call (not every poll while waiting).
+    """Log the first sighting of a duplicate for this call (not every poll while waiting);
+    of the calls that find one key in progress, one line a second (``Waiting``).
     Written after the claim answered and before its replay is returned, so it contains what an
     application's filter or handler raises here (as ``fields.contained`` does for every other
     line): it must not turn the replay into an error."""
@@ -65,15 +109,21 @@ def duplicate(call: CallLike) -> None:
         return
     outcome = claim.outcome.value
     try:
-        log.warning(
-            "mideng duplicate scope=%s key=%s outcome=%s request_id=%s first_request_id=%s",
+        text = "mideng duplicate scope=%s key=%s outcome=%s request_id=%s first_request_id=%s"
+        values: tuple[object, ...] = (
             call.scope,
             call.key,
             outcome,
             call.request_id,
             claim.record.request_id,
-            extra=fields(call.scope, call.key, outcome, call.request_id),
         )
+        if outcome == "in_progress":
+            folded = waiting.folded(call.scope, call.key)
+            if folded is None:
+                return
+            if folded:
+                text, values = text + " folded=%d", (*values, folded)
+        log.warning(text, *values, extra=fields(call.scope, call.key, outcome, call.request_id))
     except Exception:
         unwritten()
 

@@ -60,3 +60,26 @@ listen_unavailable: Callable[[BaseException], None] = Line(
 listen_lost: Callable[[BaseException], None] = Line(
     outbox_log.warning, "polling", "outbox relay lost its LISTEN connection: %s"
 )
+
+
+#: A long-running relay began: what it publishes, where, and how.
+relay_started: Callable[[str, str, float, int, int], None] = Line(
+    outbox_log.info,
+    "relay_started",
+    "outbox relay started: table=%s broker=%s lease=%gs, %d keys a batch, %d batches in flight",
+)
+
+#: Every ``progress`` seconds while it runs: what it did since the last line, what is due.
+relay_progress: Callable[[int, int, int, float, int, int], None] = Line(
+    outbox_log.info,
+    "relay_progress",
+    "outbox relay: %d published, %d failed, %d dead in the last %.0f s; %d due now, "
+    "%d waiting (a retry or another relay's lease)",
+)
+
+#: It stopped (a signal): what it did since it started.
+relay_stopped: Callable[[int, int, int], None] = Line(
+    outbox_log.info,
+    "relay_stopped",
+    "outbox relay stopped: %d published, %d failed, %d dead since it started",
+)

@@ -38,6 +38,9 @@ class DurableSteps(StepStore):
     def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
         return self._durable_steps().operations(scope, limit)
 
+    def operation(self, scope: str, key: str) -> OperationEntry | None:
+        return self._durable_steps().operation(scope, key)
+
     def running(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self._durable_steps().running(scope, limit)
 
@@ -56,6 +59,9 @@ class DurableSteps(StepStore):
 
     async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
         return await self._durable_steps().aoperations(scope, limit)
+
+    async def aoperation(self, scope: str, key: str) -> OperationEntry | None:
+        return await self._durable_steps().aoperation(scope, key)
 
     async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return await self._durable_steps().arunning(scope, limit)

@@ -163,9 +163,14 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
         d = self.durable
         record: Record = yield effects.call(d.resolve, d.aresolve, scope, key, how)
         # Even mid-outage, and said each time (the outage's own warning may be held back): a
-        # kept failure's copy left behind replays the failure the operator just settled.
+        # kept failure's copy left behind replays the failure the operator just settled. An
+        # evicted record (``record`` as it was) leaves no copy at all.
+        fast = self.fast
         try:
-            yield self._copied(record)
+            if how.evict:
+                yield effects.call(fast.forget, fast.aforget, scope, key)
+            else:
+                yield self._copied(record)
         except StoreUnavailableError as exc:
             self.outage.failed(exc)
             logs.redis_copy_kept(scope, key)

@@ -70,6 +70,15 @@ def read(s: Statements, scope: str, key: str) -> Op[tuple[Record | None, float]]
     return s.current(res.rows[0], scope, key)
 
 
+def _as_read(record: Record) -> dict[str, Any]:
+    """The binds that name ``record``'s row only while it is still as read (``cas_delete``)."""
+    binds = cas_params(record, record, None)
+    return {name: binds[name] for name in ("scope", "key", *WAS)}
+
+
+WAS = ("was_fence", "was_owner", "was_status", "was_updated_at")
+
+
 def _cas(s: Statements, old: Record, new: Record) -> Stmt:
     params = cas_params(old, new, _clip(new.request_id))
     if s.python_clock:
@@ -268,8 +277,15 @@ def forget(s: Statements, scope: str, key: str) -> Op[bool]:
 def resolve(s: Statements, scope: str, key: str, how: Resolution) -> Op[Record]:
     for _ in range(RACES):
         current, now = yield from read(s, scope, key)
-        check_resolvable(scope, key, current, now)
+        check_resolvable(scope, key, current, now, how.seen)
         assert current is not None
+        if how.evict:
+            # The row as read, deleted only if it still is: a claim between the read and the
+            # delete makes it match nothing, and the next turn reads what it wrote.
+            gone = yield Stmt(s.cas_delete, _as_read(current))
+            if gone.rowcount == 1:
+                return current
+            continue
         new = rules.settled(current, now, how)
         done = yield _cas(s, current, new)
         if done.rowcount == 1:

@@ -132,6 +132,11 @@ class Statements:
             f"WHERE {pk} AND fence = :was_fence AND owner = :was_owner "
             f"AND status = :was_status AND updated_at = {self.f('was_updated_at')}"
         )
+        # An operator's release: the row deleted only if it is still the one they saw.
+        self.cas_delete = Sql(
+            f"DELETE FROM {t} WHERE {pk} AND fence = :was_fence AND owner = :was_owner "
+            f"AND status = :was_status AND updated_at = {self.f('was_updated_at')}"
+        )
         self.forget = Sql(f"DELETE FROM {t} WHERE {pk}")
         self._fenced()
         self._views()

@@ -81,6 +81,7 @@ class StepStatements:
 
         self.listing_all = listing("")
         self.listing_scope = listing("AND scope = :scope ")
+        self.listing_key = listing(f"AND scope = :scope AND {k} = :key ")
         running = f"SELECT {s.cols} FROM {t} WHERE status = 'processing'"
         self.running_all = Sql(f"{running} ORDER BY created_at LIMIT :limit")
         self.running_scope = Sql(f"{running} AND scope = :scope ORDER BY created_at LIMIT :limit")
@@ -146,9 +147,21 @@ def _listed(every: Sql, of_scope: Sql, scope: str | None, limit: int) -> Stmt:
     return Stmt(of_scope, {"scope": scope, "limit": int(limit)})
 
 
+def operation(s: Statements, scope: str, key: str) -> Op[OperationEntry | None]:
+    q = statements(s.kind, s.table)
+    listed = Stmt(q.listing_key, {"scope": scope, "key": key, "limit": 1})
+    found = yield from _entries(s, listed, 1)
+    return found[0] if found else None
+
+
 def operations(s: Statements, scope: str | None, limit: int) -> Op[list[OperationEntry]]:
     q = statements(s.kind, s.table)
-    res = yield _listed(q.listing_all, q.listing_scope, scope, limit)
+    return (yield from _entries(s, _listed(q.listing_all, q.listing_scope, scope, limit), limit))
+
+
+def _entries(s: Statements, listed: Stmt, limit: int) -> Op[list[OperationEntry]]:
+    """The operations a listing's rows hold (every step row of each), with their records."""
+    res = yield listed
     found: dict[tuple[str, str], OperationEntry] = {}
     for row_scope, row_key, step, arguments, codec, at in res.rows:
         ident = (_text(row_scope), _text(row_key))

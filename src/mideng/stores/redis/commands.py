@@ -258,14 +258,21 @@ class Commands:
         def finish(reply: bytes) -> Record:
             code, now, current = decode(scope, key, reply)
             if code == 0 or current is None:
-                check_resolvable(scope, key, current, float(now))
+                check_resolvable(scope, key, current, float(now), how.seen)
                 raise IdempotencyError(f"{scope}:{key} could not be resolved")
             return current
 
+        seen = ("", "") if how.seen is None else (how.seen.status.value, how.seen.fence)
         return self.script(
             self.scripts.resolve,
             self.key(scope, key),
-            (opt_bytes(how.result), opt(how.codec), "1" if how.failed else "0", seconds(how.ttl)),
+            (
+                opt_bytes(how.result),
+                opt(how.codec),
+                "2" if how.evict else "1" if how.failed else "0",
+                seconds(how.ttl),
+                *seen,
+            ),
             finish,
         )
 

@@ -144,6 +144,9 @@ class RedisSteps(StepStore):
     def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
         return effects.run(self._operations(self._client(), scope, limit))
 
+    def operation(self, scope: str, key: str) -> OperationEntry | None:
+        return effects.run(self._operation(self._client(), scope, key))
+
     def running(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return effects.run(self._running(self._client(), scope, limit))
 
@@ -167,6 +170,9 @@ class RedisSteps(StepStore):
     async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
         return await effects.arun(self._operations(await self._aclient(), scope, limit))
 
+    async def aoperation(self, scope: str, key: str) -> OperationEntry | None:
+        return await effects.arun(self._operation(await self._aclient(), scope, key))
+
     async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return await effects.arun(self._running(await self._aclient(), scope, limit))
 
@@ -174,6 +180,21 @@ class RedisSteps(StepStore):
     def _operations(
         self, client: Any, scope: str | None, limit: int
     ) -> Effects[list[OperationEntry]]:
+        try:
+            names = yield from every_name(client, self.steps.hashes.pattern(scope))
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return (yield from self._entries(client, names, limit))
+
+    def _operation(self, client: Any, scope: str, key: str) -> Effects[OperationEntry | None]:
+        name = self.steps.hashes.key(scope, key).encode()
+        found = yield from self._entries(client, [name], 1)
+        return found[0] if found else None
+
+    def _entries(
+        self, client: Any, names: list[bytes], limit: int
+    ) -> Effects[list[OperationEntry]]:
+        """The operations kept under ``names`` (steps hashes), with their records."""
         steps = self.steps
 
         def both(pipe: Any, name: bytes) -> None:  # the steps hash, and its record's fields
@@ -182,7 +203,6 @@ class RedisSteps(StepStore):
             pipe.hmget(self.commands.key(*identity) if identity else name, NAMES)
 
         try:
-            names = yield from every_name(client, steps.hashes.pattern(scope))
             replies = yield from read_each(client, names, both)
         except self._errors as exc:
             raise self._unavailable(exc) from exc

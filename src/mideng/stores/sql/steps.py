@@ -7,6 +7,7 @@ from mideng.core.record import Record
 from mideng.stores.record_table.steps import (
     begin_steps,
     clear_steps,
+    operation,
     operations,
     record_step,
     running,
@@ -37,6 +38,9 @@ class SQLSteps(StepStore):
     def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
         return self.executor.drive(operations, scope, limit)
 
+    def operation(self, scope: str, key: str) -> OperationEntry | None:
+        return self.executor.drive(operation, scope, key)
+
     def running(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self.executor.drive(running, scope, limit)
 
@@ -55,6 +59,9 @@ class SQLSteps(StepStore):
 
     async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
         return await self.aexecutor.drive(operations, scope, limit)
+
+    async def aoperation(self, scope: str, key: str) -> OperationEntry | None:
+        return await self.aexecutor.drive(operation, scope, key)
 
     async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return await self.aexecutor.drive(running, scope, limit)

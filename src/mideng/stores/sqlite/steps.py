@@ -12,6 +12,7 @@ from mideng.db.statements import Op, T
 from mideng.stores.record_table.steps import (
     begin_steps,
     clear_steps,
+    operation,
     operations,
     record_step,
     running,
@@ -47,6 +48,9 @@ class SQLiteSteps(StepStore):
     def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
         return self._drive(operations(self.statements, scope, limit))
 
+    def operation(self, scope: str, key: str) -> OperationEntry | None:
+        return self._drive(operation(self.statements, scope, key))
+
     def running(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self._drive(running(self.statements, scope, limit))
 
@@ -65,6 +69,9 @@ class SQLiteSteps(StepStore):
 
     async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
         return await to_thread(self.operations, scope, limit)
+
+    async def aoperation(self, scope: str, key: str) -> OperationEntry | None:
+        return await to_thread(self.operation, scope, key)
 
     async def arunning(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return await to_thread(self.running, scope, limit)
