@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,8 +22,10 @@ from mideng.core.keys import check_key, check_scope
 from mideng.core.record import Record
 from mideng.errors import ConfigurationError, IdempotencyError
 from mideng.guard.guard import Guard
+from mideng.operations.pending import judge
 from mideng.operations.results import PendingOperation
 from mideng.outbox.survey import STATE_NAMES, OutboxSurvey, RowQuery
+from mideng.stores.steps import StepStore
 from mideng.stores.survey import STATUSES, ListingStore, Position, RecordQuery, SurveyStore
 
 #: The overview's chart: the last hour in twelve bars of five minutes.
@@ -221,17 +224,24 @@ def operation(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
     scope, key = scope_of(query.get("scope")), key_of(query.get("key"))
     if scope is None:
         raise BadRequest("an operation is named by its scope and key")
-    found = yield from _operations(dash, scope)
-    entry = next((op for op in found if op.key == key), None)
+    entry = yield from one_operation(dash, scope, key)
     current = yield effects.call(dash.guard.get, dash.guard.aget, scope, key)
     return Page(
         "operation.html", {"operation": entry, "record": current, "scope": scope, "key": key}
     )
 
 
-def _operations(dash: Dashboard, scope: str | None) -> Effects[list[PendingOperation]]:
-    from mideng.stores.steps import StepStore
+def one_operation(dash: Dashboard, scope: str, key: str) -> Effects[PendingOperation | None]:
+    """The operation ``scope``:``key`` as ``pending`` reports it (DONE too); None when no
+    steps or arguments are kept for it."""
+    store = dash.guard.store
+    if not isinstance(store, StepStore):
+        return None
+    entry = yield effects.call(store.operation, store.aoperation, scope, key)
+    return None if entry is None else judge(dash.guard, entry, time.time())
 
+
+def _operations(dash: Dashboard, scope: str | None) -> Effects[list[PendingOperation]]:
     if not isinstance(dash.guard.store, StepStore):
         return []
     found: list[PendingOperation] = yield effects.call(

@@ -9,6 +9,7 @@ from importlib import resources
 
 from mideng.core import effects
 from mideng.core.effects import Effects
+from mideng.dashboard.actions import ACTIONS
 from mideng.dashboard.exchange import (
     TOKEN_COOKIE,
     Refused,
@@ -41,14 +42,19 @@ def handle(settings: Settings, dash: Dashboard, request: Request) -> Effects[Rep
             check_post(request)
             if not settings.actions:
                 raise Refused(403, "actions are off: this dashboard is read-only")
-            raise Refused(404, "no such action")
-        if request.method not in ("GET", "HEAD"):
+            action = ACTIONS.get(request.path.removeprefix("/actions/"))
+            if action is None or not request.path.startswith("/actions/"):
+                raise Refused(404, "no such action")
+            work = action(dash, request.form, who)
+        elif request.method in ("GET", "HEAD"):
+            page = PAGES.get(request.path)
+            if page is None:
+                raise Refused(404, "no such page")
+            work = page(dash, request.query)
+        else:
             raise Refused(405, "method not allowed")
-        page = PAGES.get(request.path)
-        if page is None:
-            raise Refused(404, "no such page")
         try:
-            shown = yield from page(dash, request.query)
+            shown = yield from work
         except BadRequest as exc:
             raise Refused(400, str(exc)) from exc
         except StoreUnavailableError as exc:
