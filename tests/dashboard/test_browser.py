@@ -115,3 +115,85 @@ def test_a_stored_script_is_shown_as_text_and_runs_nothing(
     driver.get(site + f"/record?scope={filled.scope('xss')}&key=x1")
     assert XSS in driver.find_element(By.ID, "result").text
     _shot(driver, tmp_path, filled, "xss")
+
+
+@pytest.fixture
+def acting(filled: Seeded) -> Iterator[str]:
+    dashboard = app(filled.store_url, filled.db_url, outbox_table=filled.outbox_table, actions=True)
+    with served(dashboard) as url:
+        yield url
+
+
+def _submit(driver: Any, form_id: str, confirm: str | None, dry_run: bool = False) -> str:
+    """Fill the form's confirmation (when given) and press its button; the answer's h1."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    form = driver.find_element(By.ID, form_id)
+    if confirm is not None:
+        form.find_element(By.NAME, "confirm").send_keys(confirm)
+    before = driver.find_element(By.TAG_NAME, "h1")
+    form.find_element(By.CSS_SELECTOR, "button.dry" if dry_run else "button.act").click()
+    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(before))
+    return str(driver.find_element(By.TAG_NAME, "h1").text)
+
+
+def test_each_action_with_and_without_its_confirmation(
+    acting: str, driver: Any, filled: Seeded, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    charge = filled.scope("charge")
+    record_page = f"{acting}/record?scope={charge}&key=c1"
+    driver.get(record_page)
+    _shot(driver, tmp_path, filled, "record-actions")
+    assert _submit(driver, "resolve", None) == "400"  # no confirmation: nothing done
+    driver.get(record_page)
+    assert _submit(driver, "resolve", None, dry_run=True) == "Dry run: resolve"
+    assert filled.guard.get(charge, "c1").status.value == "unknown"  # type: ignore[union-attr]
+    driver.get(record_page)
+    assert _submit(driver, "resolve", "c1") == "resolve"
+    assert driver.find_element(By.ID, "done")
+    _shot(driver, tmp_path, filled, "resolved")
+    assert filled.guard.get(charge, "c1").status.value == "succeeded"  # type: ignore[union-attr]
+
+    driver.get(f"{acting}/record?scope={charge}&key=c2")
+    assert _submit(driver, "release", "wrong") == "400"
+    assert filled.guard.get(charge, "c2") is not None
+    driver.get(f"{acting}/record?scope={charge}&key=c2")
+    assert _submit(driver, "release", "c2") == "release"
+    assert filled.guard.get(charge, "c2") is None
+
+    row = filled.dead_ids[0]
+    driver.get(f"{acting}/outbox/row?id={row}")
+    assert _submit(driver, "requeue", None) == "400"
+    driver.get(f"{acting}/outbox/row?id={row}")
+    assert _submit(driver, "requeue", row) == "requeue"
+    driver.get(f"{acting}/outbox?state=dead")
+    _shot(driver, tmp_path, filled, "outbox-bulk")
+    assert _submit(driver, "requeue-all", None, dry_run=True) == "Dry run: requeue"
+    driver.get(f"{acting}/outbox?state=dead")
+    assert _submit(driver, "requeue-all", "requeue 2") == "requeue"
+    assert driver.find_element(By.ID, "done")
+    driver.get(f"{acting}/outbox?state=dead")
+    assert "no rows" in driver.find_element(By.ID, "rows").text
+    # The only console lines: the refused actions' own 400 replies (no CSP or script error).
+    unexpected = [e for e in console_errors(driver) if "/actions/" not in e or "400" not in e]
+    assert unexpected == []
+
+
+def test_a_change_made_meanwhile_answers_409_in_the_browser(
+    acting: str, driver: Any, filled: Seeded, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    charge = filled.scope("charge")
+    driver.get(f"{acting}/record?scope={charge}&key=c1")
+    filled.guard.resolve(charge, "c1", failed=True)  # another operator, after the look
+    assert _submit(driver, "resolve", "c1") == "resolve"
+    assert "Changed since you looked" in driver.find_element(By.ID, "changed").text
+    _shot(driver, tmp_path, filled, "changed-409")
+    record = filled.guard.get(charge, "c1")
+    assert record is not None
+    assert record.status.value == "failed"  # as the other operator left it
