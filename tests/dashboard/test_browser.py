@@ -36,6 +36,17 @@ def driver() -> Iterator[Any]:
         yield opened
 
 
+def _press(driver: Any, button: Any) -> None:
+    """Click ``button`` and wait for the next page to replace this one."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    before = driver.find_element(By.TAG_NAME, "h1")
+    button.click()
+    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(before))
+
+
 def _shot(driver: Any, tmp_path: Path, filled: Seeded, name: str) -> None:
     path = screenshots(tmp_path) / f"{filled.family}-{name}.png"
     assert driver.save_screenshot(str(path))
@@ -78,24 +89,24 @@ def test_filters_paging_and_lookup_by_their_forms(
     driver.get(site + "/records")
     driver.find_element(By.NAME, "scope").send_keys(filled.scope("pay"))
     Select(driver.find_element(By.NAME, "status")).select_by_value("succeeded")
-    driver.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    _press(driver, driver.find_element(By.CSS_SELECTOR, "form.filters button"))
     first = [a.text for a in driver.find_elements(By.CSS_SELECTOR, "#records tbody td a")]
     assert first[0] == "order-0000"
     assert len(first) == 50
-    driver.find_element(By.ID, "next").click()
+    _press(driver, driver.find_element(By.ID, "next"))
     second = [a.text for a in driver.find_elements(By.CSS_SELECTOR, "#records tbody td a")]
     assert second == [f"order-{n:04d}" for n in range(50, 75)]
     assert driver.find_elements(By.ID, "next") == []
 
     Select(driver.find_element(By.NAME, "kind")).select_by_value("key")
     driver.find_element(By.NAME, "q").send_keys(f"{filled.scope('charge')}:c2")
-    driver.find_element(By.CSS_SELECTOR, "form.lookup button").click()
+    _press(driver, driver.find_element(By.CSS_SELECTOR, "form.lookup button"))
     assert "unknown" in driver.find_element(By.CSS_SELECTOR, "dl.fields").text
     _shot(driver, tmp_path, filled, "lookup-key")
 
     Select(driver.find_element(By.NAME, "kind")).select_by_value("message")
     driver.find_element(By.NAME, "q").send_keys(filled.dead_ids[1])
-    driver.find_element(By.CSS_SELECTOR, "form.lookup button").click()
+    _press(driver, driver.find_element(By.CSS_SELECTOR, "form.lookup button"))
     assert filled.dead_ids[1] in driver.find_element(By.TAG_NAME, "h1").text
     assert console_errors(driver) == []
 
@@ -127,15 +138,11 @@ def acting(filled: Seeded) -> Iterator[str]:
 def _submit(driver: Any, form_id: str, confirm: str | None, dry_run: bool = False) -> str:
     """Fill the form's confirmation (when given) and press its button; the answer's h1."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.ui import WebDriverWait
 
     form = driver.find_element(By.ID, form_id)
     if confirm is not None:
         form.find_element(By.NAME, "confirm").send_keys(confirm)
-    before = driver.find_element(By.TAG_NAME, "h1")
-    form.find_element(By.CSS_SELECTOR, "button.dry" if dry_run else "button.act").click()
-    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(before))
+    _press(driver, form.find_element(By.CSS_SELECTOR, "button.dry" if dry_run else "button.act"))
     return str(driver.find_element(By.TAG_NAME, "h1").text)
 
 
