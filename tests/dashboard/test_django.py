@@ -60,3 +60,32 @@ def test_the_django_include_serves_the_pages(tmp_path: Path) -> None:
     assert found["!/ops/"]["status"] == 401
     assert found["/ops/records?status=nope"]["status"] == 400
     assert found["post"]["status"] == 403
+
+
+def test_an_action_through_the_django_include(tmp_path: Path) -> None:
+    s = seeded("sqlite", tmp_path, records=1)
+    try:
+        env = {
+            **os.environ,
+            "DASHBOARD_STORE": s.store_url,
+            "DASHBOARD_ACTIONS": "1",
+            "DASHBOARD_RELEASE": f"{s.scope('charge')}:c1",
+            "PYTHONPATH": os.pathsep.join(sys.path),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.dashboard.djangoproject.run", "/ops/"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        found = json.loads(done.stdout)
+        assert found["post"]["status"] == 403  # a forged CSRF token
+        assert found["release"]["status"] == 200, found["release"]["body"]
+        assert found["again"]["status"] == 409  # released already: gone since the look
+        assert s.guard.get(s.scope("charge"), "c1") is None
+    finally:
+        s.close()

@@ -19,4 +19,8 @@ def operator(headers: Mapping[str, str]) -> str | None:
     return "dj-operator" if headers.get("x-operator") == "yes" else None
 
 
-MIDENG_DASHBOARD = {"store": os.environ["DASHBOARD_STORE"], "authenticate": operator}
+MIDENG_DASHBOARD = {
+    "store": os.environ["DASHBOARD_STORE"],
+    "authenticate": operator,
+    "actions": os.environ.get("DASHBOARD_ACTIONS") == "1",
+}
