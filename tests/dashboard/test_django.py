@@ -9,10 +9,32 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.dashboard.data import seeded
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _requests(store_url: str, paths: list[str], **env: str) -> dict[str, Any]:
+    """The project's answers to ``paths`` (and its POSTs), run in a process of its own."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.dashboard.djangoproject.run", *paths],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            **env,
+            "DASHBOARD_STORE": store_url,
+            "PYTHONPATH": os.pathsep.join(sys.path),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
 
 
 def test_the_django_include_serves_the_pages(tmp_path: Path) -> None:
@@ -28,22 +50,7 @@ def test_the_django_include_serves_the_pages(tmp_path: Path) -> None:
             "!/ops/",
             "/ops/records?status=nope",
         ]
-        env = {
-            **os.environ,
-            "DASHBOARD_STORE": s.store_url,
-            "PYTHONPATH": os.pathsep.join(sys.path),
-        }
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.dashboard.djangoproject.run", *paths],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        found = json.loads(done.stdout)
+        found = _requests(s.store_url, paths)
     finally:
         s.close()
     overview = found["/ops/"]
@@ -65,24 +72,12 @@ def test_the_django_include_serves_the_pages(tmp_path: Path) -> None:
 def test_an_action_through_the_django_include(tmp_path: Path) -> None:
     s = seeded("sqlite", tmp_path, records=1)
     try:
-        env = {
-            **os.environ,
-            "DASHBOARD_STORE": s.store_url,
-            "DASHBOARD_ACTIONS": "1",
-            "DASHBOARD_RELEASE": f"{s.scope('charge')}:c1",
-            "PYTHONPATH": os.pathsep.join(sys.path),
-        }
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.dashboard.djangoproject.run", "/ops/"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+        found = _requests(
+            s.store_url,
+            ["/ops/"],
+            DASHBOARD_ACTIONS="1",
+            DASHBOARD_RELEASE=f"{s.scope('charge')}:c1",
         )
-        assert done.returncode == 0, done.stderr
-        found = json.loads(done.stdout)
         assert found["post"]["status"] == 403  # a forged CSRF token
         assert found["release"]["status"] == 200, found["release"]["body"]
         assert found["again"]["status"] == 409  # released already: gone since the look
