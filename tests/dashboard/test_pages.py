@@ -158,3 +158,79 @@ def test_a_custom_redaction(filled: Seeded) -> None:
     assert SECRET in page  # the default rule is replaced, not added to
     assert "&#34;ok&#34;: true" not in page
     assert "&#34;***&#34;" in page
+
+
+def test_a_store_that_does_not_list_still_has_its_overview() -> None:
+    import uuid
+
+    from mideng.guard import Guard
+    from tests.services import REDIS_URL, need
+
+    need("redis")
+    guard = Guard(f"{REDIS_URL}?prefix=dash{uuid.uuid4().hex[:8]}")
+    guard.run("dash_redis", "k1", lambda: 1)
+    dashboard = app(guard, None)
+    try:
+        with Client(dashboard) as c:
+            overview = c.get("/")
+            assert overview.status_code == 200
+            assert "this store does not list its records" in overview.text
+            assert "dash_redis" in overview.text
+            listed = c.get("/records")
+            assert listed.status_code == 400
+            assert "does not list its records" in listed.text
+            assert c.get("/record?scope=dash_redis&key=k1").status_code == 200
+            c.run(guard.aclose())
+    finally:
+        guard.close()
+
+
+def test_the_command_serves_the_pages(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from tests.dashboard.browser import free_port
+
+    s = seeded("sqlite", tmp_path, records=2)
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mideng",
+            "dashboard",
+            "--store",
+            s.store_url,
+            "--db",
+            s.db_url or "",
+            "--outbox-table",
+            s.outbox_table,
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                reply = httpx.get(f"http://127.0.0.1:{port}/outbox?state=dead", timeout=5)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the command did not serve"
+                assert server.poll() is None, server.stdout.read() if server.stdout else ""
+                time.sleep(0.1)
+        assert reply.status_code == 200
+        assert s.dead_ids[0] in reply.text
+        assert "read-only" in reply.text
+    finally:
+        server.terminate()
+        server.wait(20)
+        if server.stdout is not None:
+            server.stdout.close()
+        s.close()

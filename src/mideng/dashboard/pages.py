@@ -20,7 +20,7 @@ from mideng.core import effects
 from mideng.core.effects import Effects
 from mideng.core.keys import check_key, check_scope
 from mideng.core.record import Record
-from mideng.errors import ConfigurationError, IdempotencyError
+from mideng.errors import IdempotencyError
 from mideng.guard.guard import Guard
 from mideng.operations.pending import judge
 from mideng.operations.results import PendingOperation
@@ -55,10 +55,10 @@ class Dashboard:
     page_size: int
 
     @property
-    def store(self) -> Any:
+    def store(self) -> SurveyStore:
         store = self.guard.store
-        if not isinstance(store, (SurveyStore, ListingStore)):
-            raise ConfigurationError(f"{type(store).__name__} can't be surveyed by a dashboard")
+        if not isinstance(store, SurveyStore):
+            raise BadRequest(f"{type(store).__name__} can't be surveyed by a dashboard")
         return store
 
     def listing(self) -> ListingStore:
@@ -133,14 +133,18 @@ def overview(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
     found = yield effects.call(
         store.survey, store.asurvey, None, grace=0.0, biggest=0, spread=False
     )
-    listing = dash.listing()
-    since = found.now - CHART_SPAN
-    outcomes = yield effects.call(
-        listing.outcomes, listing.aoutcomes, since, CHART_SPAN / CHART_BARS
-    )
-    oldest_unknown = yield effects.call(
-        listing.list_records, listing.alist_records, RecordQuery(status="unknown", limit=1)
-    )
+    chart_values, oldest_unknown = None, None
+    listing = dash.guard.store
+    if isinstance(listing, ListingStore):  # a store that lists (Redis alone does not)
+        since = found.now - CHART_SPAN
+        outcomes = yield effects.call(
+            listing.outcomes, listing.aoutcomes, since, CHART_SPAN / CHART_BARS
+        )
+        chart_values = chart(outcomes.counts)
+        unknown = yield effects.call(
+            listing.list_records, listing.alist_records, RecordQuery(status="unknown", limit=1)
+        )
+        oldest_unknown = unknown[0] if unknown else None
     backlog = None
     if dash.outbox is not None:
         backlog = yield effects.call(dash.outbox.backlog, dash.outbox.abacklog)
@@ -151,8 +155,8 @@ def overview(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
             "survey": found,
             "now": found.now,
             "statuses": STATUSES,
-            "oldest_unknown": oldest_unknown[0] if oldest_unknown else None,
-            "chart": chart(outcomes.counts),
+            "oldest_unknown": oldest_unknown,
+            "chart": chart_values,
             "backlog": backlog,
             "operations": operations,
             "stale": [op for op in operations if op.state == "expired"],
