@@ -234,3 +234,16 @@ def test_the_command_serves_the_pages(tmp_path: Path) -> None:
         if server.stdout is not None:
             server.stdout.close()
         s.close()
+
+
+def test_an_outbox_database_that_is_not_there_is_a_503_page(tmp_path: Path) -> None:
+    from mideng.guard import Guard
+
+    guard = Guard("memory://")
+    dashboard = app(guard, f"sqlite:///{tmp_path / 'empty.db'}", outbox_table="absent_outbox")
+    with Client(dashboard) as c:
+        for path in ("/", "/outbox", "/outbox/row?id=x"):
+            reply = c.get(path)
+            assert reply.status_code == 503, path
+            assert "outbox" in reply.text
+        c.run(dashboard.aclose())

@@ -19,7 +19,7 @@ from mideng.db.caller_connection import aexecute_for, execute_for
 from mideng.db.dialect import kind_of
 from mideng.db.drive import adrive, drive
 from mideng.db.statements import Op, Sql, Stmt, check_table
-from mideng.errors import ConfigurationError
+from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.outbox.engines import async_engine
 from mideng.schema.outbox import DEAD, PENDING, SENT
 
@@ -185,7 +185,8 @@ def sync_engine(db: Any) -> Any:
 class OutboxSurvey:
     """The operator's reads of the outbox ``table`` in the database ``db`` (a URL, an
     ``Engine`` or an ``AsyncEngine``), each sync and async: the blocking ones on a sync
-    engine, the awaited ones on an async engine of the same database."""
+    engine, the awaited ones on an async engine of the same database. A database error (it
+    is down, the table is not there) is a ``StoreUnavailableError``."""
 
     def __init__(self, db: Any, table: str) -> None:
         self.db = db
@@ -209,14 +210,24 @@ class OutboxSurvey:
         return self._aengine
 
     def _run(self, make: Callable[[Queries], Op[T]]) -> T:
-        with self.engine.connect() as connection:
-            kind = kind_of(connection.dialect)
-            return drive(make(self.queries), execute_for(kind), connection)
+        from sqlalchemy.exc import DBAPIError
+
+        try:
+            with self.engine.connect() as connection:
+                kind = kind_of(connection.dialect)
+                return drive(make(self.queries), execute_for(kind), connection)
+        except DBAPIError as exc:
+            raise StoreUnavailableError(f"the outbox's database: {exc.orig}") from exc
 
     async def _arun(self, make: Callable[[Queries], Op[T]]) -> T:
-        async with self.aengine.connect() as connection:
-            kind = kind_of(connection.dialect)
-            return await adrive(make(self.queries), aexecute_for(kind), connection)
+        from sqlalchemy.exc import DBAPIError
+
+        try:
+            async with self.aengine.connect() as connection:
+                kind = kind_of(connection.dialect)
+                return await adrive(make(self.queries), aexecute_for(kind), connection)
+        except DBAPIError as exc:
+            raise StoreUnavailableError(f"the outbox's database: {exc.orig}") from exc
 
     def backlog(self) -> list[Backlog]:
         return self._run(backlog)
