@@ -84,3 +84,15 @@ def test_an_action_through_the_django_include(tmp_path: Path) -> None:
         assert s.guard.get(s.scope("charge"), "c1") is None
     finally:
         s.close()
+
+
+def test_django_staff_users_are_let_in_by_default(tmp_path: Path) -> None:
+    s = seeded("sqlite", tmp_path, records=1)
+    try:
+        found = _requests(s.store_url, [], DASHBOARD_DEFAULT_AUTH="1")
+    finally:
+        s.close()
+    assert found["staff"]["status"] == 200
+    assert "ann" in found["staff"]["body"]
+    assert found["user"]["status"] == 401
+    assert found["anonymous"]["status"] == 401

@@ -37,4 +37,21 @@ if release:
     again = client.post("/ops/actions/release", fields, headers=headers)
     found["release"] = {"status": done.status_code, "body": done.content.decode(), "csp": ""}
     found["again"] = {"status": again.status_code, "body": again.content.decode(), "csp": ""}
+if os.environ.get("DASHBOARD_DEFAULT_AUTH") == "1":
+    from types import SimpleNamespace
+
+    from django.test import RequestFactory
+
+    from mideng.dashboard.django import view
+
+    users = {
+        "staff": SimpleNamespace(is_authenticated=True, is_staff=True, get_username=lambda: "ann"),
+        "user": SimpleNamespace(is_authenticated=True, is_staff=False, get_username=lambda: "bo"),
+        "anonymous": SimpleNamespace(is_authenticated=False, is_staff=False),
+    }
+    for name, user in users.items():
+        request = RequestFactory().get("/ops/")
+        request.user = user  # what Django's AuthenticationMiddleware sets
+        reply = view(request, "")
+        found[name] = {"status": reply.status_code, "body": reply.content.decode(), "csp": ""}
 json.dump(found, sys.stdout)
