@@ -51,7 +51,7 @@ if os.environ.get("DASHBOARD_DEFAULT_AUTH") == "1":
     }
     for name, user in users.items():
         request = RequestFactory().get("/ops/")
-        request.user = user  # what Django's AuthenticationMiddleware sets
+        request.user = user  # type: ignore[assignment]  # as AuthenticationMiddleware sets it
         reply = view(request, "")
         found[name] = {"status": reply.status_code, "body": reply.content.decode(), "csp": ""}
 json.dump(found, sys.stdout)
