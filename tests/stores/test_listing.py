@@ -160,3 +160,11 @@ def test_a_survey_without_its_spread_counts_the_same_statuses(filled: Seeded) ->
     assert sum(whole.expiry.values()) > 0
     if filled.family in ("sqlite", "postgresql", "mysql"):  # the SQL table skips the counts
         assert sum(lean.expiry.values()) == 0
+
+
+def test_a_page_of_one_scope_stays_in_it_from_another_scopes_position(filled: Seeded) -> None:
+    store = _listing(filled)
+    elsewhere = Position(filled.scope("aaa"), "order-0100")
+    page = store.list_records(RecordQuery(filled.scope("pay"), None, elsewhere, 5))
+    assert {r.scope for r in page} == {filled.scope("pay")}
+    assert [r.key for r in page] == [f"order-{n:04d}" for n in range(101, 106)]

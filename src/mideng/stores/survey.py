@@ -248,6 +248,8 @@ class RecordQuery:
         after = self.after
         if after is None:
             return True
+        if self.scope is not None:  # a page of one scope stays in it: the key orders it
+            return record.key > after.key
         lease = (after.lease_until or 0.0) if self.by_lease else 0.0
         return self.order(record) > (lease, after.scope, after.key)
 

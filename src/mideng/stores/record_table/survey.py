@@ -201,7 +201,8 @@ def list_records(s: Statements, query: RecordQuery) -> Op[list[Record]]:
     start = query.after or Position(query.scope or "", "", None)
     params = {
         "at": at,
-        "scope": start.scope,
+        # A page of one scope stays in it, whatever scope the position came from.
+        "scope": start.scope if query.scope is None else query.scope,
         "key": start.key,
         # Leases are epoch seconds: -1 is below every one (a first page of the lease order).
         "lease": -1.0 if start.lease_until is None else start.lease_until,
