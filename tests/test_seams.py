@@ -15,8 +15,18 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src" / "mideng"
 
 # Underscore names that are public API by their library's own rules: NamedTuple's methods,
-# SQLAlchemy Row's mapping view, an Enum member's value slot.
-PUBLIC_BY_CONVENTION = {"_asdict", "_fields", "_make", "_replace", "_mapping", "_value_"}
+# SQLAlchemy Row's mapping view, an Enum member's value slot, and a Django model's ``_meta``
+# (its Options: Django's documented Model _meta API, underscored only to keep it apart from
+# the model's fields).
+PUBLIC_BY_CONVENTION = {
+    "_asdict",
+    "_fields",
+    "_make",
+    "_replace",
+    "_mapping",
+    "_value_",
+    "_meta",
+}
 
 #: (module, expression) pairs read today that a public seam should replace.
 STILL_READ = {

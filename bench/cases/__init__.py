@@ -57,4 +57,8 @@ CASES: dict[str, Entry] = {
     "state-duplicate": Entry(
         "state_duplicate", "insert_once's duplicate on MariaDB against the same by hand, counted"
     ),
+    "state-django": Entry(
+        "state_django",
+        "mideng.state primitives on a Django model against the ORM's update, counted",
+    ),
 }

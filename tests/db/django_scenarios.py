@@ -7,11 +7,12 @@ scenario, drops the tables and prints what each found as one JSON object."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import django
@@ -221,21 +222,29 @@ def mark_paid(conn: Any, key: str) -> str:
     return "PAID"
 
 
-@guard.operation("pay", key="{key}")
-def pay(key: str, fail: bool, atomic: bool = True) -> dict[str, int]:
-    if not atomic:
-        mark_paid(connection, key)  # in a block of its own, committed when the step returns
+def in_atomic(call: Callable[[], object], fail: bool) -> None:
+    """``call`` in an atomic block, rolled back after it when ``fail``."""
     try:
         with transaction.atomic():
-            if atomic:
-                mark_paid(connection, key)
+            call()
             if fail:
                 raise Boom
     except Boom:
         pass
-    # Steps are cleared once the operation is done: counted while it runs.
+
+
+def steps_of(operation: str, key: str) -> int:
+    """The steps an operation recorded (cleared once it is done: counted while it runs)."""
     where = "scope = %s AND " + quoted("key") + " = %s AND step <> %s"
-    return {"steps": count(STEPS, where, "pay", key, ""), **facts(key)}
+    return count(STEPS, where, operation, key, "")
+
+
+@guard.operation("pay", key="{key}")
+def pay(key: str, fail: bool, atomic: bool = True) -> dict[str, int]:
+    if not atomic:
+        mark_paid(connection, key)  # in a block of its own, committed when the step returns
+    in_atomic(lambda: mark_paid(connection, key) if atomic else None, fail)
+    return {"steps": steps_of("pay", key), **facts(key)}
 
 
 def steps() -> dict[str, Any]:
@@ -265,26 +274,48 @@ def run_ddl(texts: list[str]) -> None:
             cursor.execute(text)
 
 
-def main() -> None:
+@contextlib.contextmanager
+def mideng_tables(*models: Any) -> Iterator[None]:
+    """mideng's outbox tables (the store makes its record tables) and ``models``' tables, for
+    the scenarios; all dropped, and the store closed, at the end."""
     vendor = connection.vendor
     for version in range(1, CURRENT + 1):
         run_ddl(statements(version, vendor, tables=[], outboxes=[OUTBOX]))
-    run_ddl([f"CREATE TABLE {ORDERS} (id VARCHAR(40) PRIMARY KEY, status VARCHAR(20))"])
-    found: dict[str, Any] = {"kind": None}
+    with connection.schema_editor() as editor:
+        for model in models:
+            editor.create_model(model)
     try:
-        for name, scenario in SCENARIOS.items():
-            try:
-                found[name] = scenario()
-            except Exception as exc:
-                found[name] = {"error": repr(exc)}
-        from mideng.db.django_connection import django_kind
-
-        found["kind"] = django_kind(connection)
+        yield
     finally:
         guard.store.close()
-        run_ddl([f"DROP TABLE {ORDERS}"])
+        with connection.schema_editor() as editor:
+            for model in reversed(models):
+                editor.delete_model(model)
         for version in range(CURRENT, 0, -1):
             run_ddl(undo(version, vendor, **NAMES))
+
+
+def run_all(scenarios: dict[str, Callable[[], dict[str, Any]]]) -> dict[str, Any]:
+    """What each scenario found, or the error it raised."""
+    found: dict[str, Any] = {}
+    for name, scenario in scenarios.items():
+        try:
+            found[name] = scenario()
+        except Exception as exc:
+            found[name] = {"error": repr(exc)}
+    return found
+
+
+def main() -> None:
+    with mideng_tables():
+        run_ddl([f"CREATE TABLE {ORDERS} (id VARCHAR(40) PRIMARY KEY, status VARCHAR(20))"])
+        try:
+            found = run_all(SCENARIOS)
+            from mideng.db.django_connection import django_kind
+
+            found["kind"] = django_kind(connection)
+        finally:
+            run_ddl([f"DROP TABLE {ORDERS}"])
     print(json.dumps(found))
 
 

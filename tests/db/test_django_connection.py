@@ -9,64 +9,17 @@ found as JSON."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-import uuid
 from typing import Any
 
 import pytest
-from sqlalchemy.engine import make_url
 
-from tests.services import sql_url
-
-SETTINGS = """
-SECRET_KEY = "tests-only"
-USE_TZ = True
-INSTALLED_APPS: list[str] = []
-DATABASES = {{"default": {database}}}
-"""
+from tests.db.django_project import FAMILIES, run_scenarios
 
 
-def _database(url: str) -> dict[str, Any]:
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        # IMMEDIATE: a block takes the write lock when it begins, so concurrent blocks queue
-        # for it (for up to the timeout) rather than fail to upgrade a read lock.
-        options = {"transaction_mode": "IMMEDIATE", "timeout": 30}
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": parsed.database, "OPTIONS": options}
-    engine = "postgresql" if parsed.get_backend_name() == "postgresql" else "mysql"
-    return {
-        "ENGINE": f"django.db.backends.{engine}",
-        "NAME": parsed.database,
-        "USER": parsed.username,
-        "PASSWORD": parsed.password or "",
-        "HOST": parsed.host,
-        "PORT": str(parsed.port),
-    }
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgresql", "mysql"])
+@pytest.fixture(scope="module", params=FAMILIES)
 def found(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     tmp_path = tmp_path_factory.mktemp(request.param)
-    url = sql_url(request.param, tmp_path / "shop.db")
-    settings = SETTINGS.format(database=repr(_database(url)))
-    if request.param == "mysql":
-        settings = "import pymysql\n\npymysql.install_as_MySQLdb()\n" + settings
-    (tmp_path / "scenario_settings.py").write_text(textwrap.dedent(settings))
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]),
-        DJANGO_SETTINGS_MODULE="scenario_settings",
-        SCENARIO_STORE=url,
-        SCENARIO_SUFFIX=uuid.uuid4().hex[:8],
-    )
-    command = [sys.executable, "-m", "tests.db.django_scenarios"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_scenarios("tests.db.django_scenarios", request.param, tmp_path)
 
 
 ALL = {"record": 1, "order": 1, "outbox": 1}

@@ -66,7 +66,7 @@ def test_async_pending_reconcile_and_stale(some: Opened) -> None:
         assert found["o1"].steps_left == ["send_sms"]
         assert found["n1"].state == "released"
         down[0] = False
-        report = {r.key: r.outcome for r in await guard.areconcile()}
+        report = {r.key: r.outcome for r in await guard.areconcile(min_age=0)}
         assert report == {"o1": "finished", "n1": "finished"}
         assert await guard.apending() == []
         assert await pay("o1") == ["paid", "sent"]
@@ -112,7 +112,9 @@ def test_a_store_failure_at_each_own_write_never_runs_a_step_twice(some: Opened)
     assert pay("o3") == "paid"
     assert guard.pending() == []
     # A plan says so and leaves the kept steps where they are.
-    assert [(r.key, r.outcome) for r in guard.reconcile(plan=True)] == [("o3", "would_clear")]
+    assert [(r.key, r.outcome) for r in guard.reconcile(plan=True, min_age=0)] == [
+        ("o3", "would_clear")
+    ]
     assert len(store.operations()) == 1
     assert [(r.key, r.outcome) for r in guard.reconcile()] == [("o3", "cleared")]
     assert store.operations() == []
@@ -196,10 +198,12 @@ def test_an_async_store_failure_at_each_own_write_never_runs_a_step_twice(some: 
             assert await pay("o3") == "paid"
             assert await pay("o3") == "paid"
             assert await guard.apending() == []
-            planned = await guard.areconcile(plan=True)
+            planned = await guard.areconcile(plan=True, min_age=0)
             assert [(r.key, r.outcome) for r in planned] == [("o3", "would_clear")]
             assert len(await store.aoperations()) == 1
-            assert [(r.key, r.outcome) for r in await guard.areconcile()] == [("o3", "cleared")]
+            assert [(r.key, r.outcome) for r in await guard.areconcile(min_age=0)] == [
+                ("o3", "cleared")
+            ]
             assert await store.aoperations() == []
         finally:
             await store.aclose()

@@ -186,13 +186,21 @@ def test_reconcile_rebuilds_typed_arguments_and_reports_what_it_cannot_run() -> 
     stranger = Guard(store)
     (item,) = stranger.pending()
     assert (item.registered, item.steps_left) == (False, None)
-    (report,) = stranger.reconcile()
+    (report,) = stranger.reconcile(min_age=0)
     assert (report.key, report.outcome) == ("o7", "unregistered")
     fail[0] = False
-    (report,) = guard.reconcile()
+    # Begun just now: by default its caller's to retry (a consumer's message coming back).
+    (young,) = guard.reconcile()
+    assert (young.key, young.outcome) == ("o7", "left_to_caller")
+    assert young.detail.startswith("released, begun ")
+    assert len(got) == 1
+    for bad in (float("nan"), float("inf"), -1):
+        with pytest.raises(ConfigurationError):
+            guard.reconcile(min_age=bad)
+    (report,) = guard.reconcile(min_age=0)
     assert (report.key, report.outcome) == ("o7", "finished")
     assert got[-1] == Notify("o7", 1250)
-    assert guard.reconcile() == []
+    assert guard.reconcile(min_age=0) == []
 
 
 def test_bad_setups_fail_before_anything_is_stored() -> None:

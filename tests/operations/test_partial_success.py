@@ -51,7 +51,7 @@ def test_killed_after_each_step_is_finished_by_reconcile(
             assert item.registered
         # Nothing is run again while the dead holders' leases are live.
         until(lambda: all(p.state == "expired" for p in guard.pending("pay_notify")))
-        report = guard.reconcile("pay_notify")
+        report = guard.reconcile("pay_notify", min_age=0)
         assert sorted(r.key for r in report if r.outcome == "finished") == sorted(kill_points)
         assert all(isinstance(r, Reconciled) for r in report)
         assert guard.pending() == []

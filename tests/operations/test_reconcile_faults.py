@@ -56,7 +56,9 @@ def test_reconcile_forever_outlives_a_failed_pass() -> None:
     _, runs = _unfinished(guard, scope)
     failed = failing_once(store, "operations")
     stop = threading.Event()
-    worker = threading.Thread(target=reconcile_forever, args=(guard, 0.01), kwargs={"stop": stop})
+    worker = threading.Thread(
+        target=reconcile_forever, args=(guard, 0.01), kwargs={"stop": stop, "min_age": 0}
+    )
     worker.start()
     try:
         until(lambda: len(failed) >= 1, 10)  # the worker's first pass met the failure
@@ -77,7 +79,7 @@ def test_areconcile_forever_outlives_a_failed_pass() -> None:
     failed = failing_once(store, "aoperations")
 
     async def scenario() -> None:
-        loop = asyncio.create_task(areconcile_forever(guard, 0.01))
+        loop = asyncio.create_task(areconcile_forever(guard, 0.01, min_age=0))
         try:
             for _ in range(1000):
                 # The task's first pass meets the failure; the pending() here comes after.
@@ -121,10 +123,10 @@ def test_a_failed_clear_leaves_the_other_operations_reconciled(some: Opened) -> 
     # box completes but its kept steps stay behind (the drop failed), then the next drop fails
     # again in reconcile's pass: deliver's reconciling must not be lost to it.
     failing_once(store, "clear_steps")
-    report = {r.key: r.outcome for r in guard.reconcile()}
+    report = {r.key: r.outcome for r in guard.reconcile(min_age=0)}
     assert report == {"b1": "failed", "o1": "finished"}
     assert runs == ["o1", "o1"]
-    assert [(r.key, r.outcome) for r in guard.reconcile()] == [("b1", "cleared")]
+    assert [(r.key, r.outcome) for r in guard.reconcile(min_age=0)] == [("b1", "cleared")]
     assert guard.pending() == []
 
 
@@ -134,7 +136,7 @@ def test_areconcile_twin_of_a_failed_clear(some: Opened) -> None:
     async def scenario() -> dict[str, str]:
         failing_once(store, "aclear_steps")
         try:
-            return {r.key: r.outcome for r in await guard.areconcile()}
+            return {r.key: r.outcome for r in await guard.areconcile(min_age=0)}
         finally:
             await store.aclose()
 
@@ -169,7 +171,7 @@ def test_reconcile_runs_an_operation_under_its_stored_key(some: Opened) -> None:
     with pytest.raises(Down):
         refund("o1", 10)
     down[0] = False
-    assert [(r.key, r.outcome) for r in guard.reconcile()] == [("o1:10", "finished")]
+    assert [(r.key, r.outcome) for r in guard.reconcile(min_age=0)] == [("o1:10", "finished")]
     assert runs == ["credit o1 10", "notify o1", "notify o1"]  # credited once
     record = guard.get(scope, "o1:10")
     assert record is not None

@@ -106,6 +106,9 @@ class Side:
     def update_versioned(self, conn: Any, *args: Any, **kwargs: Any) -> Any:
         return self._do(self._call("update_versioned", conn, *args, **kwargs))
 
+    def update_fenced(self, conn: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._do(self._call("update_fenced", conn, *args, **kwargs))
+
     def advance(self, machine: state.StateMachine, conn: Any, *args: Any, **kwargs: Any) -> Any:
         return self._do(machine.advance(conn, *args, **kwargs))
 

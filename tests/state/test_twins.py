@@ -18,7 +18,7 @@ def test_every_primitive_has_an_async_twin_with_the_same_signature() -> None:
         if inspect.isfunction(getattr(mideng.state, name))
     }
     sync = {n for n, f in functions.items() if not inspect.iscoroutinefunction(f)}
-    assert sync == {"insert_once", "decrement", "update_versioned"}
+    assert sync == {"insert_once", "decrement", "update_versioned", "update_fenced"}
     for name in sync:
         twin = functions[f"a{name}"]
         assert inspect.iscoroutinefunction(twin)

@@ -462,3 +462,20 @@ def test_hit_window_counts_within_the_window(opened: Opened) -> None:
     assert store.hit("create", "user-2", 0.4, 1) is None
     time.sleep(0.5)
     assert store.hit("create", "user-1", 0.4, 1) is None
+
+
+def test_the_store_clock_is_the_one_its_leases_are_stamped_with(
+    opened: Opened, runner: Runner
+) -> None:
+    """``now`` reads the clock leases are measured on: a lease of L seconds taken between two
+    readings ends between the first reading + L and the second + L."""
+    store, scope = opened.store, f"clock-{uuid.uuid4().hex[:8]}"
+    before = runner.do(store.anow, store.now)
+    ticket = claim_directly(opened, scope, "k", lease=30.0)
+    after = runner.do(store.anow, store.now)
+    record = store.get(scope, ticket.key)
+    assert record is not None
+    assert record.lease_until is not None
+    assert before <= after
+    assert before + 30.0 - 0.01 <= record.lease_until <= after + 30.0 + 0.01
+    assert abs(after - time.time()) < 5.0  # the test machine's services share its clock

@@ -23,6 +23,8 @@ COMMANDS = {
     "operations": "mideng.cli.operations:operations",
     "outbox": "mideng.cli.outbox:outbox",
     "relay": "mideng.cli.relay:relay",
+    "jobs": "mideng.cli.jobs:jobs",
+    "once": "mideng.cli.jobs:once",
     "stats": "mideng.cli.survey:stats",
     "dashboard": "mideng.cli.dashboard:dashboard",
     "scan": "mideng.cli.survey:scan",

@@ -24,7 +24,7 @@ from mideng.cli.common import Duration, emit, imported, limit_option
 from mideng.guard.default import DEFAULT_STORE
 from mideng.guard.guard import Guard
 from mideng.operations import reports
-from mideng.operations.reconcile import needs_attention
+from mideng.operations.reconcile import MIN_AGE, needs_attention
 from mideng.stores.registry import open_store
 
 
@@ -135,10 +135,18 @@ def pending(asked: _Asked) -> None:
     is_flag=True,
     help="Only say what it would do (would_run, would_clear); change nothing.",
 )
-def reconcile(asked: _Asked, plan: bool) -> None:
+@click.option(
+    "--min-age",
+    type=Duration(),
+    default=MIN_AGE,
+    show_default=True,
+    help="Leave operations begun less than this long ago to their callers' retries: "
+    "seconds, or 90s, 30m, 12h.",
+)
+def reconcile(asked: _Asked, plan: bool, min_age: float) -> None:
     """Finish every unfinished operation whose holder is gone (run it from cron)."""
     with asked.guard() as guard:
-        report = guard.reconcile(asked.scope, asked.limit, plan=plan)
+        report = guard.reconcile(asked.scope, asked.limit, plan=plan, min_age=min_age)
     asked.show(f"{len(report)} operation(s) seen", reports.reconciled(report, plan), "operations")
     if needs_attention(report):
         raise SystemExit(1)

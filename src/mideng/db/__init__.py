@@ -11,7 +11,8 @@ of statements, and leaves connections to this package:
 - ``caller_connection``: ``Site`` / ``AsyncSite`` — running inside a caller's SQLAlchemy
   Connection, Session, AsyncConnection or AsyncSession; ``site_for`` picks ``Site`` or, for
   a Django connection, ``django_connection.DjangoSite``; the savepoint and ownership rules
-  they share are ``rules``;
+  they share are ``rules``; ``django_models``: a Django model as a SQLAlchemy ``Table``, its
+  values prepared and rows converted by its fields;
 - ``dialect``: ``kind_of`` (which statement set a connection needs), ``retryable`` (a deadlock
   or serialization failure), ``lock_timed_out`` (a lock wait that gave up).
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from mideng.db.dialect import is_mysql, kind_named
 from mideng.db.drive import drive
@@ -41,10 +41,30 @@ def is_django_connection(conn: Any) -> bool:
         return True
     if "django.db" not in sys.modules:
         return False
-    from django.db.backends.base.base import BaseDatabaseWrapper
-    from django.utils.connection import ConnectionProxy
+    return isinstance(conn, (_DJANGO or _django()).classes)
 
-    return isinstance(conn, (BaseDatabaseWrapper, ConnectionProxy))
+
+class _Django(NamedTuple):
+    """What of Django's this module looks up per call."""
+
+    classes: tuple[type, type]  # a connection, and django.db.connection's proxy of one
+    connections: Any  # django.db.connections
+
+
+# Imported on first use (once Django is) and kept: an import statement costs more than the
+# rest of finding a call's connection.
+_DJANGO: _Django | None = None
+
+
+def _django() -> _Django:
+    global _DJANGO
+    if _DJANGO is None:
+        from django.db import connections
+        from django.db.backends.base.base import BaseDatabaseWrapper
+        from django.utils.connection import ConnectionProxy
+
+        _DJANGO = _Django((BaseDatabaseWrapper, ConnectionProxy), connections)
+    return _DJANGO
 
 
 class _Undone(Exception):
@@ -104,24 +124,84 @@ def django_kind(connection: Any, *, connected: bool = True) -> str:
     return kind_named(vendor, tuple(connection.mysql_version), connection.mysql_is_mariadb)
 
 
+# The SQLAlchemy dialects Django's connections compile with, one per database and version.
+_DIALECTS: dict[tuple[str, tuple[int, ...], bool], Any] = {}
+
+
+def django_dialect(connection: Any) -> Any:
+    """A SQLAlchemy dialect for SQL a Django connection runs: set up as a connected engine's
+    would be for that server (its version; MariaDB's ``RETURNING``), but never connected
+    itself. It only compiles Core constructs (mideng.state's statements); Django's cursor
+    sends them. One per vendor and server version, kept, so statements compiled for it are
+    kept with it."""
+    vendor = str(connection.vendor)
+    version: tuple[int, ...] = ()
+    mariadb = False
+    if vendor == "postgresql":
+        number = int(connection.pg_version)  # 160004: 16.4
+        version = (number // 10000, number % 10000)
+    elif vendor == "mysql":
+        version = tuple(connection.mysql_version)
+        mariadb = bool(connection.mysql_is_mariadb)
+    elif vendor == "sqlite":
+        version = tuple(connection.Database.sqlite_version_info)  # the sqlite3 module
+    else:
+        kind_named(vendor, version, mariadb)  # refuses it, by name
+    key = (vendor, version, mariadb)
+    found = _DIALECTS.get(key)
+    if found is None:
+        found = _DIALECTS.setdefault(key, _dialect(vendor, version, mariadb))
+    return found
+
+
+def _dialect(vendor: str, version: tuple[int, ...], mariadb: bool) -> Any:
+    if vendor == "postgresql":
+        from sqlalchemy.dialects.postgresql.base import PGDialect
+
+        dialect: Any = PGDialect()  # type: ignore[no-untyped-call]
+    elif vendor == "mysql":
+        from sqlalchemy.dialects.mysql.base import MySQLDialect
+
+        dialect = MySQLDialect(is_mariadb=mariadb)
+        # As a connected dialect learns it: RETURNING from MariaDB 10.5 on.
+        dialect.insert_returning = mariadb and version >= (10, 5)
+    else:
+        from sqlalchemy.dialects.sqlite.base import SQLiteDialect
+
+        dialect = SQLiteDialect()
+        dialect.insert_returning = dialect.update_returning = version >= (3, 35)
+    dialect.server_version_info = version
+    return dialect
+
+
 def django_connection(conn: Any) -> Any:
     """The Django connection ``conn`` names, this thread's: the connection itself, or the one
     a proxy or an alias stands for."""
     if not isinstance(conn, str):
-        from django.utils.connection import ConnectionProxy
-
-        if not isinstance(conn, ConnectionProxy):
+        proxy: Any = (_DJANGO or _django()).classes[1]
+        if not isinstance(conn, proxy):
             return conn
         conn = conn.alias  # the proxy hands on attributes: this is its connection's
-    from django.db import connections
-
-    if conn not in connections:
+    if not _is_alias(conn):
         raise ConfigurationError(
             f"{conn!r} is not a database alias of this Django project (settings.DATABASES); "
             "a connection is a SQLAlchemy Connection or Session, or a Django connection or "
             "its alias"
         )
-    return connections[conn]
+    return (_DJANGO or _django()).connections[conn]
+
+
+def _is_alias(name: str) -> bool:
+    """Whether ``name`` is an alias of settings.DATABASES; a ConfigurationError when there is
+    no configured Django project to name one in (a URL passed for a connection lands here)."""
+    try:
+        return name in (_DJANGO or _django()).connections
+    except Exception as exc:  # ImportError, ImproperlyConfigured
+        raise ConfigurationError(
+            f"{name!r}: a string is taken for a Django database alias, and there is no "
+            f"configured Django project here ({type(exc).__name__}: {exc}); a connection is a "
+            "SQLAlchemy Connection or Session, or a Django connection or its alias"
+        ) from exc
 
 
 class DjangoSite(BlockingSite):

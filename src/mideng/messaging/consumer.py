@@ -14,8 +14,9 @@ that is down never ends the adapter's loop: what it leaves undecided goes back w
 and a run whose completion it refused is kept and written when the message comes back
 (mideng.messaging.kept_completions).
 
-With ``engine=`` (a SQLAlchemy Engine or AsyncEngine) the handler gets ``(message, conn)`` and
-its writes commit in the same transaction as the dedup record (mideng.messaging.transactional).
+With ``engine=`` (a SQLAlchemy Engine or AsyncEngine, or a Django database alias) the handler
+gets ``(message, conn)`` and its writes commit in the same transaction as the dedup record
+(mideng.messaging.transactional).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from mideng.messaging.kept_completions import (
 from mideng.messaging.keys import KeyFn, default_key, key_as, key_of, request_id_of, scope_of
 from mideng.messaging.message import Message
 from mideng.messaging.transactional import check as check_transactional
+from mideng.messaging.transactional import django_alias
 from mideng.messaging.transactional import handle as handle_in_transaction
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, RetryRules, Verdict
 from mideng.observability import logs, observers
@@ -75,9 +77,10 @@ class IdempotentConsumer:
 
     ``guard``: anything with the Driver protocol (a Guard). ``scope``: the consumer's scope.
     ``key``: ``message -> str`` (None: the ``message-id`` header, else ``idempotency-key``;
-    ``default_key``). ``engine``: run
-    ``handler(message, conn)`` in the dedup record's transaction. ``max_attempts``,
-    ``retry_delay``, ``max_retry_delay``, ``in_flight_delay``: see RetryRules.
+    ``default_key``). ``engine``: run ``handler(message, conn)`` in the dedup record's
+    transaction (a SQLAlchemy Engine or AsyncEngine, or a Django database alias: then ``conn``
+    is Django's connection). ``max_attempts``, ``retry_delay``, ``max_retry_delay``,
+    ``in_flight_delay``: see RetryRules.
     ``on_dead_letter(message, reason)``, def or async def: called for each message
     dead-lettered, before the adapter settles it; if it raises, the message is retried instead
     of being lost. Other options override the scope's policy (lease, ttl, heartbeat, ...).
@@ -109,6 +112,7 @@ class IdempotentConsumer:
         self.on_dead_letter = on_dead_letter
         self.coroutine = is_async(handler)
         self.async_engine = engine is not None and hasattr(engine, "sync_engine")
+        self.django_alias = django_alias(engine)
         self.delivery = Delivery(self)  # its decisions at each point of the pipeline
         # Runs whose completion the store refused, written when their message comes back.
         self.unwritten = Unwritten(scope)

@@ -7,6 +7,11 @@ redelivery runs it again; a crash after the commit, before the ack, leaves the r
 redelivery is acked without running. With an Engine the handler is a ``def`` run off the event
 loop; with an AsyncEngine an ``async def`` awaited on it.
 
+With a Django database alias (``engine="default"``) the handler is a ``def`` that gets Django's
+connection: the claim, the handler's ORM writes (and any outbox row or state change it makes
+on that connection) and the record are one ``transaction.atomic()`` block, run whole in
+Django's thread for the ORM (see ``_in_djangos_thread``).
+
 A handler error rolls the transaction back, record and all; the attempt is then counted in the
 same record table outside the transaction (a claim kept for the backoff, or the failure once
 the attempts are used up), so the next run knows how many came before it.
@@ -22,6 +27,7 @@ from mideng.core.event_loop import to_thread
 from mideng.core.failure import encode_failure, message_of
 from mideng.core.policy import Policy
 from mideng.core.record import Ticket
+from mideng.db.django_connection import django_connection, is_django_connection
 from mideng.errors import (
     ConfigurationError,
     IdempotencyError,
@@ -58,6 +64,7 @@ class TransactionalConsumer(Protocol):
     policy: Policy
     coroutine: bool
     async_engine: bool
+    django_alias: str | None
 
 
 @dataclass(slots=True)
@@ -68,6 +75,14 @@ class _HandlerFailed(Exception):
     attempt: int
 
 
+def django_alias(engine: Any) -> str | None:
+    """The Django database alias ``engine`` names (an alias, or a connection: its alias, since
+    each thread has its own connection of it), or None for a SQLAlchemy engine."""
+    if engine is None or not is_django_connection(engine):
+        return None
+    return str(django_connection(engine).alias)
+
+
 def check(consumer: TransactionalConsumer) -> None:
     """Refuse, at construction, a consumer that could never run."""
     if getattr(consumer.guard.store, "record_table", None) is None:
@@ -75,6 +90,13 @@ def check(consumer: TransactionalConsumer) -> None:
             "engine= needs a Guard over a SQL or SQLite store: the dedup record is a row of its "
             "record table, written in the handler's transaction"
         )
+    if consumer.django_alias is not None:
+        if consumer.coroutine:
+            raise ConfigurationError(
+                "a Django connection runs a def handler(message, conn), in Django's thread for "
+                "the ORM: its connections are per thread and blocking"
+            )
+        return
     if consumer.async_engine and not consumer.coroutine:
         raise ConfigurationError("an AsyncEngine needs an async def handler(message, conn)")
     if not consumer.async_engine and consumer.coroutine:
@@ -83,6 +105,8 @@ def check(consumer: TransactionalConsumer) -> None:
 
 async def handle(consumer: TransactionalConsumer, message: Message, key: str) -> Verdict:
     try:
+        if consumer.django_alias is not None:
+            return await _in_djangos_thread(consumer, message, key)
         if consumer.async_engine:
             return await _arun(consumer, message, key)
         # to_thread copies the context: the request id goes with the handler.
@@ -100,20 +124,67 @@ async def handle(consumer: TransactionalConsumer, message: Message, key: str) ->
 def _run(consumer: TransactionalConsumer, message: Message, key: str) -> Verdict:
     with consumer.engine.connect() as conn:
         try:
-            with transaction(consumer.guard, conn, consumer.scope, key, **consumer.options) as tx:
-                if tx.replayed:
-                    return Ack(ran=False)
-                attempt = tx.record.attempts if tx.record is not None else 1
-                try:
-                    consumer.handler(message, conn)
-                except Exception as exc:
-                    raise _HandlerFailed(exc, attempt) from exc
+            return _in_transaction(consumer, message, key, conn)
         except _HandlerFailed:
             raise  # rolled back in full by the block
         except BaseException:
             conn.invalidate()  # never back to the pool (above)
             raise
+
+
+def _in_transaction(
+    consumer: TransactionalConsumer, message: Message, key: str, conn: Any
+) -> Verdict:
+    """Claim, run the handler, write the record, commit: one transaction on ``conn``."""
+    with transaction(consumer.guard, conn, consumer.scope, key, **consumer.options) as tx:
+        if tx.replayed:
+            return Ack(ran=False)
+        attempt = tx.record.attempts if tx.record is not None else 1
+        try:
+            consumer.handler(message, conn)
+        except Exception as exc:
+            raise _HandlerFailed(exc, attempt) from exc
     return Ack(ran=True)
+
+
+async def _in_djangos_thread(
+    consumer: TransactionalConsumer, message: Message, key: str
+) -> Verdict:
+    """The message's whole transaction in the one thread Django runs ORM code from async code
+    in (``sync_to_async(thread_sensitive=True)``, as an async view reaches the ORM).
+
+    A Django connection belongs to the thread that opened it, and an atomic block lives on
+    that connection: the claim, the handler's ORM writes and the record's statements must be
+    sent from one thread, on one connection, so the call carries the whole block (claim to
+    commit) rather than single statements. In that thread calls run one after another, never
+    interleaved, so two messages never share an open transaction, and the connection is the
+    same one the project's other ORM code from async code uses, closed by the same rules.
+    The context (the request id) goes with the call."""
+    from asgiref.sync import sync_to_async
+
+    run = sync_to_async(_run_django, thread_sensitive=True)
+    return await run(consumer, message, key)
+
+
+def _run_django(consumer: TransactionalConsumer, message: Message, key: str) -> Verdict:
+    from django.db import connections
+
+    assert consumer.django_alias is not None
+    conn = connections[consumer.django_alias]  # this thread's
+    if not conn.get_autocommit():
+        # Inside an open transaction the block would be a savepoint of it, and the ack
+        # would come before anything committed.
+        raise ConfigurationError(
+            f"Django's connection {consumer.django_alias!r} is inside a transaction in the "
+            "consumer's thread: each message must commit its own atomic block before its ack"
+        )
+    # As Django does around each request: a connection that broke, or outlived CONN_MAX_AGE,
+    # is closed, and the next statement opens a fresh one.
+    conn.close_if_unusable_or_obsolete()
+    try:
+        return _in_transaction(consumer, message, key, conn)
+    finally:
+        conn.close_if_unusable_or_obsolete()
 
 
 async def _arun(consumer: TransactionalConsumer, message: Message, key: str) -> Verdict:

@@ -49,6 +49,16 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "without running), retry (given back to the broker), dead_letter.",
         ("scope", "verdict"),
     ),
+    "mideng_job_slots": (
+        "Slots of scheduled jobs, by outcome: ran, failed (the job raised), done (run "
+        "before), running (elsewhere), unknown (a holder with external effects died), "
+        "skipped (by the missed or overlap policy).",
+        ("job", "outcome"),
+    ),
+    "mideng_job_takeovers": (
+        "Slots a scheduler ran after taking them over from a holder whose lease ran out.",
+        ("job",),
+    ),
     "mideng_http_responses": (
         "Responses of the HTTP integrations, by status class and whether they were replays.",
         ("status_class", "replayed"),
@@ -63,6 +73,7 @@ HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Time of each store call a guarded call made, by operation.",
         ("scope", "operation"),
     ),
+    "mideng_job_seconds": ("Time a scheduled job's run took, claim to settled.", ("job",)),
 }
 
 
@@ -103,7 +114,10 @@ class Collector:
         for (scope, _outcome), one in series["mideng_claims"].items():
             if one.timed:
                 timed[(scope, "claim")] = _merged(timed.get((scope, "claim")), one)
-        by_name = {"mideng_body_seconds": series["mideng_body_seconds"]}
+        by_name = {
+            "mideng_body_seconds": series["mideng_body_seconds"],
+            "mideng_job_seconds": series["mideng_job_seconds"],
+        }
         by_name["mideng_store_call_seconds"] = timed
         bounds = [*(repr(b) for b in BUCKETS), "+Inf"]
         for name, (doc, labels) in HISTOGRAMS.items():

@@ -124,6 +124,15 @@ class Recorder:
     def consumed(self, scope: str, verdict: str) -> None:
         self.count("mideng_consumer_messages", (scope, verdict))
 
+    def job_slot(self, job: str, outcome: str, seconds: float | None, took_over: bool) -> None:
+        """One slot of a scheduled job, by outcome; a run's duration, and whether it took
+        the slot over from a holder whose lease ran out."""
+        self.count("mideng_job_slots", (job, outcome))
+        if took_over:
+            self.count("mideng_job_takeovers", (job,))
+        if seconds is not None:
+            self.add(self.get("mideng_job_seconds", (job,), timed=True), seconds)
+
     def http_reply(self, status: int, replayed: bool) -> None:
         self.count("mideng_http_responses", (f"{status // 100}xx", "true" if replayed else "false"))
 

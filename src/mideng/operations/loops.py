@@ -13,6 +13,7 @@ from typing import Any
 
 from mideng.observability import logs
 from mideng.operations.methods import Operations
+from mideng.operations.reconcile import MIN_AGE
 from mideng.operations.results import Reconciled
 
 
@@ -23,12 +24,14 @@ def reconcile_forever(
     scope: str | None = None,
     stop: threading.Event | None = None,
     report: Callable[[list[Reconciled]], Any] | None = None,
+    min_age: float = MIN_AGE,
 ) -> None:
-    """Reconcile every ``every`` seconds until ``stop`` is set (a worker's thread or main)."""
+    """Reconcile every ``every`` seconds until ``stop`` is set (a worker's thread or main);
+    operations begun less than ``min_age`` seconds ago are left to their callers."""
     stop = stop or threading.Event()
     while not stop.is_set():
         try:
-            done = guard.reconcile(scope)
+            done = guard.reconcile(scope, min_age=min_age)
         except Exception as exc:  # the store may answer the next pass: the loop goes on
             _failed_pass(scope, exc)
             done = []
@@ -43,11 +46,12 @@ async def areconcile_forever(
     *,
     scope: str | None = None,
     report: Callable[[list[Reconciled]], Any] | None = None,
+    min_age: float = MIN_AGE,
 ) -> None:
     """``reconcile_forever`` as a task: cancel it to stop."""
     while True:
         try:
-            done = await guard.areconcile(scope)
+            done = await guard.areconcile(scope, min_age=min_age)
         except Exception as exc:  # the store may answer the next pass: the loop goes on
             _failed_pass(scope, exc)
             done = []

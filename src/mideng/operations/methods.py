@@ -8,16 +8,18 @@ hands its work to the module of this package that holds it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from mideng.core import effects
 from mideng.core.answers import Changed, Done, Gone
 from mideng.core.keys import KeySpec, check_scope
+from mideng.errors import ConfigurationError
 from mideng.guard.driver import Driver
 from mideng.operations.operation import operation
 from mideng.operations.pending import apending, pending
-from mideng.operations.reconcile import reconcile, reconcile_one
+from mideng.operations.reconcile import MIN_AGE, reconcile, reconcile_one
 from mideng.operations.results import PendingOperation, Reconciled, SeenOperation, StaleTask
 from mideng.operations.stale import stale
 from mideng.operations.steps import check_name, step_wrapper
@@ -74,17 +76,30 @@ class Operations:
         return await apending(cast(Driver, self), _scope(scope), limit)
 
     def reconcile(
-        self, scope: str | None = None, limit: int = 100, *, plan: bool = False
+        self,
+        scope: str | None = None,
+        limit: int = 100,
+        *,
+        plan: bool = False,
+        min_age: float = MIN_AGE,
     ) -> list[Reconciled]:
         """Run every unfinished operation whose holder is gone again, with its stored
-        arguments, through the function registered for its scope; report each. ``plan``:
-        report what it would do (``would_run``, ``would_clear``), changing nothing."""
-        return effects.run(reconcile(cast(Driver, self), _scope(scope), limit, plan))
+        arguments, through the function registered for its scope; report each. One begun
+        less than ``min_age`` seconds ago is left to its caller's retry (``left_to_caller``).
+        ``plan``: report what it would do (``would_run``, ``would_clear``), changing nothing."""
+        pass_ = reconcile(cast(Driver, self), _scope(scope), limit, plan, _age(min_age))
+        return effects.run(pass_)
 
     async def areconcile(
-        self, scope: str | None = None, limit: int = 100, *, plan: bool = False
+        self,
+        scope: str | None = None,
+        limit: int = 100,
+        *,
+        plan: bool = False,
+        min_age: float = MIN_AGE,
     ) -> list[Reconciled]:
-        return await effects.arun(reconcile(cast(Driver, self), _scope(scope), limit, plan))
+        pass_ = reconcile(cast(Driver, self), _scope(scope), limit, plan, _age(min_age))
+        return await effects.arun(pass_)
 
     def reconcile_operation(
         self, scope: str, key: str, seen: SeenOperation
@@ -124,3 +139,10 @@ class Operations:
 
 def _scope(scope: str | None) -> str | None:
     return None if scope is None else check_scope(scope)
+
+
+def _age(seconds: float) -> float:
+    # Compared so that NaN fails too: a NaN age would leave every operation to its caller.
+    if not 0 <= seconds < math.inf:
+        raise ConfigurationError(f"min_age must be a finite number of seconds >= 0: {seconds}")
+    return float(seconds)

@@ -45,6 +45,10 @@ from mideng.stores.steps import OperationEntry
 
 #: States reconcile runs again; the others it reports and leaves.
 RUNNABLE = (OperationState.EXPIRED, OperationState.RELEASED, OperationState.RETRYING)
+#: Seconds an operation is its caller's to retry before reconcile takes it, by default: a
+#: consumer's message comes back after its backoff (a minute at most, by default) and an
+#: HTTP client retries sooner still.
+MIN_AGE = 300.0
 
 
 def call_of(known: Registered, entry: OperationEntry) -> tuple[list[Any], dict[str, Any]]:
@@ -116,12 +120,25 @@ def _not_cleared(entry: OperationEntry, exc: Exception) -> Reconciled:
     return Reconciled(entry.scope, entry.key, ReconcileOutcome.FAILED, named(exc)[:DETAIL_MAX])
 
 
+def _left_to_its_caller(item: PendingOperation, now: float, min_age: float) -> Reconciled | None:
+    """An operation begun less than ``min_age`` seconds ago, reported and left alone: it is
+    its caller's to retry (a consumer's message comes back after its backoff). Reconcile is
+    the backstop for what no caller retried; taking young ones too would run them beside
+    their callers' retries, and report a flaky provider's first failures as its own."""
+    age = now - item.since
+    if age >= min_age:
+        return None
+    why = f"{item.state.value}, begun {age:.0f} s ago"
+    return Reconciled(item.scope, item.key, ReconcileOutcome.LEFT_TO_CALLER, why)
+
+
 def reconcile(
-    guard: Driver, scope: str | None, limit: int, plan: bool = False
+    guard: Driver, scope: str | None, limit: int, plan: bool = False, min_age: float = MIN_AGE
 ) -> Effects[list[Reconciled]]:
-    """One pass: kept steps of completed operations cleared, runnable operations run again
-    (``guard.reconcile`` / ``areconcile`` carry it out, blocking or awaited). ``plan``: only
-    what the pass would do, reported; nothing is cleared or run."""
+    """One pass: kept steps of completed operations cleared, runnable operations begun at
+    least ``min_age`` seconds ago run again (``guard.reconcile`` / ``areconcile`` carry it
+    out, blocking or awaited). ``plan``: only what the pass would do, reported; nothing is
+    cleared or run."""
     store = store_of(guard)
     entries: list[OperationEntry] = yield effects.call(
         store.operations, store.aoperations, scope, limit
@@ -137,7 +154,12 @@ def reconcile(
             report.append(_not_cleared(entry, exc))
         else:
             report.append(Reconciled(entry.scope, entry.key, ReconcileOutcome.CLEARED))
+    now = time.time()
     for item in unfinished(guard, entries):
+        young = _left_to_its_caller(item, now, min_age) if item.state in RUNNABLE else None
+        if young is not None:
+            report.append(young)
+            continue
         known = _what_to_do(guard, item)
         if isinstance(known, Reconciled):
             report.append(known)

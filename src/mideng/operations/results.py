@@ -57,6 +57,9 @@ class ReconcileOutcome(_Word):
     FAILED = "failed"
     #: Left alone in its state (``detail``): running, unknown or failed.
     SKIPPED = "skipped"
+    #: Begun less than ``min_age`` seconds ago: left to its caller's own retry (``detail``:
+    #: its state and age).
+    LEFT_TO_CALLER = "left_to_caller"
     #: No ``@guard.operation`` for its scope in this process: reported, never guessed.
     UNREGISTERED = "unregistered"
     #: Its record had completed; its kept steps were dropped.

@@ -7,12 +7,15 @@
   ``Illegal`` saying which ``Direction`` the target lies in (behind the row, ahead of it or
   on another branch);
 - ``decrement``: ``SET c = c - n WHERE c >= n``, never below zero;
-- ``update_versioned``: optimistic locking on a version column.
+- ``update_versioned``: optimistic locking on a version column;
+- ``update_fenced``: a write refused when a newer claim's fence wrote the row (a taken-over
+  holder's late write).
 
 Each has an async twin (``ainsert_once``, ``aadvance``, ``adecrement``,
-``aupdate_versioned``) for AsyncConnection / AsyncSession; both run the same statement
-generators through mideng.db. Tables are SQLAlchemy Core ``Table`` objects; PostgreSQL,
-MySQL/MariaDB and SQLite. See docs/state.md.
+``aupdate_versioned``, ``aupdate_fenced``) for AsyncConnection / AsyncSession; both run the
+same statement generators through mideng.db. Tables are SQLAlchemy Core ``Table`` objects, or
+Django models with a Django connection (mideng.state.models; the sync functions only);
+PostgreSQL, MySQL/MariaDB and SQLite. See docs/state.md and docs/django.md.
 """
 
 from mideng.state.machine import StateMachine
@@ -20,9 +23,11 @@ from mideng.state.ops import RowKeptChangingError
 from mideng.state.primitives import (
     adecrement,
     ainsert_once,
+    aupdate_fenced,
     aupdate_versioned,
     decrement,
     insert_once,
+    update_fenced,
     update_versioned,
 )
 from mideng.state.results import (
@@ -35,6 +40,7 @@ from mideng.state.results import (
     Inserted,
     Insufficient,
     Missing,
+    Superseded,
 )
 
 __all__ = [
@@ -49,10 +55,13 @@ __all__ = [
     "Missing",
     "RowKeptChangingError",
     "StateMachine",
+    "Superseded",
     "adecrement",
     "ainsert_once",
+    "aupdate_fenced",
     "aupdate_versioned",
     "decrement",
     "insert_once",
+    "update_fenced",
     "update_versioned",
 ]

@@ -81,9 +81,11 @@ def speech(dialect: Any) -> Speech:
 class TableSql(Sql):
     """A statement compiled from a Core construct: its ``:name`` text and typed clause, and,
     where it qualifies (see the module's text), the dialect's own text to send instead.
-    ``stamp``: the statement's answer carries MySQL's last insert id."""
+    ``stamp``: the statement's answer carries MySQL's last insert id. ``returned``: the
+    columns of the rows it returns, which a cursor with no SQLAlchemy result (Django's)
+    keys and converts rows by."""
 
-    __slots__ = ("arguments", "driver", "stamp", "typed")
+    __slots__ = ("arguments", "driver", "returned", "stamp", "typed")
 
     def __init__(
         self,
@@ -99,6 +101,7 @@ class TableSql(Sql):
         super().__init__(construct.compile(dialect=_named(dialect)).string)
         clause: Any = text(self.text).bindparams(*binds)
         self.typed: Any = clause.columns(*columns) if columns else clause
+        self.returned: tuple[Any, ...] = tuple(columns)
         self.stamp = stamp
         self.driver: str | None = None
         self.arguments: Callable[[Mapping[str, Any]], Any] = _as_given

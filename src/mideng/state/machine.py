@@ -21,10 +21,12 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mideng.db.django_models import is_model
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.state.compiled import speech
 from mideng.state.defaults import fill
+from mideng.state.models import on_table, refused_async
 from mideng.state.ops import APPLIED, conditional
 from mideng.state.primitives import checked_where
 from mideng.state.results import AlreadyThere, Applied, Conflict, Direction, Illegal, Missing
@@ -250,7 +252,7 @@ class StateMachine:
         self,
         conn: Any,
         table: Any,
-        where: Mapping[str, Any],
+        where: Any,
         to: Any,
         *,
         version: int | None = None,
@@ -261,19 +263,25 @@ class StateMachine:
         ``Illegal(current, direction)``, ``Missing``, or with ``version``
         ``Conflict(current_version)``. ``values``: more columns set by the same UPDATE. Any
         state of the machine may be ``to``; one no transition leads to answers from the read
-        of the row alone (``AlreadyThere``, ``Illegal`` or ``Missing``)."""
+        of the row alone (``AlreadyThere``, ``Illegal`` or ``Missing``). ``table`` may be a
+        Django model, with a Django connection; ``where`` then a primary key value too, and
+        the machine's columns name its fields (mideng.state.models)."""
+        if is_model(table):
+            conn, table, where, values = on_table(conn, table, where, values)
         return run(conn, self._advance(table, where, to, version, values))
 
     async def aadvance(
         self,
         conn: Any,
         table: Any,
-        where: Mapping[str, Any],
+        where: Any,
         to: Any,
         *,
         version: int | None = None,
         values: Mapping[str, Any] | None = None,
     ) -> AdvanceAnswer:
+        if is_model(table):
+            raise refused_async(table)
         return await arun(conn, self._advance(table, where, to, version, values))
 
     def __repr__(self) -> str:

@@ -24,6 +24,7 @@ from mideng.state.results import (
     Inserted,
     Insufficient,
     Missing,
+    Superseded,
 )
 from mideng.state.statements import InsertShape
 
@@ -192,6 +193,15 @@ def moved_on(version: int) -> Callable[[Any], Any]:
 
     def judge(row: Any) -> Any:
         return Conflict(row[0]) if row[0] != version else None
+
+    return judge
+
+
+def superseded(fence: int) -> Callable[[Any], Any]:
+    """A fenced update's miss: the row was written under a newer fence."""
+
+    def judge(row: Any) -> Any:
+        return Superseded(row[0]) if row[0] is not None and row[0] > fence else None
 
     return judge
 

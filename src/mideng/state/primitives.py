@@ -1,4 +1,4 @@
-"""insert_once, decrement and update_versioned, with their async twins.
+"""insert_once, decrement, update_versioned and update_fenced, with their async twins.
 
 Each builds the operation (mideng.state.ops) for the shape of its arguments — compiled once
 per table, dialect and column names (mideng.state.statements) — and hands it to the runner of
@@ -11,17 +11,27 @@ its plan and values, which ``_insert`` turns into the operation).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from mideng.db.django_models import is_model
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.state.compiled import speech
 from mideng.state.defaults import fill
-from mideng.state.ops import APPLIED, conditional, moved_on, short_of
+from mideng.state.models import as_written, on_column, on_insert, on_table, refused_async
+from mideng.state.ops import APPLIED, conditional, moved_on, short_of, superseded
 from mideng.state.ops import insert_once as insert_once_op
-from mideng.state.results import Applied, Conflict, Existing, Inserted, Insufficient, Missing
+from mideng.state.results import (
+    Applied,
+    Conflict,
+    Existing,
+    Inserted,
+    Insufficient,
+    Missing,
+    Superseded,
+)
 from mideng.state.run import Make, arun, run
 from mideng.state.statements import (
     INSERTS,
@@ -42,11 +52,17 @@ from mideng.state.statements import (
 InsertAnswer = Inserted | Existing
 DecrementAnswer = Applied | Insufficient | Missing
 VersionedAnswer = Applied | Conflict | Missing
+FencedAnswer = Applied | Superseded | Missing
 
 
 def checked_where(table: Any, where: Mapping[str, Any]) -> tuple[str, ...]:
     """The where's column names; a None value would compare NULL = NULL, which matches no row
     and would read as Missing, so it is refused instead."""
+    if not isinstance(where, Mapping):
+        raise ConfigurationError(
+            f"where={where!r} on {table.name}: a mapping of column names to values (a primary "
+            "key value alone is taken with a Django model)"
+        )
     names = tuple(where)
     if not names or None in where.values():
         values_of(table, where, "pick the row by")
@@ -89,13 +105,20 @@ def insert_once(conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
     """Insert ``values`` into ``table`` unless a row with the same ``unique`` key exists:
     ``Inserted(row)``, or ``Existing(row)`` with the stored row (and a WARNING log line with
     the key). One statement when the row is new; a duplicate never raises and never aborts
-    the caller's transaction. A clash on another unique key is still an error."""
+    the caller's transaction. A clash on another unique key is still an error. ``table``
+    may be a Django model, with a Django connection (mideng.state.models)."""
+    if is_model(table):
+        on = on_insert(conn, table, values, unique)
+        answer = run(on.connection, _insert, _planned(on.table, on.values, on.unique), on.values)
+        return as_written(answer, on)
     return run(conn, _insert, _planned(table, values, unique), values)
 
 
 async def ainsert_once(
     conn: Any, table: Any, values: Mapping[str, Any], *, unique: Any
 ) -> InsertAnswer:
+    if is_model(table):
+        raise refused_async(table)
     return await arun(conn, _insert, _planned(table, values, unique), values)
 
 
@@ -166,53 +189,81 @@ def _decrement_shape(of: UpdateOf, column: str) -> UpdateShape:
     return update_shape(of, sets={col: col - n}, conds=[col >= n], binds=[n], picked=[col])
 
 
-def decrement(
-    conn: Any, table: Any, where: Mapping[str, Any], column: str, amount: Any
-) -> DecrementAnswer:
+def decrement(conn: Any, table: Any, where: Any, column: str, amount: Any) -> DecrementAnswer:
     """``UPDATE table SET column = column - amount WHERE <where> AND column >= amount``:
     ``Applied()``, ``Insufficient(current)`` (nothing taken) or ``Missing()``. Never a
-    read-then-write: two callers can never both take the last unit."""
+    read-then-write: two callers can never both take the last unit. ``table`` may be a
+    Django model, ``where`` then a primary key value too (mideng.state.models)."""
+    if is_model(table):
+        model = table
+        conn, table, where, _ = on_table(conn, model, where, None)
+        column = on_column(model, column, "to decrement")
     return run(conn, _decrement(table, where, column, amount))
 
 
 async def adecrement(
-    conn: Any, table: Any, where: Mapping[str, Any], column: str, amount: Any
+    conn: Any, table: Any, where: Any, column: str, amount: Any
 ) -> DecrementAnswer:
+    if is_model(table):
+        raise refused_async(table)
     return await arun(conn, _decrement(table, where, column, amount))
 
 
-# -- update_versioned ----------------------------------------------------------------------
+# -- update_versioned and update_fenced: an update guarded by a column of the row's own --------
+def _guarded_update(
+    table: Any,
+    where: Mapping[str, Any],
+    values: Mapping[str, Any],
+    column: str,
+    role: str,
+    shape_of: Callable[[UpdateOf, str], UpdateShape],
+    bound: tuple[str, int],
+    applied: Any,
+    judge: Callable[[Any], Any],
+) -> Make[Any]:
+    """The operation of an update that also sets ``column`` itself (``role`` says how, for
+    the error when ``values`` names it), on the condition ``shape_of`` adds, with the one
+    bind ``bound`` (its name and value): ``applied`` when a row changed, else what ``judge``
+    makes of the row read back."""
+    names = checked_where(table, where)
+    given = values_of(table, values, "update")
+    if column in values:
+        raise ConfigurationError(f"{table.name}.{column} is {role}")
+
+    def make(dialect: Any) -> Op[Any]:
+        spoken = speech(dialect)
+        cache_key = (shape_of, spoken.key, names, given, column)
+        shape = cached(table, cache_key) or keep(
+            table, cache_key, shape_of(UpdateOf(table, spoken.kind, dialect, names, given), column)
+        )
+        params = dict(zip(shape.where_names, where.values(), strict=True))
+        params.update(zip(shape.value_names, values.values(), strict=True))
+        params[bound[0]] = bound[1]
+        if shape.filled:
+            fill(shape.filled, params, values, dialect)
+        return conditional(shape.update, shape.read, params, params, applied, judge)
+
+    return make
+
+
 def _versioned(
     table: Any, where: Mapping[str, Any], values: Mapping[str, Any], version: int, column: str
 ) -> Make[VersionedAnswer]:
     core_table(table)
     if isinstance(version, bool) or not isinstance(version, int):
         raise ConfigurationError(f"version={version!r}: the version read before, an int")
-    names = checked_where(table, where)
-    given = values_of(table, values, "update")
-    if column in values:
-        raise ConfigurationError(
-            f"{table.name}.{column} is the version column: update_versioned increments it"
-        )
-
-    def make(dialect: Any) -> Op[VersionedAnswer]:
-        spoken = speech(dialect)
-        cache_key = ("versioned", spoken.key, names, given, column)
-        shape = cached(table, cache_key) or keep(
-            table,
-            cache_key,
-            _versioned_shape(UpdateOf(table, spoken.kind, dialect, names, given), column),
-        )
-        params = dict(zip(shape.where_names, where.values(), strict=True))
-        params.update(zip(shape.value_names, values.values(), strict=True))
-        params["ver"] = version
-        if shape.filled:
-            fill(shape.filled, params, values, dialect)
-        return conditional(
-            shape.update, shape.read, params, params, Applied(version + 1), moved_on(version)
-        )
-
-    return make
+    role = "the version column: update_versioned increments it"
+    return _guarded_update(
+        table,
+        where,
+        values,
+        column,
+        role,
+        _versioned_shape,
+        ("ver", version),
+        Applied(version + 1),
+        moved_on(version),
+    )
 
 
 def _versioned_shape(of: UpdateOf, column: str) -> UpdateShape:
@@ -224,7 +275,7 @@ def _versioned_shape(of: UpdateOf, column: str) -> UpdateShape:
 def update_versioned(
     conn: Any,
     table: Any,
-    where: Mapping[str, Any],
+    where: Any,
     values: Mapping[str, Any],
     *,
     version: int,
@@ -232,17 +283,90 @@ def update_versioned(
 ) -> VersionedAnswer:
     """``UPDATE table SET <values>, version = version + 1 WHERE <where> AND version =
     :version``: ``Applied(new_version)``, ``Conflict(current_version)`` (someone else wrote
-    since the caller read ``version``; nothing written) or ``Missing()``."""
+    since the caller read ``version``; nothing written) or ``Missing()``. ``table`` may be
+    a Django model, ``where`` then a primary key value too (mideng.state.models)."""
+    if is_model(table):
+        model = table
+        conn, table, where, given = on_table(conn, model, where, values)
+        values, column = given or {}, on_column(model, column, "the version column")
     return run(conn, _versioned(table, where, values, version, column))
 
 
 async def aupdate_versioned(
     conn: Any,
     table: Any,
-    where: Mapping[str, Any],
+    where: Any,
     values: Mapping[str, Any],
     *,
     version: int,
     column: str = "version",
 ) -> VersionedAnswer:
+    if is_model(table):
+        raise refused_async(table)
     return await arun(conn, _versioned(table, where, values, version, column))
+
+
+def _fenced(
+    table: Any, where: Mapping[str, Any], values: Mapping[str, Any], fence: int, column: str
+) -> Make[FencedAnswer]:
+    core_table(table)
+    if isinstance(fence, bool) or not isinstance(fence, int) or fence < 1:
+        raise ConfigurationError(f"fence={fence!r}: the claim's fence, an int >= 1")
+    role = "the fence column: update_fenced writes the fence there"
+    return _guarded_update(
+        table,
+        where,
+        values,
+        column,
+        role,
+        _fenced_shape,
+        ("fence", fence),
+        APPLIED,
+        superseded(fence),
+    )
+
+
+def _fenced_shape(of: UpdateOf, column: str) -> UpdateShape:
+    from sqlalchemy import bindparam, or_
+
+    col = own_column(of.table, column, f"fence column {column!r}")
+    fence = bindparam("fence", type_=col.type)
+    # <=, not <: the holder may write its row more than once; only an older claim is refused.
+    not_newer = or_(col.is_(None), col <= fence)
+    return update_shape(of, sets={col: fence}, conds=[not_newer], binds=[fence], picked=[col])
+
+
+def update_fenced(
+    conn: Any,
+    table: Any,
+    where: Any,
+    values: Mapping[str, Any],
+    *,
+    fence: int,
+    column: str = "fence",
+) -> FencedAnswer:
+    """``UPDATE table SET <values>, fence = :fence WHERE <where> AND (fence IS NULL OR fence
+    <= :fence)``: the fencing token check, made by the table itself. ``Applied()``,
+    ``Superseded(current_fence)`` (a newer claim wrote the row: the caller's claim was taken
+    over, and its late write changed nothing) or ``Missing()``. ``fence`` is the claim's
+    (a scheduled job's ``context.fence``, a guarded call's ticket). ``table`` may be a Django
+    model, ``where`` then a primary key value too (mideng.state.models)."""
+    if is_model(table):
+        model = table
+        conn, table, where, given = on_table(conn, model, where, values)
+        values, column = given or {}, on_column(model, column, "the fence column")
+    return run(conn, _fenced(table, where, values, fence, column))
+
+
+async def aupdate_fenced(
+    conn: Any,
+    table: Any,
+    where: Any,
+    values: Mapping[str, Any],
+    *,
+    fence: int,
+    column: str = "fence",
+) -> FencedAnswer:
+    if is_model(table):
+        raise refused_async(table)
+    return await arun(conn, _fenced(table, where, values, fence, column))

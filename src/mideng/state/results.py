@@ -83,6 +83,16 @@ class Conflict:
 
 
 @dataclass(frozen=True, slots=True)
+class Superseded:
+    """The row was written under ``current_fence``, a newer claim's than the caller's: the
+    caller's claim was taken over (a paused or partitioned holder, writing late), and nothing
+    was written."""
+
+    current_fence: int
+    ok: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
 class Inserted:
     """The row was inserted; ``row`` maps each column to its stored value."""
 

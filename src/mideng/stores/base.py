@@ -82,6 +82,12 @@ class RecordStore(abc.ABC):
         """Delete records whose retention ran out; returns how many."""
 
     @abc.abstractmethod
+    def now(self) -> float:
+        """The store's clock, in seconds since the epoch: the clock its leases and expiries
+        are measured on (SQL now(), Redis TIME), so hosts whose own clocks disagree agree on
+        it (scheduled jobs compute their slots from it)."""
+
+    @abc.abstractmethod
     async def aclaim(self, req: ClaimRequest) -> Claim: ...
 
     @abc.abstractmethod
@@ -112,6 +118,9 @@ class RecordStore(abc.ABC):
 
     @abc.abstractmethod
     async def apurge(self, limit: int | None = None) -> int: ...
+
+    @abc.abstractmethod
+    async def anow(self) -> float: ...
 
     def close(self) -> None:  # noqa: B027 - stores without connections have nothing to do
         """Release connections. Safe to call twice."""
@@ -229,6 +238,9 @@ class LocalStore(Store):
     async def apurge(self, limit: int | None = None) -> int:
         return await self._offload(self.purge, limit)
 
+    async def anow(self) -> float:
+        return await self._offload(self.now)
+
     @abc.abstractmethod
     def _transact(self, scope: str, key: str, step: Step[T]) -> T:
         """Atomically: read (scope, key), call ``step(record, now)``, write what it returns."""
@@ -304,6 +316,9 @@ class LocalStore(Store):
 
     def purge(self, limit: int | None = None) -> int:
         return self._delete_expired(self._now(), limit)
+
+    def now(self) -> float:
+        return self._now()
 
     # Tokens and debounce windows are records too (status SUCCEEDED), at TOKEN_PREFIX or
     # HIT_PREFIX + scope: never claimable by a guarded call, since check_scope refuses a guarded

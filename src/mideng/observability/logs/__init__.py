@@ -12,8 +12,8 @@ callers hand it plain values (any object with ``scope`` and ``key`` attributes i
 
 By area: ``fields`` (the loggers, the four fields and the shapes a line is declared with),
 ``calls`` (the Guard, heartbeats, stores, HTTP, operator views, operations, business tables),
-``messaging`` (consumers and broker adapters), ``outbox`` (the relay), ``audit`` (an
-operator's actions, on ``mideng.audit``).
+``messaging`` (consumers and broker adapters), ``outbox`` (the relay), ``jobs`` (scheduled
+jobs), ``audit`` (an operator's actions, on ``mideng.audit``).
 """
 
 from __future__ import annotations

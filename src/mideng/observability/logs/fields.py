@@ -19,6 +19,7 @@ log = logging.getLogger("mideng")
 http_log = logging.getLogger("mideng.http")
 messaging_log = logging.getLogger("mideng.messaging")
 outbox_log = logging.getLogger("mideng.outbox")
+jobs_log = logging.getLogger("mideng.jobs")
 
 #: The attributes every mideng record carries; stable names for formatters and queries.
 FIELDS = ("mideng_request_id", "mideng_scope", "mideng_key", "mideng_outcome")

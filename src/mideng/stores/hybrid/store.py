@@ -228,6 +228,10 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
     def purge(self, limit: int | None = None) -> int:
         return self.durable.purge(limit)
 
+    def now(self) -> float:
+        """The durable store's clock: the truth the leases are kept on."""
+        return self.durable.now()
+
     def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
         effects.run(
             self._either(lambda s: effects.call(s.put_token, s.aput_token, scope, key, token, ttl))
@@ -278,6 +282,9 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
 
     async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return await self.durable.aunresolved(scope, limit)
+
+    async def anow(self) -> float:
+        return await self.durable.anow()
 
     async def apurge(self, limit: int | None = None) -> int:
         return await self.durable.apurge(limit)

@@ -269,6 +269,12 @@ def get(s: Statements, scope: str, key: str) -> Op[Record | None]:
     return None if current is None or current.expired(now) else current
 
 
+def now(s: Statements) -> Op[float]:
+    """The database's clock (the client's, where the statement kind has no other)."""
+    res = yield Stmt(s.clock, {"now": time.time()} if s.python_clock else None)
+    return float(res.rows[0][0])
+
+
 def forget(s: Statements, scope: str, key: str) -> Op[bool]:
     res = yield Stmt(s.forget, {"scope": scope, "key": key})
     return res.rowcount > 0

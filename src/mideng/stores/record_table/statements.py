@@ -79,6 +79,8 @@ class Statements:
             "postgresql": "date_part('epoch', statement_timestamp())",
             "sqlite": ":now",
         }.get(kind, _MYSQL_NOW)
+        # The database's clock on its own (the store's ``now``).
+        self.clock = Sql(f"SELECT {now}")
         self.pk = pk = f"scope = :scope AND {k} = :key"
         lease, ttl = self.f("lease"), self.f("expiry_ttl")
 

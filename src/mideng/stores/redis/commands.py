@@ -72,6 +72,11 @@ def _ok(reply: Any) -> None:
     return None
 
 
+def _time(reply: Any) -> float:
+    seconds, micros = reply
+    return int(seconds) + int(micros) / 1e6
+
+
 def _escape(scope: str) -> str:
     # The first unescaped ':' ends the scope, so ("a:b", "c") and ("a", "b:c") stay apart.
     if ":" in scope or "\\" in scope:
@@ -250,6 +255,10 @@ class Commands:
             return decode(scope, key, reply)[2]
 
         return self.script(self.scripts.get, self.key(scope, key), (), finish)
+
+    def now(self) -> Command[float]:
+        """The server's clock (TIME: seconds and microseconds), the one its scripts use."""
+        return Command(("TIME",), _time)
 
     def forget(self, scope: str, key: str) -> Command[bool]:
         return Command(("DEL", self.key(scope, key)), bool)

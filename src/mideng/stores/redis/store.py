@@ -244,6 +244,9 @@ class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
     def forget(self, scope: str, key: str) -> bool:
         return self._run(self.commands.forget(scope, key))
 
+    def now(self) -> float:
+        return self._run(self.commands.now())
+
     def resolve(self, scope: str, key: str, how: Resolution) -> Record:
         return self._run(self.commands.resolve(scope, key, how))
 
@@ -312,6 +315,9 @@ class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
 
     async def aforget(self, scope: str, key: str) -> bool:
         return await self._arun(self.commands.forget(scope, key))
+
+    async def anow(self) -> float:
+        return await self._arun(self.commands.now())
 
     async def aresolve(self, scope: str, key: str, how: Resolution) -> Record:
         return await self._arun(self.commands.resolve(scope, key, how))

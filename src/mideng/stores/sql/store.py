@@ -38,6 +38,7 @@ from mideng.stores.record_table.ops import (
     get,
     heartbeat,
     hit,
+    now,
     purge,
     put_token,
     release,
@@ -243,6 +244,9 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
     def purge(self, limit: int | None = None) -> int:
         return self.executor.drive(purge, limit, self.purge_batch, self.sweep)
 
+    def now(self) -> float:
+        return self.executor.drive(now)
+
     def put_token(self, scope: str, key: str, token: str, ttl: float) -> None:
         self.executor.drive(put_token, scope, key, token, ttl)
 
@@ -302,6 +306,9 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
 
     async def apurge(self, limit: int | None = None) -> int:
         return await self.aexecutor.drive(purge, limit, self.purge_batch, self.sweep)
+
+    async def anow(self) -> float:
+        return await self.aexecutor.drive(now)
 
     async def aput_token(self, scope: str, key: str, token: str, ttl: float) -> None:
         await self.aexecutor.drive(put_token, scope, key, token, ttl)

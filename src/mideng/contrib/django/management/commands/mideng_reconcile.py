@@ -9,11 +9,11 @@ import importlib
 from argparse import ArgumentParser
 from typing import Any
 
-from mideng.contrib.django.commands import MidengCommand, problem, usage
+from mideng.contrib.django.commands import MidengCommand, positive, problem, usage
 from mideng.contrib.django.project import guard
 from mideng.errors import one_line
 from mideng.operations import reports
-from mideng.operations.reconcile import needs_attention
+from mideng.operations.reconcile import MIN_AGE, needs_attention
 
 
 class Command(MidengCommand):
@@ -28,6 +28,12 @@ class Command(MidengCommand):
         what.add_argument("--apply", action="store_true", help="Run them again.")
         parser.add_argument("--scope", default=None, help="Only this scope.")
         parser.add_argument("--limit", type=int, default=100, help="At most this many (100).")
+        parser.add_argument(
+            "--min-age",
+            type=positive,
+            default=MIN_AGE,
+            help="Seconds an operation is left to its caller's retries (300).",
+        )
         parser.add_argument(
             "--import",
             dest="modules",
@@ -44,7 +50,9 @@ class Command(MidengCommand):
                 raise usage(f"--import: can't import {module}: {one_line(exc)}") from exc
         if options["limit"] < 1:
             raise usage("--limit must be 1 or more")
-        report = guard().reconcile(options["scope"], options["limit"], plan=options["plan"])
+        report = guard().reconcile(
+            options["scope"], options["limit"], plan=options["plan"], min_age=options["min_age"]
+        )
         if options["json"]:
             self.emit(reports.reconciled(report, options["plan"]))
         else:
