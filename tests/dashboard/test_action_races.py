@@ -5,36 +5,19 @@ several processes, post the same action as seen; exactly one is done, every othe
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import create_engine, text
 
-from mideng.dashboard import app
-from tests.dashboard.browser import served
-from tests.dashboard.data import Seeded, seeded
+from tests.dashboard.data import Seeded
 from tests.dashboard.forms import form_fields
 from tests.helpers.together import together
 
 THREADS = 8
 PROCESSES = 3
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def filled(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Seeded]:
-    s = seeded(request.param, tmp_path, records=2)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def site(filled: Seeded) -> Iterator[str]:
-    dashboard = app(filled.store_url, filled.db_url, outbox_table=filled.outbox_table, actions=True)
-    with served(dashboard) as url:
-        yield url
+FAMILIES = ("sqlite", "postgresql")
+RECORDS = 2
 
 
 def post_as_seen(site: str, action: str, fields: dict[str, str], barrier: Any, out: Any) -> None:
@@ -48,19 +31,19 @@ def post_as_seen(site: str, action: str, fields: dict[str, str], barrier: Any, o
         out.put(reply.status_code)
 
 
-def test_threads_resolving_one_record_do_it_once(site: str, filled: Seeded) -> None:
+def test_threads_resolving_one_record_do_it_once(acting: str, filled: Seeded) -> None:
     charge = filled.scope("charge")
     page = f"/record?scope={charge}&key=c1"
-    with httpx.Client(base_url=site) as client:
+    with httpx.Client(base_url=acting) as client:
         fields = form_fields(client.get(page).text, "resolve")
         csrf = client.cookies["mideng_csrf"]
 
         def operator(n: int) -> list[int]:
             data = {**fields, "result": str(n), "confirm": "c1", "csrf": csrf}
             reply = httpx.post(
-                f"{site}/actions/resolve",
+                f"{acting}/actions/resolve",
                 data=data,
-                headers={"origin": site},
+                headers={"origin": acting},
                 cookies={"mideng_csrf": csrf},
                 timeout=30,
             )
@@ -74,16 +57,16 @@ def test_threads_resolving_one_record_do_it_once(site: str, filled: Seeded) -> N
     assert record.fence == int(fields["fence"])
 
 
-def test_processes_requeueing_one_row_do_it_once(site: str, filled: Seeded) -> None:
+def test_processes_requeueing_one_row_do_it_once(acting: str, filled: Seeded) -> None:
     row_id = filled.dead_ids[0]
-    with httpx.Client(base_url=site) as client:
+    with httpx.Client(base_url=acting) as client:
         fields = form_fields(client.get(f"/outbox/row?id={row_id}").text, "requeue")
     assert fields["rows"] == f"{row_id}:5"
     context = multiprocessing.get_context("spawn")
     barrier, out = context.Barrier(PROCESSES), context.Queue()
     seen = {**fields, "confirm": row_id}
     workers = [
-        context.Process(target=post_as_seen, args=(site, "requeue", seen, barrier, out))
+        context.Process(target=post_as_seen, args=(acting, "requeue", seen, barrier, out))
         for _ in range(PROCESSES)
     ]
     for worker in workers:

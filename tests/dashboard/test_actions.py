@@ -8,24 +8,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 
 from mideng.dashboard import app
 from tests.dashboard.client import Client
-from tests.dashboard.data import Seeded, seeded
+from tests.dashboard.data import Seeded
 from tests.dashboard.forms import form_fields
 
 ORIGIN = {"origin": "http://127.0.0.1"}
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
-def filled(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Seeded]:
-    s = seeded(request.param, tmp_path, records=5)
-    yield s
-    s.close()
+FAMILIES = ("memory", "sqlite", "postgresql")
+RECORDS = 5
 
 
 @pytest.fixture

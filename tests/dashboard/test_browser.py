@@ -11,23 +11,11 @@ from typing import Any
 
 import pytest
 
-from mideng.dashboard import app
-from tests.dashboard.browser import browser, console_errors, screenshots, served
-from tests.dashboard.data import XSS, Seeded, seeded
+from tests.dashboard.browser import browser, console_errors, screenshots
+from tests.dashboard.data import XSS, Seeded
 
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def filled(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Seeded]:
-    s = seeded(request.param, tmp_path, records=75)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def site(filled: Seeded) -> Iterator[str]:
-    dashboard = app(filled.store_url, filled.db_url, outbox_table=filled.outbox_table)
-    with served(dashboard) as url:
-        yield url
+FAMILIES = ("sqlite", "postgresql")
+RECORDS = 75
 
 
 @pytest.fixture
@@ -126,13 +114,6 @@ def test_a_stored_script_is_shown_as_text_and_runs_nothing(
     driver.get(site + f"/record?scope={filled.scope('xss')}&key=x1")
     assert XSS in driver.find_element(By.ID, "result").text
     _shot(driver, tmp_path, filled, "xss")
-
-
-@pytest.fixture
-def acting(filled: Seeded) -> Iterator[str]:
-    dashboard = app(filled.store_url, filled.db_url, outbox_table=filled.outbox_table, actions=True)
-    with served(dashboard) as url:
-        yield url
 
 
 def _submit(driver: Any, form_id: str, confirm: str | None, dry_run: bool = False) -> str:

@@ -18,13 +18,7 @@ from tests.dashboard.client import Client
 from tests.dashboard.data import PAGE_RECORDS, SECRET, Seeded, seeded
 
 PREFIX = "/ops"
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgresql", "mysql"])
-def filled(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Seeded]:
-    s = seeded(request.param, tmp_path)
-    yield s
-    s.close()
+FAMILIES = ("memory", "sqlite", "postgresql", "mysql")
 
 
 @pytest.fixture

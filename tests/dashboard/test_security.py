@@ -5,8 +5,6 @@ when off, a strict Content-Security-Policy and nothing loaded from another origi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -16,16 +14,10 @@ from mideng.dashboard import Settings, app
 from mideng.dashboard.exchange import CSRF_COOKIE
 from mideng.errors import ConfigurationError
 from tests.dashboard.client import Client
-from tests.dashboard.data import Seeded, seeded
+from tests.dashboard.data import Seeded
 
 TOKEN = "a-token-of-enough-length"
-
-
-@pytest.fixture
-def filled(tmp_path: Path) -> Iterator[Seeded]:
-    s = seeded("sqlite", tmp_path, records=5)
-    yield s
-    s.close()
+RECORDS = 5
 
 
 def _client(filled: Seeded, **options: object) -> Client:
