@@ -43,6 +43,18 @@ class Seeded:
     def scope(self, name: str) -> str:
         return f"{self.prefix}_{name}"
 
+    def row_state(self, row_id: str) -> tuple[int, int]:
+        """An outbox row's state and attempts, read from its table."""
+        assert self.db_url is not None
+        engine = create_engine(self.db_url)
+        with engine.connect() as connection:
+            state, attempts = connection.execute(
+                text(f"SELECT state, attempts FROM {self.outbox_table} WHERE id = :id"),
+                {"id": row_id},
+            ).one()
+        engine.dispose()
+        return int(state), int(attempts)
+
     def close(self) -> None:
         self.store.close()
         if self.db_url is not None:

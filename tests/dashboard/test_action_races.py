@@ -8,7 +8,6 @@ import multiprocessing
 from typing import Any
 
 import httpx
-from sqlalchemy import create_engine, text
 
 from tests.dashboard.data import Seeded
 from tests.dashboard.forms import form_fields
@@ -75,12 +74,4 @@ def test_processes_requeueing_one_row_do_it_once(acting: str, filled: Seeded) ->
     for worker in workers:
         worker.join(30)
     assert statuses == [200] + [409] * (PROCESSES - 1)
-    assert filled.db_url is not None
-    engine = create_engine(filled.db_url)
-    with engine.connect() as connection:
-        state, attempts = connection.execute(
-            text(f"SELECT state, attempts FROM {filled.outbox_table} WHERE id = :id"),
-            {"id": row_id},
-        ).one()
-    engine.dispose()
-    assert (int(state), int(attempts)) == (0, 0)
+    assert filled.row_state(row_id) == (0, 0)

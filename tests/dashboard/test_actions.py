@@ -10,7 +10,6 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import create_engine, text
 
 from mideng.dashboard import app
 from tests.dashboard.client import Client
@@ -113,18 +112,6 @@ def test_a_change_since_the_look_is_a_409_and_nothing_done(
     assert _audit(caplog) == []
 
 
-def _row_state(filled: Seeded, row_id: str) -> tuple[int, int]:
-    assert filled.db_url is not None
-    engine = create_engine(filled.db_url)
-    with engine.connect() as connection:
-        state, attempts = connection.execute(
-            text(f"SELECT state, attempts FROM {filled.outbox_table} WHERE id = :id"),
-            {"id": row_id},
-        ).one()
-    engine.dispose()
-    return int(state), int(attempts)
-
-
 def test_requeue_one_row_then_again_is_a_409(
     client: Client, filled: Seeded, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -133,10 +120,10 @@ def test_requeue_one_row_then_again_is_a_409(
     assert fields["rows"] == f"{row_id}:5"
     assert _post(client, "requeue", fields)[0] == 400
     assert _post(client, "requeue", fields, dry_run="1")[0] == 200
-    assert _row_state(filled, row_id) == (2, 5)
+    assert filled.row_state(row_id) == (2, 5)
     status, page = _post(client, "requeue", fields, confirm=row_id)
     assert status == 200, page
-    assert _row_state(filled, row_id) == (0, 0)
+    assert filled.row_state(row_id) == (0, 0)
     assert len(_audit(caplog)) == 1
     status, page = _post(client, "requeue", fields, confirm=row_id)
     assert status == 409
@@ -150,14 +137,14 @@ def test_bulk_requeue_of_the_page(client: Client, filled: Seeded) -> None:
     status, page = _post(client, "requeue", fields, dry_run="1")
     assert status == 200
     assert page.count("would be done") == 3
-    assert all(_row_state(filled, r) == (2, 5) for r in filled.dead_ids)
+    assert all(filled.row_state(r) == (2, 5) for r in filled.dead_ids)
     # One of them is requeued by someone else meanwhile: the rest are done, that one is not.
     one = _form(client, f"/outbox/row?id={filled.dead_ids[1]}", "requeue")
     assert _post(client, "requeue", one, confirm=filled.dead_ids[1])[0] == 200
     status, page = _post(client, "requeue", fields, confirm="requeue 3")
     assert status == 409
     assert page.count(">done<") == 2
-    assert all(_row_state(filled, r) == (0, 0) for r in filled.dead_ids)
+    assert all(filled.row_state(r) == (0, 0) for r in filled.dead_ids)
 
 
 class Declined(Exception):
