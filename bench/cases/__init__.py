@@ -47,6 +47,9 @@ CASES: dict[str, Entry] = {
         "consumer_python", "instructions per message of a batched consumer, step by step"
     ),
     "outbox": Entry("outbox", "outbox relay throughput to RabbitMQ and commit-to-arrival latency"),
+    "dashboard": Entry(
+        "dashboard", "dashboard pages' server time at 1M records and 100k outbox rows, timed"
+    ),
     "state": Entry("state", "mideng.state primitives against the same SQL by hand, timed"),
     "state-python": Entry(
         "state_python", "mideng.state primitives against the same SQL by hand, counted"

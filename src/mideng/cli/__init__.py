@@ -26,6 +26,7 @@ COMMANDS = {
     "jobs": "mideng.cli.jobs:jobs",
     "once": "mideng.cli.jobs:once",
     "stats": "mideng.cli.survey:stats",
+    "dashboard": "mideng.cli.dashboard:dashboard",
     "scan": "mideng.cli.survey:scan",
 }
 

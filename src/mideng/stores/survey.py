@@ -8,6 +8,13 @@ a hybrid (``stores.hybrid.survey``). ``purge_older`` deletes finished
 records last written before a cutoff, whatever their own retention says.
 
 Records only: token and debounce rows (``token:`` / ``hit:`` scopes) are not surveyed.
+
+The listing capability (``ListingStore``) pages through records for an operator's screen: by
+keyset, never by offset, so the thousandth page costs what the first does. A page of one scope
+or of every scope follows the primary key ``(scope, key)``; a page of processing records
+across scopes follows ``(lease_until, scope, key)``, the order of the servers' ``(status,
+lease_until)`` index, the oldest lease (the longest dead holder) first. UNKNOWN records keep no
+lease; across scopes they are read through that index by status and ordered by key.
 """
 
 from __future__ import annotations
@@ -193,24 +200,92 @@ def finished_before(record: Record, cutoff: float) -> bool:
     return record.status in (Status.SUCCEEDED, Status.FAILED) and record.updated_at <= cutoff
 
 
+#: Statuses listed across scopes by their lease, oldest first (``RecordQuery.by_lease``).
+LEASED_STATUSES = ("processing",)
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a page ended: its last record's place in the page's order."""
+
+    scope: str
+    key: str
+    lease_until: float | None = None
+
+    @classmethod
+    def after(cls, record: Record) -> Position:
+        return cls(record.scope, record.key, record.lease_until)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordQuery:
+    """A page of records: of ``scope`` (None: every scope's records), of ``status`` (None:
+    any), the ``limit`` that follow ``after`` (None: from the first)."""
+
+    scope: str | None = None
+    status: str | None = None
+    after: Position | None = None
+    limit: int = 50
+
+    @property
+    def by_lease(self) -> bool:
+        """Whether the page follows ``(lease_until, scope, key)`` rather than the key."""
+        return self.scope is None and self.status in LEASED_STATUSES
+
+    def order(self, record: Record) -> tuple[float, str, str]:
+        """``record``'s place in this page's order (the embedded stores sort by it)."""
+        lease = (record.lease_until or 0.0) if self.by_lease else 0.0
+        return (lease, record.scope, record.key)
+
+    def takes(self, record: Record) -> bool:
+        """Whether ``record`` belongs on this page or a later one (embedded stores)."""
+        if not surveyed(record.scope, None):
+            return False
+        if self.scope is not None and record.scope != self.scope:
+            return False
+        if self.status is not None and record.status.value != self.status:
+            return False
+        after = self.after
+        if after is None:
+            return True
+        if self.scope is not None:  # a page of one scope stays in it: the key orders it
+            return record.key > after.key
+        lease = (after.lease_until or 0.0) if self.by_lease else 0.0
+        return self.order(record) > (lease, after.scope, after.key)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    """Records last written since ``since``, counted per ``width`` seconds and status:
+    ``(bucket, status, count)``, bucket 0 the first ``width`` seconds after ``since``."""
+
+    since: float
+    width: float
+    counts: list[tuple[int, str, int]]
+
+
 class SurveyOptions(TypedDict, total=False):
     """What ``survey`` may be asked besides its prefix (``SurveyTerms`` has their defaults)."""
 
     grace: float
     biggest: int
     progress: Progress
+    spread: bool
 
 
 @dataclass(frozen=True, slots=True)
 class SurveyTerms:
     """What a survey counts: the records of scopes starting with ``prefix`` (None: all);
     as stuck, processing ones whose lease ran out more than ``grace`` seconds ago; the
-    ``biggest`` by stored bytes (0: none). ``progress`` is told how many were counted."""
+    ``biggest`` by stored bytes (0: none). ``progress`` is told how many were counted.
+    ``spread``: whether the spread of remaining retention is counted (on a SQL table, nine
+    range counts that a page wanting only the statuses can skip)."""
 
     prefix: str | None = None
     grace: float = 60.0
     biggest: int = 10
     progress: Progress = None
+    spread: bool = True
 
     def reported(self, found: Survey) -> Survey:
         """``found``, its total told to ``progress`` (a store that counts in one go)."""
@@ -247,7 +322,34 @@ class SurveyStore(abc.ABC):
     async def apurge_older(self, age: float, limit: int | None = None) -> int: ...
 
 
-class LocalSurvey(LocalStore, SurveyStore):
+class ListingStore(abc.ABC):
+    """The listing capability, sync and async: pages of records by keyset, and the records
+    of one request id."""
+
+    @abc.abstractmethod
+    def list_records(self, query: RecordQuery) -> list[Record]:
+        """Up to ``query.limit`` live records that follow ``query.after`` in the page's order
+        (module docstring); the last one's ``Position.after`` starts the next page."""
+
+    @abc.abstractmethod
+    async def alist_records(self, query: RecordQuery) -> list[Record]: ...
+
+    @abc.abstractmethod
+    def with_request_id(self, request_id: str, limit: int = 20) -> list[Record]:
+        """Up to ``limit`` live records written by the request ``request_id``."""
+
+    @abc.abstractmethod
+    async def awith_request_id(self, request_id: str, limit: int = 20) -> list[Record]: ...
+
+    @abc.abstractmethod
+    def outcomes(self, since: float, width: float) -> Outcomes:
+        """Records last written since ``since`` by status, per ``width`` seconds."""
+
+    @abc.abstractmethod
+    async def aoutcomes(self, since: float, width: float) -> Outcomes: ...
+
+
+class LocalSurvey(LocalStore, SurveyStore, ListingStore):
     """The survey of an embedded store: one pass over its records (``LocalStore._records``)."""
 
     def count_records(self, terms: SurveyTerms) -> Survey:
@@ -280,3 +382,32 @@ class LocalSurvey(LocalStore, SurveyStore):
 
     async def apurge_older(self, age: float, limit: int | None = None) -> int:
         return await self._offload(self.purge_older, age, limit)
+
+    def _live(self) -> list[Record]:
+        now = self._now()
+        return [r for r in self._records() if not r.expired(now)]
+
+    def list_records(self, query: RecordQuery) -> list[Record]:
+        taken = [r for r in self._live() if query.takes(r)]
+        return heapq.nsmallest(query.limit, taken, key=query.order)
+
+    async def alist_records(self, query: RecordQuery) -> list[Record]:
+        return await self._offload(self.list_records, query)
+
+    def with_request_id(self, request_id: str, limit: int = 20) -> list[Record]:
+        found = [r for r in self._live() if r.request_id == request_id and surveyed(r.scope, None)]
+        return sorted(found, key=RecordQuery().order)[:limit]
+
+    async def awith_request_id(self, request_id: str, limit: int = 20) -> list[Record]:
+        return await self._offload(self.with_request_id, request_id, limit)
+
+    def outcomes(self, since: float, width: float) -> Outcomes:
+        counted: dict[tuple[int, str], int] = {}
+        for r in self._records():
+            if r.updated_at >= since and surveyed(r.scope, None):
+                at = (int((r.updated_at - since) // width), r.status.value)
+                counted[at] = counted.get(at, 0) + 1
+        return Outcomes(since, width, [(b, status, n) for (b, status), n in counted.items()])
+
+    async def aoutcomes(self, since: float, width: float) -> Outcomes:
+        return await self._offload(self.outcomes, since, width)

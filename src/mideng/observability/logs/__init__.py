@@ -13,11 +13,12 @@ callers hand it plain values (any object with ``scope`` and ``key`` attributes i
 By area: ``fields`` (the loggers, the four fields and the shapes a line is declared with),
 ``calls`` (the Guard, heartbeats, stores, HTTP, operator views, operations, business tables),
 ``messaging`` (consumers and broker adapters), ``outbox`` (the relay), ``jobs`` (scheduled
-jobs).
+jobs), ``audit`` (an operator's actions, on ``mideng.audit``).
 """
 
 from __future__ import annotations
 
+from mideng.observability.logs.audit import audit_log, operator_action
 from mideng.observability.logs.calls import (
     CallLike,
     checkpoint_failed,
@@ -109,6 +110,8 @@ from mideng.observability.logs.outbox import (
 
 __all__ = [
     "CallLike",
+    "audit_log",
+    "operator_action",
     "FIELDS",
     "MidengFields",
     "consumer_attempt_failed",

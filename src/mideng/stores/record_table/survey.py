@@ -1,8 +1,9 @@
 """The survey and ``purge_older`` of a record table, as operations (any kind, any loop).
 
-Counts come from the database, never from rows shipped to the client: a GROUP BY for scopes
-and statuses, range counts over the ``expires_at`` index for the spread of remaining
-retention, the ``(status, lease_until)`` index for stuck and processing records. Only the
+Counts come from the database, never from rows shipped to the client: one GROUP BY for scopes
+and statuses that also gives the oldest processing record and the stuck count, range counts
+over the ``expires_at`` index for the spread of remaining retention, the ``(status,
+lease_until)`` index for the stuck records listed. Only the
 biggest-records list reads every row's sizes (``biggest=0`` skips it). Every statement reads
 the clock the first one fetched, so the counts agree with each other. The survey capability
 runs them on the SQL store's executors (``stores.sql.survey``) and on the SQLite store's
@@ -14,9 +15,21 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from mideng.core.record import Record
 from mideng.db.statements import Op, Res, Sql, Stmt
 from mideng.stores.record_table.statements import Statements
-from mideng.stores.survey import EXPIRY_BUCKETS, STUCK_LISTED, Big, Stuck, Survey, SurveyTerms
+from mideng.stores.survey import (
+    EXPIRY_BUCKETS,
+    STATUSES,
+    STUCK_LISTED,
+    Big,
+    Outcomes,
+    Position,
+    RecordQuery,
+    Stuck,
+    Survey,
+    SurveyTerms,
+)
 
 PURGE_BATCH = 1000
 _FINISHED = "status IN ('succeeded', 'failed')"
@@ -41,9 +54,12 @@ class Queries:
             return Sql(f"SELECT count(*) FROM {t} WHERE {where} AND {rec}")
 
         self.clock = Sql(f"SELECT {s.now}")
+        # One pass gives the counts, each group's oldest record and its leases run out past
+        # :cut: the processing groups' are the oldest processing record and the stuck count.
         self.by_scope = Sql(
-            f"SELECT scope, status, count(*) FROM {t} WHERE {_LIVE} AND {rec} "
-            "GROUP BY scope, status"
+            f"SELECT scope, status, count(*), min(created_at), "
+            f"sum(CASE WHEN lease_until <= :cut THEN 1 ELSE 0 END) FROM {t} "
+            f"WHERE {_LIVE} AND {rec} GROUP BY scope, status"
         )
         self.expiring = counted("expires_at > :lo AND expires_at <= :hi")
         self.expiring_later = counted("expires_at > :lo")
@@ -52,17 +68,26 @@ class Queries:
             f"SELECT scope, count(*) FROM {t} WHERE expires_at IS NULL AND {rec} GROUP BY scope"
         )
         stuck = f"status = 'processing' AND lease_until <= :cut AND {_LIVE}"
-        self.stuck_count = counted(stuck)
         self.stuck = Sql(
             f"SELECT scope, {k}, fence, lease_until, request_id FROM {t} WHERE {stuck} "
             f"AND {rec} ORDER BY lease_until LIMIT :limit"
         )
-        self.oldest = Sql(
-            f"SELECT min(created_at) FROM {t} WHERE status = 'processing' AND {_LIVE} AND {rec}"
-        )
         self.biggest = Sql(
             f"SELECT scope, {k}, coalesce({size}(result), 0) + coalesce({size}(error), 0) AS n "
             f"FROM {t} WHERE {_LIVE} AND {rec} ORDER BY n DESC LIMIT :limit"
+        )
+        self._listing = f"SELECT {s.cols} FROM {t} WHERE {_LIVE} AND {rec}"
+        self._k = k
+        bucket = "(updated_at - :since) / :width"
+        bucket = f"CAST({bucket} AS INTEGER)" if s.kind == "sqlite" else f"floor({bucket})"
+        self.outcomes = Sql(
+            f"SELECT {bucket} AS b, status, count(*) FROM {t} WHERE updated_at >= :since "
+            f"AND {rec} GROUP BY b, status"
+        )
+        self._mysql = s.mysql
+        self._pages: dict[tuple[bool, str | None], Sql] = {}
+        self.with_request_id = Sql(
+            f"{self._listing} AND request_id = :request_id ORDER BY scope, {k} LIMIT :limit"
         )
         old = f"{_FINISHED} AND updated_at <= :cutoff AND {rec}"
         if s.kind == "postgresql":
@@ -85,6 +110,47 @@ class Queries:
                 f"LIMIT :batch) AND {old}"
             )
 
+    def page(self, query: RecordQuery) -> Sql:
+        """The statement of ``query``'s page: keyset on the primary key, or on the open
+        statuses' ``(status, lease_until)`` index. The status is written into the text (one of
+        ``STATUSES``), so PostgreSQL sees that a partial index on the open statuses covers it
+        whatever the plan's parameters."""
+        shape = (query.scope is not None, query.status)
+        found = self._pages.get(shape)
+        if found is not None:
+            return found
+        k, status = self._k, query.status
+        if status is not None and status not in STATUSES:
+            raise ValueError(f"no status {status!r}")
+        where = "" if status is None else f" AND status = '{status}'"
+        if query.by_lease:
+            after = self._after(
+                ("coalesce(lease_until, 0)", "scope", k), (":lease", ":scope", ":key")
+            )
+            order = f"coalesce(lease_until, 0), scope, {k}"
+            if not self._mysql:
+                after = after.replace("coalesce(lease_until, 0)", "lease_until")
+                order = order.replace("coalesce(lease_until, 0)", "lease_until")
+        elif query.scope is not None:
+            after, order = f"scope = :scope AND {k} > :key", k
+        else:
+            after, order = self._after(("scope", k), (":scope", ":key")), f"scope, {k}"
+        found = self._pages[shape] = Sql(
+            f"{self._listing}{where} AND {after} ORDER BY {order} LIMIT :limit"
+        )
+        return found
+
+    def _after(self, columns: tuple[str, ...], binds: tuple[str, ...]) -> str:
+        """Rows past a keyset position: a row value comparison (PostgreSQL and SQLite walk
+        their index from it), spelt out on MySQL/MariaDB."""
+        if not self._mysql:
+            return f"({', '.join(columns)}) > ({', '.join(binds)})"
+        terms = []
+        for n, (column, bind) in enumerate(zip(columns, binds, strict=True)):
+            equal = [f"{c} = {b}" for c, b in zip(columns[:n], binds[:n], strict=True)]
+            terms.append("(" + " AND ".join([*equal, f"{column} > {bind}"]) + ")")
+        return "(" + " OR ".join(terms) + ")"
+
 
 _QUERIES: dict[tuple[str, str], Queries] = {}
 
@@ -106,8 +172,69 @@ def survey(s: Statements, terms: SurveyTerms) -> Op[Survey]:
     prefix = terms.prefix or ""
     p: dict[str, Any] = {"at": now, "prefix": prefix, "plen": len(prefix)}
     found = Survey(now)
-    for scope, status, n in (yield Stmt(q.by_scope, p)).rows:
+    cut = {**p, "cut": now - terms.grace}
+    oldest: list[float] = []
+    for scope, status, n, first, lapsed in (yield Stmt(q.by_scope, cut)).rows:
         found.count(_text(scope), str(status), int(n))
+        if str(status) == "processing":
+            oldest.append(float(first))
+            found.stuck_count += int(lapsed or 0)
+    found.oldest_processing_since = min(oldest, default=None)
+    if terms.spread:
+        yield from _spread(q, found, p)
+    if found.stuck_count:  # listed only when there are any: a scan where no index serves it
+        rows = (yield Stmt(q.stuck, {**cut, "limit": STUCK_LISTED})).rows
+        found.stuck = [
+            Stuck(_text(sc), _text(key), int(fence), now - float(lease), rid)
+            for sc, key, fence, lease, rid in rows
+        ]
+    if terms.biggest > 0:
+        rows = (yield Stmt(q.biggest, {**p, "limit": int(terms.biggest)})).rows
+        found.biggest = [Big(_text(sc), _text(key), int(n)) for sc, key, n in rows]
+    return found
+
+
+def list_records(s: Statements, query: RecordQuery) -> Op[list[Record]]:
+    """A page of records (``stores.survey.RecordQuery``)."""
+    q = queries(s)
+    at = yield from _clock(s, q)
+    start = query.after or Position(query.scope or "", "", None)
+    params = {
+        "at": at,
+        # A page of one scope stays in it, whatever scope the position came from.
+        "scope": start.scope if query.scope is None else query.scope,
+        "key": start.key,
+        # Leases are epoch seconds: -1 is below every one (a first page of the lease order).
+        "lease": -1.0 if start.lease_until is None else start.lease_until,
+        "limit": int(query.limit),
+        "prefix": "",
+        "plen": 0,
+    }
+    res = yield Stmt(q.page(query), params)
+    return [s.record(row) for row in res.rows]
+
+
+def with_request_id(s: Statements, request_id: str, limit: int) -> Op[list[Record]]:
+    q = queries(s)
+    at = yield from _clock(s, q)
+    params = {"at": at, "request_id": request_id, "limit": int(limit), "prefix": "", "plen": 0}
+    res = yield Stmt(q.with_request_id, params)
+    return [s.record(row) for row in res.rows]
+
+
+def outcomes(s: Statements, since: float, width: float) -> Op[Outcomes]:
+    res = yield Stmt(queries(s).outcomes, {"since": since, "width": width, "prefix": "", "plen": 0})
+    return Outcomes(since, width, [(int(b), str(status), int(n)) for b, status, n in res.rows])
+
+
+def _clock(s: Statements, q: Queries) -> Op[float]:
+    """The database's clock, which says which records are live."""
+    return float((yield Stmt(q.clock, {"now": time.time()})).rows[0][0])
+
+
+def _spread(q: Queries, found: Survey, p: dict[str, Any]) -> Op[None]:
+    """The spread of remaining retention, into ``found``."""
+    now = found.now
     lo = now
     for label, bound in EXPIRY_BUCKETS:
         found.expiry[label] = int(
@@ -119,19 +246,6 @@ def survey(s: Statements, terms: SurveyTerms) -> Op[Survey]:
     for scope, n in (yield Stmt(q.never, p)).rows:
         found.no_expiry_by_scope[_text(scope)] = int(n)
     found.expiry["never"] = sum(found.no_expiry_by_scope.values())
-    cut = {**p, "cut": now - terms.grace}
-    found.stuck_count = int(_one((yield Stmt(q.stuck_count, cut))))
-    rows = (yield Stmt(q.stuck, {**cut, "limit": STUCK_LISTED})).rows
-    found.stuck = [
-        Stuck(_text(sc), _text(key), int(fence), now - float(lease), rid)
-        for sc, key, fence, lease, rid in rows
-    ]
-    oldest = _one((yield Stmt(q.oldest, p)))
-    found.oldest_processing_since = None if oldest is None else float(oldest)
-    if terms.biggest > 0:
-        rows = (yield Stmt(q.biggest, {**p, "limit": int(terms.biggest)})).rows
-        found.biggest = [Big(_text(sc), _text(key), int(n)) for sc, key, n in rows]
-    return found
 
 
 def purge_older(s: Statements, age: float, limit: int | None, batch: int = PURGE_BATCH) -> Op[int]:

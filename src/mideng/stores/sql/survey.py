@@ -3,13 +3,27 @@
 
 from __future__ import annotations
 
-from mideng.stores.record_table.survey import purge_older, survey
+from mideng.core.record import Record
+from mideng.stores.record_table.survey import (
+    list_records,
+    outcomes,
+    purge_older,
+    survey,
+    with_request_id,
+)
 from mideng.stores.sql.execute import AsyncExecutor, Executor
-from mideng.stores.survey import Survey, SurveyStore, SurveyTerms
+from mideng.stores.survey import (
+    ListingStore,
+    Outcomes,
+    RecordQuery,
+    Survey,
+    SurveyStore,
+    SurveyTerms,
+)
 
 
-class SQLSurvey(SurveyStore):
-    """``SQLStore``'s survey: the operations, each one ``drive``, sync and async."""
+class SQLSurvey(SurveyStore, ListingStore):
+    """``SQLStore``'s survey and listing: the operations, each one ``drive``, sync and async."""
 
     executor: Executor
     aexecutor: AsyncExecutor
@@ -25,3 +39,21 @@ class SQLSurvey(SurveyStore):
 
     async def apurge_older(self, age: float, limit: int | None = None) -> int:
         return await self.aexecutor.drive(purge_older, age, limit)
+
+    def list_records(self, query: RecordQuery) -> list[Record]:
+        return self.executor.drive(list_records, query)
+
+    async def alist_records(self, query: RecordQuery) -> list[Record]:
+        return await self.aexecutor.drive(list_records, query)
+
+    def with_request_id(self, request_id: str, limit: int = 20) -> list[Record]:
+        return self.executor.drive(with_request_id, request_id, limit)
+
+    async def awith_request_id(self, request_id: str, limit: int = 20) -> list[Record]:
+        return await self.aexecutor.drive(with_request_id, request_id, limit)
+
+    def outcomes(self, since: float, width: float) -> Outcomes:
+        return self.executor.drive(outcomes, since, width)
+
+    async def aoutcomes(self, since: float, width: float) -> Outcomes:
+        return await self.aexecutor.drive(outcomes, since, width)

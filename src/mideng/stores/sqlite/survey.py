@@ -1,14 +1,21 @@
-"""The survey capability on the SQLite store's connections: the record table's survey and
-``purge_older`` (``stores.record_table.survey``), counted by SQLite."""
+"""The survey capability on the SQLite store's connections: the record table's survey,
+``purge_older`` and listing (``stores.record_table.survey``), counted by SQLite."""
 
 from __future__ import annotations
 
 import abc
 
+from mideng.core.record import Record
 from mideng.db.statements import Op, T
-from mideng.stores.record_table.survey import purge_older, survey
+from mideng.stores.record_table.survey import (
+    list_records,
+    outcomes,
+    purge_older,
+    survey,
+    with_request_id,
+)
 from mideng.stores.sqlite.statements import SQLiteStatements
-from mideng.stores.survey import LocalSurvey, Survey, SurveyTerms
+from mideng.stores.survey import LocalSurvey, Outcomes, RecordQuery, Survey, SurveyTerms
 
 
 class SQLiteSurvey(LocalSurvey):
@@ -26,3 +33,12 @@ class SQLiteSurvey(LocalSurvey):
 
     def purge_older(self, age: float, limit: int | None = None) -> int:
         return self._drive(purge_older(self.statements, age, limit))
+
+    def list_records(self, query: RecordQuery) -> list[Record]:
+        return self._drive(list_records(self.statements, query))
+
+    def with_request_id(self, request_id: str, limit: int = 20) -> list[Record]:
+        return self._drive(with_request_id(self.statements, request_id, limit))
+
+    def outcomes(self, since: float, width: float) -> Outcomes:
+        return self._drive(outcomes(self.statements, since, width))
