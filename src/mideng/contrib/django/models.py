@@ -1,6 +1,10 @@
 """mideng's tables as Django models, for the ORM and the admin: the same tables and columns
 as ``mideng.schema`` makes (``managed = False``: Django never alters them; the app's
-migrations create them with mideng's own statements). Table names are the setting's
+migrations create them with mideng's own statements). The operators' actions are custom
+permissions on them (``mideng.resolve_record``, ``mideng.release_record``,
+``mideng.reconcile_operation``, ``mideng.requeue_outbox``), which Django creates after
+``migrate`` as for any model of a migrated app, unmanaged too; the first migration takes the
+models' state, permissions included, from the models themselves. Table names are the setting's
 (``records``, ``outbox``). Reading them is safe; write through mideng (``guard()``, the
 outbox), whose statements keep the fences and per-key order these rows carry.
 """
@@ -43,6 +47,10 @@ class Record(models.Model):
     class Meta:
         managed = False
         db_table = _names.records
+        permissions = (
+            ("resolve_record", "Can resolve a stuck or UNKNOWN record"),
+            ("release_record", "Can release a stuck or UNKNOWN record"),
+        )
 
 
 class Step(models.Model):
@@ -61,6 +69,7 @@ class Step(models.Model):
     class Meta:
         managed = False
         db_table = steps_table(_names.records)
+        permissions = (("reconcile_operation", "Can run an unfinished operation again"),)
 
 
 class OutboxMessage(models.Model):
@@ -93,6 +102,7 @@ class OutboxMessage(models.Model):
     class Meta:
         managed = False
         db_table = _names.outbox
+        permissions = (("requeue_outbox", "Can requeue dead outbox rows"),)
 
 
 class OutboxKey(models.Model):
