@@ -61,3 +61,15 @@ def form(fields: list[tuple[str, str]]) -> dict[str, list[str]]:
 def said(response: Any) -> list[str]:
     """The messages a redirected response's next page shows."""
     return [html.unescape(m.strip()) for m in _MESSAGE.findall(response.content.decode())]
+
+
+RECORDS = "/admin/mideng/recordlisting/"
+OPERATIONS = "/admin/mideng/operationlisting/"
+STEPS = "/admin/mideng/steplisting/"
+
+
+def records_listed(page: str) -> list[list[str]]:
+    """The records a list page shows, as [scope, key], in order."""
+    import json
+
+    return [json.loads(ident) for ident in carried(page)]

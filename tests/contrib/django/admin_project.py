@@ -8,9 +8,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from mideng import Guard, open_store
 from tests.contrib.django.project import Project, django_database
+from tests.contrib.django.test_commands import SHOP
 
 URLS = """
+import shop_ops  # registers its operations, so the admin's reconcile can run them
 from django.contrib import admin
 from django.urls import path
 
@@ -65,8 +68,13 @@ class AdminShop:
         names = {"records": self.records, "outbox": self.outbox}
         self.project = Project(folder, django_database(url), names, more=ADMIN_SETTINGS, apps=APPS)
         (folder / "admin_urls.py").write_text(URLS)
+        (folder / "shop_ops.py").write_text(SHOP)
         done = self.project.manage("migrate")
         assert done.returncode == 0, done.stderr
+
+    def guard(self) -> Guard:
+        """A Guard on the project's record table, from this process."""
+        return Guard(open_store(self.url, table=self.records, auto_upgrade=False))
 
     def run(self, code: str) -> Any:
         """``code`` in a child process with Django set up and the admin client's helpers

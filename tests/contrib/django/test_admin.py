@@ -7,12 +7,14 @@ permission neither sees it nor can post it; texts from the tables are shown esca
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
+from mideng.core.record import ClaimRequest, ExpiryPolicy
 from tests.contrib.django.admin_project import AdminShop
 from tests.contrib.django.outbox_rows import added, killed, states
 from tests.contrib.django.project import fresh_database
@@ -87,6 +89,7 @@ def test_outbox_lists_filters_searches_and_escapes(shop: AdminShop) -> None:
 
 REQUEUE_PAGE = """
 c = staff('operator', 'mideng.view_outboxmessage', 'mideng.requeue_outbox')
+changelist = OUTBOX
 page = text(c.get(OUTBOX))
 seen = carried(page)
 picked = {picked!r}
@@ -98,7 +101,7 @@ out = {{'seen': seen, 'confirm': confirm}}
 """
 
 CONFIRM = """
-done = c.post(OUTBOX, form(hidden(confirm)), follow=True)
+done = c.post(changelist, form(hidden(confirm)), follow=True)
 out['said'] = said(done)
 """
 
@@ -164,3 +167,216 @@ def test_a_staff_user_without_the_permission_is_refused(shop: AdminShop) -> None
     )
     assert out["status"] == 403
     assert [states(shop.url, shop.outbox)[i][0] for i in ids[:2]] == [DEAD, DEAD]
+
+
+# -- records -------------------------------------------------------------------------------
+def _claim(shop: AdminShop, scope: str, key: str, lease: float, expiry: ExpiryPolicy) -> None:
+    guard = shop.guard()
+    try:
+        guard.store.claim(ClaimRequest(scope, key, uuid.uuid4().hex, lease, 60, None, expiry))
+    finally:
+        guard.close()
+
+
+def _records(shop: AdminShop) -> None:
+    """dj_shop/ok succeeded with markup for a result; dj_charge/u1 UNKNOWN (fence 1);
+    dj_export/e1 processing, its lease run out; dj_export/e2 processing, its lease live."""
+    guard = shop.guard()
+    try:
+        guard.run("dj_shop", "ok", lambda: SCRIPT)
+    finally:
+        guard.close()
+    _claim(shop, "dj_charge", "u1", 0.1, ExpiryPolicy.UNKNOWN)
+    _claim(shop, "dj_export", "e1", 0.1, ExpiryPolicy.TAKE_OVER)
+    _claim(shop, "dj_export", "e2", 60, ExpiryPolicy.TAKE_OVER)
+    time.sleep(0.25)  # the short leases run out (store time moves on)
+    _claim(shop, "dj_charge", "u1", 0.1, ExpiryPolicy.UNKNOWN)  # turns it UNKNOWN
+
+
+def _record(shop: AdminShop, scope: str, key: str) -> tuple[str, int] | None:
+    guard = shop.guard()
+    try:
+        found = guard.store.get(scope, key)
+    finally:
+        guard.close()
+    return None if found is None else (found.status.value, found.fence)
+
+
+def test_records_list_filters_searches_and_escapes(shop: AdminShop) -> None:
+    _records(shop)
+    out = shop.run(
+        "c = staff('viewer', 'mideng.view_recordlisting')\n"
+        "pages = {q: text(c.get(RECORDS + q)) for q in ('', '?status=unknown', '?lease=expired',"
+        " '?q=dj_charge', '?status=succeeded')}\n"
+        "out = {q: records_listed(p) for q, p in pages.items()}\n"
+        "out['escaped'] = '&lt;script&gt;alert(1)&lt;/script&gt;' in pages['']\n"
+        f"out['raw'] = {SCRIPT!r} in pages['']\n"
+        "out['actions'] = ['release' in pages[''], 'resolve_not_happened' in pages['']]\n"
+    )
+    assert out[""] == [["dj_charge", "u1"], ["dj_export", "e1"], ["dj_export", "e2"],
+                       ["dj_shop", "ok"]]  # fmt: skip
+    assert out["?status=unknown"] == [["dj_charge", "u1"]]
+    assert out["?lease=expired"] == [["dj_export", "e1"]]
+    assert out["?q=dj_charge"] == [["dj_charge", "u1"]]
+    assert out["?status=succeeded"] == [["dj_shop", "ok"]]
+    assert (out["escaped"], out["raw"]) == (True, False)
+    assert out["actions"] == [False, False]
+
+
+RECORD_PAGE = """
+c = staff('operator', 'mideng.view_recordlisting', {permission!r})
+changelist = RECORDS
+page = text(c.get(RECORDS))
+seen = carried(page)
+picked = [json.dumps(p) for p in {picked!r}]
+asked = c.post(RECORDS, form([('action', {action!r}), ('index', '0')]
+    + [('_selected_action', i) for i in picked]
+    + [('seen-' + i, seen[i]) for i in picked if i in seen]))
+confirm = text(asked)
+out = {{'seen': seen, 'confirm': confirm}}
+"""
+
+
+def test_resolve_asks_then_settles_an_unknown_record(shop: AdminShop) -> None:
+    _records(shop)
+    out = shop.run(
+        RECORD_PAGE.format(
+            permission="mideng.resolve_record",
+            picked=[["dj_charge", "u1"]],
+            action="resolve_not_happened",
+        )
+        + CONFIRM
+    )
+    assert out["seen"]['["dj_charge", "u1"]'] == "unknown 1"
+    assert "dj_charge / u1: unknown, fence 1" in out["confirm"]
+    assert out["said"] == ["Resolved as not happened dj_charge / u1"]
+    assert _record(shop, "dj_charge", "u1") == ("failed", 1)
+
+
+def test_release_of_a_record_taken_over_meanwhile_does_nothing(shop: AdminShop) -> None:
+    _records(shop)
+    # Between the confirmation page and its POST a caller takes e1 over (fence 2): e1 is
+    # left to it; e2 was never stuck (its lease is live), so it is not released either.
+    takeover = (
+        "from mideng import Guard, open_store\n"
+        "from mideng.core.record import ClaimRequest, ExpiryPolicy\n"
+        f"g = Guard(open_store({shop.url!r}, table={shop.records!r}, auto_upgrade=False))\n"
+        "g.store.claim(ClaimRequest('dj_export', 'e1', 'other', 60, 60, None,"
+        " ExpiryPolicy.TAKE_OVER))\n"
+        "g.close()\n"
+    )
+    out = shop.run(
+        RECORD_PAGE.format(
+            permission="mideng.release_record",
+            picked=[["dj_export", "e1"], ["dj_export", "e2"], ["dj_export", "gone"]],
+            action="release",
+        )
+        + takeover
+        + CONFIRM
+    )
+    assert out["said"] == [
+        "Changed meanwhile, nothing done: dj_export / e1 is now processing, fence 2",
+        "Changed meanwhile, nothing done: dj_export / e2 is now processing, fence 1",
+        "Gone, nothing done: dj_export / gone",
+    ]
+    assert _record(shop, "dj_export", "e1") == ("processing", 2)
+
+
+def test_release_done_and_refused_without_the_permission(shop: AdminShop) -> None:
+    _records(shop)
+    forged = shop.run(
+        "c = staff('viewer', 'mideng.view_recordlisting', 'mideng.resolve_record')\n"
+        "i = json.dumps(['dj_export', 'e1'])\n"
+        "r = c.post(RECORDS, form([('action', 'release'), ('index', '0'), ('post', 'yes'),"
+        " ('_selected_action', i), ('seen-' + i, 'processing 1')]))\n"
+        "out = r.status_code\n"
+    )
+    assert forged == 403
+    assert _record(shop, "dj_export", "e1") == ("processing", 1)
+    out = shop.run(
+        RECORD_PAGE.format(
+            permission="mideng.release_record", picked=[["dj_export", "e1"]], action="release"
+        )
+        + CONFIRM
+    )
+    assert out["said"] == ["Released dj_export / e1"]
+    assert _record(shop, "dj_export", "e1") is None
+
+
+# -- operations ----------------------------------------------------------------------------
+FAIL_PAY = """
+import os
+import shop_ops
+os.environ['SHOP_DOWN'] = '1'
+try:
+    shop_ops.pay('o1')
+except RuntimeError:
+    pass
+del os.environ['SHOP_DOWN']
+"""
+
+OPERATION_PAGE = """
+c = staff('operator', 'mideng.view_operationlisting', 'mideng.view_steplisting',
+          'mideng.reconcile_operation')
+changelist = OPERATIONS
+page = text(c.get(OPERATIONS))
+seen = carried(page)
+steps = text(c.get(STEPS + '?scope=dj_pay&key=o1'))
+picked = [json.dumps(['dj_pay', 'o1'])]
+asked = c.post(OPERATIONS, form([('action', 'reconcile'), ('index', '0')]
+    + [('_selected_action', i) for i in picked]
+    + [('seen-' + i, seen[i]) for i in picked if i in seen]))
+confirm = text(asked)
+out = {'seen': seen, 'confirm': confirm, 'steps': steps,
+       'linked': '?scope=dj_pay&amp;key=o1' in page}
+"""
+
+
+def test_an_operation_lists_its_steps_and_reconcile_runs_it(shop: AdminShop) -> None:
+    out = shop.run(FAIL_PAY + OPERATION_PAGE + CONFIRM)
+    assert out["seen"] == {'["dj_pay", "o1"]': "released -"}
+    assert out["linked"] is True
+    assert "charge#1" in out["steps"]
+    assert "dj_pay / o1: released -" in out["confirm"]
+    assert out["said"] == ["Reconciled dj_pay / o1: finished 'paid'"]
+
+
+def test_reconcile_of_an_operation_finished_meanwhile_does_nothing(shop: AdminShop) -> None:
+    # Between the confirmation page and its POST the operation's caller runs it to its end.
+    out = shop.run(
+        FAIL_PAY
+        + OPERATION_PAGE
+        + "shop_ops.pay('o1')\n"
+        + CONFIRM
+        + ("out['charged'] = shop_ops.charged\n")
+    )
+    # Finished, its kept steps are dropped: the operation is gone, and nothing ran again.
+    assert out["said"] == ["Gone, nothing done: dj_pay / o1"]
+    assert out["charged"] == ["o1"]  # charged by the first run only: the second replayed it
+
+
+def test_reconcile_refused_without_the_permission(shop: AdminShop) -> None:
+    out = shop.run(
+        FAIL_PAY + "c = staff('viewer', 'mideng.view_operationlisting')\n"
+        "i = json.dumps(['dj_pay', 'o1'])\n"
+        "page = text(c.get(OPERATIONS))\n"
+        "r = c.post(OPERATIONS, form([('action', 'reconcile'), ('index', '0'), ('post', 'yes'),"
+        " ('_selected_action', i), ('seen-' + i, 'released -')]))\n"
+        "out = {'status': r.status_code, 'action': 'reconcile' in page,"
+        " 'charged': shop_ops.charged}\n"
+    )
+    assert out == {"status": 403, "action": False, "charged": ["o1"]}
+
+
+def test_reconcile_of_an_operation_taken_meanwhile_is_changed(shop: AdminShop) -> None:
+    # Between the confirmation page and its POST a caller claims the operation's record and
+    # holds it: it is running now, so reconcile leaves it to that caller.
+    hold = (
+        "from mideng.contrib.django import guard\n"
+        "from mideng.core.record import ClaimRequest, ExpiryPolicy\n"
+        "guard().store.claim(ClaimRequest('dj_pay', 'o1', 'other', 60, 60, None,"
+        " ExpiryPolicy.TAKE_OVER))\n"
+    )
+    out = shop.run(FAIL_PAY + OPERATION_PAGE + hold + CONFIRM)
+    assert out["said"] == ["Changed meanwhile, nothing done: dj_pay / o1 is now running, fence 1"]
+    assert _record(shop, "dj_pay", "o1") == ("processing", 1)

@@ -3,23 +3,28 @@ what the operator saw.
 
 No one may add, change or delete a row here (mideng writes its tables; a hand edit would break
 the fences and per-key order they carry). Each action is gated by a custom permission of the
-app (``mideng.requeue_outbox``); a staff user without it does not see the action, and a
-forged POST naming it is refused (403), nothing done.
+app (``mideng.requeue_outbox``, ``mideng.resolve_record``, ``mideng.release_record``,
+``mideng.reconcile_operation``); a staff user without it does not see the action, and a forged
+POST naming it is refused (403), nothing done.
 
 An action acts on the rows as the list showed them: the list carries, per row, what the
-operator saw (an outbox row's failed attempts) in a hidden field of its form; the action's
-confirmation page carries it on, and the action is done only while each row is still so
-(mideng.outbox.dead). One row changed between the page and the POST is told "changed
-meanwhile", nothing done to it. Texts from the tables (errors, payloads) are shown truncated
-and escaped by Django's autoescape, never marked safe.
+operator saw (an outbox row's failed attempts, a record's status and fence, an operation's state and
+its record's fence) in a hidden field
+of its form; the action's confirmation page carries it on, and the action is done only while
+each row is still so (mideng.outbox.dead, mideng.guard.operator). One row changed between the
+page and the POST is told "changed meanwhile", nothing done to it. Texts from the tables
+(results, errors, payloads) are shown truncated and escaped by Django's autoescape, never
+marked safe.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
@@ -27,11 +32,23 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
-from mideng.contrib.django.models import OutboxMessage
+from mideng.contrib.django.models import (
+    OperationListing,
+    OutboxMessage,
+    RecordListing,
+    StepListing,
+)
+from mideng.contrib.django.project import guard
 from mideng.contrib.django.settings import config, database_url
 from mideng.core.answers import Answer, Changed, Done
+from mideng.core.record import Record, Seen, Status
+from mideng.guard.operator import release_record, resolve_record
+from mideng.operations.pending import judge, store_of
+from mideng.operations.results import OperationState, PendingOperation, SeenOperation
 from mideng.outbox import dead
 from mideng.outbox.schema import DEAD, PENDING
 from mideng.stores.sql.engines import engine_for
@@ -280,3 +297,325 @@ class OutboxMessageAdmin(ReadOnly):
             )
         tell(self, request, answers, "Requeued", row_now)
         return None
+
+
+# -- records -------------------------------------------------------------------------------
+def record_ident(scope: str, key: str) -> str:
+    """A record's name in the list's form: its scope and key, unambiguous whatever they hold."""
+    return json.dumps([scope, key])
+
+
+def record_of(ident: str) -> tuple[str, str] | None:
+    """The scope and key an ident names (None: not one the list makes)."""
+    try:
+        scope, key = json.loads(ident)
+    except (ValueError, TypeError):
+        return None
+    return (scope, key) if isinstance(scope, str) and isinstance(key, str) else None
+
+
+#: What a record is asked for as when the page carried nothing (or nothing sensible) of it:
+#: a fence no record has, so the answer is ``Changed`` (or ``Gone``), nothing done.
+UNSEEN = Seen(Status.PROCESSING, -1)
+
+
+def seen_record(value: str | None) -> Seen:
+    """What the list showed of a record (``"<status> <fence>"``), else ``UNSEEN``."""
+    status, _, fence = (value or "").partition(" ")
+    if status not in {s.value for s in Status} or not fence.isdigit():
+        return UNSEEN
+    return Seen(Status(status), int(fence))
+
+
+def on_each(
+    seen: dict[str, str | None], act: Callable[[str, str, str | None], Answer[T]]
+) -> dict[str, Answer[T]]:
+    """``act`` on each row selected (named by scope and key), by its label."""
+    answers: dict[str, Answer[T]] = {}
+    for ident, value in seen.items():
+        named = record_of(ident)
+        if named is not None:  # else not a row a list shows: nothing to act on
+            answers[f"{named[0]} / {named[1]}"] = act(named[0], named[1], value)
+    return answers
+
+
+def seen_line(ident: str, value: str | None) -> str:
+    """A selected record on the confirmation page: as the list showed it."""
+    named = record_of(ident)
+    label = ident if named is None else f"{named[0]} / {named[1]}"
+    seen = seen_record(value)
+    return (
+        f"{label}: not shown"
+        if seen is UNSEEN
+        else f"{label}: {seen.status.value}, fence {seen.fence}"
+    )
+
+
+def record_now(record: Record) -> str:
+    return f"{record.status.value}, fence {record.fence}"
+
+
+def keyed_checkbox(obj: Any) -> SafeString:
+    """A row's check box naming it by its scope and key: the listing model's one-column key
+    is not unique."""
+    return format_html(
+        '<input type="checkbox" name="{}" value="{}" class="action-select" '
+        'aria-label="Select this row">',
+        ACTION_CHECKBOX_NAME,
+        record_ident(obj.scope, obj.key),
+    )
+
+
+class LeaseExpired(admin.SimpleListFilter):
+    """Processing records whose holder's lease ran out: it died or hangs."""
+
+    title = "lease"
+    parameter_name = "lease"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("expired", "expired (processing)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() != "expired":
+            return queryset
+        lapsed: QuerySet[Any] = queryset.filter(
+            status=Status.PROCESSING.value, lease_until__lt=time.time()
+        )
+        return lapsed
+
+
+class StatusFilter(admin.SimpleListFilter):
+    """Records by status: UNKNOWN ones are waiting for an operator."""
+
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(s.value, s.value.upper() if s is Status.UNKNOWN else s.value) for s in Status]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value is None:
+            return queryset
+        chosen: QuerySet[Any] = queryset.filter(status=value)
+        return chosen
+
+
+@admin.register(RecordListing)
+class RecordAdmin(ReadOnly):
+    """The records: stuck and UNKNOWN ones to resolve or release."""
+
+    list_display = (
+        "scope",
+        "key",
+        "status_seen",
+        "fence",
+        "attempts",
+        "lease_left",
+        "request_id",
+        "result_preview",
+    )
+    list_display_links = None
+    list_filter = (StatusFilter, LeaseExpired)
+    search_fields = ("scope", "key", "=request_id")
+    ordering = ("scope", "key")
+    actions = ("resolve_not_happened", "release")
+
+    def action_checkbox(self, obj: Any) -> SafeString:
+        return keyed_checkbox(obj)
+
+    @admin.display(description="status")
+    def status_seen(self, row: RecordListing) -> str:
+        ident = record_ident(row.scope, row.key)
+        return format_html("{}{}", row.status, seen_field(ident, f"{row.status} {row.fence}"))
+
+    @admin.display(description="lease left")
+    def lease_left(self, row: RecordListing) -> str:
+        if row.status != Status.PROCESSING.value or row.lease_until is None:
+            return "-"
+        left = row.lease_until - time.time()
+        return f"{left:.0f} s" if left > 0 else f"expired {-left:.0f} s ago"
+
+    @admin.display(description="result")
+    def result_preview(self, row: RecordListing) -> str:
+        return preview(row.result if row.result is not None else row.error)
+
+    def has_resolve_record_permission(self, request: HttpRequest) -> bool:
+        return allowed(request, "mideng.resolve_record")
+
+    def has_release_record_permission(self, request: HttpRequest) -> bool:
+        return allowed(request, "mideng.release_record")
+
+    @admin.action(permissions=["resolve_record"], description="Resolve selected: it did not happen")
+    def resolve_not_happened(
+        self, request: HttpRequest, queryset: QuerySet[Any]
+    ) -> HttpResponse | None:
+        return self._on_records(
+            request,
+            "resolve_not_happened",
+            "Resolved as not happened",
+            lambda scope, key, seen: resolve_record(guard(), scope, key, seen, failed=True),
+        )
+
+    @admin.action(permissions=["release_record"], description="Release selected")
+    def release(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
+        return self._on_records(
+            request,
+            "release",
+            "Released",
+            lambda scope, key, seen: release_record(guard(), scope, key, seen),
+        )
+
+    def _on_records(
+        self,
+        request: HttpRequest,
+        action: str,
+        did: str,
+        act: Callable[[str, str, Seen], Answer[Record]],
+    ) -> HttpResponse | None:
+        """Ask first (what was seen of each record), then act on each while it is still so."""
+        seen = seen_values(request, selected(request))
+        if request.POST.get(CONFIRMED) != "yes":
+            return confirmation(
+                self,
+                request,
+                action=action,
+                title=f"{did}: are you sure?",
+                question=f"{did}, each only while it is still as you saw it:",
+                lines=[seen_line(ident, value) for ident, value in seen.items()],
+                seen=seen,
+                confirm="Yes",
+            )
+        answers = on_each(seen, lambda scope, key, value: act(scope, key, seen_record(value)))
+        tell(self, request, answers, did, record_now)
+        return None
+
+
+# -- operations and their steps ------------------------------------------------------------
+def operation_now(scope: str, key: str) -> PendingOperation | None:
+    """An operation as judged now (its state, its record's fence), None if it is gone."""
+    made = guard()
+    entry = store_of(made).operation(scope, key)
+    return None if entry is None else judge(made, entry, time.time())
+
+
+def seen_text(item: PendingOperation) -> str:
+    """What the list carries of an operation: ``"<state> <fence>"`` (``-``: no record)."""
+    fence = item.seen.fence
+    return f"{item.state.value} {'-' if fence is None else fence}"
+
+
+def seen_operation(value: str | None) -> SeenOperation:
+    """What the list showed of an operation, else a state and fence it never has (Changed)."""
+    state, _, fence = (value or "").partition(" ")
+    if state not in {s.value for s in OperationState} or not (fence.isdigit() or fence == "-"):
+        return SeenOperation(OperationState.DONE, -1)
+    return SeenOperation(OperationState(state), None if fence == "-" else int(fence))
+
+
+def operation_said(item: PendingOperation) -> str:
+    fence = item.seen.fence
+    return f"{item.state.value}, fence {'-' if fence is None else fence}"
+
+
+@admin.register(OperationListing)
+class OperationAdmin(ReadOnly):
+    """Multi-step operations: their state, steps, and a reconcile to run one again."""
+
+    list_display = ("scope", "key", "state_seen", "began", "steps_link", "arguments_preview")
+    list_display_links = None
+    search_fields = ("scope", "key")
+    ordering = ("at",)
+    actions = ("reconcile",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        operations: QuerySet[Any] = super().get_queryset(request).filter(step="")
+        return operations
+
+    def action_checkbox(self, obj: Any) -> SafeString:
+        return keyed_checkbox(obj)
+
+    @admin.display(description="state")
+    def state_seen(self, row: OperationListing) -> str:
+        item = operation_now(row.scope, row.key)
+        if item is None:
+            return "gone"
+        ident = record_ident(row.scope, row.key)
+        return format_html("{}{}", operation_said(item), seen_field(ident, seen_text(item)))
+
+    @admin.display(description="began")
+    def began(self, row: OperationListing) -> str:
+        return f"{max(time.time() - row.at, 0.0):.0f} s ago"
+
+    @admin.display(description="steps")
+    def steps_link(self, row: OperationListing) -> str:
+        url = reverse("admin:mideng_steplisting_changelist")
+        return format_html(
+            '<a href="{}?{}">steps</a>', url, urlencode({"scope": row.scope, "key": row.key})
+        )
+
+    @admin.display(description="arguments")
+    def arguments_preview(self, row: OperationListing) -> str:
+        return preview(row.result)
+
+    def has_reconcile_operation_permission(self, request: HttpRequest) -> bool:
+        return allowed(request, "mideng.reconcile_operation")
+
+    @admin.action(
+        permissions=["reconcile_operation"], description="Reconcile selected: run them again"
+    )
+    def reconcile(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
+        seen = seen_values(request, selected(request))
+        if request.POST.get(CONFIRMED) != "yes":
+            return confirmation(
+                self,
+                request,
+                action="reconcile",
+                title="Reconcile: are you sure?",
+                question="Run each again, only while it is still as you saw it:",
+                lines=[seen_line_of_operation(ident, value) for ident, value in seen.items()],
+                seen=seen,
+                confirm="Yes",
+            )
+
+        def rerun(scope: str, key: str, value: str | None) -> Answer[Any]:
+            return guard().reconcile_operation(scope, key, seen_operation(value))
+
+        answers = on_each(seen, rerun)
+        for label, answer in answers.items():
+            if isinstance(answer, Done):
+                outcome = answer.now
+                text = f"Reconciled {label}: {outcome.outcome.value} {outcome.detail}".rstrip()
+                self.message_user(request, text, messages.SUCCESS)
+            else:
+                tell(self, request, {label: answer}, "Reconciled", operation_said)
+        return None
+
+
+def seen_line_of_operation(ident: str, value: str | None) -> str:
+    named = record_of(ident)
+    label = ident if named is None else f"{named[0]} / {named[1]}"
+    return f"{label}: {value or 'not shown'}"
+
+
+@admin.register(StepListing)
+class StepAdmin(ReadOnly):
+    """The steps kept: an operation's page (``?scope=…&key=…``) lists its own."""
+
+    list_display = ("scope", "key", "step_name", "at_time", "result_preview")
+    list_display_links = None
+    search_fields = ("scope", "key", "step")
+    ordering = ("scope", "key", "at")
+    actions = ()
+
+    @admin.display(description="step")
+    def step_name(self, row: StepListing) -> str:
+        return row.step or "(the operation: its arguments)"
+
+    @admin.display(description="at")
+    def at_time(self, row: StepListing) -> str:
+        return f"{max(time.time() - row.at, 0.0):.0f} s ago"
+
+    @admin.display(description="result")
+    def result_preview(self, row: StepListing) -> str:
+        return preview(row.result)

@@ -47,10 +47,6 @@ class Record(models.Model):
     class Meta:
         managed = False
         db_table = _names.records
-        permissions = (
-            ("resolve_record", "Can resolve a stuck or UNKNOWN record"),
-            ("release_record", "Can release a stuck or UNKNOWN record"),
-        )
 
 
 class Step(models.Model):
@@ -69,7 +65,6 @@ class Step(models.Model):
     class Meta:
         managed = False
         db_table = steps_table(_names.records)
-        permissions = (("reconcile_operation", "Can run an unfinished operation again"),)
 
 
 class OutboxMessage(models.Model):
@@ -120,6 +115,69 @@ class OutboxKey(models.Model):
     class Meta:
         managed = False
         db_table = keys_table(_names.outbox)
+
+
+class RecordListing(models.Model):
+    """The record table as the admin lists it. Django's admin takes no model whose primary
+    key is composite, as ``Record``'s is; this one names ``scope`` its key, which it is not
+    (one scope holds many keys): the admin names each row by its scope and key itself, and
+    nothing else should use this model (use ``Record``)."""
+
+    scope: models.TextField[str, str] = models.TextField(primary_key=True)
+    key: models.TextField[str, str] = models.TextField()
+    status: models.TextField[str, str] = models.TextField()
+    fence: models.BigIntegerField[int, int] = models.BigIntegerField()
+    owner: models.TextField[str, str] = models.TextField()
+    lease_until: models.FloatField[float | None, float | None] = models.FloatField(null=True)
+    result: models.BinaryField[bytes | memoryview | None, bytes | None] = models.BinaryField(
+        null=True
+    )
+    codec: models.TextField[str | None, str | None] = models.TextField(null=True)
+    error: models.BinaryField[bytes | memoryview | None, bytes | None] = models.BinaryField(
+        null=True
+    )
+    attempts: models.IntegerField[int, int] = models.IntegerField(default=1)
+    request_id: models.TextField[str | None, str | None] = models.TextField(null=True)
+    created_at: models.FloatField[float, float] = models.FloatField()
+    updated_at: models.FloatField[float, float] = models.FloatField()
+
+    class Meta:
+        managed = False
+        db_table = _names.records
+        verbose_name = "record"
+        permissions = (
+            ("resolve_record", "Can resolve a stuck or UNKNOWN record"),
+            ("release_record", "Can release a stuck or UNKNOWN record"),
+        )
+
+
+class StepListing(models.Model):
+    """The steps table as the admin lists it: ``step`` "" is an operation (its arguments
+    kept), any other a step of one (its result kept). As ``RecordListing``: ``scope`` is
+    named its key for the admin's sake only; use ``Step``."""
+
+    scope: models.TextField[str, str] = models.TextField(primary_key=True)
+    key: models.TextField[str, str] = models.TextField()
+    step: models.TextField[str, str] = models.TextField()
+    result: models.BinaryField[bytes | memoryview | None, bytes | None] = models.BinaryField(
+        null=True
+    )
+    codec: models.TextField[str | None, str | None] = models.TextField(null=True)
+    at: models.FloatField[float, float] = models.FloatField()
+
+    class Meta:
+        managed = False
+        db_table = steps_table(_names.records)
+        verbose_name = "step"
+
+
+class OperationListing(StepListing):
+    """The operations (the steps table's rows whose ``step`` is ""), for the admin."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "operation"
+        permissions = (("reconcile_operation", "Can run an unfinished operation again"),)
 
 
 class SchemaVersion(models.Model):
