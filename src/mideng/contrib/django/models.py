@@ -20,12 +20,9 @@ from mideng.schema.versions import VERSION_TABLE
 _names = config()
 
 
-class Record(models.Model):
-    """One record: a business operation's claim and, once done, its result."""
+class RecordColumns(models.Model):
+    """The record table's columns but its key (``Record``'s and ``RecordListing``'s)."""
 
-    pk = models.CompositePrimaryKey("scope", "key")
-    scope: models.TextField[str, str] = models.TextField()
-    key: models.TextField[str, str] = models.TextField()
     status: models.TextField[str, str] = models.TextField()
     fence: models.BigIntegerField[int, int] = models.BigIntegerField()
     owner: models.TextField[str, str] = models.TextField()
@@ -45,15 +42,24 @@ class Record(models.Model):
     expires_at: models.FloatField[float | None, float | None] = models.FloatField(null=True)
 
     class Meta:
+        abstract = True
+
+
+class Record(RecordColumns):
+    """One record: a business operation's claim and, once done, its result."""
+
+    pk = models.CompositePrimaryKey("scope", "key")
+    scope: models.TextField[str, str] = models.TextField()
+    key: models.TextField[str, str] = models.TextField()
+
+    class Meta:
         managed = False
         db_table = _names.records
 
 
-class Step(models.Model):
-    """A step of a multi-step operation, its result kept (``step`` "" marks the operation)."""
+class StepColumns(models.Model):
+    """The steps table's columns but its key's first (``Step``'s and ``StepListing``'s)."""
 
-    pk = models.CompositePrimaryKey("scope", "key", "step")
-    scope: models.TextField[str, str] = models.TextField()
     key: models.TextField[str, str] = models.TextField()
     step: models.TextField[str, str] = models.TextField()
     result: models.BinaryField[bytes | memoryview | None, bytes | None] = models.BinaryField(
@@ -61,6 +67,16 @@ class Step(models.Model):
     )
     codec: models.TextField[str | None, str | None] = models.TextField(null=True)
     at: models.FloatField[float, float] = models.FloatField()
+
+    class Meta:
+        abstract = True
+
+
+class Step(StepColumns):
+    """A step of a multi-step operation, its result kept (``step`` "" marks the operation)."""
+
+    pk = models.CompositePrimaryKey("scope", "key", "step")
+    scope: models.TextField[str, str] = models.TextField()
 
     class Meta:
         managed = False
@@ -117,7 +133,7 @@ class OutboxKey(models.Model):
         db_table = keys_table(_names.outbox)
 
 
-class RecordListing(models.Model):
+class RecordListing(RecordColumns):
     """The record table as the admin lists it. Django's admin takes no model whose primary
     key is composite, as ``Record``'s is; this one names ``scope`` its key, which it is not
     (one scope holds many keys): the admin names each row by its scope and key itself, and
@@ -125,21 +141,6 @@ class RecordListing(models.Model):
 
     scope: models.TextField[str, str] = models.TextField(primary_key=True)
     key: models.TextField[str, str] = models.TextField()
-    status: models.TextField[str, str] = models.TextField()
-    fence: models.BigIntegerField[int, int] = models.BigIntegerField()
-    owner: models.TextField[str, str] = models.TextField()
-    lease_until: models.FloatField[float | None, float | None] = models.FloatField(null=True)
-    result: models.BinaryField[bytes | memoryview | None, bytes | None] = models.BinaryField(
-        null=True
-    )
-    codec: models.TextField[str | None, str | None] = models.TextField(null=True)
-    error: models.BinaryField[bytes | memoryview | None, bytes | None] = models.BinaryField(
-        null=True
-    )
-    attempts: models.IntegerField[int, int] = models.IntegerField(default=1)
-    request_id: models.TextField[str | None, str | None] = models.TextField(null=True)
-    created_at: models.FloatField[float, float] = models.FloatField()
-    updated_at: models.FloatField[float, float] = models.FloatField()
 
     class Meta:
         managed = False
@@ -151,19 +152,12 @@ class RecordListing(models.Model):
         )
 
 
-class StepListing(models.Model):
+class StepListing(StepColumns):
     """The steps table as the admin lists it: ``step`` "" is an operation (its arguments
     kept), any other a step of one (its result kept). As ``RecordListing``: ``scope`` is
     named its key for the admin's sake only; use ``Step``."""
 
     scope: models.TextField[str, str] = models.TextField(primary_key=True)
-    key: models.TextField[str, str] = models.TextField()
-    step: models.TextField[str, str] = models.TextField()
-    result: models.BinaryField[bytes | memoryview | None, bytes | None] = models.BinaryField(
-        null=True
-    )
-    codec: models.TextField[str | None, str | None] = models.TextField(null=True)
-    at: models.FloatField[float, float] = models.FloatField()
 
     class Meta:
         managed = False
