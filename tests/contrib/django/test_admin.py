@@ -179,11 +179,13 @@ def _claim(shop: AdminShop, scope: str, key: str, lease: float, expiry: ExpiryPo
 
 
 def _records(shop: AdminShop) -> None:
-    """dj_shop/ok succeeded with markup for a result; dj_charge/u1 UNKNOWN (fence 1);
-    dj_export/e1 processing, its lease run out; dj_export/e2 processing, its lease live."""
+    """dj_shop/ok succeeded with markup for a result, dj_shop/long with 300 characters;
+    dj_charge/u1 UNKNOWN (fence 1); dj_export/e1 processing, its lease run out; dj_export/e2
+    processing, its lease live."""
     guard = shop.guard()
     try:
         guard.run("dj_shop", "ok", lambda: SCRIPT)
+        guard.run("dj_shop", "long", lambda: "x" * 300)
     finally:
         guard.close()
     _claim(shop, "dj_charge", "u1", 0.1, ExpiryPolicy.UNKNOWN)
@@ -212,13 +214,15 @@ def test_records_list_filters_searches_and_escapes(shop: AdminShop) -> None:
         "out['escaped'] = '&lt;script&gt;alert(1)&lt;/script&gt;' in pages['']\n"
         f"out['raw'] = {SCRIPT!r} in pages['']\n"
         "out['actions'] = ['release' in pages[''], 'resolve_not_happened' in pages['']]\n"
+        "out['cut'] = ['&quot;' + 'x' * 78 + '…' in pages[''], 'x' * 80 in pages['']]\n"
     )
     assert out[""] == [["dj_charge", "u1"], ["dj_export", "e1"], ["dj_export", "e2"],
-                       ["dj_shop", "ok"]]  # fmt: skip
+                       ["dj_shop", "long"], ["dj_shop", "ok"]]  # fmt: skip
     assert out["?status=unknown"] == [["dj_charge", "u1"]]
     assert out["?lease=expired"] == [["dj_export", "e1"]]
     assert out["?q=dj_charge"] == [["dj_charge", "u1"]]
-    assert out["?status=succeeded"] == [["dj_shop", "ok"]]
+    assert out["?status=succeeded"] == [["dj_shop", "long"], ["dj_shop", "ok"]]
+    assert out["cut"] == [True, False]  # 80 characters shown, the last an ellipsis
     assert (out["escaped"], out["raw"]) == (True, False)
     assert out["actions"] == [False, False]
 

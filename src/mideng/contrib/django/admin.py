@@ -73,6 +73,11 @@ def preview(text: str | bytes | memoryview | None, limit: int = PREVIEW) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def ago(at: float) -> str:
+    """How long ago ``at`` (epoch seconds, the store's clock) was, in whole seconds."""
+    return f"{max(time.time() - at, 0.0):.0f} s ago"
+
+
 def seen_field(row_id: str, value: object) -> str:
     """The hidden field that carries what the operator saw of ``row_id`` with the list's form."""
     return format_html('<input type="hidden" name="{}{}" value="{}">', SEEN, row_id, value)
@@ -265,7 +270,7 @@ class OutboxMessageAdmin(ReadOnly):
 
     @admin.display(description="age")
     def age(self, row: OutboxMessage) -> str:
-        return f"{max(time.time() - row.created_at, 0.0):.0f} s"
+        return ago(row.created_at)
 
     @admin.display(description="last error")
     def error_preview(self, row: OutboxMessage) -> str:
@@ -545,7 +550,7 @@ class OperationAdmin(ReadOnly):
 
     @admin.display(description="began")
     def began(self, row: OperationListing) -> str:
-        return f"{max(time.time() - row.at, 0.0):.0f} s ago"
+        return ago(row.at)
 
     @admin.display(description="steps")
     def steps_link(self, row: OperationListing) -> str:
@@ -614,7 +619,7 @@ class StepAdmin(ReadOnly):
 
     @admin.display(description="at")
     def at_time(self, row: StepListing) -> str:
-        return f"{max(time.time() - row.at, 0.0):.0f} s ago"
+        return ago(row.at)
 
     @admin.display(description="result")
     def result_preview(self, row: StepListing) -> str:
