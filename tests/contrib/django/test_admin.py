@@ -62,6 +62,20 @@ def test_check_is_clean_and_the_permissions_exist(shop: AdminShop) -> None:
         assert codename in found
 
 
+def test_no_one_adds_changes_or_deletes_not_even_a_superuser(shop: AdminShop) -> None:
+    out = shop.run(
+        "from django.contrib.auth.models import User\n"
+        "from django.test import Client\n"
+        "User.objects.create_superuser('root', password='x')\n"
+        "c = Client()\n"
+        "c.login(username='root', password='x')\n"
+        "pages = (OUTBOX, RECORDS, OPERATIONS, STEPS)\n"
+        "out = {p: [c.get(p).status_code, c.get(p + 'add/').status_code,"
+        " 'delete_selected' in c.get(p).content.decode()] for p in pages}\n"
+    )
+    assert set(map(tuple, out.values())) == {(200, 403, False)}
+
+
 def test_outbox_lists_filters_searches_and_escapes(shop: AdminShop) -> None:
     ids = _outbox(shop)
     out = shop.run(
