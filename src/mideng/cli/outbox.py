@@ -12,23 +12,19 @@ docs/cli.md).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from mideng.cli.common import emit, json_option, limit_option
-from mideng.cli.migrate import engine_for, reported
+from mideng.cli.migrate import reported
 from mideng.cli.options import db_option
-from mideng.core.answers import Answer, Changed, Done
 from mideng.outbox.schema import DEFAULT_TABLE
 from mideng.stores.reports import when
+from mideng.stores.sql.engines import engine_for
 
 if TYPE_CHECKING:
     from mideng.outbox.dead import OutboxRow
-
-#: A row's ``state`` as the commands print it.
-STATES = {0: "pending", 1: "sent", 2: "dead"}
 
 table_option = click.option(
     "--table", default=DEFAULT_TABLE, show_default=True, help="Outbox table."
@@ -37,12 +33,14 @@ table_option = click.option(
 
 def described(row: OutboxRow, now: float) -> dict[str, Any]:
     """A row as JSON: the fields ``dead --json`` prints."""
+    from mideng.outbox.dead import state_name
+
     return {
         "id": row.id,
         "destination": row.destination,
         "key": row.key,
         "seq": row.seq,
-        "state": STATES.get(row.state, str(row.state)),
+        "state": state_name(row.state),
         "attempts": row.attempts,
         "error": row.error,
         "created_at": when(row.created_at),
@@ -99,83 +97,21 @@ def requeue_command(
 ) -> None:
     """Put dead rows back to pending (by ID, or every dead row of --destination); exit 1 if
     one changed meanwhile."""
-    from mideng.outbox.dead import dead_rows, requeue, rows_by_id
+    from mideng.outbox import dead as rows
 
     if bool(ids) == (destination is not None):
         raise click.UsageError("give row IDs or --destination, not both and not neither")
     with reported():
-        engine = engine_for(db_url)
-        seen = (
-            rows_by_id(engine, list(ids), table=table)
-            if ids
-            else dead_rows(engine, destination=destination, limit=1_000_000, table=table)
+        answers = rows.requeue_as_read(
+            engine_for(db_url), ids, destination, dry_run=dry_run, table=table
         )
-        # What was read is what the requeue is conditional on: a row not dead when read is
-        # asked for as seen dead (attempts -1 matches nothing), so it answers Changed.
-        asked = _asked(ids, seen)
-        answers = requeue(engine, asked, dry_run=dry_run, table=table)
-    _show(answers, dry_run, as_json)
-
-
-def _asked(ids: Sequence[str], seen: Sequence[OutboxRow]) -> list[Any]:
-    from mideng.outbox.dead import SeenRow
-    from mideng.outbox.schema import DEAD
-
-    by_id = {row.id: row for row in seen}
-    order = list(ids) if ids else [row.id for row in seen]
-    return [
-        SeenRow(row_id, by_id[row_id].attempts)
-        if row_id in by_id and by_id[row_id].state == DEAD
-        else SeenRow(row_id, -1)
-        for row_id in order
-    ]
-
-
-def _outcome(answer: Answer[OutboxRow], dry_run: bool) -> str:
-    if isinstance(answer, Done):
-        return "would_requeue" if dry_run else "requeued"
-    return "changed" if isinstance(answer, Changed) else "gone"
-
-
-def _show(answers: dict[str, Answer[OutboxRow]], dry_run: bool, as_json: bool) -> None:
-    outcomes = {row_id: _outcome(answer, dry_run) for row_id, answer in answers.items()}
-    done = sum(1 for outcome in outcomes.values() if outcome in ("requeued", "would_requeue"))
     if as_json:
-        emit(
-            {
-                "dry_run": dry_run,
-                "requeued": 0 if dry_run else done,
-                "rows": [
-                    {
-                        "id": row_id,
-                        "outcome": outcomes[row_id],
-                        "state": None
-                        if not isinstance(answer, (Done, Changed))
-                        else STATES.get(answer.now.state, str(answer.now.state)),
-                        "attempts": answer.now.attempts
-                        if isinstance(answer, (Done, Changed))
-                        else None,
-                    }
-                    for row_id, answer in answers.items()
-                ],
-            }
-        )
+        emit(rows.report(answers, dry_run))
     else:
-        for row_id, answer in answers.items():
-            click.echo(_line(row_id, answer, dry_run))
-        click.echo(f"{'would requeue' if dry_run else 'requeued'} {done} row(s)")
-    if done < len(answers):
+        for text in rows.lines(answers, dry_run):
+            click.echo(text)
+    if not rows.all_done(answers):
         raise click.exceptions.Exit(1)
-
-
-def _line(row_id: str, answer: Answer[OutboxRow], dry_run: bool) -> str:
-    if isinstance(answer, Done):
-        return f"{'would requeue' if dry_run else 'requeued'} {row_id}"
-    if isinstance(answer, Changed):
-        now = answer.now
-        state = STATES.get(now.state, str(now.state))
-        return f"changed meanwhile: {row_id} is {state}, attempts {now.attempts}"
-    return f"changed meanwhile: {row_id} is gone"
 
 
 __all__ = ["dead", "described", "outbox", "requeue_command"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import click
 
-from mideng.cli.migrate import applied, engine_for, reported
+from mideng.cli.migrate import applied, reported
 from mideng.schema.apply import LOCK_TIMEOUT, LOCK_WAIT
 from mideng.schema.plan import fresh
 from mideng.schema.tables import DEFAULT_NAMES, RECORDS, family_of, outbox, records
+from mideng.stores.sql.engines import engine_for
 
 
 def _kind(url: str) -> str:

@@ -15,6 +15,10 @@ the same way, changing nothing.
 ``arequeue`` an ``AsyncEngine``, a sync ``Engine`` or a URL (``mideng.outbox.engines``).
 PostgreSQL, MySQL/MariaDB and SQLite. The ``mideng outbox`` commands, Django's admin and a
 dashboard call these.
+
+``requeue_as_read`` is what ``mideng outbox requeue`` and ``manage.py mideng_requeue`` do:
+read the rows (by id, or every dead row of a destination), then requeue them conditional on
+that read; ``report`` and ``line`` shape the answers as both print them.
 """
 
 from __future__ import annotations
@@ -197,12 +201,115 @@ async def arequeue(
     return await _arun(db, table, lambda q: requeued(q, seen, dry_run))
 
 
+# -- what an operator's requeue reads first, and what it prints after -----------------------
+#: A row's ``state`` as the commands and the admin show it.
+STATES = {PENDING: "pending", 1: "sent", DEAD: "dead"}
+
+
+def state_name(state: int) -> str:
+    return STATES.get(state, str(state))
+
+
+def seen_as_read(ids: Sequence[str], read_rows: Sequence[OutboxRow]) -> list[SeenRow]:
+    """What a requeue asks for after reading ``read_rows``: ``ids`` in order (none given:
+    every row read). A row not dead when read is asked for as seen dead with attempts -1,
+    which matches nothing, so it answers ``Changed``; a row not read, ``Gone``."""
+    by_id = {row.id: row for row in read_rows}
+    order = list(ids) if ids else [row.id for row in read_rows]
+    return [
+        by_id[row_id].seen
+        if row_id in by_id and by_id[row_id].state == DEAD
+        else SeenRow(row_id, -1)
+        for row_id in order
+    ]
+
+
+#: Every dead row of a destination, as the requeue commands read them.
+EVERY_DEAD = 1_000_000
+
+
+def requeue_as_read(
+    engine: Any,
+    ids: Sequence[str],
+    destination: str | None,
+    *,
+    dry_run: bool = False,
+    table: str = DEFAULT_TABLE,
+) -> dict[str, Answer[OutboxRow]]:
+    """The rows of ``ids`` (or every dead row of ``destination``: exactly one of the two)
+    read, then requeued while each is still as read: ``requeue``'s answers."""
+    if bool(ids) == (destination is not None):
+        raise ValueError("give row IDs or a destination, not both and not neither")
+    read_rows = (
+        rows_by_id(engine, ids, table=table)
+        if ids
+        else dead_rows(engine, destination=destination, limit=EVERY_DEAD, table=table)
+    )
+    return requeue(engine, seen_as_read(ids, read_rows), dry_run=dry_run, table=table)
+
+
+def outcome(answer: Answer[OutboxRow], dry_run: bool) -> str:
+    """One answer as a word: ``requeued`` / ``would_requeue``, ``changed`` or ``gone``."""
+    if isinstance(answer, Done):
+        return "would_requeue" if dry_run else "requeued"
+    return "changed" if isinstance(answer, Changed) else "gone"
+
+
+def all_done(answers: dict[str, Answer[OutboxRow]]) -> bool:
+    """Whether every row asked for was (or would be) requeued: the commands' exit 0."""
+    return all(isinstance(answer, Done) for answer in answers.values())
+
+
+def report(answers: dict[str, Answer[OutboxRow]], dry_run: bool) -> dict[str, Any]:
+    """The answers as JSON, field names stable (docs/cli.md)."""
+    done = sum(1 for answer in answers.values() if isinstance(answer, Done))
+    return {
+        "dry_run": dry_run,
+        "requeued": 0 if dry_run else done,
+        "rows": [
+            {
+                "id": row_id,
+                "outcome": outcome(answer, dry_run),
+                "state": None if isinstance(answer, Gone) else state_name(answer.now.state),
+                "attempts": None if isinstance(answer, Gone) else answer.now.attempts,
+            }
+            for row_id, answer in answers.items()
+        ],
+    }
+
+
+def line(row_id: str, answer: Answer[OutboxRow], dry_run: bool) -> str:
+    """One answer as a line of text."""
+    if isinstance(answer, Done):
+        return f"{'would requeue' if dry_run else 'requeued'} {row_id}"
+    if isinstance(answer, Changed):
+        now = answer.now
+        return f"changed meanwhile: {row_id} is {state_name(now.state)}, attempts {now.attempts}"
+    return f"changed meanwhile: {row_id} is gone"
+
+
+def lines(answers: dict[str, Answer[OutboxRow]], dry_run: bool) -> list[str]:
+    """A line per answer, then the count."""
+    done = sum(1 for answer in answers.values() if isinstance(answer, Done))
+    total = f"{'would requeue' if dry_run else 'requeued'} {done} row(s)"
+    return [*(line(row_id, answer, dry_run) for row_id, answer in answers.items()), total]
+
+
 __all__ = [
+    "STATES",
     "OutboxRow",
     "SeenRow",
     "adead_rows",
+    "all_done",
     "arequeue",
     "dead_rows",
+    "line",
+    "lines",
+    "outcome",
+    "report",
     "requeue",
+    "requeue_as_read",
     "rows_by_id",
+    "seen_as_read",
+    "state_name",
 ]

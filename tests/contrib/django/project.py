@@ -76,6 +76,7 @@ class Project:
     database: dict[str, Any]
     mideng: dict[str, Any] | None = None
     more: dict[str, Any] = field(default_factory=dict)
+    apps: tuple[str, ...] = ("django.contrib.contenttypes", "django.contrib.auth")
 
     def settings(self) -> str:
         lines = [
@@ -83,8 +84,7 @@ class Project:
             "pymysql.install_as_MySQLdb()",
             'SECRET_KEY = "tests-only"',
             "USE_TZ = True",
-            'INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth",'
-            ' "mideng.contrib.django"]',
+            f"INSTALLED_APPS = {[*self.apps, 'mideng.contrib.django']!r}",
             f"DATABASES = {{'default': {self.database!r}}}",
         ]
         if self.mideng is not None:
@@ -110,6 +110,17 @@ class Project:
             capture_output=True,
             text=True,
             timeout=60,
+            check=False,
+        )
+
+    def python(self, code: str) -> subprocess.CompletedProcess[str]:
+        """``code`` run by ``python -c`` in the project (its settings, Django not set up)."""
+        return subprocess.run(
+            [sys.executable, "-c", code],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
             check=False,
         )
 

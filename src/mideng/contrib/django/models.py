@@ -1,6 +1,10 @@
 """mideng's tables as Django models, for the ORM and the admin: the same tables and columns
 as ``mideng.schema`` makes (``managed = False``: Django never alters them; the app's
-migrations create them with mideng's own statements). Table names are the setting's
+migrations create them with mideng's own statements). The operators' actions are custom
+permissions on them (``mideng.resolve_record``, ``mideng.release_record``,
+``mideng.reconcile_operation``, ``mideng.requeue_outbox``), which Django creates after
+``migrate`` as for any model of a migrated app, unmanaged too; the first migration takes the
+models' state, permissions included, from the models themselves. Table names are the setting's
 (``records``, ``outbox``). Reading them is safe; write through mideng (``guard()``, the
 outbox), whose statements keep the fences and per-key order these rows carry.
 """
@@ -16,12 +20,9 @@ from mideng.schema.versions import VERSION_TABLE
 _names = config()
 
 
-class Record(models.Model):
-    """One record: a business operation's claim and, once done, its result."""
+class RecordColumns(models.Model):
+    """The record table's columns but its key (``Record``'s and ``RecordListing``'s)."""
 
-    pk = models.CompositePrimaryKey("scope", "key")
-    scope: models.TextField[str, str] = models.TextField()
-    key: models.TextField[str, str] = models.TextField()
     status: models.TextField[str, str] = models.TextField()
     fence: models.BigIntegerField[int, int] = models.BigIntegerField()
     owner: models.TextField[str, str] = models.TextField()
@@ -41,15 +42,24 @@ class Record(models.Model):
     expires_at: models.FloatField[float | None, float | None] = models.FloatField(null=True)
 
     class Meta:
+        abstract = True
+
+
+class Record(RecordColumns):
+    """One record: a business operation's claim and, once done, its result."""
+
+    pk = models.CompositePrimaryKey("scope", "key")
+    scope: models.TextField[str, str] = models.TextField()
+    key: models.TextField[str, str] = models.TextField()
+
+    class Meta:
         managed = False
         db_table = _names.records
 
 
-class Step(models.Model):
-    """A step of a multi-step operation, its result kept (``step`` "" marks the operation)."""
+class StepColumns(models.Model):
+    """The steps table's columns but its key's first (``Step``'s and ``StepListing``'s)."""
 
-    pk = models.CompositePrimaryKey("scope", "key", "step")
-    scope: models.TextField[str, str] = models.TextField()
     key: models.TextField[str, str] = models.TextField()
     step: models.TextField[str, str] = models.TextField()
     result: models.BinaryField[bytes | memoryview | None, bytes | None] = models.BinaryField(
@@ -57,6 +67,16 @@ class Step(models.Model):
     )
     codec: models.TextField[str | None, str | None] = models.TextField(null=True)
     at: models.FloatField[float, float] = models.FloatField()
+
+    class Meta:
+        abstract = True
+
+
+class Step(StepColumns):
+    """A step of a multi-step operation, its result kept (``step`` "" marks the operation)."""
+
+    pk = models.CompositePrimaryKey("scope", "key", "step")
+    scope: models.TextField[str, str] = models.TextField()
 
     class Meta:
         managed = False
@@ -93,6 +113,7 @@ class OutboxMessage(models.Model):
     class Meta:
         managed = False
         db_table = _names.outbox
+        permissions = (("requeue_outbox", "Can requeue dead outbox rows"),)
 
 
 class OutboxKey(models.Model):
@@ -110,6 +131,47 @@ class OutboxKey(models.Model):
     class Meta:
         managed = False
         db_table = keys_table(_names.outbox)
+
+
+class RecordListing(RecordColumns):
+    """The record table as the admin lists it. Django's admin takes no model whose primary
+    key is composite, as ``Record``'s is; this one names ``scope`` its key, which it is not
+    (one scope holds many keys): the admin names each row by its scope and key itself, and
+    nothing else should use this model (use ``Record``)."""
+
+    scope: models.TextField[str, str] = models.TextField(primary_key=True)
+    key: models.TextField[str, str] = models.TextField()
+
+    class Meta:
+        managed = False
+        db_table = _names.records
+        verbose_name = "record"
+        permissions = (
+            ("resolve_record", "Can resolve a stuck or UNKNOWN record"),
+            ("release_record", "Can release a stuck or UNKNOWN record"),
+        )
+
+
+class StepListing(StepColumns):
+    """The steps table as the admin lists it: ``step`` "" is an operation (its arguments
+    kept), any other a step of one (its result kept). As ``RecordListing``: ``scope`` is
+    named its key for the admin's sake only; use ``Step``."""
+
+    scope: models.TextField[str, str] = models.TextField(primary_key=True)
+
+    class Meta:
+        managed = False
+        db_table = steps_table(_names.records)
+        verbose_name = "step"
+
+
+class OperationListing(StepListing):
+    """The operations (the steps table's rows whose ``step`` is ""), for the admin."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "operation"
+        permissions = (("reconcile_operation", "Can run an unfinished operation again"),)
 
 
 class SchemaVersion(models.Model):
