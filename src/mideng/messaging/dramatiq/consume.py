@@ -1,0 +1,104 @@
+"""Dramatiq's side of a guarded job: one pending message per business key, one run per key.
+
+    @idempotent_actor(guard, "stock", key="order:{order_id}", broker=broker, max_retries=3)
+    def deduct_stock(order_id: str, quantity: int) -> dict[str, int]:
+        ...
+
+    deduct_stock.enqueue("1001", 2)     # Enqueued(key, message_id, Enqueue.QUEUED)
+    deduct_stock.enqueue("1001", 2)     # nothing sent: Enqueue.PENDING, the first message's id
+
+Dramatiq itself sends every ``send`` as a new message. Here the key is held from ``enqueue``
+until the message's run finishes for good (returned, replayed, or failed with no retry left),
+and the message's id is the one mideng minted. A worker killed mid-message gives it back: on
+RabbitMQ when its connection drops, on Redis once its heartbeat runs out and another worker's
+maintenance requeues it; that delivery replays the first run's result or runs it
+(mideng.messaging.task_queue has the rules). The actor's broker gets Dramatiq's
+``CurrentMessage`` middleware, so a failed run can tell whether Dramatiq will retry it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mideng.core.keys import KeySpec
+from mideng.guard.guard import Guard
+from mideng.messaging.task_queue import Enqueued, GuardedJob
+from mideng.stores.registry import require
+
+
+class DramatiqJob:
+    """A guarded Dramatiq actor (``actor``) and its ``enqueue``."""
+
+    def __init__(self, job: GuardedJob, actor: Any) -> None:
+        self.job = job
+        self.actor = actor
+        self.__name__ = job.fn.__name__
+        self.__qualname__ = job.fn.__qualname__
+        self.__doc__ = job.fn.__doc__
+
+    def enqueue(self, *args: Any, **kwargs: Any) -> Enqueued:
+        """Send a message to the actor's queue unless its key has one pending."""
+
+        def send(job_id: str, sent_kwargs: dict[str, Any]) -> Any:
+            import dataclasses
+
+            message = self.actor.message_with_options(args=args, kwargs=sent_kwargs)
+            return self.actor.broker.enqueue(dataclasses.replace(message, message_id=job_id))
+
+        return self.job.enqueue(args, kwargs, send)
+
+
+def idempotent_actor(
+    guard: Guard | Callable[[], Guard],
+    scope: str,
+    *,
+    key: KeySpec,
+    payload: Callable[..., Any] | None = None,
+    policy: dict[str, Any] | None = None,
+    pending_for: float = 3600.0,
+    in_flight_delay: float = 5.0,
+    broker: Any = None,
+    **actor_options: Any,
+) -> Callable[[Callable[..., Any]], DramatiqJob]:
+    """Make the decorated function a Dramatiq actor guarded per business key.
+
+    ``key`` / ``payload`` / ``policy`` / ``pending_for`` / ``in_flight_delay`` as in
+    ``mideng.messaging.rq.idempotent_job``; ``broker``: the actor's broker (Dramatiq's global
+    one when None); other options go to ``dramatiq.actor`` (``actor_name``, ``queue_name``,
+    ``max_retries``, ``time_limit`` ...).
+    """
+    dramatiq = require("dramatiq", "dramatiq")
+    from dramatiq.middleware import CurrentMessage
+
+    chosen = broker if broker is not None else dramatiq.get_broker()
+    if not any(isinstance(m, CurrentMessage) for m in chosen.middleware):
+        chosen.add_middleware(CurrentMessage())
+
+    def decorate(fn: Callable[..., Any]) -> DramatiqJob:
+        job = GuardedJob(guard, scope, key, payload, policy, pending_for, in_flight_delay, fn)
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return job.run(args, kwargs, lambda: _last_try(chosen, actor))
+
+        run.__name__ = fn.__name__
+        run.__qualname__ = fn.__qualname__
+        run.__module__ = fn.__module__
+        actor = dramatiq.actor(run, broker=chosen, **actor_options)
+        return DramatiqJob(job, actor)
+
+    return decorate
+
+
+def _last_try(broker: Any, actor: Any) -> bool:
+    """Whether Dramatiq gives up on the running message if it fails (Retries' own rule)."""
+    from dramatiq.middleware import CurrentMessage, Retries
+
+    message = CurrentMessage.get_current_message()
+    retries = next((m for m in broker.middleware if isinstance(m, Retries)), None)
+    if message is None or retries is None:
+        return True
+    limit = message.options.get(
+        "max_retries", actor.options.get("max_retries", retries.max_retries)
+    )
+    return limit is not None and message.options.get("retries", 0) >= limit
