@@ -260,6 +260,59 @@ class GuardedJob:
                 await store.arelease(Ticket.of(mark))
 
 
+#: mideng's options of a guarded job, with their defaults; a queue's decorator takes them as
+#: keywords beside the queue's own: ``payload`` (a callable over the job's arguments,
+#: fingerprinted), ``policy`` (the Guard's options for the scope: lease, ttl, on_error ...),
+#: ``pending_for`` (seconds a job may hold its key pending before the key may be enqueued
+#: again: a job the queue lost), ``in_flight_delay`` (the longest a delivery whose key runs
+#: elsewhere waits between tries).
+JOB_OPTIONS: dict[str, Any] = {
+    "payload": None,
+    "policy": None,
+    "pending_for": 3600.0,
+    "in_flight_delay": 5.0,
+}
+
+
+def job_maker(
+    guard: Guard | Callable[[], Guard], scope: str, key: KeySpec, options: dict[str, Any]
+) -> Callable[[Callable[..., Any]], GuardedJob]:
+    """Take mideng's options (``JOB_OPTIONS``) out of a queue decorator's keywords, leaving the
+    queue's own in ``options``; a function making the GuardedJob of a decorated function. The
+    options are checked here, at decoration, against a stand-in body."""
+    ours = {name: options.pop(name, default) for name, default in JOB_OPTIONS.items()}
+
+    def make(fn: Callable[..., Any]) -> GuardedJob:
+        return GuardedJob(
+            guard,
+            scope,
+            key,
+            ours["payload"],
+            ours["policy"],
+            ours["pending_for"],
+            ours["in_flight_delay"],
+            fn,
+        )
+
+    make(_checked)
+    return make
+
+
+def _checked(*args: Any, **kwargs: Any) -> None:
+    """The stand-in body the options are checked against."""
+
+
+class QueueJob:
+    """What each queue's job object shares: its GuardedJob, and its function's name and doc
+    (a worker or a log names the job by them)."""
+
+    def __init__(self, job: GuardedJob) -> None:
+        self.job = job
+        self.__name__ = job.fn.__name__
+        self.__qualname__ = job.fn.__qualname__
+        self.__doc__ = job.fn.__doc__
+
+
 def _kept(record: Record | None) -> bool:
     """A run record the scope keeps: a result, or a recorded failure, every copy replays."""
     if record is None:

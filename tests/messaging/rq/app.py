@@ -1,6 +1,7 @@
 """The RQ worker app of the storm: the guarded job, and a SimpleWorker (the job runs in the
 worker's own process, so a SIGKILL of that process kills the job) whose abandoned jobs are
-found in seconds: RQ's own heartbeat TTL adds 60 s, and its maintenance runs every 10 min."""
+found in seconds: RQ's own heartbeat TTL adds 60 s, its maintenance runs every 10 min, and an
+idle worker waits for a job up to its TTL less 15 s before it runs maintenance."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ class QuickWorker(SimpleWorker):
 def main() -> None:
     connection = effects.redis()
     worker = QuickWorker(
-        [Queue(QUEUE, connection=connection)], connection=connection, maintenance_interval=1
+        [Queue(QUEUE, connection=connection)],
+        connection=connection,
+        maintenance_interval=1,
+        worker_ttl=16,  # waits for a job 1 s at a time
     )
     worker.work(with_scheduler=False)

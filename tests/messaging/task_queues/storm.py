@@ -18,7 +18,7 @@ from pathlib import Path
 from redis import Redis
 
 from mideng.messaging.task_queue import Enqueue, Enqueued
-from tests.brokers import token
+from tests.brokers import stop_broker, token
 from tests.helpers.storm import ROOT, wait_for
 from tests.messaging.task_queues import effects
 from tests.services import REDIS_URL
@@ -96,14 +96,7 @@ class Storm:
 
     def stop(self) -> None:
         for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_broker(process)  # SIGTERM, then SIGKILL after 10 s
         # The effect hash and the start list are the test process's; this storm is done with them.
         names = list(self.redis.scan_iter(f"{self.prefix}:*"))
         if names:

@@ -27,26 +27,23 @@ from mideng.core.callables import is_async
 from mideng.core.keys import KeySpec
 from mideng.errors import ConfigurationError
 from mideng.guard.guard import Guard
-from mideng.messaging.task_queue import Enqueued, GuardedJob
+from mideng.messaging.task_queue import Enqueued, GuardedJob, QueueJob, job_maker
 from mideng.stores.registry import require
 
 #: arq's own default for a function without ``max_tries``.
 ARQ_MAX_TRIES = 5
 
 
-class ArqJob:
+class ArqJob(QueueJob):
     """A guarded coroutine arq runs by name: ``function`` for ``WorkerSettings.functions``,
     sent with ``enqueue``."""
 
     def __init__(self, job: GuardedJob, options: dict[str, Any]) -> None:
-        self.job = job
+        super().__init__(job)
         self.name: str = options.pop("name", None) or job.fn.__name__
         self.queue_name: str | None = options.pop("queue_name", None)
         self.max_tries: int = options.get("max_tries") or ARQ_MAX_TRIES
         self.options = options
-        self.__name__ = job.fn.__name__
-        self.__qualname__ = job.fn.__qualname__
-        self.__doc__ = job.fn.__doc__
 
     @property
     def function(self) -> Any:
@@ -81,30 +78,22 @@ class ArqJob:
 
 
 def idempotent_job(
-    guard: Guard | Callable[[], Guard],
-    scope: str,
-    *,
-    key: KeySpec,
-    payload: Callable[..., Any] | None = None,
-    policy: dict[str, Any] | None = None,
-    pending_for: float = 3600.0,
-    in_flight_delay: float = 5.0,
-    **function_options: Any,
+    guard: Guard | Callable[[], Guard], scope: str, *, key: KeySpec, **options: Any
 ) -> Callable[[Callable[..., Any]], ArqJob]:
     """Make the decorated coroutine function an arq job guarded per business key.
 
-    ``key`` / ``payload`` / ``policy`` / ``pending_for`` / ``in_flight_delay`` as in
-    ``mideng.messaging.rq.idempotent_job``; ``queue_name`` is the queue ``enqueue`` sends to;
-    other options go to ``arq.worker.func`` (``name``, ``timeout``, ``max_tries`` ...).
+    ``key`` and mideng's options as in ``mideng.messaging.rq.idempotent_job``; ``queue_name``
+    is the queue ``enqueue`` sends to; the other options go to ``arq.worker.func`` (``name``,
+    ``timeout``, ``max_tries`` ...).
     """
     require("arq", "arq")
+    make = job_maker(guard, scope, key, options)
 
     def decorate(fn: Callable[..., Any]) -> ArqJob:
         if not is_async(fn):
             raise ConfigurationError(
                 f"{getattr(fn, '__qualname__', fn)!r}: an arq job body is an async def"
             )
-        job = GuardedJob(guard, scope, key, payload, policy, pending_for, in_flight_delay, fn)
-        return ArqJob(job, dict(function_options))
+        return ArqJob(make(fn), dict(options))
 
     return decorate

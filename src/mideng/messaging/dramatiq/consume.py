@@ -23,19 +23,16 @@ from typing import Any
 
 from mideng.core.keys import KeySpec
 from mideng.guard.guard import Guard
-from mideng.messaging.task_queue import Enqueued, GuardedJob
+from mideng.messaging.task_queue import Enqueued, GuardedJob, QueueJob, job_maker
 from mideng.stores.registry import require
 
 
-class DramatiqJob:
+class DramatiqJob(QueueJob):
     """A guarded Dramatiq actor (``actor``) and its ``enqueue``."""
 
     def __init__(self, job: GuardedJob, actor: Any) -> None:
-        self.job = job
+        super().__init__(job)
         self.actor = actor
-        self.__name__ = job.fn.__name__
-        self.__qualname__ = job.fn.__qualname__
-        self.__doc__ = job.fn.__doc__
 
     def enqueue(self, *args: Any, **kwargs: Any) -> Enqueued:
         """Send a message to the actor's queue unless its key has one pending."""
@@ -54,21 +51,17 @@ def idempotent_actor(
     scope: str,
     *,
     key: KeySpec,
-    payload: Callable[..., Any] | None = None,
-    policy: dict[str, Any] | None = None,
-    pending_for: float = 3600.0,
-    in_flight_delay: float = 5.0,
     broker: Any = None,
-    **actor_options: Any,
+    **options: Any,
 ) -> Callable[[Callable[..., Any]], DramatiqJob]:
     """Make the decorated function a Dramatiq actor guarded per business key.
 
-    ``key`` / ``payload`` / ``policy`` / ``pending_for`` / ``in_flight_delay`` as in
-    ``mideng.messaging.rq.idempotent_job``; ``broker``: the actor's broker (Dramatiq's global
-    one when None); other options go to ``dramatiq.actor`` (``actor_name``, ``queue_name``,
-    ``max_retries``, ``time_limit`` ...).
+    ``key`` and mideng's options as in ``mideng.messaging.rq.idempotent_job``; ``broker``: the
+    actor's broker (Dramatiq's global one when None); the other options go to
+    ``dramatiq.actor`` (``actor_name``, ``queue_name``, ``max_retries``, ``time_limit`` ...).
     """
     dramatiq = require("dramatiq", "dramatiq")
+    make = job_maker(guard, scope, key, options)
     from dramatiq.middleware import CurrentMessage
 
     chosen = broker if broker is not None else dramatiq.get_broker()
@@ -76,7 +69,7 @@ def idempotent_actor(
         chosen.add_middleware(CurrentMessage())
 
     def decorate(fn: Callable[..., Any]) -> DramatiqJob:
-        job = GuardedJob(guard, scope, key, payload, policy, pending_for, in_flight_delay, fn)
+        job = make(fn)
 
         def run(*args: Any, **kwargs: Any) -> Any:
             return job.run(args, kwargs, lambda: _last_try(chosen, actor))
@@ -84,7 +77,7 @@ def idempotent_actor(
         run.__name__ = fn.__name__
         run.__qualname__ = fn.__qualname__
         run.__module__ = fn.__module__
-        actor = dramatiq.actor(run, broker=chosen, **actor_options)
+        actor = dramatiq.actor(run, broker=chosen, **options)
         return DramatiqJob(job, actor)
 
     return decorate

@@ -25,20 +25,17 @@ from typing import Any
 
 from mideng.core.keys import KeySpec
 from mideng.guard.guard import Guard
-from mideng.messaging.task_queue import Enqueued, GuardedJob
+from mideng.messaging.task_queue import Enqueued, GuardedJob, QueueJob, job_maker
 from mideng.stores.registry import require
 
 
-class HueyJob:
+class HueyJob(QueueJob):
     """A guarded Huey task (``task``, Huey's TaskWrapper) and its ``enqueue``."""
 
     def __init__(self, job: GuardedJob, huey: Any, task: Any) -> None:
-        self.job = job
+        super().__init__(job)
         self.huey = huey
         self.task = task
-        self.__name__ = job.fn.__name__
-        self.__qualname__ = job.fn.__qualname__
-        self.__doc__ = job.fn.__doc__
 
     def enqueue(self, *args: Any, **kwargs: Any) -> Enqueued:
         """Send the task to the Huey queue unless its key has one pending."""
@@ -51,27 +48,18 @@ class HueyJob:
 
 
 def idempotent_job(
-    huey: Any,
-    guard: Guard | Callable[[], Guard],
-    scope: str,
-    *,
-    key: KeySpec,
-    payload: Callable[..., Any] | None = None,
-    policy: dict[str, Any] | None = None,
-    pending_for: float = 3600.0,
-    in_flight_delay: float = 5.0,
-    **task_options: Any,
+    huey: Any, guard: Guard | Callable[[], Guard], scope: str, *, key: KeySpec, **options: Any
 ) -> Callable[[Callable[..., Any]], HueyJob]:
     """Make the decorated function a task of ``huey`` guarded per business key.
 
-    ``key`` / ``payload`` / ``policy`` / ``pending_for`` / ``in_flight_delay`` as in
-    ``mideng.messaging.rq.idempotent_job``; other options go to ``huey.task``
-    (``retries``, ``retry_delay``, ``name`` ...).
+    ``key`` and mideng's options as in ``mideng.messaging.rq.idempotent_job``; the other
+    options go to ``huey.task`` (``retries``, ``retry_delay``, ``name`` ...).
     """
     require("huey", "huey")
+    make = job_maker(guard, scope, key, options)
 
     def decorate(fn: Callable[..., Any]) -> HueyJob:
-        job = GuardedJob(guard, scope, key, payload, policy, pending_for, in_flight_delay, fn)
+        job = make(fn)
 
         def run(*args: Any, task: Any = None, **kwargs: Any) -> Any:
             # Huey lowers ``retries`` before it enqueues a retry: none left is the last try.
@@ -80,6 +68,6 @@ def idempotent_job(
         run.__name__ = fn.__name__
         run.__qualname__ = fn.__qualname__
         run.__module__ = fn.__module__
-        return HueyJob(job, huey, huey.task(context=True, **task_options)(run))
+        return HueyJob(job, huey, huey.task(context=True, **options)(run))
 
     return decorate

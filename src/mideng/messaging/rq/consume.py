@@ -23,22 +23,18 @@ from typing import Any
 
 from mideng.core.keys import KeySpec
 from mideng.guard.guard import Guard
-from mideng.messaging.task_queue import Enqueued, GuardedJob
+from mideng.messaging.task_queue import Enqueued, GuardedJob, QueueJob, job_maker
 from mideng.stores.registry import require
 
 
-class RqJob:
+class RqJob(QueueJob):
     """A guarded function RQ runs by name: called by the worker, sent with ``enqueue``."""
 
     def __init__(self, job: GuardedJob, options: dict[str, Any]) -> None:
-        self.job = job
+        super().__init__(job)
         self.options = options
-        fn = job.fn
-        self.name = f"{fn.__module__}.{fn.__qualname__}"
-        self.__name__ = fn.__name__
-        self.__qualname__ = fn.__qualname__
-        self.__module__ = fn.__module__
-        self.__doc__ = fn.__doc__
+        self.name = f"{job.fn.__module__}.{job.fn.__qualname__}"
+        self.__module__ = job.fn.__module__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """One delivery, in RQ's worker."""
@@ -56,32 +52,19 @@ class RqJob:
 
 
 def idempotent_job(
-    guard: Guard | Callable[[], Guard],
-    scope: str,
-    *,
-    key: KeySpec,
-    payload: Callable[..., Any] | None = None,
-    policy: dict[str, Any] | None = None,
-    pending_for: float = 3600.0,
-    in_flight_delay: float = 5.0,
-    **job_options: Any,
+    guard: Guard | Callable[[], Guard], scope: str, *, key: KeySpec, **options: Any
 ) -> Callable[[Callable[..., Any]], RqJob]:
     """Make the decorated function an RQ job guarded per business key.
 
-    ``key`` / ``payload``: a template over the job's arguments or a callable taking them by
-    name; ``policy``: the Guard's options for ``scope`` (lease, ttl, on_error ...);
-    ``pending_for``: the longest a job may hold its key pending before the key may be enqueued
-    again (a job RQ lost); ``in_flight_delay``: the longest a delivery whose key runs elsewhere
-    waits between tries; other options go to ``Queue.enqueue_call`` (``retry``, ``job_timeout``,
-    ``result_ttl`` ...). ``guard`` is a Guard or a callable returning one (one per process).
+    ``key``: a template over the job's arguments or a callable taking them by name; mideng's
+    options (``payload``, ``policy``, ``pending_for``, ``in_flight_delay``: see
+    ``mideng.messaging.task_queue.JOB_OPTIONS``); the others go to ``Queue.enqueue_call``
+    (``retry``, ``job_timeout``, ``result_ttl`` ...). ``guard`` is a Guard or a callable
+    returning one (one per process).
     """
     require("rq", "rq")
-
-    def decorate(fn: Callable[..., Any]) -> RqJob:
-        job = GuardedJob(guard, scope, key, payload, policy, pending_for, in_flight_delay, fn)
-        return RqJob(job, job_options)
-
-    return decorate
+    make = job_maker(guard, scope, key, options)
+    return lambda fn: RqJob(make(fn), options)
 
 
 def _last_try() -> bool:
