@@ -190,10 +190,11 @@ class GuardedJob:
     # -- the worker side ----------------------------------------------------------------------
 
     def run(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], last_try: Callable[[], bool]
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], will_retry: Callable[[Exception], bool]
     ) -> Any:
         """Run one delivery: the body once per key, the first run's result for every other;
-        then free the pending mark, unless the body failed and the queue will try it again."""
+        then free the pending mark, unless the body failed and the queue will try it again
+        (``will_retry(error)``: the queue's own rule)."""
         meta = kwargs.pop(JOB_META, None) or {}
         with request_id_scope(meta.get("request_id")):
             while True:
@@ -205,15 +206,15 @@ class GuardedJob:
                     # ends, renewed while it lives or run out once it is dead; then this
                     # delivery replays its result or takes the key over.
                     time.sleep(self._wait(exc))
-                except Exception:
-                    if last_try():
+                except Exception as exc:
+                    if not will_retry(exc):
                         self._free(args, kwargs, meta)
                     raise
         self._free(args, kwargs, meta)
         return result
 
     async def arun(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], last_try: Callable[[], bool]
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], will_retry: Callable[[Exception], bool]
     ) -> Any:
         """``run`` for an async body (arq)."""
         import asyncio
@@ -226,8 +227,8 @@ class GuardedJob:
                     break
                 except InProgressError as exc:
                     await asyncio.sleep(self._wait(exc))
-                except Exception:
-                    if last_try():
+                except Exception as exc:
+                    if not will_retry(exc):
                         await self._afree(args, kwargs, meta)
                     raise
         await self._afree(args, kwargs, meta)

@@ -20,6 +20,12 @@ def touch(key: str) -> str:
     return effects.body(key)
 
 
+@idempotent_job(effects.guard, effects.SCOPE, key="flaky:{key}", retry=Retry(max=1))
+def flaky(key: str, fails: int, queue: str) -> str:
+    again = Queue(queue, connection=effects.redis())
+    return effects.flaky(key, fails, lambda: flaky.enqueue(again, key, fails, queue))
+
+
 class QuickWorker(SimpleWorker):
     """Its started jobs count as abandoned 3 s after their last heartbeat."""
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 from redis import Redis
 
@@ -63,3 +65,26 @@ def body(key: str) -> str:
     if started(key):
         time.sleep(60)  # the test SIGKILLs this process meanwhile
     return effect(key)
+
+
+def flaky(key: str, fails: int, enqueue_again: Callable[[], Any]) -> str:
+    """Fail the first ``fails`` tries; the try after them notes what an enqueue of its own key
+    answers (the mark a retried job keeps: ``pending``) and counts its effect."""
+    tries = redis().incr(f"{PREFIX}:tries:{key}")
+    if tries <= fails:
+        raise RuntimeError(f"try {tries} of {key} fails")
+    redis().rpush(f"{PREFIX}:seen:{key}", enqueue_again().state.value)
+    return effect(key)
+
+
+def tries(key: str) -> int:
+    return int(redis().get(f"{PREFIX}:tries:{key}") or 0)
+
+
+def seen(key: str) -> list[str]:
+    noted = redis().lrange(f"{PREFIX}:seen:{key}", 0, -1)
+    return [s.decode() if isinstance(s, bytes) else s for s in noted]
+
+
+def effects_of(key: str) -> int:
+    return int(redis().hget(f"{PREFIX}:effects", key) or 0)

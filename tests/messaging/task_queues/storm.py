@@ -74,8 +74,9 @@ class Storm:
         return [sys.executable, "-c", code]
 
     def effects(self) -> dict[str, int]:
+        """This storm's keys' effect counts (the hash is the test process's)."""
         raw: dict[str, str] = self.redis.hgetall(f"{self.prefix}:effects")  # type: ignore[assignment]
-        return {k: int(v) for k, v in raw.items()}
+        return {k: int(v) for k, v in raw.items() if k.startswith(f"{self.run}-")}
 
     def starts(self) -> list[str]:
         return [str(s) for s in self.redis.lrange(f"{self.prefix}:started", 0, -1)]
@@ -83,7 +84,10 @@ class Storm:
     def kill_the_holder(self, timeout: float = 20.0) -> str:
         """Wait for the held job; SIGKILL the process running it; the held key."""
         held = f"{self.prefix}:held"
-        wait_for(lambda: self.redis.llen(held) > 0, timeout, "a worker to hold a job")
+        try:
+            wait_for(lambda: self.redis.llen(held) > 0, timeout, "a worker to hold a job")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.logs()}") from None
         pid, key = str(self.redis.lindex(held, 0)).split()
         os.kill(int(pid), signal.SIGKILL)
         return key

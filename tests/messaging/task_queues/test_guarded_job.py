@@ -105,9 +105,9 @@ def test_a_redelivered_job_runs_once_and_replays_the_first_result(guard: Guard) 
     job, sent = make(guard, deduct), Sent()
     job.enqueue(("1001",), {}, sent)
     ((_, kwargs),) = sent.jobs
-    first = job.run(("1001",), dict(kwargs), lambda: True)
-    again = job.run(("1001",), dict(kwargs), lambda: True)  # the same job, delivered again
-    other = job.run(("1001",), {}, lambda: True)  # the key sent without enqueue
+    first = job.run(("1001",), dict(kwargs), lambda error: False)
+    again = job.run(("1001",), dict(kwargs), lambda error: False)  # the same job, delivered again
+    other = job.run(("1001",), {}, lambda error: False)  # the key sent without enqueue
     assert first == again == other == {"order": "1001", "run": "1"}
     assert runs == ["1001"]
 
@@ -124,9 +124,9 @@ def test_a_delivery_meeting_the_key_in_flight_waits_and_replays(guard: Guard) ->
 
     job = make(guard, slow)
     with ThreadPoolExecutor(2) as pool:
-        first = pool.submit(job.run, ("7",), {}, lambda: True)
+        first = pool.submit(job.run, ("7",), {}, lambda error: False)
         assert inside.wait(10)
-        second = pool.submit(job.run, ("7",), {}, lambda: True)
+        second = pool.submit(job.run, ("7",), {}, lambda error: False)
         # The second delivery cannot finish while the first holds the key.
         assert not second.done()
         release.set()
@@ -145,7 +145,7 @@ def test_the_request_id_travels_with_the_job(guard: Guard) -> None:
         job.enqueue(("9",), {}, sent)
     ((_, kwargs),) = sent.jobs
     assert kwargs[JOB_META]["request_id"] == "req-42"
-    job.run(("9",), dict(kwargs), lambda: True)
+    job.run(("9",), dict(kwargs), lambda error: False)
     assert seen == ["req-42"]
     record = guard.get(job.scope, "order:9")
     assert record is not None
@@ -158,7 +158,7 @@ def test_the_mark_is_freed_when_the_job_finishes_and_the_kept_run_answers_done(
     job, sent = make(guard, lambda order_id: order_id), Sent()
     queued = job.enqueue(("5",), {}, sent)
     assert job.enqueue(("5",), {}, sent).state is Enqueue.PENDING
-    job.run(("5",), dict(sent.jobs[0][1]), lambda: True)
+    job.run(("5",), dict(sent.jobs[0][1]), lambda error: False)
     assert guard.store.get(job.pending_scope, "order:5") is None
     done = job.enqueue(("5",), {}, sent)
     assert (done.state, done.job_id, len(sent.jobs)) == (Enqueue.DONE, None, 1)
@@ -174,10 +174,10 @@ def test_a_failed_job_keeps_its_mark_while_the_queue_retries_it(guard: Guard) ->
     job.enqueue(("3",), {}, sent)
     kwargs = sent.jobs[0][1]
     with pytest.raises(RuntimeError):
-        job.run(("3",), dict(kwargs), lambda: False)  # the queue will deliver it again
+        job.run(("3",), dict(kwargs), lambda error: True)  # the queue will deliver it again
     assert job.enqueue(("3",), {}, sent).state is Enqueue.PENDING
     with pytest.raises(RuntimeError):
-        job.run(("3",), dict(kwargs), lambda: True)  # its last try
+        job.run(("3",), dict(kwargs), lambda error: False)  # its last try
     again = job.enqueue(("3",), {}, sent)
     assert again.state is Enqueue.QUEUED
     assert len(sent.jobs) == 2
@@ -190,7 +190,7 @@ def test_a_recorded_failure_is_kept_and_answers_done(guard: Guard) -> None:
     job, sent = make(guard, broken, policy={"on_error": "record"}), Sent()
     job.enqueue(("4",), {}, sent)
     with pytest.raises(RuntimeError):
-        job.run(("4",), dict(sent.jobs[0][1]), lambda: True)
+        job.run(("4",), dict(sent.jobs[0][1]), lambda error: False)
     assert job.enqueue(("4",), {}, sent).state is Enqueue.DONE
 
 

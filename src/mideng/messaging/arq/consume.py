@@ -53,7 +53,8 @@ class ArqJob(QueueJob):
         job, max_tries = self.job, self.max_tries
 
         async def delivery(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-            return await job.arun(args, kwargs, lambda: ctx.get("job_try", 1) >= max_tries)
+            tried = ctx.get("job_try", 1)
+            return await job.arun(args, kwargs, lambda error: _will_retry(error, tried, max_tries))
 
         return func(delivery, name=self.name, **self.options)
 
@@ -97,3 +98,11 @@ def idempotent_job(
         return ArqJob(make(fn), dict(options))
 
     return decorate
+
+
+def _will_retry(error: Exception, tried: int, max_tries: int) -> bool:
+    """Whether arq runs the failed job again: only a job that raised ``arq.Retry``, and only
+    while it has tries left; any other error fails it for good."""
+    from arq.worker import Retry
+
+    return isinstance(error, Retry) and tried < max_tries

@@ -72,7 +72,7 @@ def idempotent_actor(
         job = make(fn)
 
         def run(*args: Any, **kwargs: Any) -> Any:
-            return job.run(args, kwargs, lambda: _last_try(chosen, actor))
+            return job.run(args, kwargs, lambda error: _will_retry(chosen, actor, error))
 
         run.__name__ = fn.__name__
         run.__qualname__ = fn.__qualname__
@@ -83,15 +83,23 @@ def idempotent_actor(
     return decorate
 
 
-def _last_try(broker: Any, actor: Any) -> bool:
-    """Whether Dramatiq gives up on the running message if it fails (Retries' own rule)."""
+def _will_retry(broker: Any, actor: Any, error: Exception) -> bool:
+    """Whether Dramatiq's Retries middleware sends the failed message again, by its own rule:
+    never for an error the actor ``throws``; else ``retry_when`` when set; else while it was
+    retried fewer times than ``max_retries``."""
     from dramatiq.middleware import CurrentMessage, Retries
 
     message = CurrentMessage.get_current_message()
     retries = next((m for m in broker.middleware if isinstance(m, Retries)), None)
     if message is None or retries is None:
-        return True
-    limit = message.options.get(
-        "max_retries", actor.options.get("max_retries", retries.max_retries)
-    )
-    return limit is not None and message.options.get("retries", 0) >= limit
+        return False
+    options, own = message.options, actor.options
+    throws = options.get("throws") or own.get("throws")
+    if throws and isinstance(error, throws):
+        return False
+    done = options.get("retries", 0)
+    retry_when = own.get("retry_when", retries.retry_when)
+    if retry_when is not None:
+        return bool(retry_when(done, error))
+    limit = options.get("max_retries", own.get("max_retries", retries.max_retries))
+    return limit is None or done < limit

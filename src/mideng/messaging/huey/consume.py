@@ -62,8 +62,9 @@ def idempotent_job(
         job = make(fn)
 
         def run(*args: Any, task: Any = None, **kwargs: Any) -> Any:
-            # Huey lowers ``retries`` before it enqueues a retry: none left is the last try.
-            return job.run(args, kwargs, lambda: task is None or not task.retries)
+            # Huey retries on any error while the task has ``retries`` left (it lowers the
+            # count as it enqueues the retry).
+            return job.run(args, kwargs, lambda error: task is not None and bool(task.retries))
 
         run.__name__ = fn.__name__
         run.__qualname__ = fn.__qualname__

@@ -38,7 +38,7 @@ class RqJob(QueueJob):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """One delivery, in RQ's worker."""
-        return self.job.run(args, kwargs, _last_try)
+        return self.job.run(args, kwargs, _will_retry)
 
     def enqueue(self, queue: Any, *args: Any, **kwargs: Any) -> Enqueued:
         """Send the job to ``queue`` (an ``rq.Queue``) unless its key has one pending."""
@@ -67,9 +67,9 @@ def idempotent_job(
     return lambda fn: RqJob(make(fn), options)
 
 
-def _last_try() -> bool:
-    """Whether RQ gives up on the running job if it fails: no retries left."""
+def _will_retry(error: Exception) -> bool:
+    """Whether RQ runs the failed job again: it retries on any error while retries are left."""
     import rq
 
     current = rq.get_current_job()
-    return current is None or not current.retries_left
+    return current is not None and bool(current.retries_left)
