@@ -34,8 +34,8 @@ def test_a_sigkilled_consumer_leaves_every_key_run_once(tmp_path: Path) -> None:
             held = made.kill_the_holder()
             assert touch.enqueue(held).state is Enqueue.PENDING  # the lost job's mark holds
             others = storm.KEYS - 1
-            wait_for(lambda: len(made.effects()) == others, 20, "the other keys' effects")
-            wait_for(lambda: touch.enqueue(held).sent, PENDING_FOR + 5, "the mark to lapse")
+            wait_for(lambda: len(made.effects()) == others, 40, "the other keys' effects")
+            wait_for(lambda: touch.enqueue(held).sent, PENDING_FOR + 10, "the mark to lapse")
             # Not before the mark claimed at enqueue ran out.
             assert time.monotonic() - enqueued >= PENDING_FOR - 0.5
             storm.check_exactly_once(made, held)
