@@ -29,6 +29,6 @@ class WorkerSettings:
     functions: ClassVar[list[Any]] = [touch.function]
     queue_name = QUEUE
     redis_settings = RedisSettings.from_dsn(REDIS_URL)
-    max_jobs = 4
-    poll_delay = 0.1
+    max_jobs = 1  # the killed worker has only the held job in hand (see the storm)
+    poll_delay = 0.01
     handle_signals = True

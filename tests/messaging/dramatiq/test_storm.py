@@ -27,7 +27,7 @@ def test_a_sigkilled_worker_leaves_every_key_run_once(kind: str, tmp_path: Path)
             storm.enqueue_all(made, touch.enqueue)
             run = [
                 sys.executable, "-m", "dramatiq", f"tests.messaging.dramatiq.app_{kind}",
-                "--processes", "1", "--threads", "2", "--queues", queue(kind),
+                "--processes", "1", "--threads", "1", "--queues", queue(kind),
             ]  # fmt: skip
             made.start(run, "a", hold_at=20)
             made.start(run, "b", hold_at=0)

@@ -1,7 +1,12 @@
 """The kill storm every task queue runs: 300 keys enqueued, 30 of them twice; two worker
 processes; the process running one job SIGKILLed mid-job (before the job's effect); then every
 key's effect exactly once, every pending mark freed, and a later enqueue of any key answered
-DONE without sending."""
+DONE without sending.
+
+Each worker runs one job at a time, so the killed process has only the held job in hand: a
+kill landing in another job between its effect (a Redis write, outside the record's store
+transaction) and its record's completion would have that effect run again by the redelivery,
+which no guard can tell from a run that never got that far (docs/task-queues.md)."""
 
 from __future__ import annotations
 
