@@ -12,6 +12,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[all,test,bench]'
+	# arq declares redis<6 and mideng's redis extra needs redis>=7, so no resolver installs both
+	# from one set of extras; arq runs on the redis 7 and 8 installed beside it.
+	$(BIN)/python -m pip install --quiet --no-deps 'arq>=0.26'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

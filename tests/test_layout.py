@@ -172,6 +172,10 @@ BROKER_PACKAGES = {
     "redis_streams": ADAPTER,
     "kafka": ADAPTER,
     "celery": TASK_QUEUE,
+    "rq": TASK_QUEUE,
+    "arq": TASK_QUEUE,
+    "dramatiq": TASK_QUEUE,
+    "huey": TASK_QUEUE,
 }
 #: A framework over several brokers: the framework fetches and settles, mideng's entry is its
 #: middleware, and how each of the framework's brokers carries out a verdict (settling).

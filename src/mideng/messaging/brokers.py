@@ -9,8 +9,9 @@ publisher (``mideng.messaging.publish.open_publisher``).
     consume = adapter("kafka")        # mideng.messaging.kafka.consume.consume
     for_scheme("amqps")               # BROKERS["rabbitmq"], whose publisher open_publisher opens
 
-Celery is a task queue, not a broker adapter: its worker consumes and its ``delay`` publishes,
-so it has no entry here (``mideng.messaging.celery.idempotent_task``).
+Celery, RQ, arq, Dramatiq and Huey are task queues, not broker adapters: their workers consume
+and their own sends publish, so they have no entry here (``mideng.messaging.celery``,
+``.rq``, ``.arq``, ``.dramatiq``, ``.huey``; the last four share ``mideng.messaging.task_queue``).
 """
 
 from __future__ import annotations

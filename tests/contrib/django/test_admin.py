@@ -356,7 +356,7 @@ def test_an_operation_lists_its_steps_and_reconcile_runs_it(shop: AdminShop) -> 
     assert out["linked"] is True
     assert "charge#1" in out["steps"]
     assert "dj_pay / o1: released -" in out["confirm"]
-    assert out["said"] == ["Reconciled dj_pay / o1: finished 'paid'"]
+    assert out["said"] == ["Reconciled dj_pay / o1: finished paid"]
 
 
 def test_reconcile_of_an_operation_finished_meanwhile_does_nothing(shop: AdminShop) -> None:
