@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -171,15 +173,21 @@ def test_once_refuses_a_slot_whose_host_died_mid_run_with_external_effects(tmp_p
     assert f"mideng resolve job:{name} {slot}" in result.output
 
 
-def start_once(tmp_path: Path, name: str, script: str) -> subprocess.Popen[str]:
+@contextmanager
+def once_process(tmp_path: Path, name: str, script: str) -> Iterator[subprocess.Popen[str]]:
     """``mideng once`` as a process of its own, running ``script`` (sh) for the current
-    hourly slot of job ``name``."""
+    hourly slot of job ``name``; killed if still running at the end."""
     store = f"sqlite:///{tmp_path / 'once.db'}"
     argv = ["once", name, "--store", store, "--every", "1h", "--", "sh", "-c", script]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    return subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", "mideng", *argv], env=env, stderr=subprocess.PIPE, text=True
-    )
+    ) as proc:
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
 
 
 def wait_for(path: Path) -> None:
@@ -208,17 +216,10 @@ def test_once_passes_a_stop_signal_on_to_a_command_that_traps_it(
         f"touch {started}; while true; do sleep 0.05; done"
     )
     name = f"trap{uuid.uuid4().hex[:6]}"
-    proc = start_once(tmp_path, name, script)
-    try:
+    with once_process(tmp_path, name, script) as proc:
         wait_for(started)
         proc.send_signal(sig)
         assert proc.wait(10) == 3  # the command's own exit
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        assert proc.stderr is not None
-        proc.stderr.close()
     assert caught.read_text() == f"{sig.name}\n"  # once: mideng once passed it on, itself alive
     status, _error, result = slot_record(tmp_path, name)
     assert status == "succeeded"
@@ -230,19 +231,12 @@ def test_once_keeps_the_slot_of_a_command_a_signal_killed_as_failed(tmp_path: Pa
     started = tmp_path / "started"
     name = f"killed{uuid.uuid4().hex[:6]}"
     # Neither sh nor the sleep it becomes traps SIGTERM: whichever it meets dies of it.
-    proc = start_once(tmp_path, name, f"touch {started}; exec sleep 30")
-    try:
+    with once_process(tmp_path, name, f"touch {started}; exec sleep 30") as proc:
         wait_for(started)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 128 + signal.SIGTERM
         assert proc.stderr is not None
         assert "killed by SIGTERM" in proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        assert proc.stderr is not None
-        proc.stderr.close()
     status, error, _result = slot_record(tmp_path, name)
     assert status == "failed"
     assert error is not None

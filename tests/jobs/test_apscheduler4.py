@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.jobs.hosts import ready_hosts
 from tests.services import required
 
 VERSION = "4.0.0a6"
@@ -111,28 +112,11 @@ def test_three_apscheduler4_hosts_run_each_slot_once_and_take_over_a_dead_hosts(
     store = f"sqlite:///{tmp_path / 'store.db'}"
     name = f"aps4{uuid.uuid4().hex[:8]}"
     doomed = int(time.time()) + 5  # after every host is up (each takes about 1 s)
-    hosts = [
-        subprocess.Popen(
-            [sys.executable, str(HOST), store, name, str(out), str(SECONDS), mode, str(doomed)],
-            env=host_env(apscheduler4),
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for mode in ("sync", "sync", "async")
-    ]
-    try:
-        for host in hosts:
-            assert host.stdout is not None
-            assert host.stdout.readline().strip() == "ready"
+    argv = [sys.executable, str(HOST), store, name, str(out), str(SECONDS)]
+    commands = [[*argv, mode, str(doomed)] for mode in ("sync", "sync", "async")]
+    with ready_hosts(commands, host_env(apscheduler4)) as hosts:
         assert time.time() < doomed - 1, "the hosts took too long to start"
         codes = sorted(host.wait(SECONDS + 20) for host in hosts)
-    finally:
-        for host in hosts:
-            if host.poll() is None:
-                host.kill()
-                host.wait()
-            if host.stdout is not None:
-                host.stdout.close()
     assert codes == [-9, 0, 0]  # the host that claimed the doomed slot died of SIGKILL
     runs = [path.name.split(".") for path in out.iterdir()]
     starts = Counter(slot for kind, slot, _fence, _pid in runs if kind == "start")
