@@ -1,10 +1,11 @@
 """One host running APScheduler 4 with a mideng job every second, for a few seconds; run
 with APScheduler 4 first on its path (tests/jobs/test_apscheduler4.py installs it apart).
 
-Arguments: the store's URL, the job's name, the folder each run leaves files in, how many
-seconds to run, ``sync`` or ``async`` (Scheduler or AsyncScheduler), and the doomed slot
-(seconds; 0 for none): a host that claims it first (fence 1) kills itself with SIGKILL in
-the middle of the run, so another host must take it over.
+Arguments: the store's URL, the job's name, the folder each run leaves files in, and
+``sync`` or ``async`` (Scheduler or AsyncScheduler). Once ready, the host reads the doomed
+slot (seconds) from its standard input: a host that claims it first (fence 1) kills itself
+with SIGKILL in the middle of the run, so another host must take it over. It runs until its
+standard input ends.
 
 Each run leaves ``start.<slot>.<fence>.<pid>`` when it begins and ``done.<slot>.<fence>.<pid>``
 when it ends.
@@ -16,7 +17,6 @@ import asyncio
 import os
 import signal
 import sys
-import time
 from importlib.metadata import version
 from pathlib import Path
 
@@ -30,14 +30,15 @@ LEASE = 2.0
 
 
 def main() -> int:
-    store_url, name, folder, seconds, mode, doomed = sys.argv[1:7]
+    store_url, name, folder, mode = sys.argv[1:5]
     out = Path(folder)
+    doomed: list[float] = []
     assert version("apscheduler").startswith("4."), version("apscheduler")
 
     def tick(context: JobContext) -> None:
         run = f"{context.key}.{context.fence}.{os.getpid()}"
         (out / f"start.{run}").touch()
-        if context.slot.timestamp() == float(doomed) and context.fence == 1:
+        if context.slot.timestamp() in doomed and context.fence == 1:
             os.kill(os.getpid(), signal.SIGKILL)  # a host dying mid-run, holding the slot
         (out / f"done.{run}").touch()
 
@@ -50,7 +51,8 @@ def main() -> int:
             add_job(scheduler, guard, Job(name, tick, Every(1), lease=LEASE))
             scheduler.start_in_background()
             print("ready", flush=True)
-            time.sleep(float(seconds))
+            doomed.append(float(sys.stdin.readline()))
+            sys.stdin.read()
     else:
 
         async def run() -> None:
@@ -58,7 +60,8 @@ def main() -> int:
                 await aadd_job(scheduler, guard, Job(name, atick, Every(1), lease=LEASE))
                 await scheduler.start_in_background()
                 print("ready", flush=True)
-                await asyncio.sleep(float(seconds))
+                doomed.append(float(await asyncio.to_thread(sys.stdin.readline)))
+                await asyncio.to_thread(sys.stdin.read)
                 await scheduler.stop()
 
         asyncio.run(run())

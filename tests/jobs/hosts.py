@@ -11,10 +11,10 @@ from contextlib import contextmanager
 def ready_hosts(
     commands: list[list[str]], env: dict[str, str]
 ) -> Iterator[list[subprocess.Popen[str]]]:
-    """A process per command, each having printed ``ready``; any still running at the end
-    is killed."""
+    """A process per command, each having printed ``ready``, its standard input a pipe;
+    any still running at the end is killed."""
     hosts = [
-        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(command, env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         for command in commands
     ]
     try:
@@ -27,5 +27,6 @@ def ready_hosts(
             if host.poll() is None:
                 host.kill()
                 host.wait()
-            if host.stdout is not None:
-                host.stdout.close()
+            for pipe in (host.stdin, host.stdout):
+                if pipe is not None:
+                    pipe.close()

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from mideng.jobs import slot_key
 from tests.jobs.hosts import ready_hosts
 from tests.services import required
 
 VERSION = "4.0.0a6"
 HOST = Path(__file__).parents[1] / "helpers" / "apscheduler4_host.py"
-SECONDS = 10.0
 
 
 def install_apscheduler4() -> Path:
@@ -103,6 +103,14 @@ def host_env(apscheduler4: Path) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(apscheduler4), *sys.path]))
 
 
+def arrived(folder: Path, pattern: str) -> None:
+    """Wait until a file matching ``pattern`` is in ``folder`` (20 s at most)."""
+    end = time.monotonic() + 20
+    while not list(folder.glob(pattern)):
+        assert time.monotonic() < end, f"no {pattern} in {sorted(p.name for p in folder.iterdir())}"
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
 def test_three_apscheduler4_hosts_run_each_slot_once_and_take_over_a_dead_hosts(
     apscheduler4: Path, tmp_path: Path
@@ -111,12 +119,21 @@ def test_three_apscheduler4_hosts_run_each_slot_once_and_take_over_a_dead_hosts(
     out.mkdir()
     store = f"sqlite:///{tmp_path / 'store.db'}"
     name = f"aps4{uuid.uuid4().hex[:8]}"
-    doomed = int(time.time()) + 5  # after every host is up (each takes about 1 s)
-    argv = [sys.executable, str(HOST), store, name, str(out), str(SECONDS)]
-    commands = [[*argv, mode, str(doomed)] for mode in ("sync", "sync", "async")]
+    argv = [sys.executable, str(HOST), store, name, str(out)]
+    commands = [[*argv, mode] for mode in ("sync", "sync", "async")]
     with ready_hosts(commands, host_env(apscheduler4)) as hosts:
-        assert time.time() < doomed - 1, "the hosts took too long to start"
-        codes = sorted(host.wait(SECONDS + 20) for host in hosts)
+        doomed = int(time.time()) + 2  # a slot every host sees
+        for host in hosts:
+            assert host.stdin is not None
+            host.stdin.write(f"{doomed}\n")
+            host.stdin.flush()
+        # Runs go on after the take-over (at the end of the dead host's 2 s lease).
+        arrived(out, f"done.{slot_key(doomed)}.2.*")
+        arrived(out, f"done.{slot_key(doomed + 5)}.1.*")
+        for host in hosts:
+            assert host.stdin is not None
+            host.stdin.close()  # the hosts stop
+        codes = sorted(host.wait(20) for host in hosts)
     assert codes == [-9, 0, 0]  # the host that claimed the doomed slot died of SIGKILL
     runs = [path.name.split(".") for path in out.iterdir()]
     starts = Counter(slot for kind, slot, _fence, _pid in runs if kind == "start")
@@ -124,7 +141,7 @@ def test_three_apscheduler4_hosts_run_each_slot_once_and_take_over_a_dead_hosts(
     ended = Counter(slot for kind, slot, _fence, _pid in runs if kind == "done")
     assert len(ended) >= 6, ended
     assert set(ended.values()) == {1}, ended  # each slot ran to its end once
-    doomed_key = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(doomed))
+    doomed_key = slot_key(doomed)
     assert starts.pop(doomed_key) == 2  # the dead host's run, then the take-over
     assert done[doomed_key][0] == 2  # taken over under the next fence
     assert set(starts.values()) == {1}, starts
