@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -169,3 +171,79 @@ def test_once_refuses_a_slot_whose_host_died_mid_run_with_external_effects(tmp_p
     result = cli(*args)
     assert result.exit_code == 1
     assert f"mideng resolve job:{name} {slot}" in result.output
+
+
+@contextmanager
+def once_process(tmp_path: Path, name: str, script: str) -> Iterator[subprocess.Popen[str]]:
+    """``mideng once`` as a process of its own, running ``script`` (sh) for the current
+    hourly slot of job ``name``; killed if still running at the end."""
+    store = f"sqlite:///{tmp_path / 'once.db'}"
+    argv = ["once", name, "--store", store, "--every", "1h", "--", "sh", "-c", script]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    with subprocess.Popen(
+        [sys.executable, "-m", "mideng", *argv], env=env, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def wait_for(path: Path) -> None:
+    end = time.monotonic() + 20
+    while not path.exists() and time.monotonic() < end:
+        time.sleep(0.02)
+    assert path.exists(), f"{path.name} never appeared"
+
+
+def slot_record(tmp_path: Path, name: str) -> tuple[str, bytes | None, bytes | None]:
+    """The status, kept error and result of job ``name``'s current hourly slot."""
+    with SQLiteStore(str(tmp_path / "once.db")) as store:
+        record = store.get(f"job:{name}", slot_key(Every(3600).slot_at(time.time())))
+    assert record is not None
+    return record.status.value, record.error, record.result
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_once_passes_a_stop_signal_on_to_a_command_that_traps_it(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    started, caught = tmp_path / "started", tmp_path / "caught"
+    # The command finishes its work when told to stop: it traps the signal and exits 3.
+    script = (
+        f"trap 'echo {sig.name} > {caught}; exit 3' {sig.name.removeprefix('SIG')}; "
+        f"touch {started}; while true; do sleep 0.05; done"
+    )
+    name = f"trap{uuid.uuid4().hex[:6]}"
+    with once_process(tmp_path, name, script) as proc:
+        wait_for(started)
+        proc.send_signal(sig)
+        assert proc.wait(10) == 3  # the command's own exit
+    assert caught.read_text() == f"{sig.name}\n"  # once: mideng once passed it on, itself alive
+    status, _error, result = slot_record(tmp_path, name)
+    assert status == "succeeded"
+    assert result is not None
+    assert json.loads(result) == {"exit_code": 3}
+
+
+def test_once_keeps_the_slot_of_a_command_a_signal_killed_as_failed(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    name = f"killed{uuid.uuid4().hex[:6]}"
+    # Neither sh nor the sleep it becomes traps SIGTERM: whichever it meets dies of it.
+    with once_process(tmp_path, name, f"touch {started}; exec sleep 30") as proc:
+        wait_for(started)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 128 + signal.SIGTERM
+        assert proc.stderr is not None
+        assert "killed by SIGTERM" in proc.stderr.read()
+    status, error, _result = slot_record(tmp_path, name)
+    assert status == "failed"
+    assert error is not None
+    assert b"killed by SIGTERM" in error
+    marker = tmp_path / "again"
+    store = f"sqlite:///{tmp_path / 'once.db'}"
+    again = cli("once", name, "--store", store, "--every", "1h", "--", "touch", str(marker))
+    assert again.exit_code == 0, again.output
+    assert "done" in again.output
+    assert not marker.exists()  # a failed slot is not run again

@@ -5,7 +5,6 @@ asyncio schedulers) run each slot once."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -21,6 +20,7 @@ from mideng.core import effects
 from mideng.jobs import Cron, Every, Job
 from mideng.jobs.slots import nearest
 from mideng.stores.memory import MemoryStore
+from tests.jobs.hosts import ready_hosts
 
 pytest.importorskip("apscheduler")
 
@@ -64,28 +64,10 @@ def test_three_apscheduler_hosts_run_each_slot_once(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'store.db'}"
     name = f"aps{uuid.uuid4().hex[:8]}"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    hosts = [
-        subprocess.Popen(
-            [sys.executable, str(HOST), store, name, str(out), "4", mode],
-            env=env,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for mode in ("sync", "sync", "async")
-    ]
-    try:
-        for host in hosts:
-            assert host.stdout is not None
-            assert host.stdout.readline().strip() == "ready"
+    argv = [sys.executable, str(HOST), store, name, str(out), "4"]
+    with ready_hosts([[*argv, mode] for mode in ("sync", "sync", "async")], env) as hosts:
         for host in hosts:
             assert host.wait(30) == 0
-    finally:
-        for host in hosts:
-            if host.poll() is None:
-                host.kill()
-                host.wait()
-            if host.stdout is not None:
-                host.stdout.close()
     runs = Counter(path.name.rsplit(".", 1)[0] for path in out.iterdir())
     assert len(runs) >= 3
     assert set(runs.values()) == {1}, runs

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -23,6 +22,7 @@ from sqlalchemy.engine import Engine
 
 from mideng import open_store
 from mideng.jobs import slot_key
+from tests.jobs.hosts import ready_hosts
 from tests.jobs.tables import storm_tables
 from tests.services import POSTGRES_URL, REDIS_URL, need
 
@@ -86,28 +86,9 @@ def test_every_slot_runs_exactly_once_through_a_kill_and_a_pause(storm: Storm) -
     slots, runs, starts = storm_tables(storm.suffix, MetaData())
     job = f"storm_{storm.suffix}"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(WORKER),
-                storm.store_url,
-                storm.db_url,
-                storm.suffix,
-                job,
-                str(offset),
-                str(LEASE),
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for offset in OFFSETS
-    ]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == "ready"
+    argv = [sys.executable, str(WORKER), storm.store_url, storm.db_url, storm.suffix, job]
+    commands = [[*argv, str(offset), str(LEASE)] for offset in OFFSETS]
+    with ready_hosts(commands, env) as procs:
         store = open_store(storm.store_url)
         first = float(int(store.now())) + 2.0  # every scheduler is up by then
         store.close()
@@ -176,10 +157,3 @@ def test_every_slot_runs_exactly_once_through_a_kill_and_a_pause(storm: Storm) -
         assert [(s, p) for s, p, _ in refused] == [(paused_slot, paused)]
         assert refused[0][2] < written[paused_slot][1]
         assert written[paused_slot][0] != paused
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()

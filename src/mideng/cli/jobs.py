@@ -124,6 +124,49 @@ def _as_dict(view: JobView) -> dict[str, Any]:
     }
 
 
+#: The signals ``mideng once`` passes on to its command: what stops a service or a shell.
+FORWARDED = (signal.SIGTERM, signal.SIGINT)
+
+
+class CommandKilled(Exception):
+    """The slot's command died of a signal: the slot's kept failure."""
+
+    def __init__(self, killed_by: signal.Signals) -> None:
+        super().__init__(f"the command was killed by {killed_by.name}")
+        self.signal = killed_by
+
+
+class Command:
+    """The slot's command, run to its end with the SIGTERM and SIGINT sent to ``mideng
+    once`` passed on to it, so stopping ``mideng once`` stops the command the way the
+    command chooses (it may trap the signal and finish), and the slot records how it ended.
+    A signal that comes before the command has started is passed on once it has."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.argv, self.env = argv, env
+        self.child: subprocess.Popen[bytes] | None = None
+        self.pending: list[int] = []
+
+    def forward(self, signum: int, _frame: object) -> None:
+        if self.child is None:
+            self.pending.append(signum)
+        else:
+            self.child.send_signal(signum)
+
+    def run(self) -> int:
+        """The command's exit code; minus the signal's number if a signal killed it."""
+        previous = {sig: signal.signal(sig, self.forward) for sig in FORWARDED}
+        try:
+            with subprocess.Popen(self.argv, env=self.env) as child:
+                self.child = child
+                for signum in self.pending:
+                    child.send_signal(signum)
+                return child.wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
 @click.command("once", context_settings={"ignore_unknown_options": True})
 @store_option
 @click.option("--every", "every_", type=Duration(), default=None, help="Slot length: 90s, 1h, 1d.")
@@ -149,7 +192,9 @@ def once(
 ) -> None:
     """Run COMMAND once for the current slot of NAME across every host: the host that claims
     the slot runs it and exits with its exit code (kept with the slot); a host that finds
-    the slot done or running elsewhere exits 0 without running it."""
+    the slot done or running elsewhere exits 0 without running it. SIGTERM and SIGINT are
+    passed on to COMMAND; if it dies of a signal the slot is kept as failed, with the
+    signal, and the exit status is 128 + the signal's number."""
     if (every_ is None) == (cron is None):
         raise click.UsageError("give one of --every and --cron")
     try:
@@ -160,8 +205,10 @@ def once(
 
     def run_command(context: JobContext) -> dict[str, int]:
         env = dict(os.environ, MIDENG_SLOT=context.key, MIDENG_FENCE=str(context.fence))
-        code = subprocess.call(list(command), env=env)
+        code = Command(list(command), env).run()
         exit_code.append(code)
+        if code < 0:  # killed: the slot failed, and is not run again
+            raise CommandKilled(signal.Signals(-code))
         return {"exit_code": code}
 
     job = Job(
@@ -176,8 +223,11 @@ def once(
     with logged(), opened(store_url) as guard:
         slot = schedule.slot_at(guard.store.now())
         ran = run_slot(guard, job, slot)
-    if ran.outcome in (Outcome.RAN, Outcome.LOST) and exit_code:
+    if ran.outcome in (Outcome.RAN, Outcome.LOST) and exit_code and exit_code[0] >= 0:
         sys.exit(exit_code[0])
+    if ran.outcome is Outcome.FAILED and isinstance(ran.error, CommandKilled):
+        click.echo(f"{name} {ran.key}: failed, {ran.error}", err=True)
+        sys.exit(128 + ran.error.signal)  # the shell's exit status of a killed command
     if ran.outcome is Outcome.FAILED:
         raise click.ClickException(f"{name} {ran.key}: {ran.error}")
     if ran.outcome is Outcome.UNKNOWN:

@@ -4,22 +4,23 @@
 ``BackgroundScheduler``, ``BlockingScheduler``, ``AsyncIOScheduler`` with ``use_async=True``)
 with a trigger that fires at the job's slot starts (``SlotTrigger``: mideng's own schedule,
 so cron expressions keep crontab's weekday numbers and day rule, and mideng's rule across
-clock changes). Each fire runs the slot it means by the store's clock (``slots.nearest``), so
-every host may run the same scheduler with the same jobs. APScheduler 4 is not wrapped.
+clock changes). Each fire runs the slot it means by the store's clock (``fires.fire``), so
+every host may run the same scheduler with the same jobs. APScheduler 4 has its own module,
+``mideng.jobs.apscheduler4``.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any
 
 from mideng.core import effects
-from mideng.core.effects import Effects
 from mideng.errors import ConfigurationError
 from mideng.guard.driver import Driver
+from mideng.jobs.fires import fire, fire_after, fire_time
 from mideng.jobs.job import Job
 from mideng.jobs.schedule import Schedule
-from mideng.jobs.slots import Outcome, SlotRun, arun_slot, nearest, run_slot
+from mideng.jobs.slots import SlotRun
 
 try:
     from apscheduler.triggers.base import BaseTrigger
@@ -37,27 +38,20 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]
         self.schedule = schedule
 
     def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime:
-        if previous_fire_time is not None:
-            upcoming = self.schedule.after(previous_fire_time.timestamp())
-        else:  # the first fire: the slot starting now, or the next one
-            moment = now.timestamp()
-            current = self.schedule.slot_at(moment)
-            upcoming = current if current == moment else self.schedule.after(current)
-        return datetime.fromtimestamp(upcoming, timezone.utc)
+        previous = None if previous_fire_time is None else previous_fire_time.timestamp()
+        return fire_time(fire_after(self.schedule, previous, now.timestamp()))
 
     def __str__(self) -> str:
         return f"mideng slots ({self.schedule.describe()})"
 
 
-def held_again(
-    scheduler: Any, guard: Driver, job: Job, ran: SlotRun, now: float, use_async: bool
+def look_again(
+    scheduler: Any, guard: Driver, job: Job, ran: SlotRun, at: datetime | None, use_async: bool
 ) -> None:
-    """A slot found held elsewhere is looked at again when that holder's lease ends (a
-    one-off APScheduler job), to take it over if the holder died."""
-    if ran.outcome is not Outcome.RUNNING:
+    """A slot found held elsewhere is looked at again ``at`` the end of that holder's lease
+    (a one-off APScheduler job), to take it over if the holder died."""
+    if at is None:
         return
-    until = ran.lease_until if ran.lease_until is not None else ran.slot + job.lease
-    at = datetime.now(timezone.utc) + timedelta(seconds=max(until - now, 0.0) + 0.05)
     scheduler.add_job(
         _arun if use_async else _run,
         "date",
@@ -67,28 +61,18 @@ def held_again(
     )
 
 
-def _fired(
-    scheduler: Any, guard: Driver, job: Job, slot: float | None, tolerance: float, use_async: bool
-) -> Effects[None]:
-    """One fire of the trigger (``slot`` None: the slot it means by the store's clock), or a
-    look at a held slot again (``slot``)."""
-    if slot is None:
-        slot = yield from nearest(guard.store, job, tolerance)
-    ran = yield effects.call(run_slot, arun_slot, guard, job, slot)
-    now = yield effects.call(guard.store.now, guard.store.anow)
-    held_again(scheduler, guard, job, ran, now, use_async)
-
-
 def _run(
     scheduler: Any, guard: Driver, job: Job, slot: float | None, tolerance: float = 5.0
 ) -> None:
-    effects.run(_fired(scheduler, guard, job, slot, tolerance, use_async=False))
+    ran, at = effects.run(fire(guard, job, slot, tolerance))
+    look_again(scheduler, guard, job, ran, at, use_async=False)
 
 
 async def _arun(
     scheduler: Any, guard: Driver, job: Job, slot: float | None, tolerance: float = 5.0
 ) -> None:
-    await effects.arun(_fired(scheduler, guard, job, slot, tolerance, use_async=True))
+    ran, at = await effects.arun(fire(guard, job, slot, tolerance))
+    look_again(scheduler, guard, job, ran, at, use_async=True)
 
 
 def add_job(
@@ -103,7 +87,7 @@ def add_job(
     """Add ``job`` to an APScheduler 3 ``scheduler``; ``options`` go to its ``add_job``
     (``misfire_grace_time``, ``executor`` ...). The APScheduler job's id is the job's name;
     ``use_async``: the scheduler is an ``AsyncIOScheduler`` and the job an ``async def``. A
-    slot found held elsewhere is looked at again when that lease ends (``held_again``)."""
+    slot found held elsewhere is looked at again when that lease ends (``look_again``)."""
     options.setdefault("id", job.name)
     options.setdefault("misfire_grace_time", max(1, int(tolerance)))
     runner = _arun if use_async else _run
