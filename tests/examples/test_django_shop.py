@@ -3,17 +3,18 @@
 settings are process-wide and the HTTP tests configure their own in this process.
 
 Everything a retrying world does to the shop at once, then its ledger counted exactly: one
-order for three sends of one Idempotency-Key, the order PAID once for seven payment callbacks
-(five at once), one outbox row, and the stock taken once although the event is in the stream
-twice and the consumer is killed (SIGKILL) holding both entries, then restarted.
+order for three sends of one Idempotency-Key (and one more for another customer's same key),
+the order PAID once for seven payment callbacks (five at once), one outbox row, and the stock
+taken once although the event is in the stream twice and the consumer is killed (SIGKILL)
+holding both entries, then restarted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -26,7 +27,9 @@ from typing import Any
 import httpx
 import pytest
 import redis
+import sqlalchemy as sa
 
+from tests.contrib.django.project import fresh_database
 from tests.services import REDIS_URL, need
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "django_shop"
@@ -44,18 +47,19 @@ def _until(what: str, done: Callable[[], bool]) -> None:
 
 
 class Shop:
-    """The example on a fresh SQLite file and streams of its own; ``manage.py`` runs in it."""
+    """The example on a fresh database (``url``) and streams of its own; ``manage.py`` runs
+    in it, and the test reads the database on ``engine``."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, url: str) -> None:
         run = uuid.uuid4().hex[:8]
         self.folder = folder
-        self.db = folder / "shop.db"
+        self.engine = sa.create_engine(url, poolclass=sa.NullPool)
         self.stream, self.group = f"shop-test-{run}", f"stock-{run}"
         self.env = dict(
             os.environ,
             PYTHONPATH=os.pathsep.join([str(EXAMPLE), *sys.path]),
             DJANGO_SETTINGS_MODULE="shop.settings",
-            SHOP_DATABASE_URL=f"sqlite:///{self.db}",
+            SHOP_DATABASE_URL=url,
             SHOP_REDIS_URL=REDIS_URL,
             SHOP_ORDER_EVENTS=self.stream,
             SHOP_STOCK_GROUP=self.group,
@@ -87,12 +91,28 @@ class Shop:
     def log(self, name: str) -> str:
         return (self.folder / f"{name}.log").read_text()
 
-    def count(self, query: str, *params: Any) -> Any:
-        with sqlite3.connect(self.db) as db:
-            return db.execute(query, params).fetchone()[0]
+    def count(self, query: str, **params: Any) -> Any:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.text(query), params).scalar_one()
 
     def ledger(self, event: str) -> int:
-        return int(self.count("SELECT COUNT(*) FROM orders_ledger WHERE event = ?", event))
+        return int(self.count("SELECT COUNT(*) FROM orders_ledger WHERE event = :e", e=event))
+
+    @contextlib.contextmanager
+    def stock_locked(self) -> Iterator[None]:
+        """Writers of the stock wait while this is open: on SQLite every writer (the test holds
+        the write lock, so a consumer's transaction waits to begin), on PostgreSQL those that
+        reach the stock (a consumer's waits after its claim, in the middle of its
+        transaction)."""
+        with self.engine.connect() as conn:
+            if self.engine.dialect.name == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                conn.exec_driver_sql("LOCK TABLE orders_stock IN EXCLUSIVE MODE")
+            try:
+                yield
+            finally:
+                conn.rollback()
 
 
 def _spare_port() -> int:
@@ -101,16 +121,18 @@ def _spare_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture
-def shop(tmp_path: Path) -> Iterator[Shop]:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def shop(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Shop]:
     need("redis")
-    shop = Shop(tmp_path)
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        yield shop
-    finally:
-        client.delete(shop.stream, f"{shop.stream}:dead")
-        client.close()
+    with fresh_database(request.param, tmp_path) as url:
+        shop = Shop(tmp_path, url)
+        client = redis.Redis.from_url(REDIS_URL)
+        try:
+            yield shop
+        finally:
+            client.delete(shop.stream, f"{shop.stream}:dead")
+            client.close()
+            shop.engine.dispose()
 
 
 @pytest.fixture
@@ -136,11 +158,11 @@ def server(shop: Shop) -> Iterator[str]:
         running.wait(timeout=10)
 
 
-def _create_order(base: str, key: str) -> httpx.Response:
+def _create_order(base: str, key: str, customer: str = "alice") -> httpx.Response:
     return httpx.post(
         f"{base}/orders",
         json={"sku": SKU, "quantity": BOUGHT},
-        headers={"Idempotency-Key": key, "X-Customer": "alice"},
+        headers={"Idempotency-Key": key, "X-Customer": customer},
         timeout=WAIT,
     )
 
@@ -175,6 +197,10 @@ def test_retries_duplicates_and_a_killed_consumer_change_the_shop_once(
     order = late.json()
     assert {r.json()["number"] for r in creates if r.status_code == 201} <= {order["number"]}
     assert (order["status"], order["amount"]) == ("UNPAID", PRICE * BOUGHT)
+    # Keys are each customer's own: bob's request with the same key is his first.
+    bobs = _create_order(server, key, customer="bob")
+    assert (bobs.status_code, "Idempotent-Replayed" in bobs.headers) == (201, False)
+    assert bobs.json()["number"] != order["number"]
 
     # Five copies of one payment notice at once, then two late retries: PAID once.
     notice = {
@@ -199,19 +225,14 @@ def test_retries_duplicates_and_a_killed_consumer_change_the_shop_once(
         [(_, fields)] = client.xrange(shop.stream)
         client.xadd(shop.stream, fields)
 
-        # The consumer reads both entries and is killed before it can commit: the test holds
-        # SQLite's write lock, so its transaction waits to begin.
+        # The consumer reads both entries and is killed before it can commit: the stock is
+        # locked, so its transaction waits.
         client.xgroup_create(shop.stream, shop.group, id="0")
-        holder = sqlite3.connect(shop.db, isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")
-        try:
+        with shop.stock_locked():
             first = shop.start("consumer-1", "consume_stock", "--name", "w1")
             _until("both entries delivered", lambda: _pending(client, shop) == 2)
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=10)
-        finally:
-            holder.execute("ROLLBACK")
-            holder.close()
         assert shop.ledger("stock_taken") == 0
 
         # Restarted under its name, it settles what it held: the stock is taken once.
@@ -228,15 +249,16 @@ def test_retries_duplicates_and_a_killed_consumer_change_the_shop_once(
         client.close()
 
     # The ledger, exactly.
-    assert shop.count("SELECT COUNT(*) FROM orders_order") == 1
-    assert shop.count("SELECT status || ' ' || trade_no FROM orders_order") == (
-        f"PAID {notice['trade_no']}"
-    )
+    assert shop.count("SELECT COUNT(*) FROM orders_order") == 2  # alice's and bob's
+    paid = "SELECT status || ' ' || trade_no FROM orders_order WHERE number = :n"
+    assert shop.count(paid, n=order["number"]) == f"PAID {notice['trade_no']}"
+    assert shop.count(paid, n=bobs.json()["number"]) == "UNPAID "
     assert shop.count("SELECT COUNT(*) FROM mideng_outbox") == 1
     assert shop.count("SELECT COUNT(*) FROM mideng_outbox WHERE state = 1") == 1
-    assert shop.count("SELECT quantity FROM orders_stock WHERE sku = ?", SKU) == ON_SHELF - BOUGHT
+    on_shelf = shop.count("SELECT quantity FROM orders_stock WHERE sku = :sku", sku=SKU)
+    assert on_shelf == ON_SHELF - BOUGHT
     counts = {event: shop.ledger(event) for event in ("order_created", "order_paid", "stock_taken")}
-    assert counts == {"order_created": 1, "order_paid": 1, "stock_taken": 1}
+    assert counts == {"order_created": 2, "order_paid": 1, "stock_taken": 1}
     stats = shop.manage("mideng_stats")  # exit 0: nothing stuck, nothing unknown
     assert "stock" in stats.stdout
     assert "pay_notify" in stats.stdout
