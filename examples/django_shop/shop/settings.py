@@ -79,9 +79,11 @@ MIDENG = {"broker": REDIS_URL}
 # @idempotent_view uses the Guard MIDENG describes.
 MIDENG_HTTP = {"guard": "mideng.contrib.django.guard"}
 
+# mideng's INFO lines (a duplicate answered, the relay's progress) on the console, next to
+# Django's own.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": "INFO"},
+    "loggers": {"mideng": {"handlers": ["console"], "level": "INFO"}},
 }
