@@ -210,6 +210,18 @@ async def adecrement(
 
 
 # -- update_versioned and update_fenced: an update guarded by a column of the row's own --------
+def _in_table_terms(
+    conn: Any, table: Any, where: Any, values: Mapping[str, Any], column: str, role: str
+) -> tuple[Any, Any, Any, Mapping[str, Any], str]:
+    """A guarded update's arguments, a Django model's put in its table's terms (Django's
+    connection, the model's ``Table``, column names for field names); a ``Table``'s as
+    they are. ``role``: what ``column`` is, for the error when the model has no such field."""
+    if not is_model(table):
+        return conn, table, where, values, column
+    conn, found, where, given = on_table(conn, table, where, values)
+    return conn, found, where, given or {}, on_column(table, column, role)
+
+
 def _guarded_update(
     table: Any,
     where: Mapping[str, Any],
@@ -285,10 +297,9 @@ def update_versioned(
     :version``: ``Applied(new_version)``, ``Conflict(current_version)`` (someone else wrote
     since the caller read ``version``; nothing written) or ``Missing()``. ``table`` may be
     a Django model, ``where`` then a primary key value too (mideng.state.models)."""
-    if is_model(table):
-        model = table
-        conn, table, where, given = on_table(conn, model, where, values)
-        values, column = given or {}, on_column(model, column, "the version column")
+    conn, table, where, values, column = _in_table_terms(
+        conn, table, where, values, column, "the version column"
+    )
     return run(conn, _versioned(table, where, values, version, column))
 
 
@@ -351,10 +362,9 @@ def update_fenced(
     over, and its late write changed nothing) or ``Missing()``. ``fence`` is the claim's
     (a scheduled job's ``context.fence``, a guarded call's ticket). ``table`` may be a Django
     model, ``where`` then a primary key value too (mideng.state.models)."""
-    if is_model(table):
-        model = table
-        conn, table, where, given = on_table(conn, model, where, values)
-        values, column = given or {}, on_column(model, column, "the fence column")
+    conn, table, where, values, column = _in_table_terms(
+        conn, table, where, values, column, "the fence column"
+    )
     return run(conn, _fenced(table, where, values, fence, column))
 
 
