@@ -27,12 +27,28 @@ def driver() -> Iterator[Any]:
 def _press(driver: Any, button: Any) -> None:
     """Click ``button`` and wait for the next page to replace this one."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     before = driver.find_element(By.TAG_NAME, "h1")
     button.click()
-    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(before))
+    WebDriverWait(driver, 20).until(lambda _: _gone(before))
+
+
+def _gone(element: Any) -> bool:
+    """Whether ``element`` left the document (the next page replaced its page). Chromium
+    says so as a stale reference, or, caught while the page is being replaced, as an
+    inspector error naming a node that "does not belong to the document"."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" in str(exc):
+            return True
+        raise
+    return False
 
 
 def _shot(driver: Any, tmp_path: Path, filled: Seeded, name: str) -> None:
