@@ -17,9 +17,9 @@ from typing import Any
 from mideng.core import effects
 from mideng.errors import ConfigurationError
 from mideng.guard.driver import Driver
-from mideng.jobs.fires import fire, fire_after, fire_time
+from mideng.jobs.fires import fire, fire_after
 from mideng.jobs.job import Job
-from mideng.jobs.schedule import Schedule
+from mideng.jobs.schedule import Schedule, slot_time
 from mideng.jobs.slots import SlotRun
 
 try:
@@ -37,9 +37,9 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]
     def __init__(self, schedule: Schedule) -> None:
         self.schedule = schedule
 
-    def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime:
+    def get_next_slot_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime:
         previous = None if previous_fire_time is None else previous_fire_time.timestamp()
-        return fire_time(fire_after(self.schedule, previous, now.timestamp()))
+        return slot_time(fire_after(self.schedule, previous, now.timestamp()))
 
     def __str__(self) -> str:
         return f"mideng slots ({self.schedule.describe()})"

@@ -22,9 +22,9 @@ from typing import Any
 from mideng.core import effects
 from mideng.errors import ConfigurationError
 from mideng.guard.driver import Driver
-from mideng.jobs.fires import fire, fire_after, fire_time
+from mideng.jobs.fires import fire, fire_after
 from mideng.jobs.job import Job
-from mideng.jobs.schedule import Schedule
+from mideng.jobs.schedule import Schedule, slot_time
 from mideng.jobs.slots import SlotRun
 
 try:
@@ -51,7 +51,7 @@ class SlotTrigger(Trigger):  # type: ignore[misc]
 
     def next(self) -> datetime:
         self.previous = fire_after(self.schedule, self.previous, time.time())
-        return fire_time(self.previous)
+        return slot_time(self.previous)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"version": STATE_VERSION, "schedule": self.schedule, "previous": self.previous}

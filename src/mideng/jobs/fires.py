@@ -33,11 +33,6 @@ def fire_after(schedule: Schedule, previous: float | None, now: float) -> float:
     return current if current == now else schedule.after(current)
 
 
-def fire_time(seconds: float) -> datetime:
-    """A fire time as the aware UTC datetime both APScheduler versions take."""
-    return datetime.fromtimestamp(seconds, timezone.utc)
-
-
 def fire(
     guard: Driver, job: Job, slot: float | None, tolerance: float
 ) -> Effects[tuple[SlotRun, datetime | None]]:
