@@ -37,7 +37,7 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]
     def __init__(self, schedule: Schedule) -> None:
         self.schedule = schedule
 
-    def get_next_slot_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime:
+    def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime:
         previous = None if previous_fire_time is None else previous_fire_time.timestamp()
         return slot_time(fire_after(self.schedule, previous, now.timestamp()))
 
