@@ -1,4 +1,5 @@
-"""The relay's own database connections: an ``AsyncEngine`` from a URL or an engine.
+"""The outbox's own database connections: the relay's ``AsyncEngine`` from a URL or an
+engine, and the sync ``Engine`` an operator's reads run on (``sync_engine``).
 
 The relay is asynchronous (every broker client it publishes with is), so it always runs on an
 ``AsyncEngine``; a sync ``Engine`` or a URL is turned into one with the async driver of the
@@ -75,3 +76,25 @@ def listen_conninfo(engine: Any) -> str | None:
         return None
     plain = url.set(drivername="postgresql")
     return str(plain.render_as_string(hide_password=False))
+
+
+#: A URL's scheme as written -> the sync SQLAlchemy driver mideng installs for it.
+SYNC_DRIVERS = {
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mysql+pymysql",
+}
+
+
+def sync_engine(db: Any) -> Any:
+    """A sync ``Engine`` for ``db``: itself, or one made from a URL (plain forms too)."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import Engine, make_url
+
+    if isinstance(db, Engine):
+        return db
+    if not isinstance(db, str):
+        raise ConfigurationError(f"the outbox's reads take a URL or an Engine; got {type(db)!r}")
+    url = make_url(db)
+    return create_engine(url.set(drivername=SYNC_DRIVERS.get(url.drivername, url.drivername)))

@@ -19,8 +19,8 @@ from mideng.db.caller_connection import aexecute_for, execute_for
 from mideng.db.dialect import kind_of
 from mideng.db.drive import adrive, drive
 from mideng.db.statements import Op, Sql, Stmt, check_table
-from mideng.errors import ConfigurationError, StoreUnavailableError
-from mideng.outbox.engines import async_engine
+from mideng.errors import StoreUnavailableError
+from mideng.outbox.engines import async_engine, sync_engine
 from mideng.schema.outbox import DEAD, PENDING, SENT
 
 T = TypeVar("T")
@@ -158,28 +158,6 @@ def row(q: Queries, row_id: str) -> Op[Row | None]:
 def with_request_id(q: Queries, request_id: str, limit: int) -> Op[list[Row]]:
     res = yield Stmt(q.with_request_id, {"request_id": request_id, "limit": int(limit)})
     return [_row(values) for values in res.rows]
-
-
-#: A URL's scheme as written -> the sync SQLAlchemy driver mideng installs for it.
-SYNC_DRIVERS = {
-    "postgresql": "postgresql+psycopg",
-    "postgres": "postgresql+psycopg",
-    "mysql": "mysql+pymysql",
-    "mariadb": "mysql+pymysql",
-}
-
-
-def sync_engine(db: Any) -> Any:
-    """A sync ``Engine`` for ``db``: itself, or one made from a URL (plain forms too)."""
-    from sqlalchemy import create_engine
-    from sqlalchemy.engine import Engine, make_url
-
-    if isinstance(db, Engine):
-        return db
-    if not isinstance(db, str):
-        raise ConfigurationError(f"the outbox's reads take a URL or an Engine; got {type(db)!r}")
-    url = make_url(db)
-    return create_engine(url.set(drivername=SYNC_DRIVERS.get(url.drivername, url.drivername)))
 
 
 class OutboxSurvey:
