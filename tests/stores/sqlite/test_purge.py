@@ -124,3 +124,24 @@ def test_a_row_renewed_between_the_sweeps_read_and_its_delete_is_kept(store: SQL
     assert drive(purge(store.statements, None, BATCH, Sweep()), renewing, conn) == 9
     assert left(store.path) == (0, 1)
     conn.close()
+
+
+def test_a_purge_whose_statement_fails_once_is_finished_by_the_next(store: SQLiteStore) -> None:
+    now = time.time()
+    fill(store.path, (("s", f"k{i:05d}", now - 5 if i % 2 else now + 3600) for i in range(1000)))
+    conn, sweep, statements = sqlite3.connect(store.path, isolation_level=None), Sweep(), [0]
+
+    def failing_once(conn: Any, stmt: Stmt) -> Res:
+        statements[0] += 1
+        if statements[0] == 5:  # the third range's key read: the database went away
+            raise sqlite3.OperationalError("disk I/O error")
+        return execute_sqlite(conn, stmt)
+
+    with pytest.raises(sqlite3.OperationalError):
+        drive(purge(store.statements, 100_000, BATCH, sweep), failing_once, conn)
+    assert left(store.path) == (400, 500)  # two ranges of a hundred keys were purged
+    assert sweep.after == ("s", "k00199")  # the next limited purge goes on from there
+    assert drive(purge(store.statements, 100_000, BATCH, sweep), execute_sqlite, conn) == 400
+    assert left(store.path) == (0, 500)
+    assert sweep.after is None
+    conn.close()
