@@ -129,7 +129,11 @@ def test_a_row_renewed_between_the_sweeps_read_and_its_delete_is_kept(store: SQL
 def test_a_purge_whose_statement_fails_once_is_finished_by_the_next(store: SQLiteStore) -> None:
     now = time.time()
     fill(store.path, (("s", f"k{i:05d}", now - 5 if i % 2 else now + 3600) for i in range(1000)))
-    conn, sweep, statements = sqlite3.connect(store.path, isolation_level=None), Sweep(), [0]
+    conn, sweep, statements = (
+        sqlite3.connect(store.path, isolation_level=None),
+        Sweep[tuple[str, str]](),
+        [0],
+    )
 
     def failing_once(conn: Any, stmt: Stmt) -> Res:
         statements[0] += 1
