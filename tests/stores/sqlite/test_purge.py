@@ -144,7 +144,8 @@ def test_a_purge_whose_statement_fails_once_is_finished_by_the_next(store: SQLit
     with pytest.raises(sqlite3.OperationalError):
         drive(purge(store.statements, 100_000, BATCH, sweep), failing_once, conn)
     assert left(store.path) == (400, 500)  # two ranges of a hundred keys were purged
-    assert sweep.after == ("s", "k00199")  # the next limited purge goes on from there
+    resumes_after = sweep.after
+    assert resumes_after == ("s", "k00199")  # the next limited purge goes on from there
     assert drive(purge(store.statements, 100_000, BATCH, sweep), execute_sqlite, conn) == 400
     assert left(store.path) == (0, 500)
     assert sweep.after is None
