@@ -186,10 +186,9 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
             self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
             self._retrying(lambda: self._ensure(conn))
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
         except BaseException:
             conn.close()
             raise
@@ -214,8 +213,10 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
         self._failed(cur.connection, exc)
 
     def _ensure(self, conn: sqlite3.Connection) -> None:
-        """The start-up rule (mideng.schema) on a new connection: the tables made when missing,
-        upgraded when older and allowed; SchemaVersionError for a version it may not use."""
+        """The start-up rule (mideng.schema) on a new connection: the file in WAL mode, the
+        tables made when missing, upgraded when older and allowed; SchemaVersionError for a
+        version it may not use."""
+        conn.execute("PRAGMA journal_mode=WAL")
         command = migrate_command(self.url, self.tables)
         ensured = ensure("sqlite", self.tables, auto_upgrade=self.auto_upgrade, command=command)
         drive(ensured, execute_sqlite, conn)
