@@ -18,12 +18,10 @@ import contextlib
 import functools
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -35,27 +33,12 @@ import sqlalchemy as sa
 
 from tests.brokers import AMQP_URL
 from tests.contrib.django.project import fresh_database
+from tests.examples.running import spare_port, until
 from tests.services import need
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "fastapi_shop"
 SKU, ON_SHELF, PRICE, BOUGHT = "SKU-1", 10, 250, 2
-WAIT = 20.0  # seconds any one condition below may take before the test fails
-
-
-def _until(what: str, done: Callable[[], bool]) -> None:
-    """Return once ``done()``; polls a condition the test cannot be told of, orders no race."""
-    deadline = time.monotonic() + WAIT
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still waiting for {what}")
-        time.sleep(0.05)
-
-
-def _spare_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _stoppable(process: subprocess.Popen[bytes]) -> bool:
@@ -119,7 +102,7 @@ class Shop:
         """SIGTERM each once it handles SIGTERM (a process still starting would just die)."""
         for name, process in self.processes.items():
             with contextlib.suppress(AssertionError):  # a stop that fails shows in its code
-                _until(f"{name} to handle SIGTERM", functools.partial(_stoppable, process))
+                until(f"{name} to handle SIGTERM", functools.partial(_stoppable, process))
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
         codes: dict[str, int | None] = {}
@@ -199,7 +182,7 @@ def relay(shop: Shop) -> None:
 def test_duplicates_and_kills_along_the_chain_change_the_shop_once(shop: Shop) -> None:
     shop.run("-m", "shop", "setup")
     shop.run("-m", "shop", "set-stock", SKU, str(ON_SHELF), str(PRICE))
-    port = _spare_port()
+    port = spare_port()
     web = shop.start("web", "-m", "uvicorn", "shop.app:app", "--port", str(port))
     base = f"http://127.0.0.1:{port}"
 
@@ -210,7 +193,7 @@ def test_duplicates_and_kills_along_the_chain_change_the_shop_once(shop: Shop) -
         except httpx.TransportError:
             return False
 
-    _until("the web process", answers)
+    until("the web process", answers)
     shop.start("stock", "-m", "shop.stock")
     shop.start("notify", "-m", "shop.notify")
 
@@ -242,35 +225,35 @@ def test_duplicates_and_kills_along_the_chain_change_the_shop_once(shop: Shop) -
     assert pay(a, "T-A", key="T-A-resent").text == "success"  # past the key: AlreadyThere
     with shop.locked("SELECT * FROM mideng_outbox FOR UPDATE"):
         relay(shop)
-        _until("A's stock taken from the first publish", lambda: shop.ledger("stock_taken") == 1)
+        until("A's stock taken from the first publish", lambda: shop.ledger("stock_taken") == 1)
         shop.kill("relay")  # published, not marked sent
     relay(shop)  # publishes A's event again once the dead relay's lease lapsed
-    _until("the event marked sent", lambda: shop.scalar(
+    until("the event marked sent", lambda: shop.scalar(
         "SELECT COUNT(*) FROM mideng_outbox WHERE state = 1") == 1)  # fmt: skip
 
     # B's event: the stock consumer parked inside its transaction, the notification consumer
     # parked between the SMS and the coupon; both SIGKILLed there, then started again.
-    _until("A notified", lambda: shop.scalar("SELECT COUNT(*) FROM coupons_issued") == 1)
+    until("A notified", lambda: shop.scalar("SELECT COUNT(*) FROM coupons_issued") == 1)
     with (
         shop.locked("LOCK TABLE stock IN EXCLUSIVE MODE"),
         shop.locked("LOCK TABLE coupons_issued IN EXCLUSIVE MODE"),
     ):
         assert pay(b, "T-B").text == "success"
-        _until("B's SMS sent", lambda: shop.scalar("SELECT COUNT(*) FROM sms_sent") == 2)
-        _until("both consumers parked", lambda: shop.waiting_on_locks() == 2)
+        until("B's SMS sent", lambda: shop.scalar("SELECT COUNT(*) FROM sms_sent") == 2)
+        until("both consumers parked", lambda: shop.waiting_on_locks() == 2)
         shop.kill("stock")
         shop.kill("notify")
     shop.start("stock", "-m", "shop.stock")
     shop.start("notify", "-m", "shop.notify")
-    _until("B's stock", lambda: shop.ledger("stock_taken") == 2)
-    _until("B's coupon", lambda: shop.scalar("SELECT COUNT(*) FROM coupons_issued") == 2)
+    until("B's stock", lambda: shop.ledger("stock_taken") == 2)
+    until("B's coupon", lambda: shop.scalar("SELECT COUNT(*) FROM coupons_issued") == 2)
 
     # The nightly job: two schedulers start at once; the latest slot's report is written once.
     for n in (1, 2):
         shop.start(
             f"jobs-{n}", "-m", "mideng", "jobs", "run", "--store", shop.url, "shop.jobs:jobs"
         )
-    _until("the nightly report", lambda: shop.ledger("daily_sales") == 1)
+    until("the nightly report", lambda: shop.ledger("daily_sales") == 1)
     scraped = httpx.get(f"{base}/metrics", timeout=5).text
     codes = shop.stop_all()
     # uvicorn ends its shutdown by re-raising the SIGTERM it caught: -15 is its clean stop.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -35,6 +36,26 @@ def guard_for(max_attempts: int = 3) -> Guard:
     guard = Guard(MemoryStore(), lease=30)
     guard.configure_scope("notify", on_error="retry", max_attempts=max_attempts)
     return guard
+
+
+def parked_operation(
+    guard: Guard,
+) -> tuple[Callable[[str], str], threading.Event, threading.Event]:
+    """An operation whose one step sets ``inside`` and waits for ``release``: held by its
+    first caller for as long as the test likes."""
+    inside, release = threading.Event(), threading.Event()
+
+    @guard.step("sms")
+    def sms(order: str) -> None:
+        inside.set()
+        assert release.wait(10)
+
+    @guard.operation("notify", key="{order}")
+    def notify(order: str) -> str:
+        sms(order)
+        return "sent"
+
+    return notify, inside, release
 
 
 def test_the_operation_runs_under_the_messages_key_and_a_copy_is_acked_unrun() -> None:
@@ -97,17 +118,7 @@ def test_each_failed_run_is_one_attempt_and_the_last_is_dead_lettered() -> None:
 
 def test_a_copy_while_the_operation_runs_elsewhere_is_no_attempt() -> None:
     guard = guard_for(max_attempts=2)
-    inside, release = threading.Event(), threading.Event()
-
-    @guard.step("sms")
-    def sms(order: str) -> None:
-        inside.set()
-        assert release.wait(10)
-
-    @guard.operation("notify", key="{order}")
-    def notify(order: str) -> str:
-        sms(order)
-        return "sent"
+    notify, inside, release = parked_operation(guard)
 
     consumer = OperationConsumer(guard, notify, in_flight_delay=0.3)
 
@@ -161,20 +172,14 @@ def test_the_hand_made_glue_counted_a_copy_in_flight_as_a_failed_attempt() -> No
     records per message, and each copy delivered while the operation is held (a holder that
     died keeps it until its lease ends) is a handler failure: attempts run out."""
     guard = guard_for()
-    inside, release = threading.Event(), threading.Event()
-
-    @guard.step("sms")
-    def sms(order: str) -> None:
-        inside.set()
-        assert release.wait(10)
-
-    @guard.operation("notify", key="{order}")
-    def notify(order: str) -> str:
-        sms(order)
-        return "sent"
+    notify, inside, release = parked_operation(guard)
 
     glue = IdempotentConsumer(
-        guard, "paid", lambda m: notify(**json.loads(m.body)), max_attempts=2, retry_delay=0.1
+        guard,
+        "paid",
+        lambda m: notify(json.loads(m.body)["order"]),
+        max_attempts=2,
+        retry_delay=0.1,
     )
 
     async def held() -> object:
@@ -189,3 +194,22 @@ def test_the_hand_made_glue_counted_a_copy_in_flight_as_a_failed_attempt() -> No
 
     assert isinstance(asyncio.run(held()), DeadLetter)  # never ran, yet given up on
     assert guard.get("paid", "o-1") is not None  # the consumer's record beside the operation's
+
+
+def test_an_async_operation_is_awaited_on_the_loop() -> None:
+    guard = guard_for()
+    sent: list[str] = []
+
+    @guard.step("sms")
+    async def sms(order: str) -> None:
+        sent.append(order)
+
+    @guard.operation("notify", key="{order}")
+    async def notify(order: str) -> str:
+        await sms(order)
+        return "sent"
+
+    consumer = OperationConsumer(guard, notify)
+    verdicts = [asyncio.run(consumer.handle(msg("o-1", {"order": "o-1"}))) for _ in range(2)]
+    assert verdicts == [Ack(ran=True), Ack(ran=False)]
+    assert sent == ["o-1"]
