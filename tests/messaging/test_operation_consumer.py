@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
+import uuid
 from collections.abc import Callable
 
 import pytest
 
 from mideng import Guard
-from mideng.core.record import Status
+from mideng.core.record import ClaimRequest, Outcome, Status
 from mideng.errors import ConfigurationError
 from mideng.messaging import (
     Ack,
@@ -213,3 +215,39 @@ def test_an_async_operation_is_awaited_on_the_loop() -> None:
     verdicts = [asyncio.run(consumer.handle(msg("o-1", {"order": "o-1"}))) for _ in range(2)]
     assert verdicts == [Ack(ran=True), Ack(ran=False)]
     assert sent == ["o-1"]
+
+
+def test_a_take_over_of_a_dead_holder_is_one_attempt_and_its_copies_none() -> None:
+    guard = guard_for(max_attempts=2)
+    runs: list[str] = []
+
+    @guard.step("coupon")
+    def coupon(order: str) -> None:
+        runs.append(order)
+        raise ConnectionError("coupon service down")
+
+    @guard.operation("notify", key="{order}")
+    def notify(order: str) -> str:
+        coupon(order)
+        return "sent"
+
+    consumer = OperationConsumer(guard, notify, in_flight_delay=0.1)
+    # A consumer that claimed the message's operation and was killed: its lease runs out.
+    dead = guard.store.claim(
+        ClaimRequest("notify", "o-1", uuid.uuid4().hex, 0.5, 60.0, max_attempts=2)
+    )
+    assert dead.outcome is Outcome.ACQUIRED
+    copies = 0
+    deadline = time.monotonic() + 10
+    while True:
+        verdict = asyncio.run(consumer.handle(msg("o-1", {"order": "o-1"})))
+        if not (isinstance(verdict, Retry) and "in flight" in verdict.reason):
+            break
+        copies += 1  # the broker's redeliveries while the dead holder's lease lasts
+        assert time.monotonic() < deadline, "the lease never ran out"
+        time.sleep(0.1)
+    assert copies >= 1
+    # The take-over was attempt 2: its failure used the last attempt, however many copies came.
+    assert isinstance(verdict, DeadLetter)
+    assert "failed 2 time(s)" in verdict.reason
+    assert runs == ["o-1"]

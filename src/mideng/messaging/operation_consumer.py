@@ -20,7 +20,9 @@ failed run, and a take-over of a holder that died (kill -9, OOM), are the next. 
 that finds the operation finished or running elsewhere is no attempt. The limit is the
 operation scope's ``max_attempts`` (its failures are kept: ``on_error="retry"``, required):
 a run that fails goes back with backoff, and the one that fails as attempt ``max_attempts``
-is dead-lettered, as is any delivery after it (AttemptsExhaustedError).
+or later is dead-lettered, as is any delivery after it (AttemptsExhaustedError). A kill is
+no failure: it is never dead-lettered by itself, only counted; an operation whose runs keep
+dying shows in ``guard.stale()`` with its attempts growing.
 
 Local steps (``@guard.step(conn="conn")``) commit with their step records in the body's own
 transaction; the remote steps run after it commits (docs/messaging.md#operations).
