@@ -14,12 +14,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -30,20 +28,11 @@ import redis
 import sqlalchemy as sa
 
 from tests.contrib.django.project import fresh_database
+from tests.examples.running import WAIT, spare_port, until
 from tests.services import REDIS_URL, need
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "django_shop"
 SKU, ON_SHELF, PRICE, BOUGHT = "SKU-1", 10, 250, 2
-WAIT = 20.0  # seconds any one condition below may take before the test fails
-
-
-def _until(what: str, done: Callable[[], bool]) -> None:
-    """Return once ``done()``; polls a condition the test cannot be told of, orders no race."""
-    deadline = time.monotonic() + WAIT
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still waiting for {what}")
-        time.sleep(0.05)
 
 
 class Shop:
@@ -115,12 +104,6 @@ class Shop:
                 conn.rollback()
 
 
-def _spare_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def shop(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Shop]:
     need("redis")
@@ -139,7 +122,7 @@ def shop(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Shop]:
 def server(shop: Shop) -> Iterator[str]:
     shop.manage("migrate", "--no-input")
     shop.manage("set_stock", SKU, str(ON_SHELF), str(PRICE))
-    address = f"127.0.0.1:{_spare_port()}"
+    address = f"127.0.0.1:{spare_port()}"
     running = shop.start("server", "runserver", "--noreload", address)
     base = f"http://{address}"
 
@@ -151,7 +134,7 @@ def server(shop: Shop) -> Iterator[str]:
             return False
 
     try:
-        _until("the server", answers)
+        until("the server", answers)
         yield base
     finally:
         running.terminate()
@@ -230,7 +213,7 @@ def test_retries_duplicates_and_a_killed_consumer_change_the_shop_once(
         client.xgroup_create(shop.stream, shop.group, id="0")
         with shop.stock_locked():
             first = shop.start("consumer-1", "consume_stock", "--name", "w1")
-            _until("both entries delivered", lambda: _pending(client, shop) == 2)
+            until("both entries delivered", lambda: _pending(client, shop) == 2)
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=10)
         assert shop.ledger("stock_taken") == 0
@@ -238,7 +221,7 @@ def test_retries_duplicates_and_a_killed_consumer_change_the_shop_once(
         # Restarted under its name, it settles what it held: the stock is taken once.
         second = shop.start("consumer-2", "consume_stock", "--name", "w1")
         try:
-            _until("every entry acked", lambda: _all_read(client, shop))
+            until("every entry acked", lambda: _all_read(client, shop))
         finally:
             second.send_signal(signal.SIGTERM)
             second.wait(timeout=20)

@@ -2,15 +2,18 @@
 (``config["broker"]``, a broker of mideng.messaging.brokers) feeding an IdempotentConsumer.
 
 ``python -m tests.helpers.storm_worker CONFIG.json``. ``mode`` is ``transactional`` (the
-handler writes one effect row in the dedup record's transaction, on PostgreSQL or MariaDB) or
-``store`` (a Redis store; the handler counts its runs in a Redis hash). SIGTERM sets the
-adapter's stop event (exit 0 once it returned); ``config["ready"]`` is written once that
-handler is in place. Every handler run appends its key to ``config["runs"]`` when given (one
-line, O_APPEND) before it writes, so the parent counts runs that did not commit as well.
+handler writes one effect row in the dedup record's transaction, on PostgreSQL or MariaDB),
+``store`` (a Redis store; the handler counts its runs in a Redis hash) or ``operation`` (an
+OperationConsumer running a three-step operation per message, on PostgreSQL or MariaDB).
+SIGTERM sets the adapter's stop event (exit 0 once it returned); ``config["ready"]`` is
+written once that handler is in place. Every handler run appends its key to
+``config["runs"]`` when given (one line, O_APPEND) before it writes, so the parent counts
+runs that did not commit as well.
 With ``crash`` set, the process stops dead on one key so the parent can SIGKILL it there:
 ``before_commit`` inside the handler, after its insert and before the transaction commits;
 ``after_commit`` once the transaction committed, before the adapter settles (acks) the
-message. It writes ``crash["marker"]`` when it is there.
+message; ``between_steps`` (mode ``operation``) after the ``sms`` step, before ``coupon``.
+It writes ``crash["marker"]`` when it is there.
 
 A worker that has not exited ``config["hang_dump"]`` seconds (``HANG_DUMP`` unless given)
 after SIGTERM writes every thread's stack and every asyncio task's await chain to its log
@@ -34,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from mideng import Guard, open_store
-from mideng.messaging import IdempotentConsumer, Message, Verdict
+from mideng.messaging import IdempotentConsumer, Message, OperationConsumer, Verdict
 from mideng.messaging.brokers import adapter
 from mideng.messaging.headers import IDEMPOTENCY_KEY
 
@@ -136,6 +139,59 @@ def transactional(config: dict[str, Any]) -> Any:
     return consumer
 
 
+def operation(config: dict[str, Any]) -> OperationConsumer:
+    """An operation per message: ``reserve`` a local step on the operation's own transaction,
+    then ``sms`` and ``coupon``, two remote effects each committed on its own (as a provider
+    would), every effect one row ``<key>/<step>`` of the effects table. With ``crash`` at
+    ``between_steps`` the body parks on its key after ``sms``, before ``coupon``."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import Connection
+
+    from mideng.stores.sql import SQLStore
+
+    engine = create_engine(config["db_url"], pool_size=4)
+    store = SQLStore.from_url(config["db_url"], table=config["record_table"], create_schema=False)
+    guard = Guard(store, lease=config["lease"])
+    guard.configure_scope(config["scope"], on_error="retry", max_attempts=5)
+    effects, runs = config["effects_table"], config.get("runs")
+    crash = config.get("crash") or {}
+
+    def effect(conn: Connection, what: str) -> None:
+        conn.execute(
+            text(f"INSERT INTO {effects} (order_key, pid) VALUES (:key, :pid)"),
+            {"key": what, "pid": os.getpid()},
+        )
+
+    @guard.step("reserve", conn="conn")
+    def reserve(conn: Connection, order: str) -> None:
+        effect(conn, f"{order}/reserve")
+
+    @guard.step("sms")
+    def sms(order: str) -> None:
+        with engine.begin() as conn:
+            effect(conn, f"{order}/sms")
+
+    @guard.step("coupon")
+    def coupon(order: str) -> None:
+        with engine.begin() as conn:
+            effect(conn, f"{order}/coupon")
+
+    @guard.operation(config["scope"], key="{order}", steps=("reserve", "sms", "coupon"))
+    def notify(order: str) -> str:
+        note_run(runs, order)
+        with engine.begin() as conn:
+            reserve(conn, order)
+        sms(order)
+        if crash.get("at") == "between_steps" and order == crash["key"]:
+            mark(Path(crash["marker"]))
+            time.sleep(PARKED)
+            raise SystemExit("never killed between the steps")
+        coupon(order)
+        return "sent"
+
+    return OperationConsumer(guard, notify, retry_delay=0.2, in_flight_delay=0.5)
+
+
 def awaiting(task: asyncio.Task[Any]) -> list[str]:
     """Where ``task`` waits, outermost first: the chain of coroutines each awaits (a task's own
     stack shows only its outermost frame)."""
@@ -181,7 +237,14 @@ async def run(config: dict[str, Any]) -> None:
     after = float(config.get("hang_dump", HANG_DUMP))
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping, stop, after)
     config = {"scope": "stock", "lease": 10.0, **config}
-    consumer = on_redis(config) if config.get("mode") == "store" else transactional(config)
+    mode = config.get("mode")
+    consumer: Any
+    if mode == "store":
+        consumer = on_redis(config)
+    elif mode == "operation":
+        consumer = operation(config)
+    else:
+        consumer = transactional(config)
     if config.get("ready"):
         mark(Path(config["ready"]))
     consume = adapter(config["broker"])

@@ -55,7 +55,7 @@ from mideng.messaging.message import Message
 from mideng.messaging.transactional import check as check_transactional
 from mideng.messaging.transactional import django_alias
 from mideng.messaging.transactional import handle as handle_in_transaction
-from mideng.messaging.verdict import Ack, DeadLetter, Retry, RetryRules, Verdict
+from mideng.messaging.verdict import Ack, DeadLetter, Retry, RetryRules, Verdict, metric_label
 from mideng.observability import logs, observers
 from mideng.observability.store_metrics import counted
 from mideng.stores.batch import Completion
@@ -337,8 +337,7 @@ class IdempotentConsumer:
     def _count(self, final: Verdict) -> None:
         """Every verdict, one at a time or batched, is counted here."""
         if observers.metrics is not None:
-            ran = not isinstance(final, Ack) or final.ran
-            observers.metrics.consumed(self.scope, _VERDICTS[type(final)] if ran else "duplicate")
+            observers.metrics.consumed(self.scope, metric_label(final))
 
     async def _dead_lettered(self, message: Message, verdict: Verdict) -> Verdict:
         if not isinstance(verdict, DeadLetter):
@@ -354,7 +353,3 @@ class IdempotentConsumer:
             logs.dead_letter_hook_failed(exc, message.id)
             return Retry(self.rules.max_retry_delay, f"on_dead_letter raised: {message_of(exc)}")
         return verdict
-
-
-# The ``verdict`` label of mideng_consumer_messages_total (an Ack that did not run: "duplicate").
-_VERDICTS: dict[type, str] = {Ack: "ran", Retry: "retry", DeadLetter: "dead_letter"}

@@ -96,3 +96,11 @@ def after_failure(where: str, attempt: int, exc: BaseException, rules: RetryRule
     if rules.exhausted(attempt):
         return DeadLetter(f"{where} failed {attempt} time(s); last error {what}")
     return Retry(rules.backoff(attempt), f"{where} attempt {attempt} failed: {what}")
+
+
+def metric_label(verdict: Verdict) -> str:
+    """The ``verdict`` label of mideng_consumer_messages_total: an Ack that did not run is a
+    ``duplicate``."""
+    if isinstance(verdict, Ack):
+        return "ran" if verdict.ran else "duplicate"
+    return "retry" if isinstance(verdict, Retry) else "dead_letter"

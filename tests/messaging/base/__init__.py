@@ -20,6 +20,7 @@ from __future__ import annotations
 from tests.messaging.base.batch import BatchCases
 from tests.messaging.base.cancel import CancelCases
 from tests.messaging.base.consume import ConsumeCases
+from tests.messaging.base.operations import OperationCases
 from tests.messaging.base.outage import StoreOutageCases
 from tests.messaging.base.reconnect import ReconnectCases
 from tests.messaging.base.retry import RetryCases
@@ -36,5 +37,6 @@ class BrokerSuite(
     TransactionalCases,
     BatchCases,
     StormCases,
+    OperationCases,
 ):
     """Every scenario of the base suite; a subclass gives the ``broker`` fixture."""

@@ -36,6 +36,14 @@ RESULT = {"order": "1001", "deducted": 2}
 
 #: What Celery does where a base case asks for a consume loop, by the case's name.
 NOT_ON_CELERY = {
+    "test_one_record_per_message_and_a_failed_run_resumes": (
+        "OperationConsumer is a consume loop's consumer; a Celery task runs through its worker, "
+        "where the task's body calls the operation, keyed on the task's business arguments"
+    ),
+    "test_killed_between_two_remote_steps_the_redelivery_resumes": (
+        "OperationConsumer is a consume loop's consumer; a Celery pool process killed mid-task "
+        "gives its message back (test_a_pool_process_killed_mid_task_gives_its_message_back)"
+    ),
     "test_each_key_runs_once_and_a_keyless_message_is_dead_lettered": (
         "Celery keys a task on its business arguments, so no task is without a key: a send "
         "missing one is refused when sent; a second send of a key returns the first run's "
