@@ -12,10 +12,12 @@ from mideng.messaging.publish import Outgoing
 
 
 class MemoryPublisher:
-    """Publishes to the broker a ``memory://name`` URL names, in this process."""
+    """Publishes to the broker a ``memory://name`` URL names, in this process. ``timeout``
+    is taken as every publisher takes it (the relay gives one); a put never waits."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
         self.url = url
+        self.timeout = timeout
         self._broker: InProcessBroker = named(url)  # a bad URL fails here, not at a publish
 
     async def start(self) -> None:
