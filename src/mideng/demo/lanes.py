@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,76 +61,70 @@ def lane(broker: str, suffix: str, name: str) -> Lane:
     raise ConfigurationError(f"the demo has no lanes on {broker}")
 
 
-async def prepare(broker: str, url: str, lanes: list[Lane]) -> None:
-    """Make the lanes, so a message published before its consumer starts is kept."""
+@contextlib.asynccontextmanager
+async def _admin(broker: str, url: str) -> AsyncIterator[Any]:
+    """The broker's client to make and remove lanes with: an AMQP channel, a JetStream
+    context, a Redis client, a Kafka admin client."""
     if broker == "rabbitmq":
-        aio_pika = require("aio_pika", "rabbitmq")
-        async with await aio_pika.connect(url) as connection:
-            channel = await connection.channel()
-            for each in lanes:
-                await channel.declare_queue(each.destination, durable=True)
+        async with await require("aio_pika", "rabbitmq").connect(url) as connection:
+            yield await connection.channel()
     elif broker == "nats":
-        nats = require("nats", "nats")
-        client = await nats.connect(url)
+        client = await require("nats", "nats").connect(url)
         try:
-            jetstream = client.jetstream()
-            for each in lanes:
-                await jetstream.add_stream(
-                    name=each.options["stream"], subjects=[each.options["subject"]]
-                )
+            yield client.jetstream()
         finally:
             await client.close()
     elif broker == "redis_streams":
         client = require("redis.asyncio", "redis").from_url(url)
         try:
-            for each in lanes:
-                await client.xgroup_create(
-                    each.destination, each.options["group"], id="0", mkstream=True
-                )
+            yield client
         finally:
             await client.aclose()
-    elif broker == "kafka":
+    else:
         kafka = require("aiokafka.admin", "kafka")
         admin = kafka.AIOKafkaAdminClient(bootstrap_servers=url.split("://", 1)[1])
         await admin.start()
         try:
-            await admin.create_topics([kafka.NewTopic(e.destination, 1, 1) for e in lanes])
+            yield admin
         finally:
             await admin.close()
 
 
+async def prepare(broker: str, url: str, lanes: list[Lane]) -> None:
+    """Make the lanes, so a message published before its consumer starts is kept."""
+    if broker == "memory":
+        return  # a queue of the in-process broker is made by its first message
+    async with _admin(broker, url) as admin:
+        for each in lanes:
+            if broker == "rabbitmq":
+                await admin.declare_queue(each.destination, durable=True)
+            elif broker == "nats":
+                stream, subject = each.options["stream"], each.options["subject"]
+                await admin.add_stream(name=stream, subjects=[subject])
+            elif broker == "redis_streams":
+                group = each.options["group"]
+                await admin.xgroup_create(each.destination, group, id="0", mkstream=True)
+            else:
+                kafka = require("aiokafka.admin", "kafka")
+                await admin.create_topics([kafka.NewTopic(each.destination, 1, 1)])
+
+
 async def remove(broker: str, url: str, lanes: list[Lane]) -> None:
     """Remove the lanes; what cannot be removed is left (the names are the run's own)."""
+    if broker == "memory":
+        return  # gone with the process
     with contextlib.suppress(Exception):
         await asyncio.wait_for(_remove(broker, url, lanes), 10)
 
 
 async def _remove(broker: str, url: str, lanes: list[Lane]) -> None:
-    if broker == "rabbitmq":
-        aio_pika = require("aio_pika", "rabbitmq")
-        async with await aio_pika.connect(url) as connection:
-            channel = await connection.channel()
-            for each in lanes:
-                await channel.queue_delete(each.destination)
-    elif broker == "nats":
-        nats = require("nats", "nats")
-        client = await nats.connect(url)
-        try:
-            for each in lanes:
-                await client.jetstream().delete_stream(each.options["stream"])
-        finally:
-            await client.close()
-    elif broker == "redis_streams":
-        client = require("redis.asyncio", "redis").from_url(url)
-        try:
-            await client.delete(*[each.destination for each in lanes])
-        finally:
-            await client.aclose()
-    elif broker == "kafka":
-        kafka = require("aiokafka.admin", "kafka")
-        admin = kafka.AIOKafkaAdminClient(bootstrap_servers=url.split("://", 1)[1])
-        await admin.start()
-        try:
-            await admin.delete_topics([each.destination for each in lanes])
-        finally:
-            await admin.close()
+    async with _admin(broker, url) as admin:
+        for each in lanes:
+            if broker == "rabbitmq":
+                await admin.queue_delete(each.destination)
+            elif broker == "nats":
+                await admin.delete_stream(each.options["stream"])
+            elif broker == "redis_streams":
+                await admin.delete(each.destination)
+            else:
+                await admin.delete_topics([each.destination])
