@@ -3,8 +3,8 @@
 A payment platform times out on the order service's callback and retries it: three callbacks
 at once and a late one reach a real HTTP server on a loopback port. The order goes UNPAID ->
 PAID with its event in the outbox, the relay publishes it, the stock consumer takes the stock
-and calls the notification (SMS, coupon, points), whose worker is lost between the SMS and the
-coupon, so the message comes again; the nightly settlement starts on two instances. The same
+and calls the notification (SMS, coupon, points), whose worker is SIGKILLed between the SMS and
+the coupon, so the message comes again and the operation is taken over; the nightly settlement starts on two instances. The same
 shop without mideng runs beside it. The play is ``mideng.demo.story``; this prints it.
 
 By default everything runs in this process: the embedded SQLite store and the in-process

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Column, Integer, MetaData, String, Table, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from mideng import Guard
 from mideng.state import Applied, StateMachine, decrement
 
 ORDER_ID = 1001
@@ -131,37 +132,27 @@ class Overlap:
 
 class Gateways:
     """The SMS gateway, the coupon service and the points service: each call is one more
-    SMS, coupon or credit. The coupon service drops the first call it gets (``lost``: the
-    notifier's worker is lost between the SMS and the coupon), as the incident's did."""
+    SMS, coupon or credit, kept in the shop's tables. ``before_coupon`` is called as a call
+    reaches the coupon service (the worker killed there, in ``mideng.demo.worker``)."""
 
-    def __init__(self, engine: Engine, tables: Tables) -> None:
-        self.engine, self.tables = engine, tables
-        self.sms_calls = self.coupon_calls = self.points_calls = 0
-        self._lock = threading.Lock()
+    def __init__(
+        self, engine: Engine, tables: Tables, before_coupon: Callable[[], None] | None = None
+    ) -> None:
+        self.engine, self.tables, self.before_coupon = engine, tables, before_coupon
 
-    def send_sms(self, ref: str) -> int:
-        """The SMS's number: the n-th this gateway sent."""
-        with self._lock:
-            self.sms_calls += 1
-            sent = self.sms_calls
+    def send_sms(self, ref: str) -> str:
         with self.engine.begin() as conn:
             conn.execute(insert(self.tables.sms).values(ref=ref))
-        return sent
+        return f"sms:{ref}"
 
-    def issue_coupon(self, ref: str) -> int:
-        """The coupon's number: the n-th call this service got."""
-        with self._lock:
-            self.coupon_calls += 1
-            call = self.coupon_calls
-        if call == 1:
-            raise WorkerLost("the notifier's worker was lost between the SMS and the coupon")
+    def issue_coupon(self, ref: str) -> str:
+        if self.before_coupon is not None:
+            self.before_coupon()
         with self.engine.begin() as conn:
             conn.execute(insert(self.tables.coupons).values(ref=ref))
-        return call
+        return f"coupon:{ref}"
 
     def add_points(self, user_id: int, points: int) -> int:
-        with self._lock:
-            self.points_calls += 1
         with self.engine.begin() as conn:
             conn.execute(
                 update(self.tables.points)
@@ -171,8 +162,52 @@ class Gateways:
         return points
 
 
-class WorkerLost(Exception):
-    """The notifier's worker died mid-operation: what it had done is done, the rest is not."""
+def notify_plainly(gateways: Gateways, event: dict[str, Any]) -> None:
+    """The notification before mideng: SMS, coupon, points, whatever ran before."""
+    ref = f"order:{event['order_id']}"
+    gateways.send_sms(ref)
+    gateways.issue_coupon(ref)
+    gateways.add_points(event["user_id"], POINTS)
+
+
+class Notification:
+    """The notification on mideng: one operation, each effect a step, so a run that died
+    resumes after the last step that finished. Its lease is short: a dead worker's run is
+    taken over within ``LEASE`` seconds."""
+
+    LEASE = 2.0
+
+    def __init__(self, guard: Guard, gateways: Gateways) -> None:
+        @guard.step("send_sms")
+        def send_sms(ref: str) -> str:
+            return gateways.send_sms(ref)
+
+        @guard.step("issue_coupon")
+        def issue_coupon(ref: str) -> str:
+            return gateways.issue_coupon(ref)
+
+        @guard.step("add_points")
+        def add_points(user_id: int, points: int) -> int:
+            return gateways.add_points(user_id, points)
+
+        @guard.operation(
+            "notify_paid",
+            key="{order_id}",
+            steps=("send_sms", "issue_coupon", "add_points"),
+            lease=self.LEASE,
+        )
+        def notify_paid(order_id: int, user_id: int) -> str:
+            ref = f"order:{order_id}"
+            send_sms(ref)
+            issue_coupon(ref)
+            add_points(user_id, POINTS)
+            return "notified"
+
+        self._notify = notify_paid
+
+    def __call__(self, event: dict[str, Any]) -> str:
+        answer: str = self._notify(event["order_id"], event["user_id"])
+        return answer
 
 
 def paid_event(order_id: int) -> dict[str, Any]:
@@ -223,10 +258,7 @@ class Plain:
             )
 
     def notify(self, event: dict[str, Any]) -> None:
-        ref = f"order:{event['order_id']}"
-        self.gateways.send_sms(ref)
-        self.gateways.issue_coupon(ref)
-        self.gateways.add_points(event["user_id"], POINTS)
+        notify_plainly(self.gateways, event)
 
     def nightly(self, day: str) -> None:
         settle(self.engine, self.tables, day)

@@ -5,8 +5,9 @@
 2. Outbox: the callback moves order 1001 UNPAID -> PAID with the state machine and writes
    its event to the outbox in the same transaction; the relay publishes what committed.
 3. Broker and consumer: the stock consumer takes one unit in its record's transaction. Its
-   notification (an operation: SMS, coupon, points) is called after that commit; the worker
-   is lost between the SMS and the coupon, the message goes back and is delivered again.
+   notification (an operation: SMS, coupon, points) is called after that commit; its first
+   worker, a process of its own, is SIGKILLed between the SMS and the coupon, the message
+   goes back, and a redelivery takes the operation over once the dead worker's lease lapsed.
 4. Job: the nightly settlement is started on two instances at once.
 
 Without mideng the same story runs on tables of its own: a callback that reads "already
@@ -40,13 +41,15 @@ from mideng.demo.shop import (
     ORDER_ID,
     POINTS,
     TRADE_NO,
-    Gateways,
     Guarded,
     Ledger,
+    Notification,
     Overlap,
     Plain,
     Tables,
 )
+from mideng.demo.worker import WorkerKilled, killed_between_sms_and_coupon
+from mideng.errors import ConfigurationError, InProgressError
 from mideng.http.wsgi import IdempotencyMiddleware
 from mideng.jobs import JobContext, Jobs, Outcome, run_slot
 from mideng.messaging import Ack, IdempotentConsumer, Message, Retry, Verdict
@@ -186,7 +189,7 @@ class NotifyingConsumer:
     """The stock consumer, then the notification once its transaction committed.
 
     The notification is called after the stock consumer's verdict, for a message it ran now
-    or one it had run before (a redelivery after the notifier was lost); the operation
+    or one it had run before (a redelivery after the notifier's worker died); the operation
     resumes where it stopped, so calling it again is how it is finished. If it fails, the
     message goes back to the broker to come again."""
 
@@ -194,7 +197,7 @@ class NotifyingConsumer:
         self.stock, self.notify = stock, notify
         # What an adapter reads of a consumer.
         self.policy, self.engine = stock.policy, stock.engine
-        self.delivered = self.ran = self.deduplicated = self.notified = 0
+        self.delivered = self.ran = self.deduplicated = self.notified = self.held = 0
 
     async def handle(self, message: Message) -> Verdict:
         self.delivered += 1
@@ -207,6 +210,10 @@ class NotifyingConsumer:
             self.deduplicated += 1
         try:
             await asyncio.to_thread(self.notify, json.loads(message.body))
+        except InProgressError:
+            # The dead worker's claim, until its lease lapses: the message comes back then.
+            self.held += 1
+            return Retry(0.5, "the notification is held by a worker that stopped renewing")
         except Exception as exc:
             return Retry(0.2, f"the notification failed: {exc}")
         self.notified += 1
@@ -216,11 +223,29 @@ class NotifyingConsumer:
         return [await self.handle(m) for m in messages]
 
 
+class Notifier:
+    """The notification as a consumer's handler calls it, after the stock's commit: the
+    first call's worker is a process of its own, killed with SIGKILL between the SMS and the
+    coupon (``mideng.demo.worker``); every later call runs it here."""
+
+    def __init__(self, spec: dict[str, Any], here: Callable[[dict[str, Any]], Any]) -> None:
+        self.spec, self.here = spec, here
+        self.calls = 0
+        self.killed: int | None = None
+
+    def __call__(self, event: dict[str, Any]) -> Any:
+        self.calls += 1
+        if self.killed is None:
+            self.killed = killed_between_sms_and_coupon({**self.spec, "event": event})
+            raise WorkerKilled(f"worker {self.killed} was SIGKILLed between the SMS and the coupon")
+        return self.here(event)
+
+
 class PlainConsumer:
     """A consumer without dedup: it runs every message it gets; a failure sends it back."""
 
-    def __init__(self, plain: Plain, policy: Any) -> None:
-        self.plain, self.policy, self.engine = plain, policy, None
+    def __init__(self, plain: Plain, notify: Notifier, policy: Any) -> None:
+        self.plain, self.notify, self.policy, self.engine = plain, notify, policy, None
         self.delivered = self.finished = 0
 
     async def handle(self, message: Message) -> Verdict:
@@ -228,7 +253,7 @@ class PlainConsumer:
         event = json.loads(message.body)
         try:
             await asyncio.to_thread(self.plain.take_stock, event)
-            await asyncio.to_thread(self.plain.notify, event)
+            await asyncio.to_thread(self.notify, event)
         except Exception as exc:
             return Retry(0.2, f"failed: {exc}")
         self.finished += 1
@@ -304,6 +329,11 @@ def run(
         store_url = shop_url
     elif _scheme(store_url) in SQL_SCHEMES:
         shop_url = store_url  # the shop's tables beside the records: one transaction for both
+    if _scheme(store_url) == "memory":
+        raise ConfigurationError(
+            "the demo's notifier worker is a process of its own, and a memory:// store is not "
+            "shared with it: use a store URL another process can open (the default: SQLite)"
+        )
     store = open_store(store_url, **_store_options(store_url, suffix))
     # The stock consumer's records sit in the shop's database, in its transaction: the store's
     # when that is the shop's database, else a table of the shop's own.
@@ -318,8 +348,9 @@ def run(
         def second() -> Store:
             return open_store(store_url, **_store_options(store_url, suffix))
 
+        spec = {"store": store_url, "store_options": _store_options(store_url, suffix)}
         return _play(
-            store, second, records, engine, shop_url, broker, broker_url, prefix, lanes, say
+            store, spec, second, records, engine, shop_url, broker, broker_url, prefix, lanes, say
         )
     finally:
         asyncio.run(remove(broker, broker_url, list(lanes.values())))
@@ -346,6 +377,7 @@ def _drop_keys(url: str, prefix: str) -> None:
 
 def _play(
     store: Store,
+    store_spec: dict[str, Any],
     second: Callable[[], Store],
     records: Store,
     engine: Engine,
@@ -418,7 +450,13 @@ def _play(
     )
 
     # -- 3. broker -> stock consumer -> notification operation --------------------------------
-    notify = _notification(guard, shop)
+    notify = Notifier(
+        {"mode": "guarded", "shop": shop_url, "prefix": prefix, **store_spec},
+        Notification(guard, shop.gateways),
+    )
+    plain_notify = Notifier(
+        {"mode": "plain", "shop": shop_url, "prefix": f"{prefix}plain_"}, plain.notify
+    )
     stock = IdempotentConsumer(
         Guard(records, lease=5),
         "stock",
@@ -427,8 +465,8 @@ def _play(
         engine=engine,
         retry_delay=0.2,
     )
-    guarded_consumer = NotifyingConsumer(stock, notify.run)
-    plain_consumer = PlainConsumer(plain, stock.policy)
+    guarded_consumer = NotifyingConsumer(stock, notify)
+    plain_consumer = PlainConsumer(plain, plain_notify, stock.policy)
     say(f"Broker: {broker_url.split('://', maxsplit=1)[0]}:// consumers take the stock and notify")
     asyncio.run(
         _consume_until(
@@ -448,13 +486,14 @@ def _play(
             f"stock taken {plain_consumer.delivered}x",
         )
     )
+    guarded, unguarded = guarded_tables.ledger(engine), plain_tables.ledger(engine)
     story.layers.append(
         Layer(
             "notify operation",
-            f"{_count(notify.calls, 'run')}, 1 lost",
-            _effects(shop.gateways),
-            f"SMS step replayed {notify.calls - 1}x",
-            _effects(plain.gateways),
+            f"{_count(notify.calls, 'run')}, 1 killed -9",
+            f"SMS {guarded.sms}, coupon {guarded.coupons}, points {guarded.points // POINTS}",
+            f"SMS step kept, taken over after {_count(guarded_consumer.held, 'wait')}",
+            f"SMS {unguarded.sms}, coupon {unguarded.coupons}, points {unguarded.points // POINTS}",
         )
     )
 
@@ -479,12 +518,6 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what if n == 1 else plural}"
 
 
-def _effects(gateways: Gateways) -> str:
-    """What reached the outside world: a lost call to the coupon service issued nothing."""
-    coupons = gateways.coupon_calls - 1
-    return f"SMS {gateways.sms_calls}, coupon {coupons}, points {gateways.points_calls}"
-
-
 async def _relay_once(db: str, broker_url: str, table: str) -> int:
     async with Relay(db, broker_url, table=table) as relay:
         return (await relay.run_once()).sent
@@ -492,46 +525,6 @@ async def _relay_once(db: str, broker_url: str, table: str) -> int:
 
 def _take_stock(shop: Guarded, message: Message, conn: Connection) -> None:
     shop.take_stock(json.loads(message.body), conn)
-
-
-class _Notification:
-    """The notification operation on ``guard``: SMS, coupon, points, each a step."""
-
-    def __init__(self, guard: Guard, shop: Guarded) -> None:
-        gateways = shop.gateways
-        self.calls = 0
-
-        @guard.step("send_sms")
-        def send_sms(ref: str) -> int:
-            return gateways.send_sms(ref)
-
-        @guard.step("issue_coupon")
-        def issue_coupon(ref: str) -> int:
-            return gateways.issue_coupon(ref)
-
-        @guard.step("add_points")
-        def add_points(user_id: int, points: int) -> int:
-            return gateways.add_points(user_id, points)
-
-        @guard.operation(
-            "notify_paid", key="{order_id}", steps=("send_sms", "issue_coupon", "add_points")
-        )
-        def notify_paid(order_id: int, user_id: int) -> str:
-            ref = f"order:{order_id}"
-            send_sms(ref)
-            issue_coupon(ref)
-            add_points(user_id, POINTS)
-            return "notified"
-
-        self._notify = notify_paid
-
-    def run(self, event: dict[str, Any]) -> Any:
-        self.calls += 1
-        return self._notify(event["order_id"], event["user_id"])
-
-
-def _notification(guard: Guard, shop: Guarded) -> _Notification:
-    return _Notification(guard, shop)
 
 
 def _nightly(stores: list[Store], shop: Guarded, plain: Plain) -> list[Outcome]:
