@@ -396,9 +396,14 @@ def _play(
     outbox.create_schema()
     asyncio.run(prepare(broker, broker_url, list(lanes.values())))
     guard = Guard(store, lease=5)
+    # Behind the middleware one callback gets into the handler; the pause holds it there while
+    # the others arrive. Without it all three get in, and wait for each other at once.
     shop = Guarded(engine, guarded_tables, Overlap(CALLBACKS), outbox)
     plain = Plain(
-        engine, plain_tables, Overlap(CALLBACKS), _publisher(broker_url, lanes["plain"].destination)
+        engine,
+        plain_tables,
+        Overlap(CALLBACKS, pause=10.0),
+        _publisher(broker_url, lanes["plain"].destination),
     )
 
     # -- 1. HTTP -------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import pytest
 from mideng import Guard
 from mideng.errors import ConfigurationError
 from mideng.messaging import IdempotentConsumer, Message
+from mideng.messaging.headers import IDEMPOTENCY_KEY
 from mideng.messaging.publish import open_publisher, outgoing
 from mideng.stores.memory import MemoryStore
 from tests.messaging.base import BrokerSuite
@@ -133,3 +134,31 @@ def test_a_url_that_names_no_in_process_broker_is_refused(url: str) -> None:
 
     with pytest.raises(ConfigurationError):
         MemoryPublisher(url)
+
+
+def test_the_outbox_relay_publishes_to_it(tmp_path: Path) -> None:
+    """A Relay opened on a memory:// URL publishes what committed, with the row's message id
+    and key; a consumer of that queue runs it once."""
+    from sqlalchemy import create_engine
+
+    from mideng.outbox import Outbox, Relay
+
+    db = f"sqlite:///{tmp_path / 'shop.db'}"
+    engine = create_engine(db)
+    outbox = Outbox(engine)
+    outbox.create_schema()
+    with engine.begin() as conn:
+        sent = outbox.add(conn, "orders.paid", {"order": 1001}, key="order:1001")
+    broker = InProcess()
+
+    async def relay() -> int:
+        async with Relay(db, broker.url) as running:
+            return (await running.run_once()).sent
+
+    try:
+        assert asyncio.run(relay()) == 1
+    finally:
+        engine.dispose()
+    [delivery] = broker.held.waiting("orders.paid")
+    assert delivery.message_id == sent
+    assert delivery.headers[IDEMPOTENCY_KEY] == "order:1001"
