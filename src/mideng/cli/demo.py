@@ -4,8 +4,9 @@ A payment platform times out on the order service's callback and retries it: thr
 at once and a late one reach a real HTTP server on a loopback port. The order goes UNPAID ->
 PAID with its event in the outbox, the relay publishes it, the stock consumer takes the stock
 and calls the notification (SMS, coupon, points), whose worker is SIGKILLed between the SMS and
-the coupon, so the message comes again and the operation is taken over; the nightly settlement starts on two instances. The same
-shop without mideng runs beside it. The play is ``mideng.demo.story``; this prints it.
+the coupon, so the message comes again and the operation is taken over; the nightly settlement
+starts on two instances. The same shop without mideng runs beside it. The play is
+``mideng.demo.story``; this prints it.
 
 By default everything runs in this process: the embedded SQLite store and the in-process
 broker (``memory://``). ``--store`` and ``--broker`` run it on real servers.
@@ -25,7 +26,7 @@ from rich.logging import RichHandler
 from rich.table import Table
 
 from mideng.demo.shop import Ledger
-from mideng.demo.story import CALLBACKS, expected, run
+from mideng.demo.story import CALLBACKS, StoryFailed, expected, run
 from mideng.errors import ConfigurationError
 from mideng.observability import logs
 
@@ -87,6 +88,8 @@ def demo(store_url: str | None, broker_url: str, log: bool) -> None:
             story = run(Path(tmp), store_url, broker_url, lambda line: console.print(f"  {line}"))
         except ConfigurationError as exc:
             raise click.UsageError(str(exc)) from None
+        except StoryFailed as exc:
+            raise click.ClickException(str(exc)) from None
     assert story.guarded is not None
     assert story.plain is not None
     layers = Table(title="Layer by layer: what arrived, what ran, what was deduplicated")

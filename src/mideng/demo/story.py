@@ -19,6 +19,7 @@ shows; every count in them is read back from the tables.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import json
 import threading
@@ -48,7 +49,7 @@ from mideng.demo.shop import (
     Plain,
     Tables,
 )
-from mideng.demo.worker import WorkerKilled, killed_between_sms_and_coupon
+from mideng.demo.worker import WorkerFailed, WorkerKilled, killed_between_sms_and_coupon
 from mideng.errors import ConfigurationError, InProgressError
 from mideng.http.wsgi import IdempotencyMiddleware
 from mideng.jobs import JobContext, Jobs, Outcome, run_slot
@@ -65,6 +66,10 @@ CALLBACKS = 3
 #: How long the consumers may take to settle everything before the demo gives up.
 SETTLE_TIMEOUT = 45.0
 SQL_SCHEMES = {"sqlite", "postgresql", "postgres", "mysql", "mariadb"}
+
+
+class StoryFailed(Exception):
+    """The story could not be played to its end: a server failed it, or a worker did."""
 
 
 @dataclass
@@ -232,11 +237,16 @@ class Notifier:
         self.spec, self.here = spec, here
         self.calls = 0
         self.killed: int | None = None
+        self.failed: WorkerFailed | None = None
 
     def __call__(self, event: dict[str, Any]) -> Any:
         self.calls += 1
         if self.killed is None:
-            self.killed = killed_between_sms_and_coupon({**self.spec, "event": event})
+            try:
+                self.killed = killed_between_sms_and_coupon({**self.spec, "event": event})
+            except WorkerFailed as exc:
+                self.failed = exc  # the story cannot go on: _consume_until ends it
+                raise
             raise WorkerKilled(f"worker {self.killed} was SIGKILLed between the SMS and the coupon")
         return self.here(event)
 
@@ -264,7 +274,11 @@ class PlainConsumer:
 
 
 async def _consume_until(
-    consumers: list[tuple[Any, Lane]], broker: str, url: str, done: Callable[[], bool]
+    consumers: list[tuple[Any, Lane]],
+    broker: str,
+    url: str,
+    done: Callable[[], bool],
+    notifiers: Sequence[Notifier],
 ) -> None:
     consume = adapter(broker)
     stop = asyncio.Event()
@@ -278,9 +292,14 @@ async def _consume_until(
             for task in tasks:
                 if task.done():
                     await task  # it died: its error
-                    raise RuntimeError("a consumer stopped before the story ended")
+                    raise StoryFailed("a consumer stopped before the story ended")
+            for notifier in notifiers:
+                if notifier.failed is not None:
+                    raise StoryFailed(str(notifier.failed))
             if time.monotonic() > deadline:
-                raise RuntimeError("the consumers did not settle the story in time")
+                raise StoryFailed(
+                    f"the consumers did not settle the story in {SETTLE_TIMEOUT:.0f} s"
+                )
             await asyncio.sleep(0.05)
     finally:
         stop.set()
@@ -335,6 +354,11 @@ def run(
             "shared with it: use a store URL another process can open (the default: SQLite)"
         )
     store = open_store(store_url, **_store_options(store_url, suffix))
+    try:
+        store.now()  # a store nothing answers on ends the demo here, before anything runs
+    except BaseException:
+        store.close()
+        raise
     # The stock consumer's records sit in the shop's database, in its transaction: the store's
     # when that is the shop's database, else a table of the shop's own.
     records = (
@@ -354,14 +378,18 @@ def run(
         )
     finally:
         asyncio.run(remove(broker, broker_url, list(lanes.values())))
-        if _scheme(shop_url) != "sqlite":
-            _drop_tables(engine, prefix)
+        # What the run left is named its own; a server that failed the run (what is reported)
+        # fails its clearing too, and that must not hide why the run failed.
+        with contextlib.suppress(Exception):
+            if _scheme(shop_url) != "sqlite":
+                _drop_tables(engine, prefix)
         engine.dispose()
         if records is not store:
             records.close()
         store.close()
-        if _scheme(store_url) in ("redis", "rediss"):
-            _drop_keys(store_url, f"demo:{suffix}")
+        with contextlib.suppress(Exception):
+            if _scheme(store_url) in ("redis", "rediss"):
+                _drop_keys(store_url, f"demo:{suffix}")
 
 
 def _drop_keys(url: str, prefix: str) -> None:
@@ -423,6 +451,9 @@ def _play(
             f"127.0.0.1:{servers[0].port} (mideng) and 127.0.0.1:{servers[1].port} (plain)"
         )
         answers = retried_callbacks(servers[0].port)
+        refused = [a.status for a in answers if a.status != 200]
+        if refused:
+            raise StoryFailed(f"the callbacks were answered {refused} by the order service")
         retried_callbacks(servers[1].port)
     finally:
         for server in servers:
@@ -479,6 +510,7 @@ def _play(
             broker,
             broker_url,
             lambda: guarded_consumer.notified >= 1 and plain_consumer.finished >= plain.published,
+            [notify, plain_notify],
         )
     )
     story.layers.append(

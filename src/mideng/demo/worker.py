@@ -29,6 +29,10 @@ AT_COUPON = "at-coupon"
 ORPHAN_WAIT = 60.0
 
 
+class WorkerFailed(Exception):
+    """The worker did not reach the coupon service, or did not die of the SIGKILL."""
+
+
 class WorkerKilled(Exception):
     """The notifier's worker was SIGKILLed mid-notification: what it did is done, the rest
     is not."""
@@ -50,11 +54,11 @@ def killed_between_sms_and_coupon(spec: dict[str, Any]) -> int:
     if said != AT_COUPON:
         _, errors = child.communicate(timeout=30)
         last = (errors.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"the notifier's worker ended before the coupon: {last}")
+        raise WorkerFailed(f"the notifier's worker ended before the coupon: {last}")
     os.kill(child.pid, signal.SIGKILL)
     child.communicate(timeout=30)
     if child.returncode != -signal.SIGKILL:
-        raise RuntimeError(f"the notifier's worker ended with {child.returncode}, not SIGKILL")
+        raise WorkerFailed(f"the notifier's worker ended with {child.returncode}, not SIGKILL")
     return child.pid
 
 
