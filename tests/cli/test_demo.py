@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from mideng.cli import main
-from tests.brokers import AMQP_URL, NATS_URL
+from tests.brokers import AMQP_URL, NATS_URL, KafkaBroker, kafka_broker  # noqa: F401
 from tests.services import REDIS_URL, need
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -91,6 +91,23 @@ def test_real_servers_end_with_the_same_ledger(
     for service in services:
         need(service)
     assert ledger(played("--store", store, "--broker", broker)) == LEDGER
+
+
+#: On Kafka a record sent back is read again from its offset, with the records after it in
+#: its partition: the shop without mideng runs the two events fetched with the killed
+#: worker's again (two more coupons, SMS and stock units). mideng's ledger is the same.
+LEDGER_KAFKA = {
+    **LEDGER,
+    "coupons issued": ("1", "1", "5"),
+    "points added": ("99", "99", "495"),
+    "stock left (of 10)": ("9", "9", "4"),
+    "SMS sent": ("1", "1", "6"),
+}
+
+
+@pytest.mark.slow
+def test_kafka_ends_with_the_same_ledger(kafka_broker: KafkaBroker) -> None:  # noqa: F811
+    assert ledger(played("--broker", kafka_broker.url)) == LEDGER_KAFKA
 
 
 @pytest.mark.parametrize(

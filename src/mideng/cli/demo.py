@@ -8,8 +8,9 @@ the coupon, so the message comes again and the operation is taken over; the nigh
 starts on two instances. The same shop without mideng runs beside it. The play is
 ``mideng.demo.story``; this prints it.
 
-By default everything runs in this process: the embedded SQLite store and the in-process
-broker (``memory://``). ``--store`` and ``--broker`` run it on real servers.
+By default it needs no server: the embedded SQLite store and the in-process broker
+(``memory://``); the killed worker is a child process. ``--store`` and ``--broker`` run it on
+real servers.
 """
 
 from __future__ import annotations
