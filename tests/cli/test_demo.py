@@ -33,7 +33,7 @@ LEDGER = {
 }
 #: What README.md says the demo prints, figure by figure.
 SAID = re.compile(
-    r"prints the ledger: (\d+) coupons?, (\d+) points, (\d+) SMS and (\d+) units of stock left "
+    r"the ledger: (\d+) coupons?, (\d+) points, (\d+) SMS and (\d+) units of stock left "
     r"without mideng against (\d+) coupons?, (\d+) points, (\d+) SMS and (\d+) units? left with it"
 )
 
