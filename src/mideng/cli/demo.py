@@ -74,8 +74,8 @@ def ledger_table(guarded: Ledger, plain: Ledger) -> Table:
 def demo(store_url: str | None, broker_url: str, log: bool) -> None:
     """Play the payment story through every layer: HTTP, outbox, broker, consumer,
     multi-step operation, scheduled job; with mideng and without."""
-    # The layer table wants 120 columns; a narrower terminal or a pipe would wrap every cell.
-    console = Console(width=max(Console().width, 120))
+    # The layer table wants 130 columns; a narrower terminal or a pipe would wrap every cell.
+    console = Console(width=max(Console().width, 130))
     shown = RichHandler(console=console, show_path=False, show_time=False)
     shown.setFormatter(logging.Formatter("%(message)s"))
     shown.setLevel(logging.WARNING if log else logging.CRITICAL + 1)

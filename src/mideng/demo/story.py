@@ -479,7 +479,7 @@ def _play(
         Layer(
             "PAID + outbox row",
             _count(len(guarded_runs), "handler run"),
-            f"1 transition, {_count(rows, 'row')}; relay sent {batch}",
+            f"{_count(rows, 'outbox row')}, relay sent {batch}",
             f"{len(answers) - len(guarded_runs)} never reached it",
             _count(plain.published, "event") + " sent",
         )
@@ -529,7 +529,7 @@ def _play(
             "notify operation",
             f"{_count(notify.calls, 'run')}, 1 killed -9",
             f"SMS {guarded.sms}, coupon {guarded.coupons}, points {guarded.points // POINTS}",
-            f"SMS step kept, taken over after {_count(guarded_consumer.held, 'wait')}",
+            f"resumed after SMS ({_count(guarded_consumer.held, 'wait')})",
             f"SMS {unguarded.sms}, coupon {unguarded.coupons}, points {unguarded.points // POINTS}",
         )
     )
