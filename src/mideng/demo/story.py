@@ -332,6 +332,9 @@ def _drop_tables(engine: Engine, prefix: str) -> None:
             conn.execute(text("SET FOREIGN_KEY_CHECKS = 0"))
         for name in names:
             conn.execute(text(f"DROP TABLE IF EXISTS {quote(name)}{cascade}"))
+        if engine.dialect.name == "postgresql":
+            # The outbox's NOTIFY trigger function outlives its table.
+            conn.execute(text(f"DROP FUNCTION IF EXISTS {quote(prefix + 'outbox_notify')}()"))
 
 
 def run(
