@@ -1,3 +1,11 @@
+"""``mideng demo``: the payment story through every layer, its ledger read from the output.
+
+With mideng the ledger is one payment's (1 coupon, 99 points, 9 of 10 units left, 1 SMS, 1
+settlement); the same shop without mideng pays out what every retry, redelivery and instance
+ran: three callbacks passed "already paid?" (3 events), each event's delivery took stock and
+notified again (the message whose worker was SIGKILLed after the SMS came twice), and both
+instances settled."""
+
 from __future__ import annotations
 
 import re
@@ -7,43 +15,120 @@ import pytest
 from click.testing import CliRunner
 
 from mideng.cli import main
-from mideng.cli.demo import run_demo
+from tests.brokers import AMQP_URL, NATS_URL, KafkaBroker, kafka_broker  # noqa: F401
+from tests.services import REDIS_URL, need
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-# A row of the demo's table: coupons issued, points added, handler runs, distinct receipts.
-ROW = re.compile(r"\b(without|with) mideng │ (\d+) │ (\d+) │ (\d+) │ (\d+) │")
-# What README.md says the demo prints, figure by figure.
+POSTGRES = "postgresql://root@127.0.0.1:5432/test"
+MYSQL = "mysql://root@127.0.0.1:3306/test"
+
+#: The ledger's rows: one payment means | with mideng | without mideng.
+LEDGER = {
+    "order status": ("PAID", "PAID", "PAID"),
+    "coupons issued": ("1", "1", "3"),
+    "points added": ("99", "99", "297"),
+    "stock left (of 10)": ("9", "9", "6"),
+    "SMS sent": ("1", "1", "4"),
+    "settlements booked": ("1", "1", "2"),
+}
+#: What README.md says the demo prints, figure by figure.
 SAID = re.compile(
-    r"prints coupons issued, points added and handler runs: (\d+) coupons?, (\d+) points and "
-    r"(\d+) handler runs? without mideng .*?against (\d+) coupons?, (\d+) points and (\d+) "
-    r"handler runs? with it"
+    r"the ledger: (\d+) coupons?, (\d+) points, (\d+) SMS and (\d+) units of stock left "
+    r"without mideng against (\d+) coupons?, (\d+) points, (\d+) SMS and (\d+) units? left with it"
 )
+
+
+def ledger(output: str) -> dict[str, tuple[str, ...]]:
+    rows = {}
+    for label in LEDGER:
+        found = re.search(rf"│ {re.escape(label)} +│ +(\w+) │ +(\w+) │ +(\w+) │", output)
+        assert found is not None, f"no ledger row {label!r} in:\n{output}"
+        rows[label] = found.groups()
+    return rows
+
+
+def played(*args: str) -> str:
+    # Wide enough that no cell of the layer table wraps.
+    result = CliRunner().invoke(main, ["demo", *args], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result.output
 
 
 @pytest.fixture(scope="module")
 def printed() -> str:
-    result = CliRunner().invoke(main, ["demo"])
-    assert result.exit_code == 0, result.output
-    return " ".join(result.output.split())
+    return played()
 
 
-def test_demo_shows_three_coupons_without_and_one_with(tmp_path: Path) -> None:
-    rows = run_demo(tmp_path, None)
-    coupons, points, runs, receipts = rows["without mideng"]
-    assert (coupons, points, receipts) == (3, 297, 3)
-    assert runs == 4  # three concurrent callbacks and the late retry all entered the handler
-    assert rows["with mideng"] == (1, 99, 1, 1)
+def test_the_default_needs_no_server_and_its_ledger_is_exact(printed: str) -> None:
+    assert ledger(printed) == LEDGER
+    assert "With mideng the ledger is exact" in printed
+    # Each layer's line: what arrived, what ran, what was deduplicated.
+    flat = " ".join(printed.split())
+    assert "│ HTTP callback │ 4 callbacks │ 1 handler run │ 3 (replayed) │ 4 handler runs │" in flat
+    # the redeliveries: the killed worker's message, then each while its lease ran out
+    assert re.search(r"│ stock consumer │ (\d+) deliveries │ stock taken 1x │ \d+ redeliver", flat)
+    assert re.search(
+        r"│ notify operation │ \d+ runs, 1 killed -9 │ SMS 1, coupon 1, points 1 │", flat
+    )
+    assert re.search(
+        r"│ settlement job │ 2 instances │ 1 run │ 1 instance \((done|running)\) │", flat
+    )
 
 
-def test_demo_command_prints_the_table(printed: str) -> None:
-    assert "without mideng │ 3 │ 297 │ 4 │ 3" in printed
-    assert "with mideng │ 1 │ 99 │ 1 │ 1" in printed
-    assert "3 coupons for one payment" in printed
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("services", "store", "broker"),
+    [
+        (("postgresql", "rabbitmq"), POSTGRES, AMQP_URL),
+        (("mysql", "nats"), MYSQL, NATS_URL),
+        (("redis",), REDIS_URL, REDIS_URL),
+    ],
+    ids=["postgresql-amqp", "mysql-nats", "redis-redis"],
+)
+def test_real_servers_end_with_the_same_ledger(
+    services: tuple[str, ...], store: str, broker: str
+) -> None:
+    for service in services:
+        need(service)
+    assert ledger(played("--store", store, "--broker", broker)) == LEDGER
+
+
+#: On Kafka a record sent back is read again from its offset, with the records after it in
+#: its partition: the shop without mideng runs the two events fetched with the killed
+#: worker's again (two more coupons, SMS and stock units). mideng's ledger is the same.
+LEDGER_KAFKA = {
+    **LEDGER,
+    "coupons issued": ("1", "1", "5"),
+    "points added": ("99", "99", "495"),
+    "stock left (of 10)": ("9", "9", "4"),
+    "SMS sent": ("1", "1", "6"),
+}
+
+
+@pytest.mark.slow
+def test_kafka_ends_with_the_same_ledger(kafka_broker: KafkaBroker) -> None:  # noqa: F811
+    assert ledger(played("--broker", kafka_broker.url)) == LEDGER_KAFKA
+
+
+@pytest.mark.parametrize(
+    ("option", "url", "said"),
+    [
+        ("--broker", "smtp://127.0.0.1", "no broker for 'smtp://127.0.0.1'"),
+        ("--store", "ftp://x", "ftp"),
+    ],
+)
+def test_a_url_it_cannot_use_is_one_usage_line(option: str, url: str, said: str) -> None:
+    result = CliRunner().invoke(main, ["demo", option, url])
+    assert result.exit_code == 2, result.output
+    assert said in result.output
+    assert "Traceback" not in result.output
 
 
 def test_readme_quotes_what_the_demo_prints(printed: str) -> None:
     said = SAID.search(" ".join(README.read_text(encoding="utf-8").split()))
-    assert said is not None, "README.md no longer states the demo's coupons, points and runs"
-    rows = {label: tuple(int(n) for n in figures[:3]) for label, *figures in ROW.findall(printed)}
-    assert set(rows) == {"without", "with"}, printed
-    assert tuple(int(n) for n in said.groups()) == (*rows["without"], *rows["with"])
+    assert said is not None, "README.md no longer states the demo's ledger"
+    rows = ledger(printed)
+    order = ("coupons issued", "points added", "SMS sent", "stock left (of 10)")
+    without = tuple(rows[label][2] for label in order)
+    with_it = tuple(rows[label][1] for label in order)
+    assert tuple(said.groups()) == (*without, *with_it)

@@ -55,6 +55,12 @@ BROKERS: dict[str, Broker] = {
         "mideng.messaging.kafka.consume:consume",
         "mideng.messaging.kafka.publish:KafkaPublisher",
     ),
+    # In this process only (mideng.messaging.in_process): no client, nothing to install.
+    "memory": Broker(
+        ("memory",),
+        "mideng.messaging.memory.consume:consume",
+        "mideng.messaging.memory.publish:MemoryPublisher",
+    ),
 }
 
 

@@ -216,6 +216,15 @@ nats_message_dead_lettered: Callable[[str | None, str], None] = Line(
     messaging_log.warning, "dead_letter", "message %s dead-lettered: %s"
 )
 
+#: The in-process broker's consumer gave no verdict (its store is down): they come back later.
+memory_messages_unhandled: Callable[[int, BaseException], None] = Traced(
+    messaging_log.error, "consumer_failed", "consumer failed on %d message(s); they come back"
+)
+
+memory_message_dead_lettered: Callable[[str | None, str], None] = Line(
+    messaging_log.warning, "dead_letter", "message %s dead-lettered: %s"
+)
+
 #: nats-py gave up reconnecting (or never got through): a new client after the delay; what was
 #: fetched and not acked is redelivered after ack_wait.
 nats_connection_lost: Callable[[str, int, float, BaseException], None] = Line(
