@@ -143,6 +143,11 @@ def operations_begun(family: str, t: str) -> list[Change]:
 
 
 # -- version 3: the unresolved records counted through an index --------------------------------
+#: The predicate of SQLite's partial index of unresolved records. SQLite uses a partial index
+#: only for a query whose WHERE holds this very term, so the queries it serves write it out.
+UNRESOLVED = "status IN ('processing', 'unknown', 'failed')"
+
+
 def unresolved_counted(family: str, t: str) -> list[Change]:
     """``mideng stats``, the dashboard and the gauges count the processing, UNKNOWN and failed
     records exactly and estimate the succeeded bulk (``stores.record_table.survey``): the few
@@ -164,7 +169,7 @@ def unresolved_counted(family: str, t: str) -> list[Change]:
                 t,
                 f"{t}_unresolved",
                 "status, lease_until, scope, expires_at, created_at",
-                "status IN ('processing', 'unknown', 'failed')",
+                UNRESOLVED,
             )
         ]
     return []

@@ -18,6 +18,7 @@ from typing import Any
 
 from mideng.core.record import Record
 from mideng.db.statements import Op, Res, Sql, Stmt
+from mideng.schema.records import UNRESOLVED
 from mideng.stores.record_table.statements import Statements
 from mideng.stores.survey import (
     ESTIMATE_ABOVE,
@@ -75,6 +76,8 @@ class Queries:
             f"SELECT scope, count(*) FROM {t} WHERE expires_at IS NULL AND {rec} GROUP BY scope"
         )
         stuck = f"status = 'processing' AND lease_until <= :cut AND {_LIVE}"
+        if s.kind == "sqlite":  # the partial index's own term, so SQLite reads it
+            stuck = f"{UNRESOLVED} AND {stuck}"
         self.stuck = Sql(
             f"SELECT scope, {k}, fence, lease_until, request_id FROM {t} WHERE {stuck} "
             f"AND {rec} ORDER BY lease_until LIMIT :limit"
@@ -133,7 +136,7 @@ class Queries:
         if s.kind == "sqlite":  # one covering partial index (schema.records, version 3)
             self.open_counts = Sql(
                 f"SELECT scope, status, count(*), min(created_at), {lapsed} FROM {t} "
-                f"WHERE status IN ('processing', 'unknown', 'failed') {group}, status"
+                f"WHERE {UNRESOLVED} {group}, status"
             )
         else:  # the _open index; on MySQL/MariaDB it holds failed records too
             self.open_counts = Sql(
