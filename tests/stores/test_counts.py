@@ -269,7 +269,15 @@ def test_the_gauges_say_the_counts_are_estimates(big: Big) -> None:
 
 # -- each statement of the estimate reads an index ---------------------------------------------
 def _params(now: float) -> dict[str, Any]:
-    return {"at": now, "cut": now - 60, "prefix": "", "plen": 0, "percent": 10.0, "limit": 5, **_NOT_RECORDS}
+    return {
+        "at": now,
+        "cut": now - 60,
+        "prefix": "",
+        "plen": 0,
+        "percent": 10.0,
+        "limit": 5,
+        **_NOT_RECORDS,
+    }
 
 
 def _plan(big: Big, sql: str) -> list[Any]:
