@@ -3,6 +3,7 @@ and SQLite: the survey's counts (estimated and exact) and the overview page's se
 
     .venv/bin/python -m bench counts [--records 1000000] [--repeats 7] [--only sqlite]
         [--keep] [--exact]
+    .venv/bin/python -m bench counts --claims
 
 Each store's table is filled by one bulk statement (``generate_series`` on PostgreSQL, the
 SEQUENCE engine on MariaDB, a recursive CTE on SQLite): records in 20 scopes, last written over
@@ -10,7 +11,8 @@ the past two hours, 98.8% succeeded, 1% failed, 0.1% processing (half of them wi
 run out), 0.02% UNKNOWN. Then, ``--repeats`` times after one warm-up: the survey ``mideng
 stats`` takes (estimated above ``ESTIMATE_ABOVE`` records), the exact one with ``--exact``, and
 on SQLite and PostgreSQL the overview page through the ASGI app in this process. The tables are
-dropped afterwards unless ``--keep``.
+dropped afterwards unless ``--keep``. ``--claims`` times instead what SQLite's unresolved
+index costs a first call (the index dropped from a second store's table).
 """
 
 from __future__ import annotations
@@ -184,6 +186,50 @@ async def time_overview(url: str, repeats: int) -> list[float]:
     return spent
 
 
+def claim_cost(rounds: int, calls: int) -> dict[str, float]:
+    """µs per first call of a guarded function on SQLite, with the unresolved index (schema
+    version 3) and with it dropped: what the index costs the claim path. Interleaved rounds,
+    medians."""
+    import gc
+    import itertools
+    import logging
+    import sqlite3
+    import tempfile
+    from pathlib import Path
+
+    from mideng import Guard
+    from mideng.stores.sqlite import SQLiteStore
+
+    logging.getLogger("mideng").setLevel(logging.ERROR)
+    keys = (f"k{i}" for i in itertools.count())
+    with tempfile.TemporaryDirectory() as tmp:
+        handlers = {}
+        for name in ("with index", "without index"):
+            path = str(Path(tmp) / f"{name[:4]}.db")
+            store = SQLiteStore(path, table="claims")
+            if name == "without index":
+                with sqlite3.connect(path) as conn:
+                    conn.execute("DROP INDEX claims_unresolved")
+            guard = Guard(store)
+
+            @guard.idempotent("pay", key="{trade_no}")
+            def handle(trade_no: str) -> dict[str, str]:
+                return {"order": trade_no, "status": "paid"}
+
+            handlers[name] = handle
+        times: dict[str, list[float]] = {name: [] for name in handlers}
+        for round_ in range(rounds + 1):  # round 0 warms up
+            for name, handle in handlers.items():
+                batch = [next(keys) for _ in range(calls)]
+                gc.collect()
+                started = time.perf_counter()
+                for key in batch:
+                    handle(key)
+                if round_:
+                    times[name].append((time.perf_counter() - started) / calls * 1e6)
+    return {name: statistics.median(spent) for name, spent in times.items()}
+
+
 def _cell(spent: list[float] | None, target: float) -> str:
     if not spent:
         return "-"
@@ -198,7 +244,15 @@ def main(argv: list[str]) -> None:
     options.add_argument("--only", choices=("sqlite", "postgresql", "mysql"), default=None)
     options.add_argument("--keep", action="store_true", help="keep the tables afterwards")
     options.add_argument("--exact", action="store_true", help="also time the exact survey")
+    options.add_argument(
+        "--claims", action="store_true", help="only time SQLite's first calls with/without index"
+    )
     args = options.parse_args(argv)
+    if args.claims:
+        cost = claim_cost(15, 1000)
+        load = os.getloadavg()[0]
+        print(f"SQLite first call, µs (median of 15 rounds of 1000; load {load:.1f}): {cost}")
+        return
     families = [args.only] if args.only else ["sqlite", "postgresql", "mysql"]
     rows = []
     for family in families:

@@ -14,7 +14,7 @@ step), and one (step ``''``) for the operation's arguments.
 
 from __future__ import annotations
 
-from mideng.schema.changes import Change, Create, Index
+from mideng.schema.changes import Change, Create, Index, RowCount
 from mideng.schema.tables import steps_table
 
 # Longest request id kept; MySQL needs a bound, and a trace id has no business being longer.
@@ -157,7 +157,11 @@ def unresolved_counted(family: str, t: str) -> list[Change]:
     partial index holding what their count reads (an index-only scan). SQLite's table had no
     secondary index: one partial index on the three statuses, covering the survey's columns,
     so a record costs an index entry only while it is unresolved (a claim adds one and its
-    success removes it). MySQL/MariaDB has no partial index and its ``_open`` index already
+    success removes it), and the table's rows counted by triggers on insert and delete into a
+    one-row table: SQLite cannot count a big table fast (its ``count(*)`` reads every page), it
+    has one writer (no contention on the counter), and a claim's completion, an UPDATE, does
+    not touch it (docs/benchmarks.md, "Operator counts", has what a first call pays).
+    MySQL/MariaDB has no partial index and its ``_open`` index already
     holds every status with the primary key: nothing to add (every row would pay for a new
     one)."""
     if family == "postgresql":
@@ -170,6 +174,12 @@ def unresolved_counted(family: str, t: str) -> list[Change]:
                 f"{t}_unresolved",
                 "status, lease_until, scope, expires_at, created_at",
                 UNRESOLVED,
-            )
+            ),
+            RowCount(t, rows_table(t)),
         ]
     return []
+
+
+def rows_table(t: str) -> str:
+    """SQLite's count of the record table's rows (version 3)."""
+    return f"{t}_rows"

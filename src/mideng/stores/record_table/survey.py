@@ -18,7 +18,7 @@ from typing import Any
 
 from mideng.core.record import Record
 from mideng.db.statements import Op, Res, Sql, Stmt
-from mideng.schema.records import UNRESOLVED
+from mideng.schema.records import UNRESOLVED, rows_table
 from mideng.stores.record_table.statements import Statements
 from mideng.stores.survey import (
     ESTIMATE_ABOVE,
@@ -177,10 +177,8 @@ class Queries:
                 "SELECT table_rows FROM information_schema.tables "
                 f"WHERE table_schema = database() AND table_name = '{t}'"
             )
-        else:
-            # SQLite counts a table's b-tree without decoding its rows, but only for this very
-            # statement: another column in the SELECT makes it a scan that reads each row.
-            self.size = Sql(f"SELECT count(*) FROM {t}")
+        else:  # kept by triggers (schema.records, version 3): count(*) reads every page
+            self.size = Sql(f"SELECT n FROM {rows_table(t)}")
         # Rows that are not records (tokens, debounce hits): primary-key ranges.
         self.not_records = Sql(
             f"SELECT count(*) FROM {t} WHERE (scope >= :token AND scope < :token_end) "
