@@ -120,6 +120,10 @@ def test_stats_json_is_mideng_stats_json_and_exits_1_on_a_stuck_record(tmp_path:
         assert found["by_scope"]["dj_orders"] == {"succeeded": 2}
         assert [r["key"] for r in found["stuck_records"]] == ["e1"]
         assert found["store"] == "postgresql"
+        assert found["estimated"] is False  # a small table: every row counted
+        exact = shop.manage("mideng_stats", "--json", "--grace", "0", "--exact")
+        assert exact.returncode == 1, exact.stderr
+        assert _without_clock(json.loads(exact.stdout)) == _without_clock(found)
 
 
 def django_store_url(shop: Shop) -> str:
