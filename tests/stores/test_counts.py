@@ -172,6 +172,13 @@ def test_a_big_table_counts_the_unresolved_exactly_and_estimates_the_rest(big: B
     assert _unresolved(found.by_scope) == _unresolved(big.expected)
     assert found.stuck_count == exact.stuck_count > 0
     assert found.oldest_processing_since == exact.oldest_processing_since
+    # The longest-waiting UNKNOWN record, by when it became UNKNOWN (written :now - i % 7200).
+    waited = min(
+        big.now - (i % 7200)
+        for i in range(RECORDS)
+        if _status(i, big.now)[0] == "unknown" and _status(i, big.now)[2] > big.now
+    )
+    assert found.oldest_unknown_since == exact.oldest_unknown_since == waited
     assert [s.key for s in found.stuck] == [s.key for s in exact.stuck]
     tolerance = TOLERANCE[big.family]
     succeeded = sum(s.get("succeeded", 0) for s in big.expected.values())

@@ -140,7 +140,7 @@ def overview(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
     found = yield effects.call(
         store.survey, store.asurvey, None, grace=0.0, biggest=0, spread=False
     )
-    chart_values, oldest_unknown, chart_estimated = None, None, False
+    chart_values, chart_estimated = None, False
     listing = dash.guard.store
     if isinstance(listing, ListingStore):  # a store that lists (Redis alone does not)
         since = found.now - CHART_SPAN
@@ -149,10 +149,6 @@ def overview(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
         )
         chart_values = chart(outcomes.counts)
         chart_estimated = outcomes.estimated
-        unknown = yield effects.call(
-            listing.list_records, listing.alist_records, RecordQuery(status="unknown", limit=1)
-        )
-        oldest_unknown = unknown[0] if unknown else None
     backlog = None
     if dash.outbox is not None:
         backlog = yield effects.call(dash.outbox.backlog, dash.outbox.abacklog)
@@ -164,7 +160,6 @@ def overview(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
             "now": found.now,
             "statuses": STATUSES,
             "estimated_statuses": ESTIMATED_STATUSES,
-            "oldest_unknown": oldest_unknown,
             "chart": chart_values,
             "chart_estimated": chart_estimated,
             "backlog": backlog,

@@ -70,7 +70,7 @@ def stuck(found: Survey) -> list[dict[str, Any]]:
 
 def stats(store: Store, found: Survey, prefix: str | None, grace: float) -> dict[str, Any]:
     """``stats --json``: records by scope and status, stuck and UNKNOWN ones."""
-    age = found.oldest_processing_age
+    age, waited = found.oldest_processing_age, found.oldest_unknown_age
     return {
         "store": store_label(store),
         "now": when(found.now),
@@ -86,6 +86,7 @@ def stats(store: Store, found: Survey, prefix: str | None, grace: float) -> dict
         "stuck_records": stuck(found),
         "grace_seconds": grace,
         "oldest_processing_age_seconds": None if age is None else round(age, 3),
+        "oldest_unknown_age_seconds": None if waited is None else round(waited, 3),
     }
 
 

@@ -87,6 +87,8 @@ class Survey:
     stuck_count: int = 0
     stuck: list[Stuck] = field(default_factory=list)
     oldest_processing_since: float | None = None
+    #: When the longest-waiting UNKNOWN record became UNKNOWN (its last write).
+    oldest_unknown_since: float | None = None
     expiry: dict[str, int] = field(default_factory=lambda: dict.fromkeys(EXPIRY_LABELS, 0))
     no_expiry_by_scope: dict[str, int] = field(default_factory=dict)
     biggest: list[Big] = field(default_factory=list)
@@ -121,6 +123,11 @@ class Survey:
         since = self.oldest_processing_since
         return None if since is None else max(self.now - since, 0.0)
 
+    @property
+    def oldest_unknown_age(self) -> float | None:
+        since = self.oldest_unknown_since
+        return None if since is None else max(self.now - since, 0.0)
+
     def count(self, scope: str, status: str, n: int = 1) -> None:
         statuses = self.by_scope.setdefault(scope, {})
         statuses[status] = statuses.get(status, 0) + n
@@ -137,6 +144,11 @@ class Survey:
             or other.oldest_processing_since < self.oldest_processing_since
         ):
             self.oldest_processing_since = other.oldest_processing_since
+        if other.oldest_unknown_since is not None and (
+            self.oldest_unknown_since is None
+            or other.oldest_unknown_since < self.oldest_unknown_since
+        ):
+            self.oldest_unknown_since = other.oldest_unknown_since
         for label, n in other.expiry.items():
             self.expiry[label] += n
         for scope, n in other.no_expiry_by_scope.items():
@@ -184,6 +196,10 @@ class Tally:
         s.count(record.scope, record.status.value)
         if label == "never":
             s.no_expiry_by_scope[record.scope] = s.no_expiry_by_scope.get(record.scope, 0) + 1
+        if record.status is Status.UNKNOWN and (
+            s.oldest_unknown_since is None or record.updated_at < s.oldest_unknown_since
+        ):
+            s.oldest_unknown_since = record.updated_at
         if record.status is Status.PROCESSING:
             since = record.created_at
             if s.oldest_processing_since is None or since < s.oldest_processing_since:

@@ -89,7 +89,8 @@ def _some_records(shop: Shop) -> None:
 
 def _without_clock(report: dict[str, Any]) -> dict[str, Any]:
     """A stats report without what moves with the clock."""
-    kept = {k: v for k, v in report.items() if k not in ("now", "oldest_processing_age_seconds")}
+    moving = ("now", "oldest_processing_age_seconds", "oldest_unknown_age_seconds")
+    kept = {k: v for k, v in report.items() if k not in moving}
     kept["stuck_records"] = [
         {k: v for k, v in r.items() if k != "lease_lapsed_seconds"} for r in kept["stuck_records"]
     ]

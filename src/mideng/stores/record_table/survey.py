@@ -40,6 +40,9 @@ SAMPLE_PAGES = 1000
 #: The scopes of a table's rows that are not records, as primary-key ranges (bound, not
 #: written in: the range ends after ':' with ';', which a statement text may not hold).
 _NOT_RECORDS = {"token": "token:", "token_end": "token;", "hit": "hit:", "hit_end": "hit;"}
+#: A group's oldest record: a processing one by its first claim, an UNKNOWN one by when it
+#: became UNKNOWN (its last write).
+_FIRST = "min(CASE WHEN status = 'unknown' THEN updated_at ELSE created_at END)"
 _FINISHED = "status IN ('succeeded', 'failed')"
 _LIVE = "(expires_at IS NULL OR expires_at > :at)"
 
@@ -65,7 +68,7 @@ class Queries:
         # One pass gives the counts, each group's oldest record and its leases run out past
         # :cut: the processing groups' are the oldest processing record and the stuck count.
         self.by_scope = Sql(
-            f"SELECT scope, status, count(*), min(created_at), "
+            f"SELECT scope, status, count(*), {_FIRST}, "
             f"sum(CASE WHEN lease_until <= :cut THEN 1 ELSE 0 END) FROM {t} "
             f"WHERE {_LIVE} AND {rec} GROUP BY scope, status"
         )
@@ -135,12 +138,12 @@ class Queries:
         self.sampled = s.kind == "postgresql"
         if s.kind == "sqlite":  # one covering partial index (schema.records, version 3)
             self.open_counts = Sql(
-                f"SELECT scope, status, count(*), min(created_at), {lapsed} FROM {t} "
+                f"SELECT scope, status, count(*), {_FIRST}, {lapsed} FROM {t} "
                 f"WHERE {UNRESOLVED} {group}, status"
             )
         else:  # the _open index; on MySQL/MariaDB it holds failed records too
             self.open_counts = Sql(
-                f"SELECT scope, status, count(*), min(created_at), {lapsed} FROM {t} "
+                f"SELECT scope, status, count(*), {_FIRST}, {lapsed} FROM {t} "
                 f"WHERE status IN ('processing', 'unknown') {group}, status"
             )
         self.failed_counts: Sql | None = None
@@ -243,15 +246,20 @@ def queries(s: Statements) -> Queries:
 
 
 def _tally(found: Survey, rows: Sequence[Sequence[Any]]) -> None:
-    """``(scope, status, count, oldest created_at, leases run out)`` rows, into ``found``:
-    the processing groups' are the oldest processing record and the stuck count."""
+    """``(scope, status, count, oldest, leases run out)`` rows, into ``found``: the
+    processing groups' are the oldest processing record and the stuck count, the UNKNOWN
+    groups' the oldest UNKNOWN one (``_FIRST``)."""
     oldest: list[float] = []
+    unknown: list[float] = []
     for scope, status, n, first, lapsed in rows:
         found.count(_text(scope), str(status), int(n))
         if str(status) == "processing":
             oldest.append(float(first))
             found.stuck_count += int(lapsed or 0)
+        elif str(status) == "unknown":
+            unknown.append(float(first))
     found.oldest_processing_since = min(oldest, default=None)
+    found.oldest_unknown_since = min(unknown, default=None)
 
 
 def _estimate(
