@@ -50,6 +50,9 @@ CASES: dict[str, Entry] = {
     "dashboard": Entry(
         "dashboard", "dashboard pages' server time at 1M records and 100k outbox rows, timed"
     ),
+    "counts": Entry(
+        "counts", "stats and the dashboard overview at 1M and 10M records on SQL stores, timed"
+    ),
     "state": Entry("state", "mideng.state primitives against the same SQL by hand, timed"),
     "state-python": Entry(
         "state_python", "mideng.state primitives against the same SQL by hand, counted"

@@ -252,7 +252,12 @@ def test_python_dash_m_is_the_mideng_command(tmp_path: Path) -> None:
         timeout=60,
     )
     assert env_run.returncode == 1, env_run.stderr
-    moving = ("now", "oldest_processing_age_seconds", "stuck_records")  # the clock's fields
+    moving = (  # the clock's fields
+        "now",
+        "oldest_processing_age_seconds",
+        "oldest_unknown_age_seconds",
+        "stuck_records",
+    )
     by_module = json.loads(env_run.stdout)
     by_command = parsed(cli("stats", "--store", db, "--json", "--grace", "0"))
     assert list(by_module) == list(by_command)

@@ -28,7 +28,7 @@ from mideng.cli.common import (
 )
 from mideng.observability.observers import store_label
 from mideng.stores import reports
-from mideng.stores.survey import EXPIRY_LABELS, STATUSES
+from mideng.stores.survey import ESTIMATED_STATUSES, EXPIRY_LABELS, STATUSES, Survey
 
 prefix_option = click.option(
     "--prefix",
@@ -45,12 +45,27 @@ grace_option = click.option(
 )
 
 
-def _survey(store_url: str, as_json: bool, prefix: str | None, grace: float, biggest: int) -> Any:
+def _survey(
+    store_url: str,
+    as_json: bool,
+    prefix: str | None,
+    grace: float,
+    biggest: int,
+    *,
+    spread: bool = True,
+    exact: bool = False,
+) -> Any:
     with opened(store_url) as guard, logged():
         with progress(as_json, "counting") as bar:
             task = bar.add_task("survey", total=None)
             found = reports.surveyed(
-                guard.store, prefix, grace, biggest, lambda n: bar.update(task, completed=n)
+                guard.store,
+                prefix,
+                grace,
+                biggest,
+                lambda n: bar.update(task, completed=n),
+                spread=spread,
+                exact=exact,
             )
         return guard.store, found
 
@@ -60,26 +75,46 @@ def _survey(store_url: str, as_json: bool, prefix: str | None, grace: float, big
 @json_option
 @prefix_option
 @grace_option
-def stats(store_url: str, as_json: bool, prefix: str | None, grace: float) -> None:
+@click.option(
+    "--exact",
+    is_flag=True,
+    help="Count every record (a big SQL table's succeeded records are otherwise estimated).",
+)
+def stats(store_url: str, as_json: bool, prefix: str | None, grace: float, exact: bool) -> None:
     """Records by scope and status, stuck and UNKNOWN ones; exit 1 if there are any."""
-    store, found = _survey(store_url, as_json, prefix, grace, 0)
+    store, found = _survey(store_url, as_json, prefix, grace, 0, spread=False, exact=exact)
     label, age = store_label(store), found.oldest_processing_age
     if as_json:
         emit(reports.stats(store, found, prefix, grace))
     else:
-        table = Table(title=f"{found.total} record(s) in {label}")
+        about = "~" if found.estimated else ""
+        table = Table(title=f"{about}{found.total} record(s) in {label}")
         table.add_column("scope")
         for status in STATUSES:
             table.add_column(status, justify="right")
         for scope, statuses in sorted(found.by_scope.items()):
-            table.add_row(scope, *(str(statuses.get(status, 0)) for status in STATUSES))
+            table.add_row(scope, *(_count(found, status, statuses) for status in STATUSES))
+        if found.unscoped:
+            table.add_row("(all scopes)", *(_count(found, s, found.unscoped) for s in STATUSES))
         out = console()
         out.print(table)
+        note = reports.estimate_note(found)
+        if note is not None:
+            out.print(note)
         out.print(f"stuck (lease ran out > {grace:g} s ago): {found.stuck_count}")
         out.print(f"unknown: {found.unknown}")
         out.print("oldest processing: " + ("-" if age is None else f"{age:.0f} s"))
     if reports.stats_failed(found):
         raise click.exceptions.Exit(1)
+
+
+def _count(found: Survey, status: str, statuses: dict[str, int]) -> str:
+    """A cell of the stats table: ``~`` before an estimate, ``-`` where the count is
+    elsewhere (an estimate not split by scope)."""
+    if status in found.unscoped and statuses is not found.unscoped:
+        return "-"
+    n = statuses.get(status, 0)
+    return f"~{n}" if found.estimated and status in ESTIMATED_STATUSES else str(n)
 
 
 @click.command()

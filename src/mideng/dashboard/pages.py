@@ -26,7 +26,14 @@ from mideng.operations.pending import judge
 from mideng.operations.results import PendingOperation
 from mideng.outbox.survey import STATE_NAMES, OutboxSurvey, RowQuery
 from mideng.stores.steps import StepStore
-from mideng.stores.survey import STATUSES, ListingStore, Position, RecordQuery, SurveyStore
+from mideng.stores.survey import (
+    ESTIMATED_STATUSES,
+    STATUSES,
+    ListingStore,
+    Position,
+    RecordQuery,
+    SurveyStore,
+)
 
 #: The overview's chart: the last hour in twelve bars of five minutes.
 CHART_SPAN, CHART_BARS = 3600.0, 12
@@ -133,7 +140,7 @@ def overview(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
     found = yield effects.call(
         store.survey, store.asurvey, None, grace=0.0, biggest=0, spread=False
     )
-    chart_values, oldest_unknown = None, None
+    chart_values, chart_estimated = None, False
     listing = dash.guard.store
     if isinstance(listing, ListingStore):  # a store that lists (Redis alone does not)
         since = found.now - CHART_SPAN
@@ -141,10 +148,7 @@ def overview(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
             listing.outcomes, listing.aoutcomes, since, CHART_SPAN / CHART_BARS
         )
         chart_values = chart(outcomes.counts)
-        unknown = yield effects.call(
-            listing.list_records, listing.alist_records, RecordQuery(status="unknown", limit=1)
-        )
-        oldest_unknown = unknown[0] if unknown else None
+        chart_estimated = outcomes.estimated
     backlog = None
     if dash.outbox is not None:
         backlog = yield effects.call(dash.outbox.backlog, dash.outbox.abacklog)
@@ -155,8 +159,9 @@ def overview(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
             "survey": found,
             "now": found.now,
             "statuses": STATUSES,
-            "oldest_unknown": oldest_unknown,
+            "estimated_statuses": ESTIMATED_STATUSES,
             "chart": chart_values,
+            "chart_estimated": chart_estimated,
             "backlog": backlog,
             "operations": operations,
             "stale": [op for op in operations if op.state == "expired"],

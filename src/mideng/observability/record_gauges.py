@@ -11,7 +11,10 @@ Series (names and labels stable, docs/observability.md): ``mideng_records{store,
 status}``, ``mideng_stuck_records{store}`` (processing, lease ran out over ``grace`` s ago,
 not taken over), ``mideng_oldest_processing_age_seconds{store}`` (absent when nothing is
 processing), ``mideng_survey_timestamp_seconds{store}`` (when the last good survey ended),
-``mideng_survey_duration_seconds{store}`` and ``mideng_survey_errors_total{store}``.
+``mideng_survey_duration_seconds{store}`` and ``mideng_survey_errors_total{store}``,
+``mideng_records_estimated{store}`` (1 when the succeeded counts are estimates: a big SQL
+table's, ``stores.survey.SurveyTerms``; then a store that cannot split them by scope gives them
+with scope ``*``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,11 @@ _STORE_GAUGES = {
     "none is processing).",
     "mideng_survey_timestamp_seconds": "When the last good survey of the store ended (Unix time).",
     "mideng_survey_duration_seconds": "How long the last good survey took.",
+    "mideng_records_estimated": "1 when mideng_records of status succeeded are estimates (a "
+    "big SQL table: sampled or from its statistics), 0 when every count is exact.",
 }
+#: The scope label of an estimate the store could not split by scope.
+UNSCOPED = "*"
 
 
 class RecordGauges:
@@ -75,7 +82,7 @@ class RecordGauges:
                 return
             self._taken_at = now
             try:
-                found = self.store.survey(self.prefix, grace=self.grace, biggest=0)
+                found = self.store.survey(self.prefix, grace=self.grace, biggest=0, spread=False)
             except Exception as exc:  # the scrape goes on with the last good survey
                 self.errors += 1
                 logs.survey_failed(self.name, exc)
@@ -111,11 +118,14 @@ class RecordGauges:
             for scope, statuses in sorted(found.by_scope.items()):
                 for status, n in sorted(statuses.items()):
                     records.add_metric([self.name, scope, status], n)
+            for status, n in sorted(found.unscoped.items()):  # estimates not split by scope
+                records.add_metric([self.name, UNSCOPED, status], n)
             values = {
                 "mideng_stuck_records": found.stuck_count,
                 "mideng_oldest_processing_age_seconds": found.oldest_processing_age,
                 "mideng_survey_timestamp_seconds": self._ended_at,
                 "mideng_survey_duration_seconds": self._seconds,
+                "mideng_records_estimated": 1 if found.estimated else 0,
             }
             for name, value in values.items():
                 if value is not None:  # no processing record, no oldest age

@@ -117,6 +117,44 @@ class Index(Change):
 
 
 @dataclass(frozen=True)
+class RowCount(Change):
+    """A SQLite table's rows counted as they are written: a one-row table ``name`` kept by an
+    insert and a delete trigger. Each statement is safe to run again: the rows are counted
+    afresh after the triggers exist (a table dropped by hand and made again starts from its
+    own count), so a row written meanwhile is in it once (SQLite has one writer: the count
+    and a write never interleave)."""
+
+    table: str
+    name: str
+
+    def statements(self, fresh: bool) -> list[str]:
+        t, n = self.table, self.name
+        return [
+            f"CREATE TABLE IF NOT EXISTS {n} (one INTEGER PRIMARY KEY CHECK (one = 1), "
+            "n INTEGER NOT NULL)",
+            f"CREATE TRIGGER IF NOT EXISTS {n}_in AFTER INSERT ON {t} "
+            f"BEGIN UPDATE {n} SET n = n + 1; END",
+            f"CREATE TRIGGER IF NOT EXISTS {n}_out AFTER DELETE ON {t} "
+            f"BEGIN UPDATE {n} SET n = n - 1; END",
+            f"INSERT INTO {n} (one, n) VALUES (1, (SELECT count(*) FROM {t})) "
+            "ON CONFLICT (one) DO UPDATE SET n = excluded.n",
+        ]
+
+    def note(self, fresh: bool) -> str | None:
+        if fresh:
+            return None
+        return "writers wait while the table's rows are counted once (SQLite has one writer)"
+
+    def undo(self) -> list[str]:
+        n = self.name
+        return [
+            f"DROP TRIGGER IF EXISTS {n}_in",
+            f"DROP TRIGGER IF EXISTS {n}_out",
+            f"DROP TABLE IF EXISTS {n}",
+        ]
+
+
+@dataclass(frozen=True)
 class Trigger(Change):
     """A PostgreSQL trigger with its function: made only when the trigger is missing, in one
     transaction, since dropping and making a trigger locks its table against writers."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from mideng.errors import ConfigurationError
 from mideng.schema.changes import Change
 from mideng.schema.outbox import tables as outbox_tables
-from mideng.schema.records import operations_begun
+from mideng.schema.records import operations_begun, unresolved_counted
 from mideng.schema.records import tables as record_tables
 from mideng.schema.tables import OUTBOX, RECORDS, TableSet
 
@@ -49,6 +49,11 @@ MIGRATIONS = (
         2,
         "an index of operations by the time they began, on the steps table",
         {RECORDS: operations_begun},
+    ),
+    Migration(
+        3,
+        "the processing, UNKNOWN and failed records counted through an index",
+        {RECORDS: unresolved_counted},
     ),
 )
 #: The version this mideng makes and expects.

@@ -4,9 +4,9 @@ three spellings, as the changes of each migration.
 Every store and the transactional mode read and write the same rows whatever the database, so
 the columns are the Record's fields in order (``stores.record_table.rows``). Times are epoch
 seconds in a double: Record times are floats, and comparing a lease with the database clock
-needs no conversion. Two indexes serve the operator paths: ``expires_at`` for purge, ``(status,
-lease_until)`` for the unresolved view (on the servers; SQLite's table has none, see
-``_sqlite``).
+needs no conversion. Indexes serve the operator paths: ``expires_at`` for purge, ``(status,
+lease_until)`` for the unresolved view (on the servers; SQLite's table had none, see
+``_sqlite``), and since version 3 the counts of the unresolved records (``unresolved_counted``).
 
 The steps table holds one row per recorded step of a multi-step operation, keyed (scope, key,
 step), and one (step ``''``) for the operation's arguments.
@@ -14,7 +14,7 @@ step), and one (step ``''``) for the operation's arguments.
 
 from __future__ import annotations
 
-from mideng.schema.changes import Change, Create, Index
+from mideng.schema.changes import Change, Create, Index, RowCount
 from mideng.schema.tables import steps_table
 
 # Longest request id kept; MySQL needs a bound, and a trace id has no business being longer.
@@ -140,3 +140,46 @@ def operations_begun(family: str, t: str) -> list[Change]:
     if family == "mysql":
         return [Index(family, st, f"{st}_begun", "step, at")]
     return [Index(family, st, f"{st}_begun", "at", "step = ''")]
+
+
+# -- version 3: the unresolved records counted through an index --------------------------------
+#: The predicate of SQLite's partial index of unresolved records. SQLite uses a partial index
+#: only for a query whose WHERE holds this very term, so the queries it serves write it out.
+UNRESOLVED = "status IN ('processing', 'unknown', 'failed')"
+
+
+def unresolved_counted(family: str, t: str) -> list[Change]:
+    """``mideng stats``, the dashboard and the gauges count the processing, UNKNOWN and failed
+    records exactly and estimate the succeeded bulk (``stores.record_table.survey``): the few
+    unresolved ones are read through an index, never by a scan of the table.
+
+    PostgreSQL already finds processing and UNKNOWN records by ``_open``; failed ones get a
+    partial index holding what their count reads (an index-only scan). SQLite's table had no
+    secondary index: one partial index on the three statuses, covering the survey's columns,
+    so a record costs an index entry only while it is unresolved (a claim adds one and its
+    success removes it), and the table's rows counted by triggers on insert and delete into a
+    one-row table: SQLite cannot count a big table fast (its ``count(*)`` reads every page), it
+    has one writer (no contention on the counter), and a claim's completion, an UPDATE, does
+    not touch it (docs/benchmarks.md, "Operator counts", has what a first call pays).
+    MySQL/MariaDB has no partial index and its ``_open`` index already
+    holds every status with the primary key: nothing to add (every row would pay for a new
+    one)."""
+    if family == "postgresql":
+        return [Index(family, t, f"{t}_failed", "scope, expires_at", "status = 'failed'")]
+    if family == "sqlite":
+        return [
+            Index(
+                family,
+                t,
+                f"{t}_unresolved",
+                "status, lease_until, scope, expires_at, created_at, updated_at",
+                UNRESOLVED,
+            ),
+            RowCount(t, rows_table(t)),
+        ]
+    return []
+
+
+def rows_table(t: str) -> str:
+    """SQLite's count of the record table's rows (version 3)."""
+    return f"{t}_rows"

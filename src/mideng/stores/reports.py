@@ -13,7 +13,13 @@ from mideng.errors import ConfigurationError
 from mideng.observability import logs
 from mideng.observability.observers import store_label
 from mideng.stores.base import Store
-from mideng.stores.survey import EXPIRY_LABELS, Progress, Survey, SurveyStore
+from mideng.stores.survey import (
+    ESTIMATED_STATUSES,
+    EXPIRY_LABELS,
+    Progress,
+    Survey,
+    SurveyStore,
+)
 
 #: Records deleted per store call while purging (each call its own short transaction).
 PURGE_STEP = 1000
@@ -27,12 +33,23 @@ def when(epoch: float | None) -> str | None:
 
 
 def surveyed(
-    store: Store, prefix: str | None, grace: float, biggest: int = 0, progress: Progress = None
+    store: Store,
+    prefix: str | None,
+    grace: float,
+    biggest: int = 0,
+    progress: Progress = None,
+    *,
+    spread: bool = True,
+    exact: bool = False,
 ) -> Survey:
-    """The store's survey, with an ERROR logged per stuck record (what alerting reads)."""
+    """The store's survey, with an ERROR logged per stuck record (what alerting reads).
+    Without the ``spread`` of retention nor the ``biggest`` records, a big SQL table's
+    succeeded records are estimated unless ``exact`` (``Survey.estimated``)."""
     if not isinstance(store, SurveyStore):
         raise ConfigurationError(f"{type(store).__name__} can't be surveyed")
-    found = store.survey(prefix, grace=grace, biggest=biggest, progress=progress)
+    found = store.survey(
+        prefix, grace=grace, biggest=biggest, progress=progress, spread=spread, exact=exact
+    )
     for s in found.stuck:
         logs.stuck_record(s.scope, s.key, s.fence, s.lapsed, s.request_id)
     return found
@@ -53,19 +70,35 @@ def stuck(found: Survey) -> list[dict[str, Any]]:
 
 def stats(store: Store, found: Survey, prefix: str | None, grace: float) -> dict[str, Any]:
     """``stats --json``: records by scope and status, stuck and UNKNOWN ones."""
-    age = found.oldest_processing_age
+    age, waited = found.oldest_processing_age, found.oldest_unknown_age
     return {
         "store": store_label(store),
         "now": when(found.now),
         "prefix": prefix,
         "total": found.total,
+        "estimated": found.estimated,
+        "estimated_statuses": list(ESTIMATED_STATUSES) if found.estimated else [],
         "by_scope": found.by_scope,
+        "unscoped": found.unscoped,
+        "by_status": found.by_status(),
         "unknown": found.unknown,
         "stuck": found.stuck_count,
         "stuck_records": stuck(found),
         "grace_seconds": grace,
         "oldest_processing_age_seconds": None if age is None else round(age, 3),
+        "oldest_unknown_age_seconds": None if waited is None else round(waited, 3),
     }
+
+
+def estimate_note(found: Survey) -> str | None:
+    """The line that says which counts are estimates (None: every count is exact)."""
+    if not found.estimated:
+        return None
+    what = ", ".join(ESTIMATED_STATUSES)
+    return (
+        f"estimated: {what} (and the total), from the database's statistics or a sample; "
+        "processing, unknown and failed are exact; --exact counts every row"
+    )
 
 
 def stats_failed(found: Survey) -> bool:

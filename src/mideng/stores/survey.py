@@ -87,15 +87,32 @@ class Survey:
     stuck_count: int = 0
     stuck: list[Stuck] = field(default_factory=list)
     oldest_processing_since: float | None = None
+    #: When the longest-waiting UNKNOWN record became UNKNOWN (its last write).
+    oldest_unknown_since: float | None = None
     expiry: dict[str, int] = field(default_factory=lambda: dict.fromkeys(EXPIRY_LABELS, 0))
     no_expiry_by_scope: dict[str, int] = field(default_factory=dict)
     biggest: list[Big] = field(default_factory=list)
     #: Redis masters (or databases) the counts came from.
     nodes: int = 1
+    #: Whether the counts of ``ESTIMATED_STATUSES`` (and so ``total``) are estimates: a big
+    #: table's succeeded records are sampled or taken from the database's statistics, while
+    #: the other statuses are counted exactly through an index (``SurveyTerms.exact``).
+    estimated: bool = False
+    #: Estimated counts the store could not split by scope, by status (in ``total``).
+    unscoped: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
-        return sum(sum(statuses.values()) for statuses in self.by_scope.values())
+        scoped = sum(sum(statuses.values()) for statuses in self.by_scope.values())
+        return scoped + sum(self.unscoped.values())
+
+    def by_status(self) -> dict[str, int]:
+        """Records per status across the scopes (with the unscoped estimates)."""
+        found = dict.fromkeys(STATUSES, 0)
+        for statuses in [*self.by_scope.values(), self.unscoped]:
+            for status, n in statuses.items():
+                found[status] = found.get(status, 0) + n
+        return found
 
     @property
     def unknown(self) -> int:
@@ -104,6 +121,11 @@ class Survey:
     @property
     def oldest_processing_age(self) -> float | None:
         since = self.oldest_processing_since
+        return None if since is None else max(self.now - since, 0.0)
+
+    @property
+    def oldest_unknown_age(self) -> float | None:
+        since = self.oldest_unknown_since
         return None if since is None else max(self.now - since, 0.0)
 
     def count(self, scope: str, status: str, n: int = 1) -> None:
@@ -122,12 +144,20 @@ class Survey:
             or other.oldest_processing_since < self.oldest_processing_since
         ):
             self.oldest_processing_since = other.oldest_processing_since
+        if other.oldest_unknown_since is not None and (
+            self.oldest_unknown_since is None
+            or other.oldest_unknown_since < self.oldest_unknown_since
+        ):
+            self.oldest_unknown_since = other.oldest_unknown_since
         for label, n in other.expiry.items():
             self.expiry[label] += n
         for scope, n in other.no_expiry_by_scope.items():
             self.no_expiry_by_scope[scope] = self.no_expiry_by_scope.get(scope, 0) + n
         self.biggest = heapq.nlargest(biggest, [*self.biggest, *other.biggest], key=_size)
         self.nodes += other.nodes
+        self.estimated = self.estimated or other.estimated
+        for status, n in other.unscoped.items():
+            self.unscoped[status] = self.unscoped.get(status, 0) + n
 
 
 def _size(big: Big) -> int:
@@ -166,6 +196,10 @@ class Tally:
         s.count(record.scope, record.status.value)
         if label == "never":
             s.no_expiry_by_scope[record.scope] = s.no_expiry_by_scope.get(record.scope, 0) + 1
+        if record.status is Status.UNKNOWN and (
+            s.oldest_unknown_since is None or record.updated_at < s.oldest_unknown_since
+        ):
+            s.oldest_unknown_since = record.updated_at
         if record.status is Status.PROCESSING:
             since = record.created_at
             if s.oldest_processing_since is None or since < s.oldest_processing_since:
@@ -199,6 +233,12 @@ def finished_before(record: Record, cutoff: float) -> bool:
     """Whether ``purge_older`` takes this record: finished, and last written before cutoff."""
     return record.status in (Status.SUCCEEDED, Status.FAILED) and record.updated_at <= cutoff
 
+
+#: The statuses whose counts a big SQL table estimates; every other status is counted exactly.
+ESTIMATED_STATUSES = ("succeeded",)
+#: Records above which a SQL table's succeeded ones are estimated (``SurveyTerms``): below it
+#: the exact GROUP BY over the table answers in well under 300 ms on every SQL store.
+ESTIMATE_ABOVE = 100_000
 
 #: Statuses listed across scopes by their lease, oldest first (``RecordQuery.by_lease``).
 LEASED_STATUSES = ("processing",)
@@ -262,6 +302,8 @@ class Outcomes:
     since: float
     width: float
     counts: list[tuple[int, str, int]]
+    #: Whether the counts are estimates (a big table's sample, ``ListingStore.outcomes``).
+    estimated: bool = False
 
 
 class SurveyOptions(TypedDict, total=False):
@@ -271,6 +313,8 @@ class SurveyOptions(TypedDict, total=False):
     biggest: int
     progress: Progress
     spread: bool
+    exact: bool
+    estimate_above: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,13 +323,23 @@ class SurveyTerms:
     as stuck, processing ones whose lease ran out more than ``grace`` seconds ago; the
     ``biggest`` by stored bytes (0: none). ``progress`` is told how many were counted.
     ``spread``: whether the spread of remaining retention is counted (on a SQL table, nine
-    range counts that a page wanting only the statuses can skip)."""
+    range counts that a page wanting only the statuses can skip). A SQL table holding more
+    than ``estimate_above`` records (as its statistics say) has its succeeded records
+    estimated, unless ``exact``, or the spread or the biggest records are asked (they read
+    every row anyway): ``Survey.estimated`` says so."""
 
     prefix: str | None = None
     grace: float = 60.0
     biggest: int = 10
     progress: Progress = None
     spread: bool = True
+    exact: bool = False
+    estimate_above: int = ESTIMATE_ABOVE
+
+    @property
+    def estimable(self) -> bool:
+        """Whether these terms let a big table's bulk be estimated."""
+        return not self.exact and not self.spread and self.biggest <= 0
 
     def reported(self, found: Survey) -> Survey:
         """``found``, its total told to ``progress`` (a store that counts in one go)."""

@@ -89,7 +89,8 @@ def _some_records(shop: Shop) -> None:
 
 def _without_clock(report: dict[str, Any]) -> dict[str, Any]:
     """A stats report without what moves with the clock."""
-    kept = {k: v for k, v in report.items() if k not in ("now", "oldest_processing_age_seconds")}
+    moving = ("now", "oldest_processing_age_seconds", "oldest_unknown_age_seconds")
+    kept = {k: v for k, v in report.items() if k not in moving}
     kept["stuck_records"] = [
         {k: v for k, v in r.items() if k != "lease_lapsed_seconds"} for r in kept["stuck_records"]
     ]
@@ -120,6 +121,10 @@ def test_stats_json_is_mideng_stats_json_and_exits_1_on_a_stuck_record(tmp_path:
         assert found["by_scope"]["dj_orders"] == {"succeeded": 2}
         assert [r["key"] for r in found["stuck_records"]] == ["e1"]
         assert found["store"] == "postgresql"
+        assert found["estimated"] is False  # a small table: every row counted
+        exact = shop.manage("mideng_stats", "--json", "--grace", "0", "--exact")
+        assert exact.returncode == 1, exact.stderr
+        assert _without_clock(json.loads(exact.stdout)) == _without_clock(found)
 
 
 def django_store_url(shop: Shop) -> str:

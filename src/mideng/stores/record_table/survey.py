@@ -13,12 +13,15 @@ connection (``stores.sqlite.survey``).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from mideng.core.record import Record
 from mideng.db.statements import Op, Res, Sql, Stmt
+from mideng.schema.records import UNRESOLVED, rows_table
 from mideng.stores.record_table.statements import Statements
 from mideng.stores.survey import (
+    ESTIMATE_ABOVE,
     EXPIRY_BUCKETS,
     STATUSES,
     STUCK_LISTED,
@@ -32,6 +35,14 @@ from mideng.stores.survey import (
 )
 
 PURGE_BATCH = 1000
+#: Pages of a big PostgreSQL table read to estimate its succeeded records (8 MB at 8 kB a page).
+SAMPLE_PAGES = 1000
+#: The scopes of a table's rows that are not records, as primary-key ranges (bound, not
+#: written in: the range ends after ':' with ';', which a statement text may not hold).
+_NOT_RECORDS = {"token": "token:", "token_end": "token;", "hit": "hit:", "hit_end": "hit;"}
+#: A group's oldest record: a processing one by its first claim, an UNKNOWN one by when it
+#: became UNKNOWN (its last write).
+_FIRST = "min(CASE WHEN status = 'unknown' THEN updated_at ELSE created_at END)"
 _FINISHED = "status IN ('succeeded', 'failed')"
 _LIVE = "(expires_at IS NULL OR expires_at > :at)"
 
@@ -57,7 +68,7 @@ class Queries:
         # One pass gives the counts, each group's oldest record and its leases run out past
         # :cut: the processing groups' are the oldest processing record and the stuck count.
         self.by_scope = Sql(
-            f"SELECT scope, status, count(*), min(created_at), "
+            f"SELECT scope, status, count(*), {_FIRST}, "
             f"sum(CASE WHEN lease_until <= :cut THEN 1 ELSE 0 END) FROM {t} "
             f"WHERE {_LIVE} AND {rec} GROUP BY scope, status"
         )
@@ -68,10 +79,13 @@ class Queries:
             f"SELECT scope, count(*) FROM {t} WHERE expires_at IS NULL AND {rec} GROUP BY scope"
         )
         stuck = f"status = 'processing' AND lease_until <= :cut AND {_LIVE}"
+        if s.kind == "sqlite":  # the partial index's own term, so SQLite reads it
+            stuck = f"{UNRESOLVED} AND {stuck}"
         self.stuck = Sql(
             f"SELECT scope, {k}, fence, lease_until, request_id FROM {t} WHERE {stuck} "
             f"AND {rec} ORDER BY lease_until LIMIT :limit"
         )
+        self._estimates(s, rec)
         self.biggest = Sql(
             f"SELECT scope, {k}, coalesce({size}(result), 0) + coalesce({size}(error), 0) AS n "
             f"FROM {t} WHERE {_LIVE} AND {rec} ORDER BY n DESC LIMIT :limit"
@@ -83,6 +97,10 @@ class Queries:
         self.outcomes = Sql(
             f"SELECT {bucket} AS b, status, count(*) FROM {t} WHERE updated_at >= :since "
             f"AND {rec} GROUP BY b, status"
+        )
+        self.sampled_outcomes = Sql(
+            f"SELECT {bucket} AS b, status, count(*) FROM {t} TABLESAMPLE SYSTEM (:percent) "
+            f"WHERE updated_at >= :since AND {rec} GROUP BY b, status"
         )
         self._mysql = s.mysql
         self._pages: dict[tuple[bool, str | None], Sql] = {}
@@ -108,6 +126,71 @@ class Queries:
             self.purge_older = Sql(
                 f"DELETE FROM {t} WHERE (scope, key) IN (SELECT scope, key FROM {t} WHERE {old} "
                 f"LIMIT :batch) AND {old}"
+            )
+
+    def _estimates(self, s: Statements, rec: str) -> None:
+        """The statements of a big table's survey (module docstring): the unresolved records
+        counted through an index, the succeeded ones estimated."""
+        t, lapsed = s.table, "sum(CASE WHEN lease_until <= :cut THEN 1 ELSE 0 END)"
+        group = f"AND {_LIVE} AND {rec} GROUP BY scope"
+        #: Whether the succeeded records are sampled by scope (PostgreSQL's TABLESAMPLE) or
+        #: estimated as the table's rows less the others (its statistics, or SQLite's count).
+        self.sampled = s.kind == "postgresql"
+        if s.kind == "sqlite":  # one covering partial index (schema.records, version 3)
+            self.open_counts = Sql(
+                f"SELECT scope, status, count(*), {_FIRST}, {lapsed} FROM {t} "
+                f"WHERE {UNRESOLVED} {group}, status"
+            )
+        else:  # the _open index; on MySQL/MariaDB it holds failed records too
+            self.open_counts = Sql(
+                f"SELECT scope, status, count(*), {_FIRST}, {lapsed} FROM {t} "
+                f"WHERE status IN ('processing', 'unknown') {group}, status"
+            )
+        self.failed_counts: Sql | None = None
+        self.failed_expired: Sql | None = None
+        if s.kind == "postgresql":  # index-only on the _failed index
+            self.failed_counts = Sql(
+                f"SELECT scope, count(*) FROM {t} WHERE status = 'failed' {group}"
+            )
+        elif s.mysql:
+            # Every failed record, index-only on _open (its entries hold the primary key, so
+            # the scope); the expired ones, found by the expires_at index, taken off. Reading
+            # expires_at of each failed record instead would be a row lookup apiece.
+            self.failed_counts = Sql(
+                f"SELECT scope, count(*) FROM {t} WHERE status = 'failed' AND {rec} GROUP BY scope"
+            )
+            self.failed_expired = Sql(
+                f"SELECT scope, count(*) FROM {t} FORCE INDEX ({t}_expires) WHERE "
+                f"expires_at <= :at AND status = 'failed' AND {rec} GROUP BY scope"
+            )
+        if s.kind == "postgresql":
+            # The planner's row count decides exact or estimated; the pages as they are now
+            # size the sample (reltuples is -1 before the first ANALYZE).
+            self.size = Sql(
+                "SELECT reltuples, pg_relation_size(oid) / current_setting('block_size')::int "
+                f"FROM pg_class WHERE oid = to_regclass('{t}')"
+            )
+            self.succeeded = Sql(
+                f"SELECT scope, count(*) FROM {t} TABLESAMPLE SYSTEM (:percent) "
+                f"WHERE status = 'succeeded' {group}"
+            )
+        elif s.mysql:
+            # InnoDB's row count: kept up by every insert and delete, reset by ANALYZE TABLE.
+            self.size = Sql(
+                "SELECT table_rows FROM information_schema.tables "
+                f"WHERE table_schema = database() AND table_name = '{t}'"
+            )
+        else:  # kept by triggers (schema.records, version 3): count(*) reads every page
+            self.size = Sql(f"SELECT n FROM {rows_table(t)}")
+        # Rows that are not records (tokens, debounce hits): primary-key ranges.
+        self.not_records = Sql(
+            f"SELECT count(*) FROM {t} WHERE (scope >= :token AND scope < :token_end) "
+            "OR (scope >= :hit AND scope < :hit_end)"
+        )
+        self.expired_records: Sql | None = None
+        if s.mysql:  # the expires_at index; SQLite's table has none
+            self.expired_records = Sql(
+                f"SELECT count(*) FROM {t} WHERE expires_at <= :at AND {rec}"
             )
 
     def page(self, query: RecordQuery) -> Sql:
@@ -162,6 +245,48 @@ def queries(s: Statements) -> Queries:
     return found
 
 
+def _tally(found: Survey, rows: Sequence[Sequence[Any]]) -> None:
+    """``(scope, status, count, oldest, leases run out)`` rows, into ``found``: the
+    processing groups' are the oldest processing record and the stuck count, the UNKNOWN
+    groups' the oldest UNKNOWN one (``_FIRST``)."""
+    oldest: list[float] = []
+    unknown: list[float] = []
+    for scope, status, n, first, lapsed in rows:
+        found.count(_text(scope), str(status), int(n))
+        if str(status) == "processing":
+            oldest.append(float(first))
+            found.stuck_count += int(lapsed or 0)
+        elif str(status) == "unknown":
+            unknown.append(float(first))
+    found.oldest_processing_since = min(oldest, default=None)
+    found.oldest_unknown_since = min(unknown, default=None)
+
+
+def _estimate(
+    q: Queries, found: Survey, cut: dict[str, Any], rows: float, pages: float
+) -> Op[None]:
+    """A big table's survey: processing, UNKNOWN and failed records counted exactly through
+    their indexes; the succeeded ones estimated, by scope from a sample of ``SAMPLE_PAGES``
+    pages (PostgreSQL), else as the table's ``rows`` less everything counted."""
+    _tally(found, (yield Stmt(q.open_counts, cut)).rows)
+    if q.failed_counts is not None:
+        for scope, n in (yield Stmt(q.failed_counts, cut)).rows:
+            found.count(_text(scope), "failed", int(n))
+    if q.failed_expired is not None:
+        for scope, n in (yield Stmt(q.failed_expired, cut)).rows:
+            found.count(_text(scope), "failed", -int(n))
+    found.estimated = True
+    if q.sampled:
+        percent = min(100.0, 100.0 * SAMPLE_PAGES / max(pages, 1.0))
+        for scope, n in (yield Stmt(q.succeeded, {**cut, "percent": percent})).rows:
+            found.count(_text(scope), "succeeded", round(int(n) * 100.0 / percent))
+        return
+    others = found.total + int(_one((yield Stmt(q.not_records, _NOT_RECORDS))))
+    if q.expired_records is not None:
+        others += int(_one((yield Stmt(q.expired_records, cut))))
+    found.unscoped["succeeded"] = max(0, round(rows) - others)
+
+
 def _one(res: Res) -> Any:
     return res.rows[0][0] if res.rows else None
 
@@ -173,13 +298,15 @@ def survey(s: Statements, terms: SurveyTerms) -> Op[Survey]:
     p: dict[str, Any] = {"at": now, "prefix": prefix, "plen": len(prefix)}
     found = Survey(now)
     cut = {**p, "cut": now - terms.grace}
-    oldest: list[float] = []
-    for scope, status, n, first, lapsed in (yield Stmt(q.by_scope, cut)).rows:
-        found.count(_text(scope), str(status), int(n))
-        if str(status) == "processing":
-            oldest.append(float(first))
-            found.stuck_count += int(lapsed or 0)
-    found.oldest_processing_since = min(oldest, default=None)
+    size = None
+    # Only the sample is filtered by prefix: elsewhere the table's row count covers all scopes.
+    if terms.estimable and (q.sampled or not prefix):
+        size = (yield Stmt(q.size, {})).rows[0]
+    if size is not None and float(size[0]) > terms.estimate_above:
+        pages = float(size[1]) if len(size) > 1 else 0.0  # PostgreSQL's, to size its sample
+        yield from _estimate(q, found, cut, float(size[0]), pages)
+    else:
+        _tally(found, (yield Stmt(q.by_scope, cut)).rows)
     if terms.spread:
         yield from _spread(q, found, p)
     if found.stuck_count:  # listed only when there are any: a scan where no index serves it
@@ -223,8 +350,23 @@ def with_request_id(s: Statements, request_id: str, limit: int) -> Op[list[Recor
 
 
 def outcomes(s: Statements, since: float, width: float) -> Op[Outcomes]:
-    res = yield Stmt(queries(s).outcomes, {"since": since, "width": width, "prefix": "", "plen": 0})
-    return Outcomes(since, width, [(int(b), str(status), int(n)) for b, status, n in res.rows])
+    """Records last written since ``since`` by status and bucket: on a PostgreSQL table
+    holding more than ``ESTIMATE_ABOVE`` records, from a sample of
+    ``SAMPLE_PAGES`` pages scaled up (``updated_at`` has no index: an index on a column every
+    write changes would cost each claim its in-place update)."""
+    q = queries(s)
+    p = {"since": since, "width": width, "prefix": "", "plen": 0}
+    percent = 100.0
+    if q.sampled:
+        rows, pages = (yield Stmt(q.size, {})).rows[0]
+        if float(rows) > ESTIMATE_ABOVE:
+            percent = min(100.0, 100.0 * SAMPLE_PAGES / max(float(pages), 1.0))
+    if percent >= 100.0:
+        res = yield Stmt(q.outcomes, p)
+        return Outcomes(since, width, [(int(b), str(st), int(n)) for b, st, n in res.rows])
+    res = yield Stmt(q.sampled_outcomes, {**p, "percent": percent})
+    counts = [(int(b), str(st), round(int(n) * 100.0 / percent)) for b, st, n in res.rows]
+    return Outcomes(since, width, counts, estimated=True)
 
 
 def _clock(s: Statements, q: Queries) -> Op[float]:

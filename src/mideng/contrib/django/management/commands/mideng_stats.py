@@ -24,11 +24,18 @@ class Command(MidengCommand):
             default=60.0,
             help="Seconds past its lease before a processing record is stuck (default 60).",
         )
+        parser.add_argument(
+            "--exact",
+            action="store_true",
+            help="Count every record (a big table's succeeded records are otherwise estimated).",
+        )
 
     def run(self, **options: Any) -> None:
         prefix, grace = options["prefix"], options["grace"]
         with self.guard(options["store"]) as guard:
-            found = reports.surveyed(guard.store, prefix, grace)
+            found = reports.surveyed(
+                guard.store, prefix, grace, spread=False, exact=options["exact"]
+            )
             if options["json"]:
                 self.emit(reports.stats(guard.store, found, prefix, grace))
             else:
@@ -36,6 +43,12 @@ class Command(MidengCommand):
                 for scope, statuses in sorted(found.by_scope.items()):
                     counts = " ".join(str(statuses.get(status, 0)) for status in STATUSES)
                     self.stdout.write(f"{scope} {counts}")
+                if found.unscoped:
+                    counts = " ".join(str(found.unscoped.get(s, "-")) for s in STATUSES)
+                    self.stdout.write(f"(all scopes) {counts}")
                 self.stdout.write(f"total {found.total}")
+                note = reports.estimate_note(found)
+                if note is not None:
+                    self.stdout.write(note)
         if reports.stats_failed(found):
             raise problem(f"{found.stuck_count} stuck and {found.unknown} UNKNOWN record(s)")

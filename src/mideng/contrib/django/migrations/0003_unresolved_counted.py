@@ -1,0 +1,11 @@
+"""Schema version 3: the processing, UNKNOWN and failed records counted through an index."""
+
+from django.db import migrations
+
+from mideng.contrib.django.migration import atomic, operation
+
+
+class Migration(migrations.Migration):
+    atomic = atomic(3)
+    dependencies = (("mideng", "0002_operations_begun"),)
+    operations = (operation(3),)
