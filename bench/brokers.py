@@ -4,6 +4,7 @@ and a fresh destination on each holding messages whose every business key is new
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -12,8 +13,9 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from mideng.messaging.headers import IDEMPOTENCY_KEY
 
@@ -138,3 +140,19 @@ async def drop_nats_stream(name: str) -> None:
             await client.jetstream().delete_stream(name)
     finally:
         await client.close()
+
+
+def run_on(
+    options: argparse.ArgumentParser,
+    names: str,
+    known: Sequence[str],
+    run: Callable[[list[str], str], Coroutine[Any, Any, None]],
+) -> None:
+    """``run(brokers, bootstrap)`` on the brokers ``names`` lists (comma-separated, each one of
+    ``known``), with a Tansu broker started around it when Kafka is among them."""
+    brokers = names.split(",")
+    if unknown := set(brokers) - set(known):
+        options.error(f"no such broker: {', '.join(sorted(unknown))}")
+    with contextlib.ExitStack() as stack:
+        bootstrap = stack.enter_context(tansu()) if "kafka" in brokers else ""
+        asyncio.run(run(brokers, bootstrap))

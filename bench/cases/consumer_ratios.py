@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import logging
 import platform
 import statistics
@@ -36,7 +37,7 @@ from typing import Any
 import aio_pika
 import redis.asyncio as aredis
 
-from bench.brokers import NATS_URL, drop_nats_stream, kafka_topic, nats_stream, tansu
+from bench.brokers import NATS_URL, drop_nats_stream, kafka_topic, nats_stream, run_on
 from bench.cases.consumer_loops import new_stream, rabbit_queue
 from bench.report import parser
 from bench.services import AMQP_URL, POSTGRES_URL, REDIS_URL
@@ -339,12 +340,7 @@ def main(argv: list[str]) -> None:
     options.add_argument("--brokers", default=",".join(BROKERS))
     options.add_argument("--partitions", type=int, default=6)
     args = options.parse_args(argv)
-    brokers = args.brokers.split(",")
-    if unknown := set(brokers) - set(BROKERS):
-        options.error(f"no such broker: {', '.join(sorted(unknown))}")
-    with contextlib.ExitStack() as stack:
-        bootstrap = stack.enter_context(tansu()) if "kafka" in brokers else ""
-        asyncio.run(run(args, brokers, bootstrap))
+    run_on(options, args.brokers, BROKERS, functools.partial(run, args))
 
 
 async def run(args: argparse.Namespace, brokers: list[str], bootstrap: str) -> None:

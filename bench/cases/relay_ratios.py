@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import multiprocessing
 import platform
 import statistics
@@ -36,7 +37,7 @@ from typing import Any
 import redis.asyncio as aredis
 from sqlalchemy import create_engine
 
-from bench.brokers import NATS_URL, drop_nats_stream, kafka_topic, nats_stream, tansu
+from bench.brokers import NATS_URL, drop_nats_stream, kafka_topic, nats_stream, run_on
 from bench.cases.outbox import drop, floor, messages, relay_rate
 from bench.report import parser
 from bench.services import AMQP_URL, POSTGRES_URL, REDIS_URL
@@ -173,12 +174,7 @@ def main(argv: list[str]) -> None:
     options.add_argument("--seconds", type=float, default=3.0)
     options.add_argument("--writers", type=int, default=2)
     args = options.parse_args(argv)
-    brokers = args.brokers.split(",")
-    if unknown := set(brokers) - set(BROKERS):
-        options.error(f"no such broker: {', '.join(sorted(unknown))}")
-    with contextlib.ExitStack() as stack:
-        bootstrap = stack.enter_context(tansu()) if "kafka" in brokers else ""
-        asyncio.run(run(args, brokers, bootstrap))
+    run_on(options, args.brokers, BROKERS, functools.partial(run, args))
 
 
 async def run(args: argparse.Namespace, brokers: list[str], kafka: str) -> None:
