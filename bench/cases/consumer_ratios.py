@@ -17,7 +17,8 @@ the same do-nothing handler, and settles the batch the way the broker allows at 
 (Redis: one XACK a batch; RabbitMQ: one ``multiple`` ack a batch; NATS: an ack a message,
 which explicit acks need; Kafka: one offset commit a fetch). Every run is timed from its
 handler's first call to its ``--messages``-th, so a Kafka group's join (a second or more on
-Tansu) counts in neither.
+Tansu) counts in neither. Beside the rates, this process's CPU time a message over the same
+span (the broker's and the store's servers are not in it), which moves less with the load.
 """
 
 from __future__ import annotations
@@ -55,19 +56,26 @@ class Clock:
 
     def __init__(self, n: int) -> None:
         self.n, self.calls, self.done = n, 0, asyncio.Event()
-        self.first = self.last = 0.0
+        self.first = self.last = (0.0, 0.0)
 
     async def handler(self, message: Message) -> None:
         self.calls += 1
         if self.calls == 1:
-            self.first = time.perf_counter()
+            self.first = time.perf_counter(), time.process_time()
         if self.calls == self.n:
-            self.last = time.perf_counter()
+            self.last = time.perf_counter(), time.process_time()
             self.done.set()
 
     def rate(self) -> float:
+        """Messages a second; this process's CPU µs a message goes to LAST_CPU."""
         assert self.calls == self.n, (self.calls, self.n)
-        return (self.n - 1) / (self.last - self.first)
+        LAST_CPU[0] = (self.last[1] - self.first[1]) / (self.n - 1) * 1e6
+        return (self.n - 1) / (self.last[0] - self.first[0])
+
+
+#: This process's CPU time a message in the last run (the broker's and the store's servers
+#: are not in it): it moves less with the machine's load than the rates do.
+LAST_CPU = [0.0]
 
 
 # -- the floors ---------------------------------------------------------------------------------
@@ -350,15 +358,19 @@ async def run(args: argparse.Namespace, brokers: list[str], bootstrap: str) -> N
     connection = await aio_pika.connect(AMQP_URL)
     ctx = Context(client, connection, bootstrap, args.partitions)
     rates: dict[str, dict[str, list[float]]] = {}
+    cpu: dict[str, dict[str, list[float]]] = {}
     try:
         for broker in brokers:
             title, floor, adapter = RUNS[broker]
             rows = rates.setdefault(title, {})
+            used = cpu.setdefault(title, {})
             for _ in range(args.repeats):
                 rows.setdefault("floor", []).append(await floor(args.messages, args.batch, ctx))
+                used.setdefault("floor", []).append(LAST_CPU[0])
                 for store in STORES:
                     rate = await adapter(args.messages, args.batch, ctx, store)
                     rows.setdefault(store, []).append(rate)
+                    used.setdefault(store, []).append(LAST_CPU[0])
     finally:
         await client.aclose()
         await connection.close()
@@ -377,4 +389,10 @@ async def run(args: argparse.Namespace, brokers: list[str], bootstrap: str) -> N
         for store in STORES:
             ratios = [a / f for a, f in zip(rows[store], rows["floor"], strict=True)]
             cells += [f"{statistics.median(rows[store]):,.0f}", f"{statistics.median(ratios):.2f}"]
+        print(f"| {title} | {' | '.join(cells)} |")
+    print("\nThis process's CPU µs a message (median of the repeats; servers not included):\n")
+    print("| broker | floor | Redis store | PostgreSQL store |")
+    print("|---|---:|---:|---:|")
+    for title, used in cpu.items():
+        cells = [f"{statistics.median(used[name]):.1f}" for name in ("floor", *STORES)]
         print(f"| {title} | {' | '.join(cells)} |")
