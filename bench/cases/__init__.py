@@ -43,10 +43,16 @@ CASES: dict[str, Entry] = {
     "consumer": Entry(
         "consumer", "consumer throughput on Redis Streams and RabbitMQ; batch against single claims"
     ),
+    "consumer-ratios": Entry(
+        "consumer_ratios", "batched consumers on four brokers against each raw consume+ack floor"
+    ),
     "consumer-python": Entry(
         "consumer_python", "instructions per message of a batched consumer, step by step"
     ),
     "outbox": Entry("outbox", "outbox relay throughput to RabbitMQ and commit-to-arrival latency"),
+    "relay-ratios": Entry(
+        "relay_ratios", "outbox relay against raw confirmed publishing on four brokers, latency"
+    ),
     "dashboard": Entry(
         "dashboard", "dashboard pages' server time at 1M records and 100k outbox rows, timed"
     ),

@@ -54,8 +54,10 @@ class NullPublisher:
         return None
 
 
-async def floor(batch: list[Outgoing], concurrency: int) -> tuple[float, float]:
-    publisher = open_publisher(AMQP_URL)
+async def floor(
+    batch: list[Outgoing], concurrency: int, broker: str = AMQP_URL
+) -> tuple[float, float]:
+    publisher = open_publisher(broker)
     await publisher.start()
     groups: dict[str | None, list[Outgoing]] = {}
     for message in batch:

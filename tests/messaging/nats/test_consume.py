@@ -217,3 +217,42 @@ def test_the_message_id_is_the_publishers_or_the_stream_sequence(nats_side: JetS
     assert by_body[b"b"].id == "outbox-42"
     assert by_body[b"b"].headers["idempotency-key"] == "order:2"
     assert {m.attempt for m in seen.messages} == {1}
+
+
+def test_the_next_batch_is_fetched_while_one_is_decided_and_kept_alive_meanwhile(
+    nats_side: JetStream,
+) -> None:
+    release = asyncio.Event()
+    ran: list[str] = []
+
+    async def handler(message: Message) -> None:
+        if not ran:
+            await release.wait()
+        ran.append(message.headers["idempotency-key"])
+
+    seen = Seen(IdempotentConsumer(Guard(MemoryStore(), lease=10), "stock", handler))
+    keys = [f"order:{n}" for n in range(4)]
+    nats_side.publish([(k, b"{}") for k in keys])
+
+    async def scenario() -> Any:
+        stop = asyncio.Event()
+        task = asyncio.create_task(nats_side.consume(seen, stop, ack_wait=1.0, batch=2))
+        await until(lambda: len(seen.messages) == 2)
+        # The first batch is held in its handler; the second is in hand too, none pending.
+        for _ in range(40):
+            info = await asyncio.to_thread(nats_side.info)
+            if not info.num_pending:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(2.5)  # past ack_wait: the waiting batch is kept in progress
+        held = (len(seen.messages), info.num_pending, info.num_ack_pending)
+        release.set()
+        await asyncio.to_thread(nats_side.until_settled, 15)
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        return held
+
+    # Only the first batch was handed to the consumer meanwhile; both were fetched.
+    assert asyncio.run(scenario()) == (2, 0, 4)
+    assert ran == keys  # in order, each once
+    assert nats_side.info().num_redelivered == 0

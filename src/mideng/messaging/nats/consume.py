@@ -11,7 +11,9 @@ acked only after the consumer's verdict (so after the handler's transaction comm
 with the verdict's delay to come back, or terminated (``term``) when it is dead-lettered, after
 a copy went to ``dead_subject`` if one is given. While a handler runs, every message of its
 batch is marked ``in_progress()`` each third of ``ack_wait``, so a long handler does not have
-its message handed to another consumer meanwhile. A durable deleted under the consumer is
+its message handed to another consumer meanwhile. The next batch is fetched while one is
+being decided and settled (its messages kept alive the same way while they wait), so the
+fetch's round trip and the store's overlap. A durable deleted under the consumer is
 created again (see ``_Durable``), so consuming goes on.
 """
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -80,6 +82,8 @@ async def consume(
     backoff = reconnect if reconnect is not None else Backoff()
     lost = (errors.ConnectionClosedError, errors.NoServersError, OSError)
     pull = _Durable(stream, subject, durable, ack_wait, max_ack_pending)
+    ahead = _Ahead()
+    fetching = (batch, fetch_timeout, stop)
     while True:  # the first connection binds the durable even when stop is already set
         try:
             client = await nats.connect(url, **options)
@@ -95,23 +99,21 @@ async def consume(
             if failures := backoff.reset():
                 logs.nats_reconnected(pull.name, failures)
             while not stop.is_set():
-                try:
-                    if pull.due():
-                        await pull.look(jetstream)
-                    fetched = await _fetch(subscription, batch, fetch_timeout)
-                except errors.ConnectionClosedError:
-                    raise  # nats-py gave up reconnecting: a new client, after the backoff
-                except errors.Error as exc:
-                    # Reconnecting, a JetStream API blip: nothing was handed out, so just wait.
-                    logs.nats_fetch_failed(pull.name, exc)
-                    await _pause(stop, fetch_timeout)
-                    continue
+                if ahead.running():
+                    fetched, keeper = await ahead.take()
+                else:
+                    fetched, keeper = await _next(pull, jetstream, subscription, *fetching), None
                 if not fetched:
-                    # Nothing to hand out, or no durable left to hand it out: a deleted one
-                    # answers no fetch, and only a look tells the two apart.
-                    pull.look_before_next_fetch()
                     continue
-                await _process(consumer, jetstream, fetched, pull.ack_wait, dead_subject)
+                if stop.is_set():
+                    # Fetched while the batch before was decided, after the stop: not started,
+                    # handed straight back (redelivered now rather than after ack_wait).
+                    await _hand_back(fetched, keeper)
+                    break
+                # The next batch is fetched while this one is decided and settled.
+                ahead.start(_next(pull, jetstream, subscription, *fetching), pull.ack_wait)
+                await _process(consumer, jetstream, fetched, pull.ack_wait, dead_subject, keeper)
+            await ahead.cancel()
             await client.flush()
             return
         except lost as exc:
@@ -119,9 +121,38 @@ async def consume(
             # acked without running again.
             await _lost(pull.name, backoff, stop, exc)
         finally:
+            await ahead.cancel()
             await client.close()
         if stop.is_set():
             return
+
+
+async def _next(
+    pull: _Durable,
+    jetstream: Any,
+    subscription: Any,
+    batch: int,
+    timeout: float,
+    stop: asyncio.Event,
+) -> list[Any]:
+    """The next batch; none after a fetch that failed (and a pause) or found nothing."""
+    errors = require("nats.errors", "nats")
+    try:
+        if pull.due():
+            await pull.look(jetstream)
+        fetched = await _fetch(subscription, batch, timeout)
+    except errors.ConnectionClosedError:
+        raise  # nats-py gave up reconnecting: a new client, after the backoff
+    except errors.Error as exc:
+        # Reconnecting, a JetStream API blip: nothing was handed out, so just wait.
+        logs.nats_fetch_failed(pull.name, exc)
+        await _pause(stop, timeout)
+        return []
+    if not fetched:
+        # Nothing to hand out, or no durable left to hand it out: a deleted one answers no
+        # fetch, and only a look tells the two apart.
+        pull.look_before_next_fetch()
+    return fetched
 
 
 async def _fetch(subscription: Any, batch: int, timeout: float) -> list[Any]:
@@ -253,15 +284,70 @@ async def _keep_alive(fetched: Sequence[Any], ack_wait: float) -> None:
                 await raw.in_progress()
 
 
+class _Ahead:
+    """The next batch, fetched while one is decided and settled: the fetch's round trip
+    overlaps the store's. Its messages are kept alive from their arrival (they may wait for
+    the batch before them); a batch's handlers still start only once the batch before it is
+    settled, one batch at a time, in order."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Future[list[Any]] | None = None
+        self.keeper: asyncio.Future[None] | None = None
+
+    def running(self) -> bool:
+        return self.task is not None
+
+    def start(self, fetch: Awaitable[list[Any]], ack_wait: float) -> None:
+        def arrived(task: asyncio.Future[list[Any]]) -> None:
+            if not task.cancelled() and task.exception() is None and task.result():
+                self.keeper = asyncio.ensure_future(_keep_alive(task.result(), ack_wait))
+
+        self.task = asyncio.ensure_future(fetch)
+        self.task.add_done_callback(arrived)
+
+    async def take(self) -> tuple[list[Any], asyncio.Future[None] | None]:
+        """The fetched batch (raising what its fetch raised) and its keeper."""
+        task, self.task = self.task, None
+        assert task is not None
+        try:
+            fetched = await task
+        finally:
+            keeper, self.keeper = self.keeper, None
+        return fetched, keeper
+
+    async def cancel(self) -> None:
+        """Stop a fetch still waiting; a batch it already has goes back to the broker."""
+        task, self.task = self.task, None
+        if task is None:
+            return
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        keeper, self.keeper = self.keeper, None
+        if not task.cancelled() and task.exception() is None:
+            await _hand_back(task.result(), keeper)
+
+
+async def _hand_back(fetched: Sequence[Any], keeper: asyncio.Future[None] | None) -> None:
+    if keeper is not None:
+        keeper.cancel()
+    for raw in fetched:
+        with contextlib.suppress(Exception):  # a lost one is redelivered after ack_wait
+            await raw.nak()
+
+
 async def _process(
     consumer: Consumer,
     jetstream: Any,
     fetched: Sequence[Any],
     ack_wait: float,
     dead_subject: str | None,
+    keeper: asyncio.Future[None] | None = None,
 ) -> None:
+    """Decide a batch and settle it; ``keeper`` keeps its messages alive (one is started
+    when none was, from the fetch on)."""
     messages = [message_of(raw) for raw in fetched]
-    keeper = asyncio.create_task(_keep_alive(fetched, ack_wait))
+    if keeper is None:
+        keeper = asyncio.ensure_future(_keep_alive(fetched, ack_wait))
     try:
         if len(messages) == 1:
             verdicts = [await consumer.handle(messages[0])]
