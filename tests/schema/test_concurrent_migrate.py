@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from mideng.cli import main
+from mideng.schema import CURRENT
 from tests.schema.conftest import Db
 
 WAITING = "waiting for another migration"
@@ -97,10 +98,10 @@ def test_two_migrations_at_once_one_applies_the_other_waits_then_has_nothing_to_
         error.reader.join(10)
         assert process.returncode == 0, (out, error.text())
         outputs.append((out, error.text()))
-    applied = [o for o in outputs if "applied 2:" in o[0]]
-    idle = [o for o in outputs if "at version 2, nothing to do" in o[0]]
+    applied = [o for o in outputs if f"applied {CURRENT}:" in o[0]]
+    idle = [o for o in outputs if f"at version {CURRENT}, nothing to do" in o[0]]
     assert len(applied) == 1, outputs
     assert len(idle) == 1, outputs
     assert WAITING in idle[0][1]
     assert "applied" not in idle[0][0]
-    assert db.versions() == [1, 2]
+    assert db.versions() == list(range(1, CURRENT + 1))

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mideng.errors import ConfigurationError
+from mideng.schema.audit import outbox_audit, records_audit
 from mideng.schema.changes import Change
 from mideng.schema.outbox import tables as outbox_tables
 from mideng.schema.records import operations_begun
@@ -49,6 +50,11 @@ MIGRATIONS = (
         2,
         "an index of operations by the time they began, on the steps table",
         {RECORDS: operations_begun},
+    ),
+    Migration(
+        3,
+        "the audit tables of operators' actions; indexes by request id, and SQLite's by lease",
+        {RECORDS: records_audit, OUTBOX: outbox_audit},
     ),
 )
 #: The version this mideng makes and expects.

@@ -38,7 +38,9 @@ from django.utils.safestring import SafeString
 
 from mideng.contrib.django.models import (
     OperationListing,
+    OutboxAudit,
     OutboxMessage,
+    RecordAudit,
     RecordListing,
     StepListing,
 )
@@ -624,3 +626,23 @@ class StepAdmin(ReadOnly):
     @admin.display(description="result")
     def result_preview(self, row: StepListing) -> str:
         return preview(row.result)
+
+
+# -- the audit -----------------------------------------------------------------------------
+class AuditAdmin(ReadOnly):
+    """Operators' actions, newest first: read here, never changed (mideng only adds rows)."""
+
+    list_display = ("at_time", "operator", "action", "target", "state_before", "state_after")
+    list_display_links = None
+    list_filter = ("action",)
+    search_fields = ("operator", "target")
+    ordering = ("-id",)
+    actions = ()
+
+    @admin.display(description="at")
+    def at_time(self, row: RecordAudit | OutboxAudit) -> str:
+        return ago(row.at)
+
+
+admin.site.register(RecordAudit, AuditAdmin)
+admin.site.register(OutboxAudit, AuditAdmin)
