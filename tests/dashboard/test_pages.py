@@ -58,6 +58,8 @@ def test_every_page_loads_and_every_link_stays_under_the_prefix(
         "/operations",
         f"/operation?scope={pay}&key=order-0001",
         f"/lookup?kind=request&q=req-{filled.prefix}-1",
+        "/audit",
+        "/audit?of=outbox",
     ]
     for path in pages:
         page = _get(client, path)
