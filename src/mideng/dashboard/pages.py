@@ -23,11 +23,11 @@ from mideng.core.keys import check_key, check_scope
 from mideng.core.record import Record
 from mideng.errors import IdempotencyError
 from mideng.guard.guard import Guard
-from mideng.operations.pending import judge
+from mideng.operations.pending import judge, unfinished
 from mideng.operations.results import PendingOperation
 from mideng.outbox.survey import STATE_NAMES, OutboxSurvey, RowQuery
 from mideng.stores.audit import AuditStore
-from mideng.stores.steps import StepStore
+from mideng.stores.steps import OperationPosition, StepStore
 from mideng.stores.survey import STATUSES, ListingStore, Position, RecordQuery, SurveyStore
 
 #: The overview's chart: the last hour in twelve bars of five minutes.
@@ -245,9 +245,34 @@ def outbox_row(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
 
 
 def operations(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
+    """Unfinished operations, oldest first, by keyset on (began, scope, key): a page reads
+    ``page_size`` operations and shows those not done (a done one whose steps are still kept
+    is read, not shown), so a page may show fewer."""
     scope = scope_of(query.get("scope"))
-    found = yield from _operations(dash, scope)
-    return Page("operations.html", {"operations": found, "scope": scope})
+    store = dash.guard.store
+    values: dict[str, Any] = {"operations": [], "scope": scope, "after": None}
+    if not isinstance(store, StepStore):
+        return Page("operations.html", values)
+    size = dash.page_size
+    read = yield effects.call(
+        store.operations, store.aoperations, scope, size + 1, _operation_position(query)
+    )
+    if len(read) > size:
+        last = OperationPosition.of(read[size - 1])
+        values["after"] = cursor([last.started_at, last.scope, last.key])
+    values["operations"] = unfinished(dash.guard, read[:size])
+    return Page("operations.html", values)
+
+
+def _operation_position(query: Mapping[str, str]) -> OperationPosition | None:
+    values = uncursor(query.get("after"))
+    if values is None:
+        return None
+    try:
+        began, scope, key = values
+        return OperationPosition(float(began), str(scope), str(key))
+    except (TypeError, ValueError) as exc:
+        raise BadRequest("the page's position is not one this dashboard wrote") from exc
 
 
 def operation(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
