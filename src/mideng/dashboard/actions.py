@@ -29,7 +29,7 @@ from mideng.guard.operator import arelease_record, aresolve_record, release_reco
 from mideng.observability import logs
 from mideng.operations.results import OperationState, SeenOperation
 from mideng.outbox.dead import SeenRow, arequeue, dead_after, requeue
-from mideng.stores.audit import RELEASED, AuditStore, record_state, record_target
+from mideng.stores.audit import RELEASED, AuditStore, record_state, record_target, seen_state
 
 #: The most rows one bulk requeue names (a page's worth, and some).
 BULK_MAX = 500
@@ -84,16 +84,12 @@ def record_action(dash: Dashboard, name: str, form: Mapping[str, str], who: str)
     return _answer(name, False, [outcome])
 
 
-def _seen_state(seen: Seen) -> str:
-    return f"{seen.status.value} (fence {seen.fence})"
-
-
 def _record_dry_run(dash: Dashboard, scope: str, key: str, seen: Seen) -> Effects[Outcome]:
     """What an action on a record seen at ``seen`` would find: done only while still so."""
     guard = dash.guard
     now = yield effects.call(guard.get, guard.aget, scope, key)
     still = now is not None and Seen(now.status, now.fence) == seen
-    return Outcome(record_target(scope, key), _seen_state(seen), record_state(now), still)
+    return Outcome(record_target(scope, key), seen_state(seen), record_state(now), still)
 
 
 def _record_acted(
@@ -108,7 +104,7 @@ def _record_acted(
     """``resolve`` (settled ``how``) or ``release`` of one record seen at ``seen``: the store
     writes its audit row with it."""
     guard = dash.guard
-    target, before = record_target(scope, key), _seen_state(seen)
+    target, before = record_target(scope, key), seen_state(seen)
     audit = AuditEntry(who, name, target, before)
     if name == "resolve":
         answer = yield effects.call(
@@ -239,7 +235,7 @@ def reconcile_action(dash: Dashboard, form: Mapping[str, str], who: str) -> Effe
     except ValueError as exc:
         raise BadRequest("the form's state and fence are not an operation's") from exc
     seen = SeenOperation(state, fence)
-    target, before = f"operation {scope}:{key}", f"{state.value} (fence {fence})"
+    target, before = f"operation {scope}:{key}", str(seen)
     guard = dash.guard
     if not _confirmed(form, key):
         now = yield from one_operation(dash, scope, key)
@@ -250,14 +246,13 @@ def reconcile_action(dash: Dashboard, form: Mapping[str, str], who: str) -> Effe
         guard.reconcile_operation, guard.areconcile_operation, scope, key, seen
     )
     if isinstance(answer, Done):
-        after = f"{answer.now.outcome.value}: {answer.now.detail}"
+        entry = answer.now.audited(who, seen)
         store = guard.store
         if isinstance(store, AuditStore):
             # After the reconcile, not with it: it ran the operation's function, no one write.
-            entry = AuditEntry(who, "reconcile", target, before, after)
             yield effects.call(store.add_audit, store.aadd_audit, entry)
-        logs.operator_action(who, "reconcile", target, before, after)
-        return _answer("reconcile", False, [Outcome(target, before, after, True)])
+        logs.operator_action(who, "reconcile", target, before, entry.after)
+        return _answer("reconcile", False, [Outcome(target, before, entry.after, True)])
     after = answer.now.state.value if isinstance(answer, Changed) else "gone"
     return _answer("reconcile", False, [Outcome(target, before, after, False)])
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import abc
 
 from mideng.core.audit import AuditEntry, AuditQuery, AuditRow
-from mideng.core.record import Record, Resolution
+from mideng.core.record import Record, Resolution, Seen
 
 
 def record_state(record: Record | None) -> str:
@@ -30,6 +30,11 @@ def record_state(record: Record | None) -> str:
 
 #: What a released record is after the action.
 RELEASED = "released (deleted)"
+
+
+def seen_state(seen: Seen) -> str:
+    """A record's state as an operator saw it (its status and fence)."""
+    return f"{seen.status.value} (fence {seen.fence})"
 
 
 def record_target(scope: str, key: str) -> str:
