@@ -9,7 +9,7 @@ statements):
 - the store's own table: the same statements on the very table the SQLite store uses (same
   columns, same DDL), so the gap to the first floor is the row's width.
 
-A third SQLite contender is the store on a table without schema version 3's two partial
+A third SQLite contender is the store on a table without the audit migration's two partial
 indexes (processing records by lease, request ids): what they cost a call.
 
 Contenders run interleaved, one batch each per round, so a change in the machine's load hits
@@ -103,7 +103,7 @@ def store_table(path: Path) -> tuple[Call, Call]:
 
 
 def without_lookup_indexes(path: Path) -> SQLiteStore:
-    """A SQLite store whose table lacks schema version 3's two partial indexes (processing
+    """A SQLite store whose table lacks the audit migration's two partial indexes (processing
     records by lease, request ids): what each costs a call, against the store as it is."""
     SQLiteStore(str(path)).close()
     db = sqlite3.connect(path)

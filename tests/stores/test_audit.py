@@ -130,3 +130,25 @@ def test_an_audit_row_that_cannot_be_written_undoes_the_action(
     record = guard.get(scope, "a")
     assert record is not None
     assert record.status is Status.UNKNOWN
+
+
+def test_no_statement_of_mideng_changes_or_deletes_an_audit_row() -> None:
+    """Append-only: the audit's statements insert and select; nothing in the package names an
+    audit table in an UPDATE or a DELETE (dropping the table is a migration's undo)."""
+    import re
+    from pathlib import Path
+
+    import mideng
+    from mideng.schema.audit import AuditStatements
+
+    statements = AuditStatements("t")
+    page, _ = statements.page(AuditQuery(operator="a", before="3"))
+    assert statements.add.text.startswith("INSERT INTO t_audit ")
+    assert page.text.startswith("SELECT ")
+    changing = re.compile(r"(UPDATE|DELETE\s+FROM)\s+\S*audit", re.IGNORECASE)
+    found = [
+        f"{path.name}: {match.group(0)}"
+        for path in Path(mideng.__file__).parent.rglob("*.py")
+        for match in changing.finditer(path.read_text())
+    ]
+    assert found == []

@@ -133,7 +133,7 @@ def test_every_page_walks_an_index(family: str, tmp_path: Path) -> None:
                     str(row[-1]) for row in connection.execute(text(explain + sql), params)
                 )
                 if family == "sqlite" and query.by_lease:
-                    # Schema version 3's partial index of processing records by lease: in
+                    # The audit migration's partial index of processing records by lease: in
                     # the page's order, so no sort and no scan (mideng.schema.audit).
                     assert f"USING INDEX {s.table}_leased" in plan, (sql, plan)
                     assert "TEMP B-TREE" not in plan, (sql, plan)
@@ -173,7 +173,7 @@ def test_a_page_of_one_scope_stays_in_it_from_another_scopes_position(filled: Se
 @pytest.mark.parametrize("family", ["sqlite", "postgresql"])
 def test_the_lookup_by_request_id_reads_its_index(family: str, tmp_path: Path) -> None:
     """Records and outbox rows of a request id, found through the ``_request`` indexes of
-    schema version 3, not by reading the tables."""
+    the audit migration, not by reading the tables."""
     from mideng.outbox.survey import Queries as OutboxQueries
     from mideng.stores.record_table.statements import Statements
     from mideng.stores.record_table.survey import queries
