@@ -221,6 +221,7 @@ def test_bulk_release_of_the_expired_leases_only(client: Client, filled: Seeded)
     assert live.outcome is Outcome.ACQUIRED
     page = client.get(f"/records?scope={job}&status=processing").text
     assert "live-1" in page
+    assert "<title>records · mideng</title>" in page  # the bulk form is in the page's body only
     fields = form_fields(page, "release-expired")
     assert [r[1] for r in json.loads(fields["records"])] == ["stuck-1"]
     assert _post(client, "release-many", fields, dry_run="1")[0] == 200
