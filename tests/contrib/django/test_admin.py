@@ -295,6 +295,15 @@ def test_resolve_asks_then_settles_an_unknown_record(shop: AdminShop) -> None:
     assert (action, target, before) == ("resolve", "dj_charge:u1", "unknown (fence 1)")
     assert after.startswith("failed (fence 1")
     assert who  # the signed-in user's name
+    listed = shop.run(
+        "c = staff('auditor', 'mideng.view_recordaudit')\n"
+        "page = c.get('/admin/mideng/recordaudit/')\n"
+        "out = {'status': page.status_code, 'text': text(page),"
+        " 'add': c.get('/admin/mideng/recordaudit/add/').status_code}\n"
+    )
+    assert listed["status"] == 200
+    assert "dj_charge:u1" in listed["text"]
+    assert listed["add"] == 403  # read-only: the audit is only ever added to by mideng
 
 
 def test_release_of_a_record_taken_over_meanwhile_does_nothing(shop: AdminShop) -> None:
