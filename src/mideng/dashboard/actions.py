@@ -5,11 +5,16 @@ given what the operator's page showed: a record's status and fence, a row's atte
 operation's state and fence. When that changed meanwhile, nothing is done and the answer is a
 409 showing what there is now.
 
-Every action needs its typed confirmation (the key, the row id, or ``requeue N`` for N rows);
-without it nothing is done and the page says what to type. A dry run (``dry_run=1``) needs no
-confirmation and changes nothing: it says what the action would do to what is there now.
-Each action done writes one audit line (``mideng.observability.logs.operator_action``): who,
-when, what, the state before and after.
+Every action needs its typed confirmation (the key, the row id, or ``requeue N``, ``resolve
+N``, ``release N`` for N rows of a page); without it nothing is done and the page says what to
+type. A dry run (``dry_run=1``) needs no confirmation and changes nothing: it says what the
+action would do to what is there now. A bulk action acts on each row on its own, only while it
+is as the page showed it.
+
+Each action done writes one audit row (``mideng.stores.audit``): who, when, what, the state
+before and after, with the action's own write where that is one statement of SQL (resolve,
+release, requeue), after it where it is not (reconcile); and one audit line
+(``mideng.observability.logs.operator_action``).
 """
 
 from __future__ import annotations
