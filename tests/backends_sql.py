@@ -45,6 +45,7 @@ def open_sql(url: str, ctx: Ctx, **options: Any) -> Opened:
     table = f"mideng_t_{ctx.suffix}"
     ctx.cleanups.append(lambda: drop_table(url, table))
     ctx.cleanups.append(lambda: drop_table(url, f"{table}_steps"))  # multi-step operations
+    ctx.cleanups.append(lambda: drop_table(url, f"{table}_audit"))  # operators' actions
     store = SQLStore.from_url(url, table=table, **options)
     return Opened(store, url, {"table": table, **options})
 

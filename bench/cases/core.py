@@ -9,6 +9,10 @@ statements):
 - the store's own table: the same statements on the very table the SQLite store uses (same
   columns, same DDL), so the gap to the first floor is the row's width.
 
+A third SQLite contender is the store on a table without what schema versions 3 and 4 add to
+it (the partial index of unresolved records, the row-count triggers, the partial index of
+request ids): what they cost a call.
+
 Contenders run interleaved, one batch each per round, so a change in the machine's load hits
 all of them alike; each figure is the median over the rounds.
 Run: .venv/bin/python -m bench core [--rounds 15 --calls 1000]
@@ -31,8 +35,9 @@ from pathlib import Path
 
 from bench.report import parser, table
 from mideng import Guard
+from mideng.context import request_id_scope
 from mideng.stores.memory import MemoryStore
-from mideng.stores.record_table.schema import ddl
+from mideng.stores.record_table.schema import DEFAULT_TABLE, ddl
 from mideng.stores.sqlite import SQLiteStore
 
 RESULT = {"order_id": 1001, "coupon": "C-8841", "points": 99, "status": "PAID"}
@@ -98,13 +103,37 @@ def store_table(path: Path) -> tuple[Call, Call]:
     return first, duplicate
 
 
-def guarded(guard: Guard) -> tuple[Call, Call]:
+def without_lookup_indexes(path: Path) -> SQLiteStore:
+    """A SQLite store whose table lacks what versions 3 and 4 add to it (the unresolved
+    records' partial index, the row-count triggers, the request ids' partial index): what
+    they cost a call, against the store as it is."""
+    SQLiteStore(str(path)).close()
+    db = sqlite3.connect(path)
+    t = DEFAULT_TABLE
+    for index in (f"{t}_unresolved", f"{t}_request"):
+        db.execute(f"DROP INDEX {index}")
+    for trigger in (f"{t}_rows_in", f"{t}_rows_out"):
+        db.execute(f"DROP TRIGGER {trigger}")
+    db.close()
+    return SQLiteStore(str(path))
+
+
+def guarded(guard: Guard, request_id: str | None = None) -> tuple[Call, Call]:
+    """The first call and the duplicate of a guarded function (each under ``request_id``,
+    which the record keeps, when given)."""
+
     @guard.idempotent("pay", key="{trade_no}")
     def handle(trade_no: str) -> dict[str, object]:
         return RESULT
 
-    handle("dup")
-    return handle, lambda key: handle("dup")
+    def call(key: str) -> object:
+        if request_id is None:
+            return handle(key)
+        with request_id_scope(request_id):
+            return handle(key)
+
+    call("dup")
+    return call, lambda key: call("dup")
 
 
 def main(argv: list[str]) -> None:
@@ -119,6 +148,8 @@ def main(argv: list[str]) -> None:
             "minimal": minimal(Path(tmp) / "min.db"),
             "raw": store_table(Path(tmp) / "raw.db"),
             "sqlite": guarded(Guard(SQLiteStore(str(Path(tmp) / "m.db")))),
+            "unindexed": guarded(Guard(without_lookup_indexes(Path(tmp) / "u.db"))),
+            "traced": guarded(Guard(SQLiteStore(str(Path(tmp) / "t.db"))), "req-1"),
             "memory": guarded(Guard(MemoryStore())),
         }
         plain: Call = lambda key: dict(RESULT)  # noqa: E731
@@ -160,6 +191,16 @@ def main(argv: list[str]) -> None:
                 m[f"raw {kind}"] / floor,
             ),
             (f"@idempotent on SQLite, {label}", m[f"sqlite {kind}"], m[f"sqlite {kind}"] / floor),
+            (
+                f"@idempotent on SQLite, each call with a request id, {label}",
+                m[f"traced {kind}"],
+                m[f"traced {kind}"] / floor,
+            ),
+            (
+                f"@idempotent on SQLite without versions 3 and 4's indexes and triggers, {label}",
+                m[f"unindexed {kind}"],
+                m[f"unindexed {kind}"] / floor,
+            ),
             (f"@idempotent on memory, {label}", m[f"memory {kind}"], m[f"memory {kind}"] / floor),
         ]
     rows.append(("undecorated call", m["plain"], None))

@@ -2,11 +2,14 @@
 SQLite and PostgreSQL.
 
     .venv/bin/python -m bench dashboard [--records 1000000] [--rows 100000] [--repeats 15]
+        [--audit 100000] [--tables bench_dash]
 
 The tables are filled once by bulk statements (kept between runs under fixed names; ``--fresh``
 fills them again): records in 20 scopes, last written over the past two hours, 98% succeeded,
 1% failed, 1,000 processing (half of them with their lease run out) and 200 UNKNOWN; outbox
-rows 90% sent, 9% pending, 1% dead, to 10 destinations. Each page is requested through the
+rows 90% sent, 9% pending, 1% dead, to 10 destinations; ``--audit`` rows in the record table's
+audit, by 10 operators, each on a target of its own. ``--tables`` names the tables (and the
+SQLite file), so two runs on one server keep apart. Each page is requested through the
 ASGI app in this process (httpx's ASGITransport: the app's whole work, reads and rendering,
 without a socket), ``--repeats`` times after one warm-up; the median and the slowest, in ms.
 """
@@ -17,6 +20,7 @@ import asyncio
 import platform
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -28,11 +32,29 @@ from mideng.dashboard import app
 from mideng.outbox import Outbox
 from mideng.stores.registry import open_store
 
-RECORDS_TABLE, OUTBOX_TABLE = "bench_dash_records", "bench_dash_outbox"
 SCOPES = 20
 DESTINATIONS = 10
-SQLITE_FILE = "/tmp/mideng-bench-dashboard.db"
+OPERATORS = 10
 TARGET_MS = 200.0
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The tables a run fills and reads, named after ``name``."""
+
+    name: str = "bench_dash"
+
+    @property
+    def records(self) -> str:
+        return f"{self.name}_records"
+
+    @property
+    def outbox(self) -> str:
+        return f"{self.name}_outbox"
+
+    @property
+    def sqlite_file(self) -> str:
+        return f"/tmp/mideng-{self.name}.db"
 
 
 def _record_rows(n: int, now: float) -> list[tuple[Any, ...]]:
@@ -87,18 +109,20 @@ def _outbox_rows(n: int, now: float) -> list[dict[str, Any]]:
     return rows
 
 
-def fill_sqlite(records: int, rows: int, now: float) -> None:
+def fill_sqlite(t: Tables, args: Any, now: float) -> None:
     import sqlite3
 
-    conn = sqlite3.connect(SQLITE_FILE)
+    conn = sqlite3.connect(t.sqlite_file)
     cols = "?, " * 14 + "?"
-    conn.executemany(f"INSERT INTO {RECORDS_TABLE} VALUES ({cols})", _record_rows(records, now))
+    conn.executemany(f"INSERT INTO {t.records} VALUES ({cols})", _record_rows(args.records, now))
     conn.commit()
     conn.close()
-    _fill_outbox(f"sqlite:///{SQLITE_FILE}", rows, now)
+    _fill_outbox(t, f"sqlite:///{t.sqlite_file}", args.rows, now)
+    _fill_audit(t, f"sqlite:///{t.sqlite_file}", args.audit, now)
 
 
-def fill_postgresql(records: int, rows: int, now: float) -> None:
+def fill_postgresql(t: Tables, args: Any, now: float) -> None:
+    records = args.records
     engine = create_engine(POSTGRES_URL)
     s = f"'scope' || lpad((i % {SCOPES})::text, 2, '0')"
     status = (
@@ -108,7 +132,7 @@ def fill_postgresql(records: int, rows: int, now: float) -> None:
     with engine.begin() as conn:
         conn.execute(
             text(
-                f"INSERT INTO {RECORDS_TABLE} SELECT {s}, 'key-' || lpad(i::text, 8, '0'), "
+                f"INSERT INTO {t.records} SELECT {s}, 'key-' || lpad(i::text, 8, '0'), "
                 f"{status}, 1, 'owner', 'fp', CASE WHEN i % 1000 = 1 THEN :now + "
                 "CASE WHEN i % 2000 = 1 THEN 600 ELSE -600 END END, "
                 "CASE WHEN i % 100 <> 0 THEN convert_to('{\"ok\": true}', 'UTF8') END, "
@@ -119,17 +143,36 @@ def fill_postgresql(records: int, rows: int, now: float) -> None:
             ),
             {"now": now, "n": records},
         )
-        conn.execute(text(f"ANALYZE {RECORDS_TABLE}"))
+        conn.execute(text(f"ANALYZE {t.records}"))
     engine.dispose()
-    _fill_outbox(POSTGRES_URL, rows, now)
+    _fill_outbox(t, POSTGRES_URL, args.rows, now)
+    _fill_audit(t, POSTGRES_URL, args.audit, now)
 
 
-def _fill_outbox(url: str, rows: int, now: float) -> None:
+def _fill_audit(t: Tables, url: str, rows: int, now: float) -> None:
+    """Operators' actions in the record table's audit: operator ``n % 10`` on target ``n``."""
     engine = create_engine(url)
     with engine.begin() as conn:
         conn.execute(
             text(
-                f"INSERT INTO {OUTBOX_TABLE} (id, aggregatetype, type, payload, destination, "
+                f"INSERT INTO {t.records}_audit (at, operator, action, target, state_before, "
+                "state_after) VALUES (:at, :operator, 'resolve', :target, 'unknown (fence 1)', "
+                "'failed (fence 1, attempts 1)')"
+            ),
+            [
+                {"at": now - rows + n, "operator": f"op{n % OPERATORS}", "target": f"t:{n}"}
+                for n in range(rows)
+            ],
+        )
+    engine.dispose()
+
+
+def _fill_outbox(t: Tables, url: str, rows: int, now: float) -> None:
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                f"INSERT INTO {t.outbox} (id, aggregatetype, type, payload, destination, "
                 "headers, request_id, created_at, state, attempts) VALUES "
                 "(:id, 'bench', '', :p, :d, '{}', :r, :c, :s, :a)"
             ),
@@ -138,33 +181,29 @@ def _fill_outbox(url: str, rows: int, now: float) -> None:
     engine.dispose()
 
 
-def prepare(family: str, args: Any) -> tuple[str, str]:
+def prepare(family: str, args: Any, t: Tables) -> tuple[str, str]:
     """The store and outbox URLs, their tables filled (once, unless ``--fresh``)."""
     if family == "sqlite":
-        store_url = f"sqlite:///{SQLITE_FILE}?table={RECORDS_TABLE}"
-        db_url = f"sqlite:///{SQLITE_FILE}"
+        store_url = f"sqlite:///{t.sqlite_file}?table={t.records}"
+        db_url = f"sqlite:///{t.sqlite_file}"
     else:
-        store_url, db_url = f"{POSTGRES_URL}?table={RECORDS_TABLE}", POSTGRES_URL
+        store_url, db_url = f"{POSTGRES_URL}?table={t.records}", POSTGRES_URL
     engine = create_engine(db_url)
     if args.fresh:
         with engine.begin() as conn:
-            for t in (
-                RECORDS_TABLE,
-                f"{RECORDS_TABLE}_steps",
-                OUTBOX_TABLE,
-                f"{OUTBOX_TABLE}_keys",
-            ):
-                conn.execute(text(f"DROP TABLE IF EXISTS {t}"))
+            for name in (t.records, t.outbox):
+                for suffix in ("", "_steps", "_keys", "_audit"):
+                    conn.execute(text(f"DROP TABLE IF EXISTS {name}{suffix}"))
     open_store(store_url).close()  # the tables, at this mideng's version
-    Outbox(engine, table=OUTBOX_TABLE).create_schema()
+    Outbox(engine, table=t.outbox).create_schema()
     with engine.connect() as conn:
-        have = conn.execute(text(f"SELECT count(*) FROM {RECORDS_TABLE}")).scalar_one()
+        have = conn.execute(text(f"SELECT count(*) FROM {t.records}")).scalar_one()
     engine.dispose()
     if have != args.records:
         print(f"{family}: filling {args.records} records and {args.rows} outbox rows", flush=True)
         started = time.perf_counter()
         fill = fill_sqlite if family == "sqlite" else fill_postgresql
-        fill(args.records, args.rows, time.time())
+        fill(t, args, time.time())
         print(f"{family}: filled in {time.perf_counter() - started:.0f} s", flush=True)
     return store_url, db_url
 
@@ -186,13 +225,18 @@ def pages(middle: str) -> dict[str, str]:
         "outbox, a destination, pending": "/outbox?state=pending&destination=dest3",
         "outbox row": "/outbox/row?id=00050000-0000-4000-8000-000000000000",
         "operations": "/operations",
+        "audit": "/audit",
+        "audit, an operator": "/audit?operator=op3",
+        "audit, a target": "/audit?target=t:4242",
     }
 
 
-async def time_pages(store_url: str, db_url: str, repeats: int) -> dict[str, list[float]]:
+async def time_pages(
+    store_url: str, db_url: str, repeats: int, t: Tables
+) -> dict[str, list[float]]:
     from mideng.dashboard.pages import cursor
 
-    dashboard = app(store_url, db_url, outbox_table=OUTBOX_TABLE)
+    dashboard = app(store_url, db_url, outbox_table=t.outbox)
     transport = httpx.ASGITransport(app=dashboard)
     timings: dict[str, list[float]] = {}
     middle = cursor(["scope07", "key-00500007", None])
@@ -215,24 +259,28 @@ def main(argv: list[str]) -> None:
     options.add_argument("--records", type=int, default=1_000_000)
     options.add_argument("--rows", type=int, default=100_000)
     options.add_argument("--repeats", type=int, default=15)
+    options.add_argument("--audit", type=int, default=100_000)
+    options.add_argument("--tables", default="bench_dash", help="the tables' names start so")
     options.add_argument("--fresh", action="store_true", help="fill the tables again")
     options.add_argument("--only", choices=("sqlite", "postgresql"), default=None)
     args = options.parse_args(argv)
+    tables = Tables(args.tables)
     families = [args.only] if args.only else ["sqlite", "postgresql"]
     results: dict[str, dict[str, list[float]]] = {}
     for family in families:
         if family == "postgresql" and not reachable("postgresql"):
             print("postgresql: not reachable, skipped")
             continue
-        store_url, db_url = prepare(family, args)
-        results[family] = asyncio.run(time_pages(store_url, db_url, args.repeats))
+        store_url, db_url = prepare(family, args, tables)
+        results[family] = asyncio.run(time_pages(store_url, db_url, args.repeats, tables))
     out = [
         "# Dashboard pages benchmark",
         "",
         f"Command: `{command('dashboard', argv)}`",
         "",
         f"Python {platform.python_version()}, {platform.machine()}; {args.records:,} records, "
-        f"{args.rows:,} outbox rows; ms per request, median and slowest of {args.repeats}.",
+        f"{args.rows:,} outbox rows, {args.audit:,} audit rows; ms per request, median and "
+        f"slowest of {args.repeats}.",
         "",
         "| page | " + " | ".join(f"{f} median | {f} max" for f in results) + " |",
         "|---|" + "---:|---:|" * len(results),

@@ -61,10 +61,11 @@ class Seeded:
             engine = create_engine(self.db_url)
             with contextlib.suppress(Exception), engine.begin() as connection:
                 if self.family in ("postgresql", "mysql"):  # the store's tables on the server
-                    for table in (self.table, f"{self.table}_steps"):
+                    for table in (self.table, f"{self.table}_steps", f"{self.table}_audit"):
                         connection.execute(text(f"DROP TABLE IF EXISTS {table}"))
                 connection.execute(text(f"DROP TABLE IF EXISTS {self.outbox_table}"))
                 connection.execute(text(f"DROP TABLE IF EXISTS {self.outbox_table}_keys"))
+                connection.execute(text(f"DROP TABLE IF EXISTS {self.outbox_table}_audit"))
                 if self.family == "postgresql":
                     connection.execute(
                         text(f"DROP FUNCTION IF EXISTS {self.outbox_table}_notify()")

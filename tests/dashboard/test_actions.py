@@ -5,13 +5,17 @@ made between the operator's look and the action gives a 409 and nothing done."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
+import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from mideng.core.record import ClaimRequest, Outcome
 from mideng.dashboard import app
+from mideng.dashboard.exchange import CSRF_COOKIE
 from tests.dashboard.client import Client
 from tests.dashboard.data import Seeded
 from tests.dashboard.forms import form_fields
@@ -181,3 +185,63 @@ def test_reconcile_runs_the_operation_as_seen(client: Client, filled: Seeded) ->
     seen = _form(client, f"/operation?scope={scope}&key=o2", "reconcile")
     assert pay("o2") == "charged o2"  # its caller finished it meanwhile
     assert _post(client, "reconcile", seen, confirm="o2")[0] == 409
+
+
+def test_bulk_resolve_of_the_unknown_page(client: Client, filled: Seeded) -> None:
+    charge = filled.scope("charge")
+    fields = _form(client, f"/records?scope={charge}&status=unknown", "resolve-all")
+    assert fields["outcome"] == "failed"
+    assert _post(client, "resolve-many", fields, confirm="resolve 1")[0] == 400
+    status, page = _post(client, "resolve-many", fields, dry_run="1")
+    assert status == 200
+    assert page.count("would be done") == 2
+    assert all(_status(filled, charge, key) == "unknown" for key in ("c1", "c2"))
+    # c2 is settled by someone else meanwhile: c1 is done, c2 is not, and the answer says so.
+    filled.guard.resolve(charge, "c2", result={"by": "someone else"})
+    status, page = _post(client, "resolve-many", fields, confirm="resolve 2")
+    assert status == 409
+    assert page.count(">done<") == 1
+    assert _status(filled, charge, "c1") == "failed"
+    assert filled.guard.run(charge, "c2", lambda: None) == {"by": "someone else"}
+
+
+def test_bulk_resolve_with_a_result_each_replays(client: Client, filled: Seeded) -> None:
+    charge = filled.scope("charge")
+    fields = _form(client, f"/records?scope={charge}&status=unknown", "resolve-all")
+    more = {"outcome": "result", "result": '{"charged": true}'}
+    status, page = _post(client, "resolve-many", {**fields, **more}, confirm="resolve 2")
+    assert status == 200, page
+    for key in ("c1", "c2"):
+        assert filled.guard.run(charge, key, lambda: None) == {"charged": True}
+
+
+def test_bulk_release_of_the_expired_leases_only(client: Client, filled: Seeded) -> None:
+    job = filled.scope("job")
+    live = filled.store.claim(ClaimRequest(job, "live-1", uuid.uuid4().hex, 3600.0, 3600.0))
+    assert live.outcome is Outcome.ACQUIRED
+    page = client.get(f"/records?scope={job}&status=processing").text
+    assert "live-1" in page
+    assert "<title>records · mideng</title>" in page  # the bulk form is in the page's body only
+    fields = form_fields(page, "release-expired")
+    assert [r[1] for r in json.loads(fields["records"])] == ["stuck-1"]
+    assert _post(client, "release-many", fields, dry_run="1")[0] == 200
+    status, page = _post(client, "release-many", fields, confirm="release 1")
+    assert status == 200, page
+    assert filled.guard.get(job, "stuck-1") is None
+    assert _status(filled, job, "live-1") == "processing"
+    # The same page's form again: the record is gone, nothing is done, 409.
+    assert _post(client, "release-many", fields, confirm="release 1")[0] == 409
+
+
+def test_a_bulk_form_not_as_a_page_writes_it_is_a_400(client: Client) -> None:
+    assert client.get("/records").status_code == 200
+    csrf = client.http.cookies[CSRF_COOKIE]
+    for records in ("", "[]", "{}", "[1]", '[["s", "k", "gone", 1]]', '[["", "k", "unknown", 1]]'):
+        fields = {"csrf": csrf, "records": records, "outcome": "failed", "confirm": "resolve 1"}
+        reply = client.post("/actions/resolve-many", data=fields, headers=ORIGIN)
+        assert reply.status_code == 400, (records, reply.text[:300])
+
+
+def _status(filled: Seeded, scope: str, key: str) -> str | None:
+    record = filled.guard.get(scope, key)
+    return None if record is None else record.status.value

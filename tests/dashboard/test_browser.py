@@ -72,6 +72,7 @@ def test_every_page_loads_clean(site: str, driver: Any, filled: Seeded, tmp_path
         "operations": "/operations",
         "operation": f"/operation?scope={pay}&key=order-0004",
         "request": f"/lookup?kind=request&q=req-{filled.prefix}-4",
+        "audit": "/audit",
     }
     for name, path in pages.items():
         driver.get(site + path)
@@ -201,3 +202,47 @@ def test_a_change_made_meanwhile_answers_409_in_the_browser(
     record = filled.guard.get(charge, "c1")
     assert record is not None
     assert record.status.value == "failed"  # as the other operator left it
+
+
+def test_bulk_resolve_and_release_as_seen_then_the_audit(
+    acting: str, driver: Any, filled: Seeded, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    charge, job = filled.scope("charge"), filled.scope("job")
+    unknown = f"{acting}/records?scope={charge}&status=unknown"
+    driver.get(unknown)
+    _shot(driver, tmp_path, filled, "records-bulk")
+    assert _submit(driver, "resolve-all", None) == "400"  # no confirmation: nothing done
+    driver.get(unknown)
+    assert _submit(driver, "resolve-all", None, dry_run=True) == "Dry run: resolve"
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#outcomes tbody tr")) == 2
+    driver.get(unknown)
+    filled.guard.resolve(charge, "c2", result={"by": "someone else"})  # after the look
+    assert _submit(driver, "resolve-all", "resolve 2") == "resolve"
+    assert "Changed since you looked" in driver.find_element(By.ID, "changed").text
+    _shot(driver, tmp_path, filled, "bulk-409")
+    assert filled.guard.get(charge, "c1").status.value == "failed"  # type: ignore[union-attr]
+    assert filled.guard.get(charge, "c2").status.value == "succeeded"  # type: ignore[union-attr]
+
+    expired = f"{acting}/records?scope={job}&status=processing"
+    driver.get(expired)
+    assert _submit(driver, "release-expired", "release 2") == "400"
+    driver.get(expired)
+    assert _submit(driver, "release-expired", "release 1") == "release"
+    assert driver.find_element(By.ID, "done")
+    assert filled.guard.get(job, "stuck-1") is None
+
+    driver.get(f"{acting}/audit")
+    rows = driver.find_elements(By.CSS_SELECTOR, "#audit tbody tr")
+    assert [r.find_elements(By.TAG_NAME, "td")[3].text for r in rows] == [
+        f"{job}:stuck-1",
+        f"{charge}:c1",
+    ]
+    _shot(driver, tmp_path, filled, "audit")
+    unexpected = [
+        e
+        for e in console_errors(driver)
+        if "/actions/" not in e or ("400" not in e and "409" not in e)
+    ]
+    assert unexpected == []

@@ -58,6 +58,8 @@ def test_every_page_loads_and_every_link_stays_under_the_prefix(
         "/operations",
         f"/operation?scope={pay}&key=order-0001",
         f"/lookup?kind=request&q=req-{filled.prefix}-1",
+        "/audit",
+        "/audit?of=outbox",
     ]
     for path in pages:
         page = _get(client, path)
@@ -241,3 +243,37 @@ def test_an_outbox_database_that_is_not_there_is_a_503_page(tmp_path: Path) -> N
             assert reply.status_code == 503, path
             assert "outbox" in reply.text
         c.run(dashboard.aclose())
+
+
+class Declined(Exception):
+    pass
+
+
+def test_the_operations_page_pages_by_keyset(filled: Seeded) -> None:
+    scope = filled.scope("op")
+
+    @filled.guard.step("charge")
+    def charge(order: str) -> str:
+        raise Declined(order)
+
+    @filled.guard.operation(scope, key="{order}", steps=("charge",))
+    def pay(order: str) -> str:
+        return charge(order)
+
+    for n in range(5):
+        with pytest.raises(Declined):
+            pay(f"o{n}")
+    dashboard = app(filled.guard, filled.db_url, outbox_table=filled.outbox_table, page_size=2)
+    with Client(dashboard) as c:
+        keys: list[str] = []
+        path: str | None = f"/operations?scope={scope}"
+        while path is not None:
+            page = c.get(path)
+            assert page.status_code == 200, page.text[:300]
+            keys.extend(re.findall(r'&amp;key=(o\d)"', page.text))
+            found = re.search(r'id="next" href="([^"]*)"', page.text)
+            path = None if found is None else found.group(1).replace("&amp;", "&")
+        assert c.get("/operations?after=WzFd").status_code == 400
+        c.run(dashboard.aclose())
+        c.run(filled.store.aclose())
+    assert keys == [f"o{n}" for n in range(5)]

@@ -1,5 +1,6 @@
 """A read-only dashboard needs no more than SELECT: every page loads on PostgreSQL as a role
-granted SELECT only on the record, steps and outbox tables (and the schema's version table)."""
+granted SELECT only on the record, steps, outbox and audit tables (and the schema's version
+table)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def test_every_page_loads_as_a_select_only_role(tmp_path: Path) -> None:
     assert s.db_url is not None
     admin = create_engine(s.db_url)
     tables = [s.table, f"{s.table}_steps", s.outbox_table, f"{s.outbox_table}_keys"]
+    tables += [f"{s.table}_audit", f"{s.outbox_table}_audit"]
     try:
         with admin.begin() as connection:
             connection.execute(text(f"CREATE ROLE {role} LOGIN"))
@@ -40,6 +42,8 @@ def test_every_page_loads_as_a_select_only_role(tmp_path: Path) -> None:
                 f"/outbox/row?id={s.dead_ids[0]}",
                 "/operations",
                 f"/lookup?kind=request&q=req-{s.prefix}-2",
+                "/audit",
+                "/audit?of=outbox",
             ):
                 reply = c.get(path)
                 assert reply.status_code == 200, (path, reply.text[:300])

@@ -10,7 +10,7 @@ import pytest
 
 from mideng.core.record import ClaimRequest, Status, Ticket
 from mideng.errors import LeaseLostError
-from mideng.stores.steps import Finished, StepStore
+from mideng.stores.steps import Finished, OperationPosition, StepStore
 from tests.backends import Opened
 from tests.runner import Runner
 
@@ -107,3 +107,28 @@ def test_a_take_over_reads_the_dead_holders_steps(opened: Opened, runner: Runner
     (entry,) = _do(runner, store, "operations", scope, 10)
     assert entry.arguments == b"[1]"
     assert entry.steps == ["mark_paid#1"]
+
+
+def test_operations_page_by_keyset_oldest_first(opened: Opened, runner: Runner) -> None:
+    """Pages of two follow one another without a gap or a repeat, oldest first, of one scope
+    or of every scope; a position past the last answers nothing."""
+    store = _steps(opened)
+    tag = uuid.uuid4().hex[:6]
+    scopes = (f"a{tag}", f"b{tag}")
+    for n in range(5):
+        scope, key = scopes[n % 2], f"o{n}"
+        _claim(opened, scope, key, f"owner-{n}")
+        _do(runner, store, "begin_steps", scope, key, f"owner-{n}", b"{}", "json")
+        time.sleep(0.01)  # each begins after the one before, by any store's clock
+    seen: list[str] = []
+    after = None
+    while page := _do(runner, store, "operations", None, 2, after):
+        assert len(page) <= 2
+        seen.extend(e.key for e in page)
+        after = OperationPosition.of(page[-1])
+    assert seen == [f"o{n}" for n in range(5)]
+    first = _do(runner, store, "operations", scopes[0], 2)
+    assert [e.key for e in first] == ["o0", "o2"]
+    rest = _do(runner, store, "operations", scopes[0], 2, OperationPosition.of(first[-1]))
+    assert [e.key for e in rest] == ["o4"]
+    assert _do(runner, store, "operations", scopes[0], 2, OperationPosition.of(rest[-1])) == []

@@ -98,10 +98,13 @@ def test_version_1_makes_the_tables_mideng_0_1_0_made(db: Db, tmp_path: Any) -> 
         old.drop()
 
 
-def _explain(db: Db) -> str:
-    """How the database reads the operations' listing (``Guard.pending``, ``reconcile``)."""
+def _explain(db: Db, statement: str = "listing_all") -> str:
+    """How the database reads the operations' listing (``Guard.pending``, ``reconcile``; a
+    dashboard's next page: ``listing_all_after``)."""
     kind = "mariadb" if db.family == "mysql" else db.family
-    listing = StepStatements(kind, db.records).listing_all.text.replace(":limit", "10")
+    listing = getattr(StepStatements(kind, db.records), statement).text.replace(":limit", "10")
+    for bind, value in ((":after_at", "1.5"), (":after_scope", "'s'"), (":after_key", "'k'")):
+        listing = listing.replace(bind, value)
     # sqlite3 would explain again the statement it prepared before the index: new connections.
     db.engine.dispose()
     with db.engine.begin() as conn:
@@ -121,6 +124,7 @@ def test_version_2_serves_the_operations_listing(db: Db) -> None:
     assert index not in _explain(db)
     migrate(db)
     assert index in _explain(db)
+    assert index in _explain(db, "listing_all_after")
 
 
 def _index_by_hand(db: Db) -> None:

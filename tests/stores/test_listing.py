@@ -133,10 +133,10 @@ def test_every_page_walks_an_index(family: str, tmp_path: Path) -> None:
                     str(row[-1]) for row in connection.execute(text(explain + sql), params)
                 )
                 if family == "sqlite" and query.by_lease:
-                    # The SQLite record table has no secondary index (mideng.schema.records:
-                    # one would cost every first call a page write): the open statuses are
-                    # found by a scan there (docs/dashboard.md).
-                    assert plan.startswith("SCAN"), (sql, plan)
+                    # Version 3's partial index of the unresolved records, by status and
+                    # lease: in the page's order, so no sort and no scan.
+                    assert f"USING INDEX {s.table}_unresolved" in plan, (sql, plan)
+                    assert "TEMP B-TREE" not in plan, (sql, plan)
                 elif family == "sqlite":
                     assert "USING PRIMARY KEY" in plan, (sql, plan)
                 else:
@@ -168,3 +168,33 @@ def test_a_page_of_one_scope_stays_in_it_from_another_scopes_position(filled: Se
     page = store.list_records(RecordQuery(filled.scope("pay"), None, elsewhere, 5))
     assert {r.scope for r in page} == {filled.scope("pay")}
     assert [r.key for r in page] == [f"order-{n:04d}" for n in range(101, 106)]
+
+
+@pytest.mark.parametrize("family", ["sqlite", "postgresql"])
+def test_the_lookup_by_request_id_reads_its_index(family: str, tmp_path: Path) -> None:
+    """Records and outbox rows of a request id, found through the ``_request`` indexes of
+    the audit migration, not by reading the tables."""
+    from mideng.outbox.survey import Queries as OutboxQueries
+    from mideng.stores.record_table.statements import Statements
+    from mideng.stores.record_table.survey import queries
+
+    s = seeded(family, tmp_path, records=10)
+    try:
+        engine = create_engine(s.db_url or "")
+        explain = "EXPLAIN QUERY PLAN " if family == "sqlite" else "EXPLAIN "
+        now = time.time()
+        params = {"at": now, "now": now, "request_id": "r", "limit": 5, "prefix": "", "plen": 0}
+        lookups = (
+            (queries(Statements(family, s.table)).with_request_id.text, f"{s.table}_request"),
+            (OutboxQueries(s.outbox_table).with_request_id.text, f"{s.outbox_table}_request"),
+        )
+        with engine.connect() as connection:
+            if family == "postgresql":
+                connection.execute(text("SET enable_seqscan = off"))
+            for sql, index in lookups:
+                rows = connection.execute(text(explain + sql), params)
+                plan = " ".join(str(row[-1]) for row in rows)
+                assert f"USING INDEX {index}" in plan or f"using {index}" in plan, (sql, plan)
+        engine.dispose()
+    finally:
+        s.close()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, fields
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from mideng.core.audit import AuditEntry
 
 
 class Status(str, enum.Enum):
@@ -171,3 +174,5 @@ class Resolution(NamedTuple):
     ttl: float | None
     seen: Seen | None = None
     evict: bool = False
+    #: Written where the record is, with the action (``mideng.core.audit``); None: no row.
+    audit: AuditEntry | None = None

@@ -5,11 +5,16 @@ given what the operator's page showed: a record's status and fence, a row's atte
 operation's state and fence. When that changed meanwhile, nothing is done and the answer is a
 409 showing what there is now.
 
-Every action needs its typed confirmation (the key, the row id, or ``requeue N`` for N rows);
-without it nothing is done and the page says what to type. A dry run (``dry_run=1``) needs no
-confirmation and changes nothing: it says what the action would do to what is there now.
-Each action done writes one audit line (``mideng.observability.logs.operator_action``): who,
-when, what, the state before and after.
+Every action needs its typed confirmation (the key, the row id, or ``requeue N``, ``resolve
+N``, ``release N`` for N rows of a page); without it nothing is done and the page says what to
+type. A dry run (``dry_run=1``) needs no confirmation and changes nothing: it says what the
+action would do to what is there now. A bulk action acts on each row on its own, only while it
+is as the page showed it.
+
+Each action done writes one audit row (``mideng.stores.audit``): who, when, what, the state
+before and after, with the action's own write where that is one statement of SQL (resolve,
+release, requeue), after it where it is not (reconcile); and one audit line
+(``mideng.observability.logs.operator_action``).
 """
 
 from __future__ import annotations
@@ -21,13 +26,15 @@ from typing import Any
 
 from mideng.core import effects
 from mideng.core.answers import Changed, Done
+from mideng.core.audit import AuditEntry
 from mideng.core.effects import Effects
-from mideng.core.record import Record, Seen, Status
+from mideng.core.record import Seen, Status
 from mideng.dashboard.pages import BadRequest, Dashboard, Page, key_of, one_operation, scope_of
 from mideng.guard.operator import arelease_record, aresolve_record, release_record, resolve_record
 from mideng.observability import logs
 from mideng.operations.results import OperationState, SeenOperation
-from mideng.outbox.dead import SeenRow, arequeue, requeue
+from mideng.outbox.dead import SeenRow, arequeue, dead_after, requeue
+from mideng.stores.audit import RELEASED, AuditStore, record_state, record_target, seen_state
 
 #: The most rows one bulk requeue names (a page's worth, and some).
 BULK_MAX = 500
@@ -67,12 +74,6 @@ def _confirmed(form: Mapping[str, str], expected: str) -> bool:
     return True
 
 
-def _record_state(record: Record | None) -> str:
-    if record is None:
-        return "gone"
-    return f"{record.status.value} (fence {record.fence}, attempts {record.attempts})"
-
-
 # -- records -------------------------------------------------------------------------------
 def record_action(dash: Dashboard, name: str, form: Mapping[str, str], who: str) -> Effects[Page]:
     """``resolve`` or ``release`` of one record, as seen."""
@@ -80,25 +81,50 @@ def record_action(dash: Dashboard, name: str, form: Mapping[str, str], who: str)
     if scope is None:
         raise BadRequest("a record is named by its scope and key")
     seen = _seen_record(form)
-    target = f"{scope}:{key}"
-    before = f"{seen.status.value} (fence {seen.fence})"
-    guard = dash.guard
-    if name == "resolve":
-        how = _resolution(form)
+    how = _resolution(form) if name == "resolve" else {}
     if not _confirmed(form, key):
-        now = yield effects.call(guard.get, guard.aget, scope, key)
-        still = now is not None and Seen(now.status, now.fence) == seen
-        return _answer(name, True, [Outcome(target, before, _record_state(now), still)])
+        outcome = yield from _record_dry_run(dash, scope, key, seen)
+        return _answer(name, True, [outcome])
+    outcome = yield from _record_acted(dash, name, how, scope, key, seen, who)
+    return _answer(name, False, [outcome])
+
+
+def _record_dry_run(dash: Dashboard, scope: str, key: str, seen: Seen) -> Effects[Outcome]:
+    """What an action on a record seen at ``seen`` would find: done only while still so."""
+    guard = dash.guard
+    now = yield effects.call(guard.get, guard.aget, scope, key)
+    still = now is not None and Seen(now.status, now.fence) == seen
+    return Outcome(record_target(scope, key), seen_state(seen), record_state(now), still)
+
+
+def _record_acted(
+    dash: Dashboard,
+    name: str,
+    how: dict[str, Any],
+    scope: str,
+    key: str,
+    seen: Seen,
+    who: str,
+) -> Effects[Outcome]:
+    """``resolve`` (settled ``how``) or ``release`` of one record seen at ``seen``: the store
+    writes its audit row with it."""
+    guard = dash.guard
+    target, before = record_target(scope, key), seen_state(seen)
+    audit = AuditEntry(who, name, target, before)
     if name == "resolve":
-        answer = yield effects.call(resolve_record, aresolve_record, guard, scope, key, seen, **how)
+        answer = yield effects.call(
+            resolve_record, aresolve_record, guard, scope, key, seen, **how, audit=audit
+        )
     else:
-        answer = yield effects.call(release_record, arelease_record, guard, scope, key, seen)
+        answer = yield effects.call(
+            release_record, arelease_record, guard, scope, key, seen, audit=audit
+        )
     if isinstance(answer, Done):
-        after = "released (deleted)" if name == "release" else _record_state(answer.now)
+        after = RELEASED if name == "release" else record_state(answer.now)
         logs.operator_action(who, name, target, before, after)
-        return _answer(name, False, [Outcome(target, before, after, True)])
+        return Outcome(target, before, after, True)
     now = answer.now if isinstance(answer, Changed) else None
-    return _answer(name, False, [Outcome(target, before, _record_state(now), False)])
+    return Outcome(target, before, record_state(now), False)
 
 
 def _resolution(form: Mapping[str, str]) -> dict[str, Any]:
@@ -112,6 +138,44 @@ def _resolution(form: Mapping[str, str]) -> dict[str, Any]:
         return {"result": json.loads(form.get("result") or "null")}
     except (ValueError, RecursionError) as exc:
         raise BadRequest(f"the result is not JSON: {exc}") from exc
+
+
+def _seen_records(form: Mapping[str, str]) -> list[tuple[str, str, Seen]]:
+    """``records``: a JSON list of ``[scope, key, status, fence]``, as the page showed them."""
+    try:
+        values = json.loads(_field(form, "records"))
+        if not isinstance(values, list):
+            raise TypeError("not a list")
+        seen = []
+        for scope, key, status, fence in values:
+            named = scope_of(str(scope))
+            if named is None:
+                raise ValueError("no scope")
+            seen.append((named, key_of(str(key)), Seen(Status(status), int(fence))))
+    except (ValueError, TypeError) as exc:
+        raise BadRequest("the form's records are not [scope, key, status, fence] lists") from exc
+    if not seen:
+        raise BadRequest("the form names no records")
+    if len(seen) > BULK_MAX:
+        raise BadRequest(f"at most {BULK_MAX} records at once")
+    return seen
+
+
+def bulk_record_action(
+    dash: Dashboard, name: str, form: Mapping[str, str], who: str
+) -> Effects[Page]:
+    """``resolve`` (each the same way) or ``release`` of the records a page showed, each on
+    its own and only while still as seen; confirmed by ``<name> N``."""
+    seen = _seen_records(form)
+    how = _resolution(form) if name == "resolve" else {}
+    outcomes = []
+    if not _confirmed(form, f"{name} {len(seen)}"):
+        for scope, key, was in seen:
+            outcomes.append((yield from _record_dry_run(dash, scope, key, was)))
+        return _answer(name, True, outcomes)
+    for scope, key, was in seen:
+        outcomes.append((yield from _record_acted(dash, name, how, scope, key, was, who)))
+    return _answer(name, False, outcomes)
 
 
 # -- outbox rows ---------------------------------------------------------------------------
@@ -138,13 +202,13 @@ def requeue_action(dash: Dashboard, form: Mapping[str, str], who: str) -> Effect
     dry_run = not _confirmed(form, expected)
     table = outbox.table
     answers = yield effects.call(
-        lambda: requeue(outbox.engine, seen, dry_run=dry_run, table=table),
-        lambda: arequeue(outbox.aengine, seen, dry_run=dry_run, table=table),
+        lambda: requeue(outbox.engine, seen, dry_run=dry_run, table=table, operator=who),
+        lambda: arequeue(outbox.aengine, seen, dry_run=dry_run, table=table, operator=who),
     )
     outcomes = []
     for s in seen:
         answer = answers[s.id]
-        before = f"dead after {s.attempts} attempts"
+        before = dead_after(s.attempts)
         if isinstance(answer, Done):
             after = "pending again" if not dry_run else before
             if not dry_run:
@@ -176,7 +240,7 @@ def reconcile_action(dash: Dashboard, form: Mapping[str, str], who: str) -> Effe
     except ValueError as exc:
         raise BadRequest("the form's state and fence are not an operation's") from exc
     seen = SeenOperation(state, fence)
-    target, before = f"operation {scope}:{key}", f"{state.value} (fence {fence})"
+    target, before = f"operation {scope}:{key}", str(seen)
     guard = dash.guard
     if not _confirmed(form, key):
         now = yield from one_operation(dash, scope, key)
@@ -187,9 +251,13 @@ def reconcile_action(dash: Dashboard, form: Mapping[str, str], who: str) -> Effe
         guard.reconcile_operation, guard.areconcile_operation, scope, key, seen
     )
     if isinstance(answer, Done):
-        after = f"{answer.now.outcome.value}: {answer.now.detail}"
-        logs.operator_action(who, "reconcile", target, before, after)
-        return _answer("reconcile", False, [Outcome(target, before, after, True)])
+        entry = answer.now.audited(who, seen)
+        store = guard.store
+        if isinstance(store, AuditStore):
+            # After the reconcile, not with it: it ran the operation's function, no one write.
+            yield effects.call(store.add_audit, store.aadd_audit, entry)
+        logs.operator_action(who, "reconcile", target, before, entry.after)
+        return _answer("reconcile", False, [Outcome(target, before, entry.after, True)])
     after = answer.now.state.value if isinstance(answer, Changed) else "gone"
     return _answer("reconcile", False, [Outcome(target, before, after, False)])
 
@@ -208,6 +276,8 @@ def _answer(name: str, dry_run: bool, outcomes: list[Outcome]) -> Page:
 ACTIONS: dict[str, Callable[[Dashboard, Mapping[str, str], str], Effects[Page]]] = {
     "resolve": lambda dash, form, who: record_action(dash, "resolve", form, who),
     "release": lambda dash, form, who: record_action(dash, "release", form, who),
+    "resolve-many": lambda dash, form, who: bulk_record_action(dash, "resolve", form, who),
+    "release-many": lambda dash, form, who: bulk_record_action(dash, "release", form, who),
     "requeue": requeue_action,
     "reconcile": reconcile_action,
 }

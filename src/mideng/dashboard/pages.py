@@ -17,15 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from mideng.core import effects
+from mideng.core.audit import AuditQuery
 from mideng.core.effects import Effects
 from mideng.core.keys import check_key, check_scope
 from mideng.core.record import Record
 from mideng.errors import IdempotencyError
 from mideng.guard.guard import Guard
-from mideng.operations.pending import judge
+from mideng.operations.pending import judge, unfinished
 from mideng.operations.results import PendingOperation
 from mideng.outbox.survey import STATE_NAMES, OutboxSurvey, RowQuery
-from mideng.stores.steps import StepStore
+from mideng.stores.audit import AuditStore
+from mideng.stores.steps import OperationPosition, StepStore
 from mideng.stores.survey import (
     ESTIMATED_STATUSES,
     STATUSES,
@@ -72,6 +74,12 @@ class Dashboard:
         store = self.guard.store
         if not isinstance(store, ListingStore):
             raise BadRequest(f"{type(store).__name__} does not list its records")
+        return store
+
+    def audit_store(self) -> AuditStore:
+        store = self.guard.store
+        if not isinstance(store, AuditStore):
+            raise BadRequest(f"{type(store).__name__} keeps no audit")
         return store
 
     def outbox_survey(self) -> OutboxSurvey:
@@ -183,10 +191,28 @@ def records(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
     if len(found) > dash.page_size:
         last = Position.after(shown[-1])
         after = cursor([last.scope, last.key, last.lease_until])
-    return Page(
-        "records.html",
-        {"records": shown, "query": asked, "after": after, "statuses": STATUSES},
-    )
+    values = {"records": shown, "query": asked, "after": after, "statuses": STATUSES}
+    bulk = bulk_records(asked, shown, time.time())
+    seen = None if bulk is None else {"records": seen_records(bulk), "n": len(bulk)}
+    return Page("records.html", {**values, "bulk": seen})
+
+
+def bulk_records(asked: RecordQuery, shown: list[Record], now: float) -> list[Record] | None:
+    """What a bulk action on the page acts on: every UNKNOWN record of a page of them
+    (resolve), the processing records whose lease ran out of a page of processing ones
+    (release); None for other pages."""
+    if asked.status == "unknown":
+        chosen = shown
+    elif asked.status == "processing":
+        chosen = [r for r in shown if not r.lease_live(now)]
+    else:
+        return None
+    return chosen or None
+
+
+def seen_records(records: list[Record]) -> str:
+    """Records as a bulk action's form names them: ``[scope, key, status, fence]`` (JSON)."""
+    return json.dumps([[r.scope, r.key, r.status.value, r.fence] for r in records])
 
 
 def record(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
@@ -224,9 +250,34 @@ def outbox_row(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
 
 
 def operations(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
+    """Unfinished operations, oldest first, by keyset on (began, scope, key): a page reads
+    ``page_size`` operations and shows those not done (a done one whose steps are still kept
+    is read, not shown), so a page may show fewer."""
     scope = scope_of(query.get("scope"))
-    found = yield from _operations(dash, scope)
-    return Page("operations.html", {"operations": found, "scope": scope})
+    store = dash.guard.store
+    values: dict[str, Any] = {"operations": [], "scope": scope, "after": None}
+    if not isinstance(store, StepStore):
+        return Page("operations.html", values)
+    size = dash.page_size
+    read = yield effects.call(
+        store.operations, store.aoperations, scope, size + 1, _operation_position(query)
+    )
+    if len(read) > size:
+        last = OperationPosition.of(read[size - 1])
+        values["after"] = cursor([last.started_at, last.scope, last.key])
+    values["operations"] = unfinished(dash.guard, read[:size])
+    return Page("operations.html", values)
+
+
+def _operation_position(query: Mapping[str, str]) -> OperationPosition | None:
+    values = uncursor(query.get("after"))
+    if values is None:
+        return None
+    try:
+        began, scope, key = values
+        return OperationPosition(float(began), str(scope), str(key))
+    except (TypeError, ValueError) as exc:
+        raise BadRequest("the page's position is not one this dashboard wrote") from exc
 
 
 def operation(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
@@ -289,6 +340,36 @@ def lookup(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
 
 LOOKUPS = ("key", "message", "operation", "request")
 
+#: Where an audit page reads: the record store's audit, or the outbox's.
+AUDITS = ("records", "outbox")
+#: The actions an audit row may name (the audit page's filter offers them).
+AUDITED_ACTIONS = ("resolve", "release", "requeue", "reconcile")
+
+
+def audit(dash: Dashboard, query: Mapping[str, str]) -> Effects[Page]:
+    """Operators' actions, newest first, by keyset on the audit's id: of the record store
+    (resolve, release, reconcile) or of the outbox (requeue), filtered by operator, action and
+    target (each exact)."""
+    of = _one_of("of", query.get("of"), AUDITS) or "records"
+    after = uncursor(query.get("after"))
+    asked = AuditQuery(
+        query.get("operator") or None,
+        _one_of("action", query.get("action"), AUDITED_ACTIONS),
+        query.get("target") or None,
+        None if after is None else str(after[0]),
+        dash.page_size + 1,
+    )
+    if of == "outbox":
+        survey = dash.outbox_survey()
+        found = yield effects.call(survey.audit_rows, survey.aaudit_rows, asked)
+    else:
+        store = dash.audit_store()
+        found = yield effects.call(store.audit_rows, store.aaudit_rows, asked)
+    shown = found[: dash.page_size]
+    more = cursor([shown[-1].id]) if len(found) > dash.page_size else None
+    values = {"rows": shown, "query": asked, "of": of, "after": more}
+    return Page("audit.html", {**values, "sources": AUDITS, "audited": AUDITED_ACTIONS})
+
 
 def chart(counts: list[tuple[int, str, int]]) -> dict[str, Any]:
     """The overview's bars: per five minutes of the last hour, each status's count stacked,
@@ -331,6 +412,7 @@ PAGES: dict[str, Callable[[Dashboard, Mapping[str, str]], Effects[Page]]] = {
     "/operations": operations,
     "/operation": operation,
     "/lookup": lookup,
+    "/audit": audit,
 }
 
 

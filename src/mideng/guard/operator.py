@@ -19,6 +19,7 @@ from typing import Any
 
 from mideng.core import effects
 from mideng.core.answers import Answer, Changed, Done, Gone
+from mideng.core.audit import AuditEntry
 from mideng.core.keys import check_key, check_scope
 from mideng.core.record import Record, Resolution, Seen
 from mideng.core.settle import UNSET, resolution
@@ -37,43 +38,67 @@ def _acted(guard: Guard, scope: str, key: str, how: Resolution) -> effects.Effec
     return Done(record)
 
 
-def _settling(guard: Guard, scope: str, seen: Seen, result: Any, failed: bool) -> Resolution:
-    return resolution(guard.policy(check_scope(scope)), result, failed)._replace(seen=seen)
+def _settling(
+    guard: Guard, scope: str, seen: Seen, result: Any, failed: bool, audit: AuditEntry | None
+) -> Resolution:
+    how = resolution(guard.policy(check_scope(scope)), result, failed)
+    return how._replace(seen=seen, audit=audit)
 
 
-def _evicting(scope: str, seen: Seen) -> Resolution:
+def _evicting(scope: str, seen: Seen, audit: AuditEntry | None) -> Resolution:
     check_scope(scope)
-    return Resolution(None, None, False, None, seen, evict=True)
+    return Resolution(None, None, False, None, seen, evict=True, audit=audit)
 
 
 def resolve_record(
-    guard: Guard, scope: str, key: str, seen: Seen, *, result: Any = UNSET, failed: bool = False
+    guard: Guard,
+    scope: str,
+    key: str,
+    seen: Seen,
+    *,
+    result: Any = UNSET,
+    failed: bool = False,
+    audit: AuditEntry | None = None,
 ) -> Answer[Record]:
     """Settle ``scope``:``key`` if it is still at ``seen`` (status and fence): ``result=``
     the effect happened and duplicates replay this (encoded with the scope's codec), or
     ``failed=True`` it did not (the next call runs). ``Done(now=the settled record)``;
-    ``Changed(now=the record)`` if it moved or is not resolvable any more; ``Gone``."""
-    return effects.run(_acted(guard, scope, key, _settling(guard, scope, seen, result, failed)))
+    ``Changed(now=the record)`` if it moved or is not resolvable any more; ``Gone``.
+    ``audit``: the store writes it with the settlement (``mideng.stores.audit``)."""
+    how = _settling(guard, scope, seen, result, failed, audit)
+    return effects.run(_acted(guard, scope, key, how))
 
 
 async def aresolve_record(
-    guard: Guard, scope: str, key: str, seen: Seen, *, result: Any = UNSET, failed: bool = False
+    guard: Guard,
+    scope: str,
+    key: str,
+    seen: Seen,
+    *,
+    result: Any = UNSET,
+    failed: bool = False,
+    audit: AuditEntry | None = None,
 ) -> Answer[Record]:
     """``resolve_record``, awaited."""
-    how = _settling(guard, scope, seen, result, failed)
+    how = _settling(guard, scope, seen, result, failed, audit)
     return await effects.arun(_acted(guard, scope, key, how))
 
 
-def release_record(guard: Guard, scope: str, key: str, seen: Seen) -> Answer[Record]:
+def release_record(
+    guard: Guard, scope: str, key: str, seen: Seen, *, audit: AuditEntry | None = None
+) -> Answer[Record]:
     """Delete ``scope``:``key`` if it is still at ``seen`` and still stuck (UNKNOWN, its lease
     run out, or a kept failure): the next call runs its body as the first. ``Done(now=the
-    record as it was)``; ``Changed(now=the record)``; ``Gone``."""
-    return effects.run(_acted(guard, scope, key, _evicting(scope, seen)))
+    record as it was)``; ``Changed(now=the record)``; ``Gone``. ``audit``: as for
+    ``resolve_record``."""
+    return effects.run(_acted(guard, scope, key, _evicting(scope, seen, audit)))
 
 
-async def arelease_record(guard: Guard, scope: str, key: str, seen: Seen) -> Answer[Record]:
+async def arelease_record(
+    guard: Guard, scope: str, key: str, seen: Seen, *, audit: AuditEntry | None = None
+) -> Answer[Record]:
     """``release_record``, awaited."""
-    return await effects.arun(_acted(guard, scope, key, _evicting(scope, seen)))
+    return await effects.arun(_acted(guard, scope, key, _evicting(scope, seen, audit)))
 
 
 __all__ = ["arelease_record", "aresolve_record", "release_record", "resolve_record"]

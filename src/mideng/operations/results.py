@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from mideng.core.audit import AuditEntry
 from mideng.core.record import Record
 
 
@@ -78,6 +79,9 @@ class SeenOperation:
     state: OperationState
     fence: int | None
 
+    def __str__(self) -> str:
+        return f"{self.state.value} (fence {self.fence})"
+
 
 @dataclass
 class PendingOperation:
@@ -108,6 +112,15 @@ class Reconciled:
     key: str
     outcome: ReconcileOutcome
     detail: str = ""
+
+    def audited(self, operator: str, seen: SeenOperation) -> AuditEntry:
+        """The audit row of an operator's reconcile that did this, of the operation seen."""
+        after = f"{self.outcome.value}: {self.detail}"
+        return AuditEntry(operator, "reconcile", self.target, str(seen), after)
+
+    @property
+    def target(self) -> str:
+        return f"operation {self.scope}:{self.key}"
 
 
 @dataclass

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from mideng.core.answers import Answer, Changed, Done, Gone
+from mideng.core.audit import AuditEntry
 from mideng.db.caller_connection import aexecute_for, execute_for
 from mideng.db.dialect import kind_of
 from mideng.db.drive import adrive, drive
@@ -35,6 +36,7 @@ from mideng.outbox.engines import async_engine
 from mideng.outbox.ops import LIST_MAX
 from mideng.outbox.schema import DEAD, DEFAULT_TABLE, PENDING
 from mideng.outbox.statements import Queries
+from mideng.schema import audit
 
 T = TypeVar("T")
 
@@ -107,9 +109,10 @@ def _still_dead(row: OutboxRow, seen: SeenRow) -> bool:
 
 
 def requeued(
-    q: Queries, seen: Sequence[SeenRow], dry_run: bool
+    q: Queries, seen: Sequence[SeenRow], dry_run: bool, operator: str | None = None
 ) -> Op[dict[str, Answer[OutboxRow]]]:
-    """Each seen row back to pending (``dry_run``: what would be), in the order given."""
+    """Each seen row back to pending (``dry_run``: what would be), in the order given; with
+    ``operator``, each row requeued adds its audit row in its own transaction."""
     rows = yield from read(q, [s.id for s in seen])
     answers: dict[str, Answer[OutboxRow]] = {}
     for s in seen:
@@ -119,17 +122,21 @@ def requeued(
         elif not _still_dead(row, s):
             answers[s.id] = Changed(row)
         else:
-            answers[s.id] = Done(row) if dry_run else (yield from _requeue(q, s, row))
+            answers[s.id] = Done(row) if dry_run else (yield from _requeue(q, s, row, operator))
     return answers
 
 
-def _requeue(q: Queries, seen: SeenRow, row: OutboxRow) -> Op[Answer[OutboxRow]]:
+def _requeue(
+    q: Queries, seen: SeenRow, row: OutboxRow, operator: str | None
+) -> Op[Answer[OutboxRow]]:
     for statement in q.begin:
         yield Stmt(statement, {})
     try:
         res = yield Stmt(q.requeue_row, {"id": seen.id, "attempts": seen.attempts})
         if res.rowcount == 1 and row.key is not None:
             yield Stmt(q.requeue_key, {"key": row.key, "seq": row.seq})
+        if res.rowcount == 1 and operator is not None:
+            yield from audit.added(q.audit, requeue_entry(operator, seen))
     except BaseException:
         yield Stmt(q.rollback, {})
         raise
@@ -185,20 +192,43 @@ def rows_by_id(engine: Any, ids: Sequence[str], *, table: str = DEFAULT_TABLE) -
 
 
 def requeue(
-    engine: Any, seen: Sequence[SeenRow], *, dry_run: bool = False, table: str = DEFAULT_TABLE
+    engine: Any,
+    seen: Sequence[SeenRow],
+    *,
+    dry_run: bool = False,
+    table: str = DEFAULT_TABLE,
+    operator: str | None = None,
 ) -> dict[str, Answer[OutboxRow]]:
     """Requeue each row of ``seen`` (its id and the attempts seen, e.g. ``row.seen`` of
     ``dead_rows``) that is still dead after those attempts; by id, in ``seen``'s order:
     ``Done(now=the row, pending again)`` (with ``dry_run``: the row that would be, nothing
-    changed), ``Changed(now=the row as it is)`` or ``Gone``."""
-    return _run(engine, table, lambda q: requeued(q, seen, dry_run))
+    changed), ``Changed(now=the row as it is)`` or ``Gone``. ``operator``: who asks; each row
+    requeued then adds a row to the outbox's audit table (``mideng.schema.audit``) in the
+    transaction that requeues it."""
+    return _run(engine, table, lambda q: requeued(q, seen, dry_run, operator))
 
 
 async def arequeue(
-    db: Any, seen: Sequence[SeenRow], *, dry_run: bool = False, table: str = DEFAULT_TABLE
+    db: Any,
+    seen: Sequence[SeenRow],
+    *,
+    dry_run: bool = False,
+    table: str = DEFAULT_TABLE,
+    operator: str | None = None,
 ) -> dict[str, Answer[OutboxRow]]:
     """``requeue`` on an ``AsyncEngine`` (or a sync ``Engine``, or a URL)."""
-    return await _arun(db, table, lambda q: requeued(q, seen, dry_run))
+    return await _arun(db, table, lambda q: requeued(q, seen, dry_run, operator))
+
+
+def requeue_entry(operator: str, seen: SeenRow) -> AuditEntry:
+    """The audit row of a requeue of the row ``seen``."""
+    return AuditEntry(
+        operator, "requeue", f"outbox row {seen.id}", dead_after(seen.attempts), "pending again"
+    )
+
+
+def dead_after(attempts: int) -> str:
+    return f"dead after {attempts} attempts"
 
 
 # -- what an operator's requeue reads first, and what it prints after -----------------------

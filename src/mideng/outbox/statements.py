@@ -22,6 +22,7 @@ from __future__ import annotations
 from mideng.db.statements import Sql, check_table
 from mideng.errors import ConfigurationError
 from mideng.outbox.schema import DEAD, PENDING, SENT, keys_table
+from mideng.schema.audit import AuditStatements
 
 #: The columns the relay reads of a row, in this order (``ops.Row``).
 ROW_COLUMNS = "id, aggregateid, seq, destination, payload, headers, attempts"
@@ -56,6 +57,8 @@ class Queries:
         self.kind = kind
         self.table = t = check_table(table)
         self.keys = k = keys_table(table)
+        # Operators' actions on this outbox's rows (mideng.schema.audit).
+        self.audit = AuditStatements(t)
         self.mysql = kind in ("mariadb", "mysql")
         self.nowait = nowait and self.mysql
         lock = " FOR UPDATE SKIP LOCKED" if kind != "sqlite" else ""

@@ -15,12 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
+from mideng.core.audit import AuditQuery, AuditRow
 from mideng.db.caller_connection import aexecute_for, execute_for
 from mideng.db.dialect import kind_of
 from mideng.db.drive import adrive, drive
 from mideng.db.statements import Op, Sql, Stmt, check_table
 from mideng.errors import StoreUnavailableError
 from mideng.outbox.engines import async_engine, sync_engine
+from mideng.schema import audit
+from mideng.schema.audit import AuditStatements
 from mideng.schema.outbox import DEAD, PENDING, SENT
 
 T = TypeVar("T")
@@ -88,6 +91,7 @@ class Queries:
             f"SELECT {_COLUMNS} FROM {t} WHERE request_id = :request_id ORDER BY id LIMIT :limit"
         )
         self._table = t
+        self.audit = AuditStatements(t)
         self._pages: dict[tuple[int | None, bool], Sql] = {}
 
     def page(self, state: int | None, by_destination: bool) -> Sql:
@@ -230,6 +234,13 @@ class OutboxSurvey:
 
     async def awith_request_id(self, request_id: str, limit: int = 20) -> list[Row]:
         return await self._arun(lambda q: with_request_id(q, request_id, limit))
+
+    def audit_rows(self, query: AuditQuery) -> list[AuditRow]:
+        """A page of the outbox's audit table, newest first."""
+        return self._run(lambda q: audit.listed(q.audit, query))
+
+    async def aaudit_rows(self, query: AuditQuery) -> list[AuditRow]:
+        return await self._arun(lambda q: audit.listed(q.audit, query))
 
     def close(self) -> None:
         if self._engine is not None and self._engine is not self.db:

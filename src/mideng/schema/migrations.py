@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mideng.errors import ConfigurationError
+from mideng.schema.audit import outbox_audit, records_audit
 from mideng.schema.changes import Change
 from mideng.schema.outbox import tables as outbox_tables
 from mideng.schema.records import operations_begun, unresolved_counted
@@ -54,6 +55,11 @@ MIGRATIONS = (
         3,
         "the processing, UNKNOWN and failed records counted through an index",
         {RECORDS: unresolved_counted},
+    ),
+    Migration(
+        4,
+        "the audit tables of operators' actions, and indexes by request id",
+        {RECORDS: records_audit, OUTBOX: outbox_audit},
     ),
 )
 #: The version this mideng makes and expects.

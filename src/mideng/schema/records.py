@@ -172,7 +172,7 @@ def unresolved_counted(family: str, t: str) -> list[Change]:
                 family,
                 t,
                 f"{t}_unresolved",
-                "status, lease_until, scope, expires_at, created_at, updated_at",
+                "status, lease_until, scope, key, expires_at, created_at, updated_at",
                 UNRESOLVED,
             ),
             RowCount(t, rows_table(t)),

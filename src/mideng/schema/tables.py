@@ -35,6 +35,11 @@ def steps_table(records: str) -> str:
     return f"{records}_steps"
 
 
+def audit_table(main: str) -> str:
+    """The audit table of operators' actions beside a record table or an outbox."""
+    return f"{check_table(main)}_audit"
+
+
 def keys_table(outbox: str) -> str:
     """An outbox's per-key table (each key's sequence and the relay's lease on it)."""
     return f"{check_table(outbox)}_keys"

@@ -8,14 +8,16 @@ from collections.abc import Callable
 from typing import Any
 
 from mideng.core import decide as rules
-from mideng.core.record import Claim, ClaimRequest, Record, Ticket
+from mideng.core.audit import AuditEntry, AuditQuery, AuditRow
+from mideng.core.record import Claim, ClaimRequest, Record, Resolution, Ticket
+from mideng.stores.audit import AuditStore, audited
 from mideng.stores.base import KEEP, Step, T, lease_lost
 from mideng.stores.batch import LocalBatch
 from mideng.stores.steps import LocalSteps
 from mideng.stores.survey import LocalSurvey
 
 
-class MemoryStore(LocalBatch, LocalSteps, LocalSurvey):
+class MemoryStore(LocalBatch, LocalSteps, LocalSurvey, AuditStore):
     offload_reason = "a dict under a lock: nothing blocks, so the async twins call the sync ones"
     blocking_io = False
 
@@ -25,6 +27,8 @@ class MemoryStore(LocalBatch, LocalSteps, LocalSurvey):
         self._lock = threading.Lock()
         self._data: dict[tuple[str, str], Record] = {}
         self._steps: dict[tuple[str, str], dict[str, tuple[bytes, str, float]]] = {}
+        #: Operators' actions, oldest first (kept as long as the records: the process's life).
+        self._audit: list[AuditRow] = []
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> MemoryStore:
@@ -67,6 +71,45 @@ class MemoryStore(LocalBatch, LocalSteps, LocalSurvey):
 
     def _now(self) -> float:
         return self._clock()
+
+    def resolve(self, scope: str, key: str, how: Resolution) -> Record:
+        done = super().resolve(scope, key, how)
+        if how.audit is not None:  # the action is done: its row follows in the same process
+            self.add_audit(audited(how, done))
+        return done
+
+    def add_audit(self, entry: AuditEntry) -> None:
+        with self._lock:
+            at = self._clock()
+            row = AuditRow(
+                str(len(self._audit) + 1),
+                at,
+                entry.operator,
+                entry.action,
+                entry.target,
+                entry.before,
+                entry.after,
+            )
+            self._audit.append(row)
+
+    async def aadd_audit(self, entry: AuditEntry) -> None:
+        self.add_audit(entry)
+
+    def audit_rows(self, query: AuditQuery) -> list[AuditRow]:
+        with self._lock:
+            end = len(self._audit)
+            if query.before is not None:
+                end = min(end, int(query.before) - 1) if query.before.isdigit() else 0
+            found = []
+            for row in reversed(self._audit[: max(end, 0)]):
+                if query.takes(row):
+                    found.append(row)
+                    if len(found) == query.limit:
+                        break
+            return found
+
+    async def aaudit_rows(self, query: AuditQuery) -> list[AuditRow]:
+        return self.audit_rows(query)
 
     def _transact(self, scope: str, key: str, step: Step[T]) -> T:
         with self._lock:

@@ -51,6 +51,36 @@ class OperationEntry:
     record: Record | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class OperationPosition:
+    """Where a page of operations ended: its last one's start, scope and key (the order the
+    steps table's ``_begun`` index reads them in)."""
+
+    started_at: float
+    scope: str
+    key: str
+
+    @classmethod
+    def of(cls, entry: OperationEntry) -> OperationPosition:
+        return cls(entry.started_at, entry.scope, entry.key)
+
+    def precedes(self, entry: OperationEntry) -> bool:
+        return (self.started_at, self.scope, self.key) < order_of(entry)
+
+
+def order_of(entry: OperationEntry) -> tuple[float, str, str]:
+    return (entry.started_at, entry.scope, entry.key)
+
+
+def page_of(
+    found: list[OperationEntry], after: OperationPosition | None, limit: int
+) -> list[OperationEntry]:
+    """The ``limit`` first of ``found`` after ``after``, in page order (stores that read
+    every operation: the memory store, Redis)."""
+    taken = [e for e in found if after is None or after.precedes(e)]
+    return sorted(taken, key=order_of)[:limit]
+
+
 def step_lost(scope: str, key: str, owner: str, current: Record | None) -> LeaseLostError:
     state = "gone" if current is None else f"{current.status.value}, fence {current.fence}"
     return LeaseLostError(
@@ -82,8 +112,12 @@ class StepStore(abc.ABC):
         """Drop an operation's steps and arguments (its record has completed)."""
 
     @abc.abstractmethod
-    def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        """Operations with kept steps or arguments, with their records."""
+    def operations(
+        self, scope: str | None = None, limit: int = 100, after: OperationPosition | None = None
+    ) -> list[OperationEntry]:
+        """Operations with kept steps or arguments, with their records: the ``limit`` oldest
+        that follow ``after`` (None: from the oldest), in the order ``(started_at, scope,
+        key)``; the last one's ``OperationPosition.of`` starts the next page."""
 
     @abc.abstractmethod
     def operation(self, scope: str, key: str) -> OperationEntry | None:
@@ -108,7 +142,7 @@ class StepStore(abc.ABC):
 
     @abc.abstractmethod
     async def aoperations(
-        self, scope: str | None = None, limit: int = 100
+        self, scope: str | None = None, limit: int = 100, after: OperationPosition | None = None
     ) -> list[OperationEntry]: ...
 
     @abc.abstractmethod
@@ -157,14 +191,16 @@ class LocalSteps(StepStore):
         with self._lock:
             self._steps.pop((scope, key), None)
 
-    def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
+    def operations(
+        self, scope: str | None = None, limit: int = 100, after: OperationPosition | None = None
+    ) -> list[OperationEntry]:
         with self._lock:
             found = [
                 self._entry(s, k, rows)
                 for (s, k), rows in self._steps.items()
                 if scope is None or s == scope
             ]
-        return sorted(found, key=lambda e: e.started_at)[:limit]
+        return page_of(found, after, limit)
 
     def operation(self, scope: str, key: str) -> OperationEntry | None:
         with self._lock:
@@ -208,8 +244,10 @@ class LocalSteps(StepStore):
     async def aclear_steps(self, scope: str, key: str) -> None:
         self.clear_steps(scope, key)
 
-    async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return self.operations(scope, limit)
+    async def aoperations(
+        self, scope: str | None = None, limit: int = 100, after: OperationPosition | None = None
+    ) -> list[OperationEntry]:
+        return self.operations(scope, limit, after)
 
     async def aoperation(self, scope: str, key: str) -> OperationEntry | None:
         return self.operation(scope, key)

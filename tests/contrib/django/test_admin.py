@@ -135,6 +135,10 @@ def test_requeue_asks_with_a_dry_run_then_requeues(shop: AdminShop) -> None:
     assert [out["between"][i][0] for i in picked] == [DEAD, DEAD]  # the page changed nothing
     assert out["said"] == [f"Requeued {ids[0]}", f"Requeued {ids[1]}"]
     assert [states(shop.url, shop.outbox)[i] for i in picked] == [(PENDING, 0), (PENDING, 0)]
+    assert _audit(shop, shop.outbox) == [
+        ("operator", "requeue", f"outbox row {i}", "dead after 1 attempts", "pending again")
+        for i in picked
+    ]
 
 
 def test_a_row_changed_between_the_page_and_the_post_is_left_alone(shop: AdminShop) -> None:
@@ -209,6 +213,24 @@ def _records(shop: AdminShop) -> None:
     _claim(shop, "dj_charge", "u1", 0.1, ExpiryPolicy.UNKNOWN)  # turns it UNKNOWN
 
 
+def _audit(shop: AdminShop, table: str) -> list[tuple[str, ...]]:
+    """The audit rows beside ``table``, oldest first: operator, action, target, before, after."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(shop.url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                text(
+                    "SELECT operator, action, target, state_before, state_after "
+                    f"FROM {table}_audit ORDER BY id"
+                )
+            )
+            return [tuple(row) for row in rows]
+    finally:
+        engine.dispose()
+
+
 def _record(shop: AdminShop, scope: str, key: str) -> tuple[str, int] | None:
     guard = shop.guard()
     try:
@@ -269,6 +291,19 @@ def test_resolve_asks_then_settles_an_unknown_record(shop: AdminShop) -> None:
     assert "dj_charge / u1: unknown, fence 1" in out["confirm"]
     assert out["said"] == ["Resolved as not happened dj_charge / u1"]
     assert _record(shop, "dj_charge", "u1") == ("failed", 1)
+    ((who, action, target, before, after),) = _audit(shop, shop.records)
+    assert (action, target, before) == ("resolve", "dj_charge:u1", "unknown (fence 1)")
+    assert after.startswith("failed (fence 1")
+    assert who  # the signed-in user's name
+    listed = shop.run(
+        "c = staff('auditor', 'mideng.view_recordaudit')\n"
+        "page = c.get('/admin/mideng/recordaudit/')\n"
+        "out = {'status': page.status_code, 'text': text(page),"
+        " 'add': c.get('/admin/mideng/recordaudit/add/').status_code}\n"
+    )
+    assert listed["status"] == 200
+    assert "dj_charge:u1" in listed["text"]
+    assert listed["add"] == 403  # read-only: the audit is only ever added to by mideng
 
 
 def test_release_of_a_record_taken_over_meanwhile_does_nothing(shop: AdminShop) -> None:

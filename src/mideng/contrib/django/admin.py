@@ -38,19 +38,23 @@ from django.utils.safestring import SafeString
 
 from mideng.contrib.django.models import (
     OperationListing,
+    OutboxAudit,
     OutboxMessage,
+    RecordAudit,
     RecordListing,
     StepListing,
 )
 from mideng.contrib.django.project import guard
 from mideng.contrib.django.settings import config, database_url
 from mideng.core.answers import Answer, Changed, Done
+from mideng.core.audit import AuditEntry
 from mideng.core.record import Record, Seen, Status
 from mideng.guard.operator import release_record, resolve_record
 from mideng.operations.pending import judge, store_of
 from mideng.operations.results import OperationState, PendingOperation, SeenOperation
 from mideng.outbox import dead
 from mideng.outbox.schema import DEAD, PENDING
+from mideng.stores.audit import AuditStore, record_target, seen_state
 from mideng.stores.sql.engines import engine_for
 
 T = TypeVar("T")
@@ -145,6 +149,17 @@ def tell(
     for row_id, answer in answers.items():
         level = messages.SUCCESS if isinstance(answer, Done) else messages.WARNING
         model_admin.message_user(request, said(row_id, answer, did, described), level)
+
+
+def operator_of(request: HttpRequest) -> str:
+    """Who an action is audited as: the signed-in user's name."""
+    user: Any = request.user
+    return str(user.get_username())
+
+
+def record_entry(request: HttpRequest, action: str, scope: str, key: str, seen: Seen) -> AuditEntry:
+    """The audit row of an action on a record seen at ``seen`` (the store fills in after)."""
+    return AuditEntry(operator_of(request), action, record_target(scope, key), seen_state(seen))
 
 
 def allowed(request: HttpRequest, permission: str) -> bool:
@@ -288,7 +303,13 @@ class OutboxMessageAdmin(ReadOnly):
         seen = requeue_seen(request)
         confirmed = request.POST.get(CONFIRMED) == "yes"
         with outbox_engine() as engine:
-            answers = dead.requeue(engine, seen, dry_run=not confirmed, table=config().outbox)
+            answers = dead.requeue(
+                engine,
+                seen,
+                dry_run=not confirmed,
+                table=config().outbox,
+                operator=operator_of(request),
+            )
         if not confirmed:
             return confirmation(
                 self,
@@ -459,7 +480,14 @@ class RecordAdmin(ReadOnly):
             request,
             "resolve_not_happened",
             "Resolved as not happened",
-            lambda scope, key, seen: resolve_record(guard(), scope, key, seen, failed=True),
+            lambda scope, key, seen: resolve_record(
+                guard(),
+                scope,
+                key,
+                seen,
+                failed=True,
+                audit=record_entry(request, "resolve", scope, key, seen),
+            ),
         )
 
     @admin.action(permissions=["release_record"], description="Release selected")
@@ -468,7 +496,9 @@ class RecordAdmin(ReadOnly):
             request,
             "release",
             "Released",
-            lambda scope, key, seen: release_record(guard(), scope, key, seen),
+            lambda scope, key, seen: release_record(
+                guard(), scope, key, seen, audit=record_entry(request, "release", scope, key, seen)
+            ),
         )
 
     def _on_records(
@@ -584,7 +614,13 @@ class OperationAdmin(ReadOnly):
             )
 
         def rerun(scope: str, key: str, value: str | None) -> Answer[Any]:
-            return guard().reconcile_operation(scope, key, seen_operation(value))
+            seen = seen_operation(value)
+            answer = guard().reconcile_operation(scope, key, seen)
+            store = guard().store
+            if isinstance(answer, Done) and isinstance(store, AuditStore):
+                # After the run, not with it: a reconcile runs the operation's function.
+                store.add_audit(answer.now.audited(operator_of(request), seen))
+            return answer
 
         answers = on_each(seen, rerun)
         for label, answer in answers.items():
@@ -624,3 +660,23 @@ class StepAdmin(ReadOnly):
     @admin.display(description="result")
     def result_preview(self, row: StepListing) -> str:
         return preview(row.result)
+
+
+# -- the audit -----------------------------------------------------------------------------
+class AuditAdmin(ReadOnly):
+    """Operators' actions, newest first: read here, never changed (mideng only adds rows)."""
+
+    list_display = ("at_time", "operator", "action", "target", "state_before", "state_after")
+    list_display_links = None
+    list_filter = ("action",)
+    search_fields = ("operator", "target")
+    ordering = ("-id",)
+    actions = ()
+
+    @admin.display(description="at")
+    def at_time(self, row: RecordAudit | OutboxAudit) -> str:
+        return ago(row.at)
+
+
+admin.site.register(RecordAudit, AuditAdmin)
+admin.site.register(OutboxAudit, AuditAdmin)

@@ -34,8 +34,11 @@ def models_state() -> list[Any]:
     from mideng.contrib.django import models
 
     kept = (models.Record, models.Step, models.OutboxMessage, models.OutboxKey)
+    audits = (models.RecordAudit, models.OutboxAudit)
     listed = (models.RecordListing, models.StepListing, models.OperationListing)
-    states = [ModelState.from_model(model) for model in (*kept, models.SchemaVersion, *listed)]
+    states = [
+        ModelState.from_model(model) for model in (*kept, models.SchemaVersion, *listed, *audits)
+    ]
     return [
         migrations.CreateModel(
             state.name, list(state.fields.items()), options=state.options, bases=state.bases

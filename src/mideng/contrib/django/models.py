@@ -14,7 +14,7 @@ from __future__ import annotations
 from django.db import models
 
 from mideng.contrib.django.settings import config
-from mideng.schema.tables import keys_table, steps_table
+from mideng.schema.tables import audit_table, keys_table, steps_table
 from mideng.schema.versions import VERSION_TABLE
 
 _names = config()
@@ -188,3 +188,36 @@ class SchemaVersion(models.Model):
     class Meta:
         managed = False
         db_table = VERSION_TABLE
+
+
+class AuditColumns(models.Model):
+    """An operator's action, as ``mideng.schema.audit`` keeps it: rows are only ever added."""
+
+    id: models.BigAutoField[int, int] = models.BigAutoField(primary_key=True)
+    at: models.FloatField[float, float] = models.FloatField()
+    operator: models.TextField[str, str] = models.TextField()
+    action: models.TextField[str, str] = models.TextField()
+    target: models.TextField[str, str] = models.TextField()
+    state_before: models.TextField[str, str] = models.TextField()
+    state_after: models.TextField[str, str] = models.TextField()
+
+    class Meta:
+        abstract = True
+
+
+class RecordAudit(AuditColumns):
+    """The actions on records and operations (beside the record table)."""
+
+    class Meta:
+        managed = False
+        db_table = audit_table(_names.records)
+        verbose_name = "record action"
+
+
+class OutboxAudit(AuditColumns):
+    """The actions on outbox rows (beside the outbox)."""
+
+    class Meta:
+        managed = False
+        db_table = audit_table(_names.outbox)
+        verbose_name = "outbox action"

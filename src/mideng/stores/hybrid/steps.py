@@ -6,7 +6,7 @@ from __future__ import annotations
 from mideng.core.record import Record
 from mideng.errors import ConfigurationError
 from mideng.stores.base import RecordStore
-from mideng.stores.steps import Finished, OperationEntry, StepStore
+from mideng.stores.steps import Finished, OperationEntry, OperationPosition, StepStore
 
 
 class DurableSteps(StepStore):
@@ -35,8 +35,10 @@ class DurableSteps(StepStore):
     def clear_steps(self, scope: str, key: str) -> None:
         self._durable_steps().clear_steps(scope, key)
 
-    def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return self._durable_steps().operations(scope, limit)
+    def operations(
+        self, scope: str | None = None, limit: int = 100, after: OperationPosition | None = None
+    ) -> list[OperationEntry]:
+        return self._durable_steps().operations(scope, limit, after)
 
     def operation(self, scope: str, key: str) -> OperationEntry | None:
         return self._durable_steps().operation(scope, key)
@@ -57,8 +59,10 @@ class DurableSteps(StepStore):
     async def aclear_steps(self, scope: str, key: str) -> None:
         await self._durable_steps().aclear_steps(scope, key)
 
-    async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return await self._durable_steps().aoperations(scope, limit)
+    async def aoperations(
+        self, scope: str | None = None, limit: int = 100, after: OperationPosition | None = None
+    ) -> list[OperationEntry]:
+        return await self._durable_steps().aoperations(scope, limit, after)
 
     async def aoperation(self, scope: str, key: str) -> OperationEntry | None:
         return await self._durable_steps().aoperation(scope, key)

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from mideng.core import effects
+from mideng.core.audit import AuditEntry, AuditQuery, AuditRow
 from mideng.core.effects import Effect, Effects
 from mideng.core.record import (
     FAILED,
@@ -39,6 +40,7 @@ from mideng.core.record import (
 )
 from mideng.errors import ConfigurationError, StoreUnavailableError
 from mideng.observability import logs
+from mideng.stores.audit import AuditStore
 from mideng.stores.base import Store
 from mideng.stores.hybrid.steps import DurableSteps
 from mideng.stores.hybrid.survey import FrontedSurvey
@@ -89,7 +91,7 @@ class Outage:
         logs.redis_down(exc, quiet)
 
 
-class HybridStore(Store, DurableSteps, FrontedSurvey):
+class HybridStore(Store, DurableSteps, FrontedSurvey, AuditStore):
     fast: RedisStore
     durable: Store  # every capability: tokens and windows fall back to it during an outage
 
@@ -222,6 +224,18 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
     def resolve(self, scope: str, key: str, how: Resolution) -> Record:
         return effects.run(self._resolve(scope, key, how))
 
+    def add_audit(self, entry: AuditEntry) -> None:
+        self._audit().add_audit(entry)
+
+    def audit_rows(self, query: AuditQuery) -> list[AuditRow]:
+        return self._audit().audit_rows(query)
+
+    def _audit(self) -> AuditStore:
+        """The durable store's audit, where its resolves write theirs."""
+        if not isinstance(self.durable, AuditStore):
+            raise ConfigurationError(f"{type(self.durable).__name__} keeps no audit")
+        return self.durable
+
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self.durable.unresolved(scope, limit)
 
@@ -279,6 +293,12 @@ class HybridStore(Store, DurableSteps, FrontedSurvey):
 
     async def aresolve(self, scope: str, key: str, how: Resolution) -> Record:
         return await effects.arun(self._resolve(scope, key, how))
+
+    async def aadd_audit(self, entry: AuditEntry) -> None:
+        await self._audit().aadd_audit(entry)
+
+    async def aaudit_rows(self, query: AuditQuery) -> list[AuditRow]:
+        return await self._audit().aaudit_rows(query)
 
     async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return await self.durable.aunresolved(scope, limit)

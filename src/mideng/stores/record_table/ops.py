@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any, Generic, TypeVar
 
 from mideng.core import decide as rules
+from mideng.core.audit import AuditEntry, AuditQuery, AuditRow
 from mideng.core.record import (
     ACQUIRED,
     GOES_UNKNOWN,
@@ -33,6 +34,8 @@ from mideng.core.record import (
 )
 from mideng.db.statements import Op, Res, Sql, Stmt
 from mideng.errors import StoreUnavailableError
+from mideng.schema import audit
+from mideng.stores.audit import RELEASED, record_state
 from mideng.stores.base import HIT_PREFIX, TOKEN_PREFIX, check_resolvable, lease_lost
 from mideng.stores.batch import Completion
 from mideng.stores.record_table.rows import cas_params
@@ -288,15 +291,43 @@ def resolve(s: Statements, scope: str, key: str, how: Resolution) -> Op[Record]:
         if how.evict:
             # The row as read, deleted only if it still is: a claim between the read and the
             # delete makes it match nothing, and the next turn reads what it wrote.
-            gone = yield Stmt(s.cas_delete, _as_read(current))
-            if gone.rowcount == 1:
+            gone = yield from _audited(s, Stmt(s.cas_delete, _as_read(current)), how, RELEASED)
+            if gone:
                 return current
             continue
         new = rules.settled(current, now, how)
-        done = yield _cas(s, current, new)
-        if done.rowcount == 1:
+        done = yield from _audited(s, _cas(s, current, new), how, record_state(new))
+        if done:
             return new
     raise StoreUnavailableError(f"resolve of {scope}:{key} kept losing races")
+
+
+def _audited(s: Statements, write: Stmt, how: Resolution, after: str) -> Op[bool]:
+    """The conditional ``write``, and with it, in one transaction, its audit row when ``how``
+    carries one: the row is there if and only if the write was done."""
+    if how.audit is None:
+        res = yield write
+        return res.rowcount == 1
+    yield Stmt(s.begin)
+    try:
+        res = yield write
+        if res.rowcount == 1:
+            yield from audit.added(s.audit, how.audit.made(after))
+    except BaseException:
+        yield Stmt(s.rollback)
+        raise
+    yield Stmt(s.commit if res.rowcount == 1 else s.rollback)
+    return res.rowcount == 1
+
+
+def add_audit(s: Statements, entry: AuditEntry) -> Op[None]:
+    """An audit row on its own (an action whose write is not one statement of this table's)."""
+    yield from audit.added(s.audit, entry)
+
+
+def audit_rows(s: Statements, query: AuditQuery) -> Op[list[AuditRow]]:
+    rows: list[AuditRow] = yield from audit.listed(s.audit, query)
+    return rows
 
 
 def unresolved(s: Statements, scope: str | None, limit: int) -> Op[list[Record]]:

@@ -33,6 +33,7 @@ from typing import Any
 from mideng.core.record import Record
 from mideng.db.dialect import is_mysql
 from mideng.db.statements import Res, Sql, binds, check_table
+from mideng.schema.audit import AuditStatements
 from mideng.stores.record_table.rows import (
     current,
     mysql_current,
@@ -144,6 +145,8 @@ class Statements:
         self._views()
         self._tokens_and_hits()
         self.begin, self.commit, self.rollback = Sql("BEGIN"), Sql("COMMIT"), Sql("ROLLBACK")
+        # Operators' actions on this table's records (mideng.schema.audit).
+        self.audit = AuditStatements(t)
 
     def stamped(self, res: Res, params: Mapping[str, Any]) -> float | None:
         """The clock an ``insert`` stamped its new row with; None if the key was taken."""

@@ -22,7 +22,7 @@ from mideng.db.statements import Op, Sql, Stmt
 from mideng.schema.tables import steps_table
 from mideng.stores.record_table.ops import get
 from mideng.stores.record_table.statements import Statements
-from mideng.stores.steps import ARGUMENTS, Finished, OperationEntry, step_lost
+from mideng.stores.steps import ARGUMENTS, Finished, OperationEntry, OperationPosition, step_lost
 
 
 class StepStatements:
@@ -69,18 +69,27 @@ class StepStatements:
             self.begin = [Sql(keep.replace("INSERT", "INSERT OR IGNORE", 1)), Sql(answer)]
         self.clear = Sql(f"DELETE FROM {st} WHERE scope = :scope AND {k} = :key")
 
-        # The oldest ``limit`` operations (by their arguments' row) and every row of each: a
-        # derived table, since MySQL takes no LIMIT inside IN (...).
+        # The oldest ``limit`` operations (by their arguments' row; ties by scope and key, the
+        # order the ``_begun`` index reads them in, since it ends with the primary key) and
+        # every row of each: a derived table, since MySQL takes no LIMIT inside IN (...).
         def listing(where: str) -> Sql:
             return Sql(
                 f"SELECT x.scope, x.{k}, x.step, CASE WHEN x.step = '' THEN x.result END, "
-                f"x.codec, x.at FROM {st} x JOIN (SELECT scope, {k} FROM {st} WHERE step = '' "
-                f"{where}ORDER BY at LIMIT :limit) o ON x.scope = o.scope AND x.{k} = o.{k} "
-                "ORDER BY x.at"
+                f"x.codec, x.at FROM {st} x JOIN (SELECT scope, {k}, at AS began FROM {st} "
+                f"WHERE step = '' {where}ORDER BY at, scope, {k} LIMIT :limit) o "
+                f"ON x.scope = o.scope AND x.{k} = o.{k} ORDER BY o.began, o.scope, o.{k}, x.at"
             )
 
+        # After a page's last operation: spelt out rather than as a row value, which MySQL
+        # does not take as an index range.
+        after = (
+            f"AND (at > :after_at OR (at = :after_at AND (scope > :after_scope "
+            f"OR (scope = :after_scope AND {k} > :after_key)))) "
+        )
         self.listing_all = listing("")
         self.listing_scope = listing("AND scope = :scope ")
+        self.listing_all_after = listing(after)
+        self.listing_scope_after = listing(f"AND scope = :scope {after}")
         self.listing_key = listing(f"AND scope = :scope AND {k} = :key ")
         running = f"SELECT {s.cols} FROM {t} WHERE status = 'processing'"
         self.running_all = Sql(f"{running} ORDER BY created_at LIMIT :limit")
@@ -154,9 +163,17 @@ def operation(s: Statements, scope: str, key: str) -> Op[OperationEntry | None]:
     return found[0] if found else None
 
 
-def operations(s: Statements, scope: str | None, limit: int) -> Op[list[OperationEntry]]:
+def operations(
+    s: Statements, scope: str | None, limit: int, after: OperationPosition | None = None
+) -> Op[list[OperationEntry]]:
     q = statements(s.kind, s.table)
-    return (yield from _entries(s, _listed(q.listing_all, q.listing_scope, scope, limit), limit))
+    if after is None:
+        listed = _listed(q.listing_all, q.listing_scope, scope, limit)
+    else:
+        listed = _listed(q.listing_all_after, q.listing_scope_after, scope, limit)
+        position = {"after_at": after.started_at, "after_scope": after.scope}
+        listed = Stmt(listed.sql, {**(listed.params or {}), **position, "after_key": after.key})
+    return (yield from _entries(s, listed, limit))
 
 
 def _entries(s: Statements, listed: Stmt, limit: int) -> Op[list[OperationEntry]]:

@@ -103,6 +103,7 @@ class Queries:
             f"WHERE updated_at >= :since AND {rec} GROUP BY b, status"
         )
         self._mysql = s.mysql
+        self._sqlite = s.kind == "sqlite"
         self._pages: dict[tuple[bool, str | None], Sql] = {}
         self.with_request_id = Sql(
             f"{self._listing} AND request_id = :request_id ORDER BY scope, {k} LIMIT :limit"
@@ -206,6 +207,11 @@ class Queries:
         if status is not None and status not in STATUSES:
             raise ValueError(f"no status {status!r}")
         where = "" if status is None else f" AND status = '{status}'"
+        if query.by_lease and self._sqlite:
+            # SQLite reads a partial index only for a query that writes out its predicate:
+            # the leased statuses are unresolved, and ``_unresolved`` (schema version 3) holds
+            # them by (status, lease_until).
+            where += f" AND {UNRESOLVED}"
         if query.by_lease:
             after = self._after(
                 ("coalesce(lease_until, 0)", "scope", k), (":lease", ":scope", ":key")

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+from mideng.core.audit import AuditEntry, AuditRow
 from mideng.core.record import (
     Claim,
     ClaimRequest,
@@ -75,6 +76,36 @@ def _ok(reply: Any) -> None:
 def _time(reply: Any) -> float:
     seconds, micros = reply
     return int(seconds) + int(micros) / 1e6
+
+
+def _audit_rows(reply: Any) -> list[AuditRow]:
+    rows = []
+    for raw, values in reply:
+        ident = raw.decode() if isinstance(raw, bytes) else str(raw)
+        # A flat list of names and values; redis-py's cluster client hands a dict.
+        pairs = (
+            values.items()
+            if isinstance(values, dict)
+            else zip(values[::2], values[1::2], strict=True)
+        )
+        got = {_str(name): _str(value) for name, value in pairs}
+        at = int(ident.split("-", 1)[0]) / 1000
+        rows.append(
+            AuditRow(
+                ident,
+                at,
+                got.get("operator", ""),
+                got.get("action", ""),
+                got.get("target", ""),
+                got.get("before", ""),
+                got.get("after", ""),
+            )
+        )
+    return rows
+
+
+def _str(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _escape(scope: str) -> str:
@@ -259,6 +290,29 @@ class Commands:
     def now(self) -> Command[float]:
         """The server's clock (TIME: seconds and microseconds), the one its scripts use."""
         return Command(("TIME",), _time)
+
+    @property
+    def audit(self) -> str:
+        """The audit stream: no record's name, each of which has a hash tag."""
+        return f"{self.prefix}:audit"
+
+    def add_audit(self, entry: AuditEntry) -> Command[None]:
+        fields = (
+            ("operator", entry.operator),
+            ("action", entry.action),
+            ("target", entry.target),
+            ("before", entry.before),
+            ("after", entry.after),
+        )
+        return Command(("XADD", self.audit, "*", *(v for pair in fields for v in pair)), _ok)
+
+    def audit_rows(self, before: str | None, count: int) -> Command[list[AuditRow]]:
+        """The ``count`` entries before the stream id ``before`` (None: the newest), newest
+        first; the time of each is its id's (the server's clock when it was added)."""
+        return Command(
+            ("XREVRANGE", self.audit, "+" if before is None else f"({before}", "-", "COUNT", count),
+            _audit_rows,
+        )
 
     def forget(self, scope: str, key: str) -> Command[bool]:
         return Command(("DEL", self.key(scope, key)), bool)

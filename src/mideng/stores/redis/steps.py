@@ -19,7 +19,16 @@ from mideng.core.record import Record, Status
 from mideng.stores.redis.commands import Command, Commands
 from mideng.stores.redis.rows import NAMES, row
 from mideng.stores.redis.survey import every_name, read_each
-from mideng.stores.steps import ARGUMENTS, Finished, OperationEntry, StepStore, step_lost
+from mideng.stores.steps import (
+    ARGUMENTS,
+    Finished,
+    OperationEntry,
+    OperationPosition,
+    StepStore,
+    order_of,
+    page_of,
+    step_lost,
+)
 
 
 def _entry(value: bytes) -> tuple[float, str, bytes]:
@@ -92,7 +101,7 @@ class StepCommands:
             if entry.arguments is None and done:
                 entry.started_at = min(done)[0]
             found.append(entry)
-        return sorted(found, key=lambda e: e.started_at)[:limit]
+        return sorted(found, key=order_of)[:limit]
 
     def running(
         self, names: list[bytes], records: list[Any], scope: str | None, limit: int
@@ -141,8 +150,10 @@ class RedisSteps(StepStore):
     def clear_steps(self, scope: str, key: str) -> None:
         self._run(self.steps.clear(scope, key))
 
-    def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return effects.run(self._operations(self._client(), scope, limit))
+    def operations(
+        self, scope: str | None = None, limit: int = 100, after: OperationPosition | None = None
+    ) -> list[OperationEntry]:
+        return effects.run(self._operations(self._client(), scope, limit, after))
 
     def operation(self, scope: str, key: str) -> OperationEntry | None:
         return effects.run(self._operation(self._client(), scope, key))
@@ -167,8 +178,11 @@ class RedisSteps(StepStore):
     async def aclear_steps(self, scope: str, key: str) -> None:
         await self._arun(self.steps.clear(scope, key))
 
-    async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return await effects.arun(self._operations(await self._aclient(), scope, limit))
+    async def aoperations(
+        self, scope: str | None = None, limit: int = 100, after: OperationPosition | None = None
+    ) -> list[OperationEntry]:
+        client = await self._aclient()
+        return await effects.arun(self._operations(client, scope, limit, after))
 
     async def aoperation(self, scope: str, key: str) -> OperationEntry | None:
         return await effects.arun(self._operation(await self._aclient(), scope, key))
@@ -178,13 +192,15 @@ class RedisSteps(StepStore):
 
     # -- the views, each a SCAN and pipelined reads, written once ----------------------------
     def _operations(
-        self, client: Any, scope: str | None, limit: int
+        self, client: Any, scope: str | None, limit: int, after: OperationPosition | None
     ) -> Effects[list[OperationEntry]]:
         try:
             names = yield from every_name(client, self.steps.hashes.pattern(scope))
         except self._errors as exc:
             raise self._unavailable(exc) from exc
-        return (yield from self._entries(client, names, limit))
+        # Every operation is read (a SCAN has no order): the page is chosen among them.
+        found = yield from self._entries(client, names, len(names))
+        return page_of(found, after, limit)
 
     def _operation(self, client: Any, scope: str, key: str) -> Effects[OperationEntry | None]:
         name = self.steps.hashes.key(scope, key).encode()

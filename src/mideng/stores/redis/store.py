@@ -19,10 +19,12 @@ import threading
 from typing import Any, TypeVar, overload
 
 from mideng.core import effects
+from mideng.core.audit import AuditEntry, AuditQuery, AuditRow
 from mideng.core.effects import Effects, either
 from mideng.core.event_loop import running_loop
 from mideng.core.record import Claim, ClaimRequest, Record, Resolution, Ticket
 from mideng.errors import ConfigurationError, StoreUnavailableError
+from mideng.stores.audit import AuditStore, audited
 from mideng.stores.base import Store
 from mideng.stores.redis.batch import RedisBatch
 from mideng.stores.redis.commands import Command, Commands, stuck
@@ -35,9 +37,11 @@ from mideng.stores.redis.survey import RedisSurvey, every_name, read_each
 from mideng.stores.registry import in_front, require
 
 T = TypeVar("T")
+#: Stream entries one read of the audit takes (a page with a filter may read several).
+AUDIT_BATCH = 200
 
 
-class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
+class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey, AuditStore):
     """Standalone Redis, Redis Cluster or a Sentinel-managed master, sync and asyncio."""
 
     self_expiring = True
@@ -248,7 +252,16 @@ class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
         return self._run(self.commands.now())
 
     def resolve(self, scope: str, key: str, how: Resolution) -> Record:
-        return self._run(self.commands.resolve(scope, key, how))
+        done = self._run(self.commands.resolve(scope, key, how))
+        if how.audit is not None:  # after the script: the stream is in another slot
+            self._run(self.commands.add_audit(audited(how, done)))
+        return done
+
+    def add_audit(self, entry: AuditEntry) -> None:
+        self._run(self.commands.add_audit(entry))
+
+    def audit_rows(self, query: AuditQuery) -> list[AuditRow]:
+        return effects.run(self._audit_rows(query))
 
     def put(self, record: Record) -> bool:
         """Store a copy of a finished record as it is (the hybrid store's fast path).
@@ -320,7 +333,30 @@ class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
         return await self._arun(self.commands.now())
 
     async def aresolve(self, scope: str, key: str, how: Resolution) -> Record:
-        return await self._arun(self.commands.resolve(scope, key, how))
+        done = await self._arun(self.commands.resolve(scope, key, how))
+        if how.audit is not None:
+            await self._arun(self.commands.add_audit(audited(how, done)))
+        return done
+
+    async def aadd_audit(self, entry: AuditEntry) -> None:
+        await self._arun(self.commands.add_audit(entry))
+
+    async def aaudit_rows(self, query: AuditQuery) -> list[AuditRow]:
+        return await effects.arun(self._audit_rows(query))
+
+    def _audit_rows(self, query: AuditQuery) -> Effects[list[AuditRow]]:
+        """A page of the stream: read in batches and filtered here, until the page is full or
+        the stream ends."""
+        found: list[AuditRow] = []
+        before = query.before
+        while len(found) < query.limit:
+            command = self.commands.audit_rows(before, AUDIT_BATCH)
+            batch = yield effects.call(self._run, self._arun, command)
+            found.extend(row for row in batch if query.takes(row))
+            if len(batch) < AUDIT_BATCH:
+                break
+            before = batch[-1].id
+        return found[: query.limit]
 
     async def aput(self, record: Record) -> bool:
         return await self._arun(self.commands.put(record))

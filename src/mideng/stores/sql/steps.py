@@ -13,7 +13,7 @@ from mideng.stores.record_table.steps import (
     running,
 )
 from mideng.stores.sql.execute import AsyncExecutor, Executor
-from mideng.stores.steps import Finished, OperationEntry, StepStore
+from mideng.stores.steps import Finished, OperationEntry, OperationPosition, StepStore
 
 
 class SQLSteps(StepStore):
@@ -35,8 +35,10 @@ class SQLSteps(StepStore):
     def clear_steps(self, scope: str, key: str) -> None:
         self.executor.drive(clear_steps, scope, key)
 
-    def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return self.executor.drive(operations, scope, limit)
+    def operations(
+        self, scope: str | None = None, limit: int = 100, after: OperationPosition | None = None
+    ) -> list[OperationEntry]:
+        return self.executor.drive(operations, scope, limit, after)
 
     def operation(self, scope: str, key: str) -> OperationEntry | None:
         return self.executor.drive(operation, scope, key)
@@ -57,8 +59,10 @@ class SQLSteps(StepStore):
     async def aclear_steps(self, scope: str, key: str) -> None:
         await self.aexecutor.drive(clear_steps, scope, key)
 
-    async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return await self.aexecutor.drive(operations, scope, limit)
+    async def aoperations(
+        self, scope: str | None = None, limit: int = 100, after: OperationPosition | None = None
+    ) -> list[OperationEntry]:
+        return await self.aexecutor.drive(operations, scope, limit, after)
 
     async def aoperation(self, scope: str, key: str) -> OperationEntry | None:
         return await self.aexecutor.drive(operation, scope, key)

@@ -18,20 +18,24 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
+from mideng.core.audit import AuditEntry, AuditQuery, AuditRow
 from mideng.core.event_loop import to_thread
 from mideng.core.record import ACQUIRED, Claim, ClaimRequest, Record, Resolution, Ticket
 from mideng.db.statements import Op
 from mideng.errors import ConfigurationError
 from mideng.schema.apply import Applied, Need, command, migrate, on_engine
 from mideng.schema.tables import TableSet, records
+
+# The operations, each named as the method that runs it.
+from mideng.stores.audit import AuditStore
 from mideng.stores.base import Store
 from mideng.stores.batch import BatchStore, Completed, Completion, distinct
 from mideng.stores.record_table import RecordTable
 from mideng.stores.record_table.claims import ClaimOrder, HeldClaims
-
-# The operations, each named as the method that runs it.
 from mideng.stores.record_table.ops import (
     Sweep,
+    add_audit,
+    audit_rows,
     complete,
     fail,
     forget,
@@ -64,7 +68,7 @@ _NUMBERS: dict[str, Callable[[str], Any]] = {
 _FLAGS = ("create_schema", "auto_upgrade", "returning", "pool_pre_ping", "read_first")
 
 
-class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
+class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey, AuditStore):
     """The record table in PostgreSQL or MySQL/MariaDB.
 
     ``table``: the record table's name. ``pool_size`` / ``max_overflow`` / ``pool_timeout``:
@@ -238,6 +242,12 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
     def resolve(self, scope: str, key: str, how: Resolution) -> Record:
         return self.executor.drive(resolve, scope, key, how)
 
+    def add_audit(self, entry: AuditEntry) -> None:
+        self.executor.drive(add_audit, entry)
+
+    def audit_rows(self, query: AuditQuery) -> list[AuditRow]:
+        return self.executor.drive(audit_rows, query)
+
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self.executor.drive(unresolved, scope, limit)
 
@@ -300,6 +310,12 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
 
     async def aresolve(self, scope: str, key: str, how: Resolution) -> Record:
         return await self.aexecutor.drive(resolve, scope, key, how)
+
+    async def aadd_audit(self, entry: AuditEntry) -> None:
+        await self.aexecutor.drive(add_audit, entry)
+
+    async def aaudit_rows(self, query: AuditQuery) -> list[AuditRow]:
+        return await self.aexecutor.drive(audit_rows, query)
 
     async def aunresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return await self.aexecutor.drive(unresolved, scope, limit)

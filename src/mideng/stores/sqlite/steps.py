@@ -18,7 +18,7 @@ from mideng.stores.record_table.steps import (
     running,
 )
 from mideng.stores.sqlite.statements import SQLiteStatements
-from mideng.stores.steps import Finished, OperationEntry, StepStore
+from mideng.stores.steps import Finished, OperationEntry, OperationPosition, StepStore
 
 
 class SQLiteSteps(StepStore):
@@ -45,8 +45,10 @@ class SQLiteSteps(StepStore):
     def clear_steps(self, scope: str, key: str) -> None:
         self._drive(clear_steps(self.statements, scope, key))
 
-    def operations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return self._drive(operations(self.statements, scope, limit))
+    def operations(
+        self, scope: str | None = None, limit: int = 100, after: OperationPosition | None = None
+    ) -> list[OperationEntry]:
+        return self._drive(operations(self.statements, scope, limit, after))
 
     def operation(self, scope: str, key: str) -> OperationEntry | None:
         return self._drive(operation(self.statements, scope, key))
@@ -67,8 +69,10 @@ class SQLiteSteps(StepStore):
     async def aclear_steps(self, scope: str, key: str) -> None:
         await to_thread(self.clear_steps, scope, key)
 
-    async def aoperations(self, scope: str | None = None, limit: int = 100) -> list[OperationEntry]:
-        return await to_thread(self.operations, scope, limit)
+    async def aoperations(
+        self, scope: str | None = None, limit: int = 100, after: OperationPosition | None = None
+    ) -> list[OperationEntry]:
+        return await to_thread(self.operations, scope, limit, after)
 
     async def aoperation(self, scope: str, key: str) -> OperationEntry | None:
         return await to_thread(self.operation, scope, key)

@@ -48,6 +48,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from mideng.core import decide as rules
+from mideng.core.audit import AuditEntry, AuditQuery, AuditRow
 from mideng.core.event_loop import running_loop, to_thread
 from mideng.core.process import Process
 from mideng.core.record import (
@@ -66,6 +67,7 @@ from mideng.observability import logs
 from mideng.schema.apply import command as migrate_command
 from mideng.schema.apply import ensure
 from mideng.schema.tables import records as record_tables
+from mideng.stores.audit import AuditStore
 from mideng.stores.base import Step, T
 from mideng.stores.batch import Completion, LocalBatch
 from mideng.stores.record_table import ops
@@ -115,7 +117,7 @@ def waited(exc: StoreUnavailableError) -> bool:
 _WAIT: Any = object()
 
 
-class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
+class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey, AuditStore):
     def __init__(
         self,
         path: str,
@@ -462,6 +464,18 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey):
 
     def resolve(self, scope: str, key: str, how: Resolution) -> Record:
         return self._drive(ops.resolve(self.statements, scope, key, how))
+
+    def add_audit(self, entry: AuditEntry) -> None:
+        self._drive(ops.add_audit(self.statements, entry))
+
+    async def aadd_audit(self, entry: AuditEntry) -> None:
+        await self._offload(self.add_audit, entry)
+
+    def audit_rows(self, query: AuditQuery) -> list[AuditRow]:
+        return self._drive(ops.audit_rows(self.statements, query))
+
+    async def aaudit_rows(self, query: AuditQuery) -> list[AuditRow]:
+        return await self._offload(self.audit_rows, query)
 
     def unresolved(self, scope: str | None = None, limit: int = 100) -> list[Record]:
         return self._drive(ops.unresolved(self.statements, scope, limit))
