@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import time
 from collections.abc import Callable
@@ -43,13 +44,17 @@ def serve(
     once: bool,
     say: Say,
     progress: float = PROGRESS_EVERY,
+    verbose: bool = False,
     **options: Any,
 ) -> int:
     """Run a relay (``options``: ``Relay``'s) until a signal, or ``once``; the exit code:
     ``once`` gives 1 when a row is left undelivered. A long-running relay logs its start, a
-    progress line every ``progress`` seconds (0: none) and its stop, at INFO."""
+    progress line every ``progress`` seconds (0: none) and its stop, at INFO; ``verbose``
+    adds a DEBUG line per batch (mideng.outbox's logger set to DEBUG)."""
     if not progress >= 0:
         raise Refused(f"progress must be seconds >= 0: {progress}")
+    if verbose:
+        logs.outbox_log.setLevel(logging.DEBUG)
     try:
         worker = Relay(db_url, broker_url, **options)
     except IdempotencyError as exc:
