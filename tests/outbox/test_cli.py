@@ -5,6 +5,7 @@ shows each batch."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import subprocess
 import sys
@@ -310,3 +311,13 @@ def test_a_relay_that_takes_over_a_killed_relays_keys_says_so_and_v_shows_each_b
     assert again.stdout.startswith("published 1, failed 0, dead 0")
     assert "took over" not in again.stderr
     assert "outbox relay batch" not in again.stderr
+
+
+def test_v_leaves_the_callers_logging_as_it_was(tmp_path: Path, broker_names: BrokerNames) -> None:
+    # In one process (a test, an embedding program) -v is for that run only.
+    url = _shop(tmp_path, broker_names.redis_stream().stream, 2)
+    outbox_log = logging.getLogger("mideng.outbox")
+    before = outbox_log.level
+    result = CliRunner().invoke(main, ["relay", "--db", url, "--broker", REDIS_URL, "--once", "-v"])
+    assert result.exit_code == 0, result.output
+    assert outbox_log.level == before
