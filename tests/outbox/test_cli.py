@@ -1,9 +1,11 @@
 """``mideng relay``: --once publishes everything committed and exits 0; bad URLs are usage
-errors that publish nothing."""
+errors that publish nothing; a relay that takes over a killed relay's keys says so, and -v
+shows each batch."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import subprocess
 import sys
@@ -18,7 +20,7 @@ from sqlalchemy import create_engine, text
 from mideng.cli import main
 from mideng.outbox import Outbox
 from tests.brokers import AMQP_URL, BrokerNames, spare_port
-from tests.outbox.conftest import declare_queue
+from tests.outbox.conftest import Db, declare_queue
 from tests.outbox.relay_proc import spawn
 from tests.services import REDIS_URL
 
@@ -242,3 +244,80 @@ async def _drained(queue: str) -> list[bytes]:
             await message.ack()
             bodies.append(message.body)
         return bodies
+
+
+def _relay_once(db: Db, *more: str) -> subprocess.CompletedProcess[str]:
+    args = ["relay", "--db", db.url, "--broker", REDIS_URL, "--table", db.table, "--once"]
+    return subprocess.run(
+        [sys.executable, "-m", "mideng", *args, *more],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_relay_that_takes_over_a_killed_relays_keys_says_so_and_v_shows_each_batch(
+    db: Db, tmp_path: Path, broker_names: BrokerNames
+) -> None:
+    stream = broker_names.redis_stream().stream
+    with db.engine.begin() as connection:
+        for n in range(6):
+            db.outbox.add(connection, stream, {"n": n}, key=f"order:{n % 3}")
+        for n in range(2):
+            db.outbox.add(connection, stream, {"n": n})
+    log = tmp_path / "killed.log"
+    killed = spawn(db.url, REDIS_URL, db.table, log, lease=1.0, delay=0.5)
+    try:
+        deadline = time.monotonic() + 30
+        while not log.read_text():  # in the middle of its batch: every key and row claimed
+            assert time.monotonic() < deadline, "the relay never published"
+            time.sleep(0.02)
+    finally:
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(10)
+    with db.engine.connect() as connection:
+        holders = connection.execute(
+            text(f"SELECT DISTINCT claimed_by FROM {db.table}_keys WHERE claimed_by IS NOT NULL")
+        ).all()
+        until = connection.execute(
+            text(f"SELECT MAX(claimed_until) FROM {db.table}_keys")
+        ).scalar_one()
+    assert len(holders) == 1, holders  # one claim took the three keys
+    while time.time() <= until:  # the killed relay's lease lapses
+        time.sleep(0.05)
+
+    taken = _relay_once(db, "-v")
+    assert taken.returncode == 0, taken.stderr
+    assert taken.stdout.startswith("published 8, failed 0, dead 0")
+    said = taken.stderr.splitlines()
+    (line,) = [each for each in said if "took over" in each]
+    assert "WARNING" in line
+    assert line.endswith(
+        "outbox relay took over 3 keys and 2 unkeyed rows from a relay whose lease lapsed "
+        f"(its claim {holders[0][0]})"
+    )
+    batches = [each.split("batch: ")[1] for each in said if "outbox relay batch: " in each]
+    assert batches, taken.stderr
+    assert all(" DEBUG " in each for each in said if "outbox relay batch: " in each)
+    assert sum(int(each.split(" rows claimed")[0]) for each in batches) == 8
+    assert batches[0].startswith("8 rows claimed, 8 published, 0 failed; 3 of 3 keys written")
+
+    # Keys a relay let go are no take-over; without -v no batch line.
+    with db.engine.begin() as connection:
+        db.outbox.add(connection, stream, {"n": 6}, key="order:0")
+    again = _relay_once(db)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("published 1, failed 0, dead 0")
+    assert "took over" not in again.stderr
+    assert "outbox relay batch" not in again.stderr
+
+
+def test_v_leaves_the_callers_logging_as_it_was(tmp_path: Path, broker_names: BrokerNames) -> None:
+    # In one process (a test, an embedding program) -v is for that run only.
+    url = _shop(tmp_path, broker_names.redis_stream().stream, 2)
+    outbox_log = logging.getLogger("mideng.outbox")
+    before = outbox_log.level
+    result = CliRunner().invoke(main, ["relay", "--db", url, "--broker", REDIS_URL, "--once", "-v"])
+    assert result.exit_code == 0, result.output
+    assert outbox_log.level == before

@@ -3,10 +3,10 @@
 A payment platform times out on the order service's callback and retries it: three callbacks
 at once and a late one reach a real HTTP server on a loopback port. The order goes UNPAID ->
 PAID with its event in the outbox, the relay publishes it, the stock consumer takes the stock
-and calls the notification (SMS, coupon, points), whose worker is SIGKILLed between the SMS and
-the coupon, so the message comes again and the operation is taken over; the nightly settlement
-starts on two instances. The same shop without mideng runs beside it. The play is
-``mideng.demo.story``; this prints it.
+and the notifier's OperationConsumer runs the notification (SMS, coupon, points), whose worker
+is SIGKILLed between the SMS and the coupon, so the message comes again and the operation is
+taken over; the nightly settlement starts on two instances. The same shop without mideng runs
+beside it. The play is ``mideng.demo.story``; this prints it.
 
 By default it needs no server: the embedded SQLite store and the in-process broker
 (``memory://``); the killed worker is a child process. ``--store`` and ``--broker`` run it on

@@ -47,6 +47,9 @@ from mideng.cli.options import db_option
     show_default=True,
     help="Seconds between progress lines of a long-running relay (0: none).",
 )
+@click.option(
+    "-v", "--verbose", is_flag=True, help="A DEBUG line per batch: rows, outcomes, time taken."
+)
 def relay(
     db_url: str,
     broker_url: str,
@@ -58,6 +61,7 @@ def relay(
     max_attempts: int,
     poll: float,
     progress: float,
+    verbose: bool,
 ) -> None:
     """Publish committed outbox rows to a broker, in order per key. SIGTERM or Ctrl-C finishes
     the batches in flight (published and written back), then exits. A long-running relay logs
@@ -78,6 +82,7 @@ def relay(
             max_attempts=max_attempts,
             poll=poll,
             progress=progress,
+            verbose=verbose,
         )
     except service.Refused as exc:
         raise click.UsageError(str(exc)) from exc

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, func, insert, s
 from sqlalchemy.engine import Connection, Engine
 
 from mideng import Guard
+from mideng.messaging import Message, OperationConsumer
 from mideng.state import Applied, StateMachine, decrement
 
 ORDER_ID = 1001
@@ -170,12 +171,21 @@ def notify_plainly(gateways: Gateways, event: dict[str, Any]) -> None:
     gateways.add_points(event["user_id"], POINTS)
 
 
+def order_key(message: Message) -> str:
+    """The notification's key: the order the event is for."""
+    return str(json.loads(message.body)["order_id"])
+
+
 class Notification:
-    """The notification on mideng: one operation, each effect a step, so a run that died
+    """The notification on mideng: one operation, each effect a step, run by an
+    OperationConsumer (``consumer``) once per event, so a delivery after a run that died
     resumes after the last step that finished. Its lease is short: a dead worker's run is
     taken over within ``LEASE`` seconds."""
 
     LEASE = 2.0
+    #: Runs of one event's notification that failed (a kill is no failure) before its message
+    #: is dead-lettered.
+    MAX_ATTEMPTS = 5
 
     def __init__(self, guard: Guard, gateways: Gateways) -> None:
         @guard.step("send_sms")
@@ -203,11 +213,20 @@ class Notification:
             add_points(user_id, POINTS)
             return "notified"
 
-        self._notify = notify_paid
+        # Its record counts the event's runs: a consumer's operation keeps its failures.
+        guard.configure_scope("notify_paid", on_error="retry", max_attempts=self.MAX_ATTEMPTS)
+        self.consumer = OperationConsumer(
+            guard,
+            notify_paid,
+            arguments=lambda message: _notified(json.loads(message.body)),
+            key=order_key,
+            retry_delay=0.2,
+            in_flight_delay=0.5,
+        )
 
-    def __call__(self, event: dict[str, Any]) -> str:
-        answer: str = self._notify(event["order_id"], event["user_id"])
-        return answer
+
+def _notified(event: dict[str, Any]) -> dict[str, Any]:
+    return {"order_id": event["order_id"], "user_id": event["user_id"]}
 
 
 def paid_event(order_id: int) -> dict[str, Any]:
@@ -274,14 +293,16 @@ class Guarded:
         self.engine, self.tables, self.overlap, self.outbox = engine, tables, overlap, outbox
         self.gateways = Gateways(engine, tables)
 
-    def pay_notify(self, body: bytes, destination: str) -> tuple[int, dict[str, Any]]:
+    def pay_notify(self, body: bytes, destinations: Sequence[str]) -> tuple[int, dict[str, Any]]:
         order_id = json.loads(body)["order_id"]
         self.overlap()
         with self.engine.begin() as conn:
             moved = ORDER_FLOW.advance(conn, self.tables.orders, {"id": order_id}, "PAID")
             if isinstance(moved, Applied):
                 # Written with the transition: published by the relay once both committed.
-                self.outbox.add(conn, destination, paid_event(order_id), key=f"order:{order_id}")
+                for destination in destinations:
+                    event = paid_event(order_id)
+                    self.outbox.add(conn, destination, event, key=f"order:{order_id}")
             elif not moved.ok:
                 return 409, {"result": "fail", "reason": str(moved)}
         return 200, {"result": "success"}

@@ -4,10 +4,11 @@
    to a real HTTP server on a loopback port (WSGI, behind mideng's middleware).
 2. Outbox: the callback moves order 1001 UNPAID -> PAID with the state machine and writes
    its event to the outbox in the same transaction; the relay publishes what committed.
-3. Broker and consumer: the stock consumer takes one unit in its record's transaction. Its
-   notification (an operation: SMS, coupon, points) is called after that commit; its first
-   worker, a process of its own, is SIGKILLed between the SMS and the coupon, the message
-   goes back, and a redelivery takes the operation over once the dead worker's lease lapsed.
+3. Broker and consumers: the event goes to two lanes. The stock consumer takes one unit in
+   its record's transaction. The notifier, an OperationConsumer, runs the notification (an
+   operation: SMS, coupon, points) once per event; its first delivery's worker, a process of
+   its own, is SIGKILLed between the SMS and the coupon, the message goes back, and a
+   redelivery takes the operation over once the dead worker's lease lapsed.
 4. Job: the nightly settlement is started on two instances at once.
 
 Without mideng the same story runs on tables of its own: a callback that reads "already
@@ -49,11 +50,16 @@ from mideng.demo.shop import (
     Plain,
     Tables,
 )
-from mideng.demo.worker import WorkerFailed, WorkerKilled, killed_between_sms_and_coupon
-from mideng.errors import ConfigurationError, InProgressError
+from mideng.demo.worker import (
+    WorkerFailed,
+    WorkerKilled,
+    killed_between_sms_and_coupon,
+    message_spec,
+)
+from mideng.errors import ConfigurationError
 from mideng.http.wsgi import IdempotencyMiddleware
 from mideng.jobs import JobContext, Jobs, Outcome, run_slot
-from mideng.messaging import Ack, IdempotentConsumer, Message, Retry, Verdict
+from mideng.messaging import Ack, IdempotentConsumer, Message, OperationConsumer, Retry, Verdict
 from mideng.messaging.brokers import adapter
 from mideng.messaging.publish import open_publisher, outgoing
 from mideng.outbox import Outbox, Relay
@@ -190,38 +196,79 @@ def _wsgi(handle: Callable[[bytes], tuple[int, dict[str, Any]]], runs: list[int]
     return app
 
 
-class NotifyingConsumer:
-    """The stock consumer, then the notification once its transaction committed.
+class CountingConsumer:
+    """The stock consumer, counted: what arrived, what ran, what it deduplicated."""
 
-    The notification is called after the stock consumer's verdict, for a message it ran now
-    or one it had run before (a redelivery after the notifier's worker died); the operation
-    resumes where it stopped, so calling it again is how it is finished. If it fails, the
-    message goes back to the broker to come again."""
-
-    def __init__(self, stock: IdempotentConsumer, notify: Callable[[dict[str, Any]], Any]) -> None:
-        self.stock, self.notify = stock, notify
+    def __init__(self, stock: IdempotentConsumer) -> None:
+        self.stock = stock
         # What an adapter reads of a consumer.
         self.policy, self.engine = stock.policy, stock.engine
-        self.delivered = self.ran = self.deduplicated = self.notified = self.held = 0
+        self.delivered = self.ran = self.deduplicated = 0
 
     async def handle(self, message: Message) -> Verdict:
         self.delivered += 1
         verdict = await self.stock.handle(message)
-        if not isinstance(verdict, Ack):
-            return verdict
-        if verdict.ran:
-            self.ran += 1
-        else:
-            self.deduplicated += 1
+        if isinstance(verdict, Ack):
+            if verdict.ran:
+                self.ran += 1
+            else:
+                self.deduplicated += 1
+        return verdict
+
+    async def handle_batch(self, messages: Sequence[Message]) -> list[Verdict]:
+        return [await self.handle(m) for m in messages]
+
+
+class FirstWorker:
+    """The notifier's first delivery goes to a worker process of its own, SIGKILLed between
+    the SMS and the coupon (``mideng.demo.worker``); ``spec`` is what it runs on."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.killed: int | None = None
+        self.failed: WorkerFailed | None = None
+
+    def died(self, delivery: dict[str, Any]) -> bool:
+        """Whether ``delivery`` (its ``event`` or ``message``) was the first, handled by the
+        worker that was killed; a worker that did not die as it should raises WorkerFailed
+        (the story cannot go on: _consume_until ends it)."""
+        if self.killed is not None:
+            return False
         try:
-            await asyncio.to_thread(self.notify, json.loads(message.body))
-        except InProgressError:
-            # The dead worker's claim, until its lease lapses: the message comes back then.
-            self.held += 1
-            return Retry(0.5, "the notification is held by a worker that stopped renewing")
-        except Exception as exc:
-            return Retry(0.2, f"the notification failed: {exc}")
-        self.notified += 1
+            self.killed = killed_between_sms_and_coupon({**self.spec, **delivery})
+        except WorkerFailed as exc:
+            self.failed = exc
+            raise
+        return True
+
+
+class NotifyingConsumer:
+    """The notifier's consumer: mideng's OperationConsumer, one operation record per event.
+
+    Its first delivery is handled by a worker process that dies (kill -9) between the SMS and
+    the coupon; the message goes back to the broker, as when a consumer dies holding it. The
+    redeliveries are handled here by the same OperationConsumer: held while the dead worker's
+    lease runs, then taken over, resumed after the SMS step."""
+
+    def __init__(self, consumer: OperationConsumer, worker: FirstWorker) -> None:
+        self.consumer, self.worker = consumer, worker
+        # What an adapter reads of a consumer.
+        self.policy, self.engine = consumer.policy, consumer.engine
+        self.delivered = self.held = self.notified = 0
+
+    async def handle(self, message: Message) -> Verdict:
+        self.delivered += 1
+        try:
+            died = await asyncio.to_thread(self.worker.died, {"message": message_spec(message)})
+        except WorkerFailed as exc:
+            return Retry(0.2, str(exc))
+        if died:
+            return Retry(0.2, f"worker {self.worker.killed} was SIGKILLed mid-notification")
+        verdict = await self.consumer.handle(message)
+        if isinstance(verdict, Ack):
+            self.notified += 1
+        elif isinstance(verdict, Retry):
+            self.held += 1  # the dead worker's claim, until its lease lapses
         return verdict
 
     async def handle_batch(self, messages: Sequence[Message]) -> list[Verdict]:
@@ -229,25 +276,15 @@ class NotifyingConsumer:
 
 
 class Notifier:
-    """The notification as a consumer's handler calls it, after the stock's commit: the
-    first call's worker is a process of its own, killed with SIGKILL between the SMS and the
-    coupon (``mideng.demo.worker``); every later call runs it here."""
+    """The notification without mideng as its consumer calls it: the first call runs in the
+    worker that is killed, every later call here."""
 
-    def __init__(self, spec: dict[str, Any], here: Callable[[dict[str, Any]], Any]) -> None:
-        self.spec, self.here = spec, here
-        self.calls = 0
-        self.killed: int | None = None
-        self.failed: WorkerFailed | None = None
+    def __init__(self, worker: FirstWorker, here: Callable[[dict[str, Any]], Any]) -> None:
+        self.worker, self.here = worker, here
 
     def __call__(self, event: dict[str, Any]) -> Any:
-        self.calls += 1
-        if self.killed is None:
-            try:
-                self.killed = killed_between_sms_and_coupon({**self.spec, "event": event})
-            except WorkerFailed as exc:
-                self.failed = exc  # the story cannot go on: _consume_until ends it
-                raise
-            raise WorkerKilled(f"worker {self.killed} was SIGKILLed between the SMS and the coupon")
+        if self.worker.died({"event": event}):
+            raise WorkerKilled(f"worker {self.worker.killed} was SIGKILLed mid-notification")
         return self.here(event)
 
 
@@ -278,8 +315,10 @@ async def _consume_until(
     broker: str,
     url: str,
     done: Callable[[], bool],
-    notifiers: Sequence[Notifier],
+    workers: Sequence[FirstWorker],
+    stores: Sequence[Store],
 ) -> None:
+    """Consume until ``done()``; ``stores`` are closed as the consumers stop, on their loop."""
     consume = adapter(broker)
     stop = asyncio.Event()
     tasks = [
@@ -293,9 +332,9 @@ async def _consume_until(
                 if task.done():
                     await task  # it died: its error
                     raise StoryFailed("a consumer stopped before the story ended")
-            for notifier in notifiers:
-                if notifier.failed is not None:
-                    raise StoryFailed(str(notifier.failed))
+            for worker in workers:
+                if worker.failed is not None:
+                    raise StoryFailed(str(worker.failed))
             if time.monotonic() > deadline:
                 raise StoryFailed(
                     f"the consumers did not settle the story in {SETTLE_TIMEOUT:.0f} s"
@@ -303,7 +342,11 @@ async def _consume_until(
             await asyncio.sleep(0.05)
     finally:
         stop.set()
-        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
+        try:
+            await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
+        finally:
+            for store in stores:
+                await store.aclose()
 
 
 def _publisher(url: str, destination: str) -> Callable[[bytes], None]:
@@ -369,7 +412,7 @@ def run(
     )
     engine = sync_engine(shop_url)
     prefix = f"demo_{suffix}_"
-    lanes = {"stock": lane(broker, suffix, "stock"), "plain": lane(broker, suffix, "plain")}
+    lanes = {name: lane(broker, suffix, name) for name in ("stock", "notify", "plain")}
     try:
 
         def second() -> Store:
@@ -440,9 +483,10 @@ def _play(
     # -- 1. HTTP -------------------------------------------------------------------------------
     guarded_runs: list[int] = []
     plain_runs: list[int] = []
-    stock_lane = lanes["stock"].destination
+    # The paid event goes to each of its consumers' lanes: one outbox row for each.
+    paid_lanes = [lanes["stock"].destination, lanes["notify"].destination]
     guarded_app = IdempotencyMiddleware(
-        _wsgi(lambda body: shop.pay_notify(body, stock_lane), guarded_runs),
+        _wsgi(lambda body: shop.pay_notify(body, paid_lanes), guarded_runs),
         guard=guard,
         in_progress="wait",
         wait_timeout=20,
@@ -488,14 +532,13 @@ def _play(
         )
     )
 
-    # -- 3. broker -> stock consumer -> notification operation --------------------------------
-    notify = Notifier(
-        {"mode": "guarded", "shop": shop_url, "prefix": prefix, **store_spec},
-        Notification(guard, shop.gateways),
-    )
-    plain_notify = Notifier(
-        {"mode": "plain", "shop": shop_url, "prefix": f"{prefix}plain_"}, plain.notify
-    )
+    # -- 3. broker -> stock consumer, notification operation ----------------------------------
+    # The notifier is a service of its own: its own store connection, whose asyncio client
+    # (an OperationConsumer reads its records asynchronously) is closed on the consumers' loop.
+    notifier_store = second()
+    notification = Notification(Guard(notifier_store), shop.gateways)
+    worker = FirstWorker({"mode": "guarded", "shop": shop_url, "prefix": prefix, **store_spec})
+    plain_worker = FirstWorker({"mode": "plain", "shop": shop_url, "prefix": f"{prefix}plain_"})
     stock = IdempotentConsumer(
         Guard(records, lease=5),
         "stock",
@@ -504,24 +547,34 @@ def _play(
         engine=engine,
         retry_delay=0.2,
     )
-    guarded_consumer = NotifyingConsumer(stock, notify)
-    plain_consumer = PlainConsumer(plain, plain_notify, stock.policy)
+    stock_consumer = CountingConsumer(stock)
+    notify_consumer = NotifyingConsumer(notification.consumer, worker)
+    plain_consumer = PlainConsumer(plain, Notifier(plain_worker, plain.notify), stock.policy)
     say(f"Broker: {broker_url.split('://', maxsplit=1)[0]}:// consumers take the stock and notify")
     asyncio.run(
         _consume_until(
-            [(guarded_consumer, lanes["stock"]), (plain_consumer, lanes["plain"])],
+            [
+                (stock_consumer, lanes["stock"]),
+                (notify_consumer, lanes["notify"]),
+                (plain_consumer, lanes["plain"]),
+            ],
             broker,
             broker_url,
-            lambda: guarded_consumer.notified >= 1 and plain_consumer.finished >= plain.published,
-            [notify, plain_notify],
+            lambda: (
+                stock_consumer.ran >= 1
+                and notify_consumer.notified >= 1
+                and plain_consumer.finished >= plain.published
+            ),
+            [worker, plain_worker],
+            [notifier_store],
         )
     )
     story.layers.append(
         Layer(
             "stock consumer",
-            _count(guarded_consumer.delivered, "delivery"),
-            f"stock taken {guarded_consumer.ran}x",
-            _count(guarded_consumer.deduplicated, "redelivery"),
+            _count(stock_consumer.delivered, "delivery"),
+            f"stock taken {stock_consumer.ran}x",
+            _count(stock_consumer.deduplicated, "redelivery"),
             f"{_count(plain_consumer.delivered, 'delivery')}, "
             f"stock taken {plain_consumer.delivered}x",
         )
@@ -530,9 +583,9 @@ def _play(
     story.layers.append(
         Layer(
             "notify operation",
-            f"{_count(notify.calls, 'run')}, 1 killed -9",
+            f"{_count(_runs(guard, notification.consumer.scope), 'run')}, 1 killed -9",
             f"SMS {guarded.sms}, coupon {guarded.coupons}, points {guarded.points // POINTS}",
-            f"resumed after SMS ({_count(guarded_consumer.held, 'wait')})",
+            f"resumed after SMS ({notify_consumer.held} held)",
             f"SMS {unguarded.sms}, coupon {unguarded.coupons}, points {unguarded.points // POINTS}",
         )
     )
@@ -551,6 +604,13 @@ def _play(
     story.guarded = guarded_tables.ledger(engine)
     story.plain = plain_tables.ledger(engine)
     return story
+
+
+def _runs(guard: Guard, scope: str) -> int:
+    """The operation's runs for the order: its record's attempts, each a claim that ran its
+    body (the killed worker's, the take-over)."""
+    record = guard.get(scope, str(ORDER_ID))
+    return record.attempts if record is not None else 0
 
 
 def _count(n: int, what: str) -> str:

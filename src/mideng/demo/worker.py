@@ -2,15 +2,18 @@
 coupon.
 
 ``killed_between_sms_and_coupon`` starts ``python -m mideng.demo.worker`` on the shop's
-database (and, for mideng's shop, on the store), which runs the notification for one event;
-as its call reaches the coupon service it says so on stdout and waits, and the parent kills it
-with SIGKILL there. What it did (the SMS, and on mideng the SMS step's record) is in the
-database; the rest never happened; on mideng its operation's record stays claimed until its
-lease lapses, and the next run takes it over.
+database (and, for mideng's shop, on the store), which handles one delivery: without mideng
+it runs the notification for the event; on mideng it hands the message to the notifier's
+OperationConsumer, as the consumer that received it would. As its call reaches the coupon
+service it says so on stdout and waits, and the parent kills it with SIGKILL there. What it
+did (the SMS, and on mideng the SMS step's record) is in the database; the rest never
+happened; on mideng its operation's record stays claimed until its lease lapses, and the
+delivery after that takes it over.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -21,6 +24,7 @@ from typing import Any
 
 from mideng import Guard, open_store
 from mideng.demo.shop import Gateways, Notification, Tables, notify_plainly
+from mideng.messaging import Message
 from mideng.outbox.engines import sync_engine
 
 #: What the worker prints as its call reaches the coupon service.
@@ -41,8 +45,9 @@ class WorkerKilled(Exception):
 def killed_between_sms_and_coupon(spec: dict[str, Any]) -> int:
     """Run the notification ``spec`` describes in a worker process and SIGKILL it as it
     reaches the coupon service; its pid. ``spec``: ``mode`` (``guarded`` or ``plain``),
-    ``shop`` (the shop's database URL), ``prefix`` (its tables'), ``event``, and for
-    ``guarded`` the ``store`` URL and ``store_options``."""
+    ``shop`` (the shop's database URL), ``prefix`` (its tables'); for ``plain`` the ``event``;
+    for ``guarded`` the ``message`` (``body``, ``id``, ``headers``), the ``store`` URL and
+    ``store_options``."""
     child = subprocess.Popen(
         [sys.executable, "-m", "mideng.demo.worker", json.dumps(spec)],
         stdout=subprocess.PIPE,
@@ -75,7 +80,14 @@ def main(spec: dict[str, Any]) -> None:
         notify_plainly(gateways, spec["event"])
         return
     store = open_store(spec["store"], **spec["store_options"])
-    Notification(Guard(store), gateways)(spec["event"])
+    delivered = spec["message"]
+    message = Message(delivered["body"].encode(), delivered["headers"], delivered["id"])
+    asyncio.run(Notification(Guard(store), gateways).consumer.handle(message))
+
+
+def message_spec(message: Message) -> dict[str, Any]:
+    """What of ``message`` the worker is handed (its body is the event's JSON)."""
+    return {"body": message.body.decode(), "headers": dict(message.headers), "id": message.id}
 
 
 if __name__ == "__main__":

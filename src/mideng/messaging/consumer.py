@@ -72,6 +72,25 @@ class Consumer(Protocol):
     async def handle_batch(self, messages: Sequence[Message]) -> list[Verdict]: ...
 
 
+#: How long messages a consumer gave no verdict for (it raised: the store is down) wait to
+#: come back.
+UNDECIDED_DELAY = 1.0
+
+
+async def decide(consumer: Consumer, messages: Sequence[Message]) -> list[Verdict]:
+    """What an adapter asks of its consumer for what it fetched: one message goes to
+    ``handle``, more to ``handle_batch``."""
+    if len(messages) == 1:
+        return [await consumer.handle(messages[0])]
+    return await consumer.handle_batch(messages)
+
+
+def undecided(messages: Sequence[Message]) -> list[Verdict]:
+    """The verdicts for messages the consumer raised on: every one comes back after
+    ``UNDECIDED_DELAY``, none is lost."""
+    return [Retry(UNDECIDED_DELAY, "the consumer raised")] * len(messages)
+
+
 class IdempotentConsumer:
     """Runs ``handler(message)`` once per business key; adapters carry out its verdicts.
 

@@ -21,6 +21,7 @@ from mideng.db.dialect import lock_timed_out
 from mideng.db.statements import Op, Stmt
 from mideng.errors import StoreUnavailableError
 from mideng.messaging.publish import Outgoing
+from mideng.observability import logs
 from mideng.outbox.statements import WHY_LEFT, Queries
 
 #: Locking reads a ``NOWAIT`` lock of a list may see fail before it leaves the keys it has
@@ -116,21 +117,28 @@ def claim(
 ) -> Op[tuple[list[Row], list[str]]]:
     """Lease up to ``keys`` keys that have unsent rows and up to ``rows`` unkeyed rows to
     ``token``, and read what they hold, a key's rows in sequence order; the rows and the keys
-    leased."""
+    leased. Keys and rows another token still held (its lease lapsed: that relay died or
+    stalled) are logged as taken over, from what the claim's statements return anyway."""
     lease = {"token": token, "until": until, "now": now, "limit": keys}
     if q.mysql:
         # Both locking reads before either update (module docstring); the unkeyed rows
         # first, while no key row a writer may wait for is held yet.
         found = yield Stmt(q.select_rows, {**lease, "limit": rows})
         unkeyed = [_row(values) for values in found.rows]
+        rows_held = [values[-1] for values in found.rows]
         if q.nowait:
             # More keys read than leased: some of those due are a writer's at the moment.
             due = yield Stmt(q.due_keys, {**lease, "limit": keys * 4})
             found_keys = [row[0] for row in due.rows]
             names = yield from _lock_free(q, "lock_due", found_keys, {"now": now}, keys, keys)
+            # Their holders as the read before the lock saw them: a key still due when it was
+            # locked was claimed by nobody since.
+            before: dict[str, str | None] = {row[0]: row[1] for row in due.rows}
+            keys_held = [before.get(name) for name in names]
         else:
             found = yield Stmt(q.select_keys, lease)
             names = [row[0] for row in found.rows]
+            keys_held = [row[1] for row in found.rows]
         if names:
             params = {"token": token, "until": until, **_ids(names)}
             yield Stmt(q.in_list("claim_keys", len(names)), params)
@@ -140,9 +148,15 @@ def claim(
     else:
         leased = yield Stmt(q.claim_keys, lease)
         names = [row[0] for row in leased.rows]
+        keys_held = [row[1] for row in leased.rows]
         found = yield Stmt(q.claim_rows, {**lease, "limit": rows})
         unkeyed = [_row(values) for values in found.rows]
+        rows_held = [values[-1] for values in found.rows]
     keyed = yield Stmt(q.read_keyed, {"token": token, "limit": rows})
+    lapsed_keys = [holder for holder in keys_held if holder is not None]
+    lapsed_rows = [holder for holder in rows_held if holder is not None]
+    if lapsed_keys or lapsed_rows:
+        logs.relay_took_over(len(lapsed_keys), len(lapsed_rows), lapsed_keys + lapsed_rows)
     return [_row(values) for values in keyed.rows] + unkeyed, names
 
 

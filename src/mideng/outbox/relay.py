@@ -266,6 +266,15 @@ class Relay:
                 failure.id, failure.key, failure.attempts, failure.dead, failure.error
             )
         finished = Batch(len(rows), len(sent), len(failures), dead)
+        began = claimed.until - self.lease
+        logs.relay_batch(
+            len(rows),
+            len(claimed.keys),
+            len(sent),
+            len(failures),
+            len(claimed.keys) - len(held),
+            began,
+        )
         self.done = self.done.plus(finished)
         return finished
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import time
 from collections.abc import Callable
@@ -43,17 +44,22 @@ def serve(
     once: bool,
     say: Say,
     progress: float = PROGRESS_EVERY,
+    verbose: bool = False,
     **options: Any,
 ) -> int:
     """Run a relay (``options``: ``Relay``'s) until a signal, or ``once``; the exit code:
     ``once`` gives 1 when a row is left undelivered. A long-running relay logs its start, a
-    progress line every ``progress`` seconds (0: none) and its stop, at INFO."""
+    progress line every ``progress`` seconds (0: none) and its stop, at INFO; ``verbose``
+    adds a DEBUG line per batch (mideng.outbox's logger at DEBUG while it runs)."""
     if not progress >= 0:
         raise Refused(f"progress must be seconds >= 0: {progress}")
     try:
         worker = Relay(db_url, broker_url, **options)
     except IdempotencyError as exc:
         raise Refused(str(exc)) from exc
+    level = logs.outbox_log.level
+    if verbose:
+        logs.outbox_log.setLevel(logging.DEBUG)
     try:
         return asyncio.run(_run(worker, once, say, progress, broker_label(broker_url)))
     except (Refused, Stopped):
@@ -64,6 +70,8 @@ def serve(
         # ``once`` meeting a database or broker that went away mid-run: the same one line and
         # exit 1 as at start (a long-running relay logs such errors and goes on).
         raise Stopped(f"the relay stopped: {named(exc)}") from exc
+    finally:
+        logs.outbox_log.setLevel(level)  # a caller's own logging as it was (a test's, a shell's)
 
 
 async def _started(worker: Relay) -> None:

@@ -50,6 +50,42 @@ def _left(table: str, keys: str) -> Sql:
     )
 
 
+def _claims(kind: str, t: str, k: str, due_keys: str, due_rows: str, lock: str) -> tuple[Sql, Sql]:
+    """PostgreSQL's and SQLite's claims of keys and of unkeyed rows, one statement each.
+    RETURNING: the write-back needs the keys a batch holds (MySQL's locking read says), and
+    each key or row comes with its holder before (``d``, read as the claim locked it)."""
+    if kind == "postgresql":
+        returned = ", ".join(f"u.{c}" for c in ROW_COLUMNS.split(", "))
+        return (
+            Sql(
+                f"UPDATE {k} AS u SET claimed_by = :token, claimed_until = :until "
+                f"FROM ({due_keys}{lock}) AS d WHERE u.aggregateid = d.aggregateid "
+                "RETURNING u.aggregateid, d.claimed_by"
+            ),
+            Sql(
+                f"UPDATE {t} AS u SET claimed_by = :token, claimed_until = :until "
+                f"FROM ({due_rows.format('id, claimed_by')}{lock}) AS d WHERE u.id = d.id "
+                f"RETURNING {returned}, d.claimed_by"
+            ),
+        )
+    # SQLite's RETURNING sees no FROM table, only the updated row: the holders before come
+    # from a CTE materialized once, before the update changes them.
+    return (
+        Sql(
+            f"WITH d AS MATERIALIZED ({due_keys}) "
+            f"UPDATE {k} SET claimed_by = :token, claimed_until = :until "
+            "WHERE aggregateid IN (SELECT aggregateid FROM d) RETURNING aggregateid, "
+            f"(SELECT d.claimed_by FROM d WHERE d.aggregateid = {k}.aggregateid)"
+        ),
+        Sql(
+            f"WITH d AS MATERIALIZED ({due_rows.format('id, claimed_by')}) "
+            f"UPDATE {t} SET claimed_by = :token, claimed_until = :until "
+            f"WHERE id IN (SELECT id FROM d) RETURNING {ROW_COLUMNS}, "
+            f"(SELECT d.claimed_by FROM d WHERE d.id = {t}.id)"
+        ),
+    )
+
+
 class Queries:
     def __init__(self, kind: str, table: str, *, nowait: bool = False) -> None:
         if kind not in ("postgresql", "mariadb", "mysql", "sqlite"):
@@ -94,7 +130,12 @@ class Queries:
         )
 
         # -- relay: claim ------------------------------------------------------------------
-        due_keys = f"SELECT aggregateid FROM {k} WHERE pending = 1 AND {_DUE} LIMIT :limit"
+        # Each claim also answers who held what it took before: a due key or row still
+        # claimed_by a token was let go by no relay (one that died or stalled past its lease),
+        # and the relay says it took it over (mideng.outbox.ops.claim).
+        due_keys = (
+            f"SELECT aggregateid, claimed_by FROM {k} WHERE pending = 1 AND {_DUE} LIMIT :limit"
+        )
         due_rows = (
             f"SELECT {{}} FROM {t} WHERE aggregateid IS NULL AND state = {PENDING} AND {_DUE} "
             "LIMIT :limit"
@@ -103,17 +144,9 @@ class Queries:
         self.select_keys = Sql(due_keys + lock)
         # With ``nowait``: the keys due, read without a lock, to lock by key (``lock_due``).
         self.due_keys = Sql(due_keys)
-        self.select_rows = Sql(due_rows.format(ROW_COLUMNS) + lock)
-        # PostgreSQL and SQLite: one statement each.
-        # RETURNING: the write-back needs the keys a batch holds (MySQL's locking read says).
-        self.claim_keys = Sql(
-            f"UPDATE {k} SET claimed_by = :token, claimed_until = :until "
-            f"WHERE aggregateid IN ({due_keys}{lock}) RETURNING aggregateid"
-        )
-        self.claim_rows = Sql(
-            f"UPDATE {t} SET claimed_by = :token, claimed_until = :until "
-            f"WHERE id IN ({due_rows.format('id')}{lock}) RETURNING {ROW_COLUMNS}"
-        )
+        self.select_rows = Sql(due_rows.format(f"{ROW_COLUMNS}, claimed_by") + lock)
+        # PostgreSQL and SQLite: one statement each (``_claims``).
+        self.claim_keys, self.claim_rows = _claims(kind, t, k, due_keys, due_rows, lock)
         self.read_keyed = Sql(
             f"SELECT {', '.join('o.' + c for c in ROW_COLUMNS.split(', '))} FROM {t} o "
             f"JOIN {k} k ON k.aggregateid = o.aggregateid "

@@ -250,9 +250,11 @@ def test_relay_publishes_to_redis_streams_once_and_until_sigterm(tmp_path: Path)
     client = redis.Redis.from_url(REDIS_URL)
     try:
         first = _add(shop, stream, ["order:1", "order:2"])
-        once = shop.manage("mideng_relay", "--once")
+        once = shop.manage("mideng_relay", "--once", "-v", "2")
         assert once.returncode == 0, once.stderr
         assert "published 2, failed 0, dead 0" in once.stdout
+        # Django's verbosity 2 is mideng relay's -v: a DEBUG line per batch.
+        assert "DEBUG outbox relay batch: 2 rows claimed, 2 published, 0 failed" in once.stderr
         published: Any = client.xrange(stream)
         assert len(published) == 2
         assert all(

@@ -6,13 +6,8 @@ a record read as a Message and a dead letter's copy (``message``), the publisher
 
 from __future__ import annotations
 
-from mideng.messaging.consumer import Consumer
-from mideng.messaging.kafka.consume import (
-    CLOSE_TIMEOUT,
-    UNDECIDED_DELAY,
-    bootstrap_servers,
-    consume,
-)
+from mideng.messaging.consumer import UNDECIDED_DELAY, Consumer
+from mideng.messaging.kafka.consume import CLOSE_TIMEOUT, bootstrap_servers, consume
 from mideng.messaging.kafka.message import DEAD_LETTER_REASON, message_of
 
 __all__ = [

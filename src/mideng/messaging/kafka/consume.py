@@ -38,15 +38,13 @@ from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from mideng.errors import ConfigurationError
-from mideng.messaging.consumer import Consumer
+from mideng.messaging.consumer import UNDECIDED_DELAY, Consumer, decide, undecided
 from mideng.messaging.kafka.message import dead_headers, message_of
 from mideng.messaging.message import Message
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
 from mideng.stores.registry import require
 
-#: How long a partition whose batch could not be decided at all (store down) waits.
-UNDECIDED_DELAY = 1.0
 #: After ``stop``, how long a commit in hand and the group leave may each wait for the broker.
 CLOSE_TIMEOUT = 10.0
 
@@ -362,13 +360,10 @@ class _Member:
             if not messages:
                 return
             try:
-                if len(messages) == 1:
-                    verdicts = [await self.consumer.handle(messages[0])]
-                else:
-                    verdicts = await self.consumer.handle_batch(messages)
+                verdicts = await decide(self.consumer, messages)
             except Exception as exc:
                 logs.kafka_records_unhandled(len(messages), _names(batches), exc)
-                verdicts = [Retry(UNDECIDED_DELAY, "the consumer raised")] * len(messages)
+                verdicts = undecided(messages)
             offsets: dict[Any, int] = {}
             rewinds: list[tuple[Any, int, float]] = []
             start = 0

@@ -7,9 +7,9 @@ itself, for one process, is ``mideng.messaging.in_process``.
 
 from __future__ import annotations
 
-from mideng.messaging.consumer import Consumer
+from mideng.messaging.consumer import UNDECIDED_DELAY, Consumer
 from mideng.messaging.in_process import InProcessBroker, named
-from mideng.messaging.memory.consume import UNDECIDED_DELAY, consume
+from mideng.messaging.memory.consume import consume
 from mideng.messaging.memory.message import DEAD_LETTER_REASON, message_of
 
 __all__ = [

@@ -21,14 +21,11 @@ import asyncio
 from collections.abc import Sequence
 
 from mideng.errors import ConfigurationError
-from mideng.messaging.consumer import Consumer
+from mideng.messaging.consumer import Consumer, decide, undecided
 from mideng.messaging.in_process import Delivery, InProcessBroker, named
 from mideng.messaging.memory.message import dead_headers, message_of
 from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
-
-#: How long a message that could not be decided on at all (store down) waits to come back.
-UNDECIDED_DELAY = 1.0
 
 
 async def consume(
@@ -68,14 +65,11 @@ async def _process(
 ) -> None:
     messages = [message_of(delivery) for delivery in taken]
     try:
-        if len(messages) == 1:
-            verdicts = [await consumer.handle(messages[0])]
-        else:
-            verdicts = await consumer.handle_batch(messages)
+        verdicts = await decide(consumer, messages)
     except Exception as exc:
         # Not even a verdict (the store is down): every message comes back later, none is lost.
         logs.memory_messages_unhandled(len(messages), exc)
-        verdicts = [Retry(UNDECIDED_DELAY, "the consumer raised")] * len(messages)
+        verdicts = undecided(messages)
     for delivery, verdict in zip(taken, verdicts, strict=True):
         _settle(broker, delivery, verdict, dead)
 

@@ -6,8 +6,8 @@ publisher ``open_publisher("nats://…")`` opens (``publish.NatsPublisher``).
 
 from __future__ import annotations
 
-from mideng.messaging.consumer import Consumer
-from mideng.messaging.nats.consume import LOOK_INTERVAL, UNDECIDED_DELAY, consume
+from mideng.messaging.consumer import UNDECIDED_DELAY, Consumer
+from mideng.messaging.nats.consume import LOOK_INTERVAL, consume
 from mideng.messaging.nats.message import (
     DEAD_HEADERS,
     DEAD_LETTER_REASON,

@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from mideng.errors import ConfigurationError
-from mideng.messaging.consumer import Consumer
+from mideng.messaging.consumer import UNDECIDED_DELAY, Consumer, decide, undecided
 from mideng.messaging.message import Message
 from mideng.messaging.nats.message import DEAD_LETTER_REASON, dead_headers, message_of
 from mideng.messaging.reconnect import Backoff
@@ -34,8 +34,6 @@ from mideng.messaging.verdict import Ack, DeadLetter, Retry, Verdict
 from mideng.observability import logs
 from mideng.stores.registry import require
 
-#: How long a message that could not be decided on at all (store down) waits to come back.
-UNDECIDED_DELAY = 1.0
 #: Seconds between looks at the durable while fetches keep finding messages (it is looked at
 #: after every fetch that finds none).
 LOOK_INTERVAL = 30.0
@@ -349,14 +347,11 @@ async def _process(
     if keeper is None:
         keeper = asyncio.ensure_future(_keep_alive(fetched, ack_wait))
     try:
-        if len(messages) == 1:
-            verdicts = [await consumer.handle(messages[0])]
-        else:
-            verdicts = await consumer.handle_batch(messages)
+        verdicts = await decide(consumer, messages)
     except Exception as exc:
         # Not even a verdict (the store is down): every message comes back later, none is lost.
         logs.nats_messages_unhandled(len(messages), exc)
-        verdicts = [Retry(UNDECIDED_DELAY, "the consumer raised")] * len(messages)
+        verdicts = undecided(messages)
     finally:
         keeper.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mideng.errors import ConfigurationError
-from mideng.messaging.consumer import Consumer
+from mideng.messaging.consumer import Consumer, decide
 from mideng.messaging.message import Message
 from mideng.messaging.rabbitmq.message import dead_copy, message_of
 from mideng.messaging.reconnect import Backoff
@@ -366,10 +366,6 @@ async def _loop(
             while not inbox.empty():
                 batch.append(inbox.get_nowait())
             messages = [message_of(m) for m in batch]
-            if len(messages) == 1:
-                verdicts = [await consumer.handle(messages[0])]
-            else:
-                verdicts = await consumer.handle_batch(messages)
-            await settler.settle(messages, verdicts)
+            await settler.settle(messages, await decide(consumer, messages))
     finally:
         stopping.cancel()

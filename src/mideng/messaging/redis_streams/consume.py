@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 from mideng.core.policy import Policy
 from mideng.errors import ConfigurationError
-from mideng.messaging.consumer import Consumer
+from mideng.messaging.consumer import Consumer, decide
 from mideng.messaging.handlers import TURN, Turn, handlers_done
 from mideng.messaging.message import Message
 from mideng.messaging.reconnect import Backoff
@@ -120,7 +120,7 @@ class _Member:
             if not messages:
                 messages = await self.takeovers()
             if messages:
-                await self.settle(messages, await _decide(self.consumer, messages))
+                await self.settle(messages, await decide(self.consumer, messages))
                 return
         # Taken only after the read: a read that fails leaves it for abandon_deciding.
         messages = await self.fresh(self.wait_for(block), wait=self.deciding is None)
@@ -128,7 +128,7 @@ class _Member:
         if messages and self.consumer.engine is not None:
             # Transactional: each message is its own transaction, claim to commit, and two
             # batches at once would be two writers (one file's lock, on SQLite); one at a time.
-            await self.settle(messages, await _decide(self.consumer, messages))
+            await self.settle(messages, await decide(self.consumer, messages))
         elif messages:
             self.turn = turn = Turn(self.turn)
             context = contextvars.copy_context()
@@ -385,12 +385,6 @@ async def _decide_in_turn(consumer: StreamConsumer, messages: Sequence[Message])
     """A batch decided beside the next: its handlers in its turn (mideng.messaging.handlers),
     the next batch's free to start once it is decided, whatever happened."""
     try:
-        return await _decide(consumer, messages)
+        return await decide(consumer, messages)
     finally:
         handlers_done()
-
-
-async def _decide(consumer: StreamConsumer, messages: Sequence[Message]) -> list[Verdict]:
-    if len(messages) == 1:
-        return [await consumer.handle(messages[0])]
-    return await consumer.handle_batch(messages)

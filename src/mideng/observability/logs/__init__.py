@@ -104,10 +104,12 @@ from mideng.observability.logs.outbox import (
     publish_failed,
     publisher_client_error,
     purge_failed,
+    relay_batch,
     relay_batch_failed,
     relay_progress,
     relay_started,
     relay_stopped,
+    relay_took_over,
 )
 
 __all__ = [
@@ -178,10 +180,12 @@ __all__ = [
     "redis_stream_connection_lost",
     "redis_stream_left_pending",
     "redis_stream_reconnected",
+    "relay_batch",
     "relay_batch_failed",
     "relay_progress",
     "relay_started",
     "relay_stopped",
+    "relay_took_over",
     "response_unguarded",
     "response_unstored",
     "rollback_failed",

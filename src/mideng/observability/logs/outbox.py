@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+import time
+from collections.abc import Callable, Sequence
 
 from mideng.observability.logs.fields import (
     Line,
@@ -51,6 +53,53 @@ keys_left_leased: Callable[[int], None] = Line(
     "keys_left_leased",
     "outbox relay: %d key(s) held by writers until the lease ended; they wait for it",
 )
+
+#: The claims a take-over line names at most.
+HOLDERS_SHOWN = 3
+
+
+@contained
+def relay_took_over(keys: int, rows: int, holders: Sequence[str]) -> None:
+    """A claim took keys (or unkeyed rows) another claim still held past its lease: the relay
+    that made it died or stalled. ``holders``: those claims' tokens."""
+    what = " and ".join(
+        f"{n} {noun}{'' if n == 1 else 's'}"
+        for n, noun in ((keys, "key"), (rows, "unkeyed row"))
+        if n
+    )
+    distinct = sorted(set(holders))
+    shown = ", ".join(distinct[:HOLDERS_SHOWN])
+    more = len(distinct) - HOLDERS_SHOWN
+    outbox_log.warning(
+        "outbox relay took over %s from a relay whose lease lapsed (its claim %s%s)",
+        what,
+        shown,
+        f" and {more} more" if more > 0 else "",
+        extra=fields(outcome="taken_over"),
+    )
+
+
+@contained
+def relay_batch(
+    claimed: int, keys: int, published: int, failed: int, written: int, began: float
+) -> None:
+    """One batch, at DEBUG (``mideng relay -v``): nothing is formatted unless that is on.
+    ``written``: of its ``keys``, those its write-back settled (the others a writer held);
+    ``began``: its claim's ``time.time()``."""
+    if not outbox_log.isEnabledFor(logging.DEBUG):
+        return
+    outbox_log.debug(
+        "outbox relay batch: %d rows claimed, %d published, %d failed; %d of %d keys written "
+        "back; %.1f ms",
+        claimed,
+        published,
+        failed,
+        written,
+        keys,
+        (time.time() - began) * 1000,
+        extra=fields(outcome="batch"),
+    )
+
 
 #: No LISTEN connection: the relay finds new rows by polling until it gets one.
 listen_unavailable: Callable[[BaseException], None] = Line(

@@ -60,6 +60,8 @@ class Command(MidengCommand):
                 max_attempts=options["max_attempts"],
                 poll=options["poll"],
                 progress=options["progress"],
+                # Django's own -v/--verbosity: 2 or more adds a DEBUG line per batch.
+                verbose=options.get("verbosity", 1) >= 2,
             )
         except service.Refused as exc:
             raise usage(str(exc)) from exc
