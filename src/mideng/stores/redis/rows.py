@@ -111,13 +111,29 @@ FIELDS: tuple[Field, ...] = tuple(
     for name, attribute in zip(NAMES, RECORD_FIELDS[2:], strict=True)
 )
 
+#: The hash field naming the record field kept beside the hash (key layout 2): "r" or "e",
+#: absent when every value is in the hash. A record without it is read as layout 1 wrote it.
+BESIDE = "x"
+
+#: The longest value kept in the hash. A longer one would turn the whole hash from a listpack
+#: into a hashtable (Redis' hash-max-listpack-value, 64 by default): about 920 bytes a record
+#: instead of 260. A longer result or error is kept in a string beside the hash instead.
+INLINE = 64
+
+#: An HMGET of a whole record in layout 2: the fields, then BESIDE.
+READ = (*NAMES, BESIDE)
+
+# BESIDE's value -> the Record attribute the body holds.
+_ATTRIBUTES = {f.name.encode(): f.attribute for f in FIELDS if f.name in ("r", "e")}
+
 # Where lua/record.lua has the declarations written in.
 LUA_MARK = "--@fields\n"
 
 
 def lua_fields() -> str:
     """Lua declaring FIELDS: their names in order; a constant per field, named as the field
-    in capitals, holding its position (S for 's'); their number; and NONE, an absent record."""
+    in capitals, holding its position (S for 's'); their number; NONE, an absent record; and
+    X, the position read() gives BESIDE's value, XNAME, its name, and INLINE."""
     names = ", ".join(f"'{name}'" for name in NAMES)
     constants = ", ".join(name.upper() for name in NAMES)
     positions = ", ".join(str(i) for i in range(1, len(NAMES) + 1))
@@ -127,6 +143,7 @@ def lua_fields() -> str:
         f"local {constants} = {positions}\n"
         f"local NFIELDS = {len(NAMES)}\n"
         f"local NONE = {{{absent}}}\n"
+        f"local X, XNAME, INLINE = {len(NAMES) + 1}, '{BESIDE}', {INLINE}\n"
     )
 
 
@@ -139,10 +156,25 @@ def put_args(record: Record) -> list[str | bytes]:
     return args
 
 
-def row(scope: str, key: str, values: Sequence[bytes | None]) -> Record | None:
-    """A record from an HMGET of NAMES; None when it vanished before the read."""
+def body_name(name: bytes) -> bytes:
+    """The string beside the record hash ``name`` (``{prefix}:body:{scope:key}``): the key
+    prefix is brace-free, so the first brace opens the record's hash tag, which both share."""
+    i = name.index(b"{")
+    return name[:i] + b"body:" + name[i:]
+
+
+def row(
+    scope: str, key: str, values: Sequence[bytes | None], body: bytes | None = None
+) -> Record | None:
+    """A record from an HMGET of NAMES, or of READ with ``body`` the GET of its body_name;
+    None when it vanished before the read, or its body did (evicted apart from the hash)."""
     attributes: dict[str, Any] = {}
-    for field, value in zip(FIELDS, values, strict=True):
+    beside = values[len(FIELDS)] if len(values) > len(FIELDS) else None
+    if beside is not None:
+        if body is None:
+            return None
+        attributes[_ATTRIBUTES[beside]] = body
+    for field, value in zip(FIELDS, values[: len(FIELDS)], strict=True):
         if value is not None:
             attributes[field.attribute] = field.read(value)
         elif not field.optional:

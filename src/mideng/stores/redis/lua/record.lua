@@ -4,8 +4,16 @@
 -- A record is one hash. Its fields and their order are mideng.stores.redis.rows.FIELDS, the one
 -- definition Python and this code share; the line below becomes their declarations when the
 -- code is loaded: FIELDS (the names, in order), a constant per field holding its position and
--- named as the field in capitals (S for 's', RID for 'rid' ...), NFIELDS (how many) and NONE
--- (an absent record). Every redis.call and every string.format costs real time inside the
+-- named as the field in capitals (S for 's', RID for 'rid' ...), NFIELDS (how many), NONE
+-- (an absent record), and for key layout 2: XNAME (rows.BESIDE), the hash field naming the
+-- field kept beside the hash, X (where read() puts its value) and INLINE (rows.INLINE).
+--
+-- A result or error longer than INLINE bytes is kept in a string beside the hash, its body
+-- (body_key), and the hash names which of the two it holds: one value over the server's
+-- hash-max-listpack-value makes the whole hash a hashtable, three times the memory. Only
+-- read() and save() (and complete(), the fast path) know it: every other part of a script
+-- sees a record with its result and error in place. Both keys are written in the same script
+-- with the same expiry, and deleted together. Every redis.call and every string.format costs real time inside the
 -- server's single thread, so scripts read once, write only the fields that changed, and touch
 -- the key's TTL only when it changes.
 --@fields
@@ -31,12 +39,62 @@ local function opt(arg)
   return string.sub(arg, 2)
 end
 
+-- The fields an HMGET of a record asks for: FIELDS, then XNAME (at X).
+-- (Built by hand: a function library's loading code has no unpack or table library.)
+local READ = {}
+for i = 1, NFIELDS do
+  READ[i] = FIELDS[i]
+end
+READ[X] = XNAME
+-- XNAME's value -> the position of the field kept beside.
+local BESIDE_AT = {[FIELDS[R]] = R, [FIELDS[E]] = E}
+
+-- The body's key: the record's, with 'body:' before its hash tag (the key prefix has no
+-- brace), so both hash to one cluster slot.
+local function body_key(key)
+  local i = string.find(key, '{', 1, true)
+  return string.sub(key, 1, i - 1) .. 'body:' .. string.sub(key, i)
+end
+
+-- The record at key, with its body in place; rec[X] says whether one is kept beside.
 local function read(key)
-  local rec = redis.call('HMGET', key, unpack(FIELDS))
+  local rec = redis.call('HMGET', key, unpack(READ))
   if not rec[S] then
     return false
   end
+  local at = rec[X]
+  if at then
+    local body = redis.call('GET', body_key(key))
+    if not body then
+      -- Both keys expire at the same stamp, but a server evicting keys under maxmemory may
+      -- drop one alone: without its result or error the record is lost, as if evicted whole.
+      redis.call('DEL', key)
+      return false
+    end
+    rec[BESIDE_AT[at]] = body
+  end
   return rec
+end
+
+-- Delete the record at key as read (rec), its body with it.
+local function delete(key, rec)
+  if rec and rec[X] then
+    redis.call('DEL', key, body_key(key))
+  else
+    redis.call('DEL', key)
+  end
+end
+
+-- Which field of rec is kept beside the hash (R or E, a value longer than INLINE), or false.
+-- A record has a result or an error, never both.
+local function beside(rec)
+  local r, e = rec[R], rec[E]
+  if r and #r > INLINE then
+    return R
+  elseif e and #e > INLINE then
+    return E
+  end
+  return false
 end
 
 local function expired(rec, now)
@@ -85,18 +143,59 @@ local function pexpire_at(ea)
   return last_px
 end
 
+-- Write rec's body (the field at position at, false: none) beside key, where old (its body
+-- at was) differs: the value, or only the expiry, which is the record's.
+local function save_body(key, old, rec, at, was)
+  local body = body_key(key)
+  if not at then
+    redis.call('DEL', body)
+  elseif at ~= was or rec[at] ~= old[at] then
+    redis.call('SET', body, rec[at])  -- a SET drops the old expiry
+    if rec[EA] then
+      redis.call('PEXPIREAT', body, pexpire_at(rec[EA]))
+    end
+  elseif rec[EA] ~= old[EA] then
+    if rec[EA] then
+      redis.call('PEXPIREAT', body, pexpire_at(rec[EA]))
+    else
+      redis.call('PERSIST', body)
+    end
+  end
+end
+
 -- Write what differs between the stored record (old, false when absent) and rec.
 local function save(key, old, rec)
   old = old or NONE
+  local was, at = old[X] and BESIDE_AT[old[X]] or false, beside(rec)
+  if not was and beside(old) then
+    -- A record layout 1 wrote with a long value in its hash: Redis never turns a hashtable
+    -- back into a listpack, so the hash is written again whole.
+    redis.call('DEL', key)
+    old = NONE
+  end
   local set, drop, ns, nd = {}, {}, 0, 0
   for i = 1, NFIELDS do
-    local v = rec[i]
-    if v ~= old[i] then
+    -- A value kept beside is absent from the hash.
+    local v, o = rec[i], old[i]
+    if i == at then
+      v = false
+    end
+    if i == was then
+      o = false
+    end
+    if v ~= o then
       if v then
         set[ns + 1], set[ns + 2], ns = FIELDS[i], v, ns + 2
       else
         drop[nd + 1], nd = FIELDS[i], nd + 1
       end
+    end
+  end
+  if at ~= was then
+    if at then
+      set[ns + 1], set[ns + 2], ns = XNAME, FIELDS[at], ns + 2
+    else
+      drop[nd + 1], nd = XNAME, nd + 1
     end
   end
   if nd > 0 then
@@ -112,6 +211,9 @@ local function save(key, old, rec)
     end
   elseif old[EA] then
     redis.call('PERSIST', key)
+  end
+  if at or was then
+    save_body(key, old, rec, at, was)
   end
 end
 
@@ -228,8 +330,8 @@ end
 -- batch answers from the fields read (attempts, creation time, fingerprint, request id), so
 -- it builds no record table per key either.
 local TICKET = {FIELDS[S], FIELDS[O], FIELDS[F], FIELDS[EA], FIELDS[E], FIELDS[A], FIELDS[CA],
-                FIELDS[FP], FIELDS[RID]}
-local T_A, T_CA, T_FP, T_RID = 6, 7, 8, 9
+                FIELDS[FP], FIELDS[RID], XNAME}
+local T_A, T_CA, T_FP, T_RID, T_X = 6, 7, 8, 9, 10
 
 local function completed(got, result, codec, at, ea)
   local new = {unpack(NONE, 1, NFIELDS)}
@@ -246,22 +348,36 @@ local function complete(key, now, at, owner, fence, result, codec, ea)
     or (old_ea and tonumber(old_ea) <= now) then
     return 0, read(key)
   end
+  local drop, set = {FIELDS[LU]}, {FIELDS[S], 'succeeded', FIELDS[C], codec, FIELDS[UA], at}
   if e then
-    redis.call('HDEL', key, FIELDS[LU], FIELDS[E])
+    drop[2] = FIELDS[E]
+  end
+  if #result > INLINE then
+    -- Kept beside (see the head): the hash names it, the body holds it, expiring with it.
+    local body = body_key(key)
+    set[7], set[8] = XNAME, FIELDS[R]
+    redis.call('SET', body, result)
+    if ea then
+      redis.call('PEXPIREAT', body, pexpire_at(ea))
+    end
   else
-    redis.call('HDEL', key, FIELDS[LU])
+    set[7], set[8] = FIELDS[R], result
+    if got[T_X] then
+      drop[#drop + 1] = XNAME
+      redis.call('DEL', body_key(key))
+    end
   end
   if ea then
-    redis.call('HSET', key, FIELDS[S], 'succeeded', FIELDS[R], result, FIELDS[C], codec,
-               FIELDS[UA], at, FIELDS[EA], ea)
+    set[9], set[10] = FIELDS[EA], ea
+  elseif old_ea then
+    drop[#drop + 1] = FIELDS[EA]
+  end
+  redis.call('HDEL', key, unpack(drop))
+  redis.call('HSET', key, unpack(set))
+  if ea then
     redis.call('PEXPIREAT', key, pexpire_at(ea))
-  else
-    redis.call('HSET', key, FIELDS[S], 'succeeded', FIELDS[R], result, FIELDS[C], codec,
-               FIELDS[UA], at)
-    if old_ea then
-      redis.call('HDEL', key, FIELDS[EA])
-      redis.call('PERSIST', key)
-    end
+  elseif old_ea then
+    redis.call('PERSIST', key)
   end
   return 1, got
 end

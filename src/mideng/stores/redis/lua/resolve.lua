@@ -17,7 +17,7 @@ if not open then
   return reply(0, rec, at)
 end
 if ARGV[3] == '2' then
-  redis.call('DEL', key)
+  delete(key, rec)
   return reply(1, rec, at)
 end
 local ttl = tonumber(ARGV[4])
