@@ -30,7 +30,7 @@ CASES: dict[str, Entry] = {
         "redis_scripts", "time inside the Redis server per key of a batch claim and completion"
     ),
     "redis-memory": Entry(
-        "redis_memory", "bytes per Redis record, result in the hash against beside it"
+        "redis_memory", "bytes per Redis record, a long result whole in its hash against in pieces"
     ),
     "sql": Entry("sql", "SQL store on PostgreSQL and MariaDB against the driver floor and idemkit"),
     "sqlite-async": Entry(

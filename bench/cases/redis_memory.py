@@ -1,5 +1,5 @@
-"""Bytes per Redis record, key layout 1 (the whole record in its hash) against layout 2 (a long
-result beside the hash), for a 32-byte, a 100-byte and a 2 kB result.
+"""Bytes per Redis record, key layout 1 (a long result whole in the hash) against layout 2 (cut
+into pieces in it), for a 32-byte, a 100-byte and a 2 kB result.
 
     .venv/bin/python -m bench redis-memory [--records 100000] [--batch 500]
 

@@ -28,6 +28,7 @@ from mideng.stores.redis.rows import (
     claims,
     completions,
     decode,
+    joined,
     opt,
     opt_bytes,
     put_args,
@@ -91,10 +92,10 @@ def _escape(scope: str) -> str:
 class Commands:
     """The commands of one key prefix.
 
-    A record is one hash at ``{prefix}:{scope:key}``, with a result or error longer than
-    ``rows.INLINE`` in a string beside it at ``{prefix}:body:{scope:key}``; tokens and debounce
-    windows sit beside it at ``{prefix}:token:{scope:key}`` and ``{prefix}:hit:{scope:key}``.
-    The braces are a hash tag: everything about one (scope, key) lives in one cluster slot.
+    A record is one hash at ``{prefix}:{scope:key}`` (a long result or error in pieces inside
+    it, see rows.INLINE); tokens and debounce windows sit beside it
+    at ``{prefix}:token:{scope:key}`` and ``{prefix}:hit:{scope:key}``. The braces are a hash
+    tag: everything about one (scope, key) lives in one cluster slot.
     """
 
     def __init__(self, prefix: str, scripts: Scripts) -> None:
@@ -262,8 +263,7 @@ class Commands:
         return Command(("TIME",), _time)
 
     def forget(self, scope: str, key: str) -> Command[bool]:
-        # The record and the body its result or error may be kept in (rows.BESIDE).
-        return Command(("DEL", self.key(scope, key), self.side_key("body", scope, key)), bool)
+        return Command(("DEL", self.key(scope, key)), bool)
 
     def resolve(self, scope: str, key: str, how: Resolution) -> Command[Record]:
         def finish(reply: bytes) -> Record:
@@ -326,12 +326,11 @@ def stuck(
     now: float,
     limit: int,
 ) -> list[Record]:
-    """The unresolved records among HMGETs of ``rows.NAMES`` (or ``rows.READ`` and the body's
-    GET, as ``steps.fields`` reads them), oldest first."""
+    """The unresolved records among HGETALLs of records (``steps.fields``), oldest first."""
     found = []
     for name, fields in zip(names, values, strict=True):
         identity = commands.identity(name)
-        record = None if identity is None else row(*identity, *fields)
+        record = None if identity is None else row(*identity, joined(fields))
         if record is None or (scope is not None and record.scope != scope):
             continue
         if is_unresolved(record, now):

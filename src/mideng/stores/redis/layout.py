@@ -7,13 +7,14 @@ prefix used before layouts were written holds layout 1). A layout newer than thi
 knows is refused, naming the release that wrote it: an older release must not read or write
 keys whose meaning changed.
 
-Layout 2 keeps a result or error longer than ``rows.INLINE`` bytes in a string beside the
-record's hash (``{prefix}:body:{scope:key}``), named by the hash's ``rows.BESIDE`` field, so
-the hash stays a listpack whatever the result's size. A layout-1 record is a layout-2 record
-that keeps everything in its hash, so a prefix in layout 1 moves to layout 2 as it is read:
-its key is rewritten to 2 (from then on a layout-1 release refuses the prefix instead of
-replaying a result it cannot see), its records are read and replayed as they are, and each is
-written in layout 2 by the next operation that changes it.
+Layout 2 cuts a result or error longer than ``rows.INLINE`` bytes into pieces inside the
+record's hash, named by its ``rows.CUT`` field, so the hash stays a listpack whatever the
+result's size (up to ``rows.PIECES`` pieces). A layout-1 record is a layout-2 record with
+nothing cut, so a prefix in layout 1 moves to layout 2 as it is read: its key is rewritten to
+2 (from then on a layout-1 release refuses the prefix instead of replaying a result it cannot
+see), its records are read and replayed as they are, and each is written in layout 2 by the
+next operation that changes it (a hash holding a long value whole is written again whole,
+as a listpack).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ keywords cost twice what positions do.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, get_args, get_type_hints
 
@@ -111,20 +112,25 @@ FIELDS: tuple[Field, ...] = tuple(
     for name, attribute in zip(NAMES, RECORD_FIELDS[2:], strict=True)
 )
 
-#: The hash field naming the record field kept beside the hash (key layout 2): "r" or "e",
-#: absent when every value is in the hash. A record without it is read as layout 1 wrote it.
-BESIDE = "x"
-
-#: The longest value kept in the hash. A longer one would turn the whole hash from a listpack
-#: into a hashtable (Redis' hash-max-listpack-value, 64 by default): about 920 bytes a record
-#: instead of 260. A longer result or error is kept in a string beside the hash instead.
+#: The longest value kept whole in the hash. A longer one would turn the whole hash from a
+#: listpack into a hashtable (Redis' hash-max-listpack-value, 64 by default): about 920 bytes a
+#: record instead of 260. Key layout 2 cuts a longer result or error into pieces of INLINE
+#: bytes, kept in the same hash under the field names "1", "2", ...
 INLINE = 64
 
-#: An HMGET of a whole record in layout 2: the fields, then BESIDE.
-READ = (*NAMES, BESIDE)
+#: The most pieces a value is cut into (6400 bytes); a longer one stays whole. With the
+#: record's own fields the hash stays within Redis' hash-max-listpack-entries (128).
+PIECES = 100
 
-# BESIDE's value -> the Record attribute the body holds.
-_ATTRIBUTES = {f.name.encode(): f.attribute for f in FIELDS if f.name in ("r", "e")}
+#: The hash field saying which field was cut and into how many pieces ("r32": the result, in
+#: 32); absent when none was. A record without it is read as layout 1 wrote it.
+CUT = "x"
+
+_NAMES = [name.encode() for name in NAMES]
+_CUT = CUT.encode()
+_CUT_VALUE = re.compile(rb"([a-z]+)([0-9]+)")
+# A field that may be cut -> its position in NAMES.
+_POSITIONS = {name.encode(): NAMES.index(name) for name in ("r", "e")}
 
 # Where lua/record.lua has the declarations written in.
 LUA_MARK = "--@fields\n"
@@ -133,7 +139,8 @@ LUA_MARK = "--@fields\n"
 def lua_fields() -> str:
     """Lua declaring FIELDS: their names in order; a constant per field, named as the field
     in capitals, holding its position (S for 's'); their number; NONE, an absent record; and
-    X, the position read() gives BESIDE's value, XNAME, its name, and INLINE."""
+    for the pieces of a long value: X, the position read() gives CUT's value, XNAME, CUT,
+    INLINE and PIECES."""
     names = ", ".join(f"'{name}'" for name in NAMES)
     constants = ", ".join(name.upper() for name in NAMES)
     positions = ", ".join(str(i) for i in range(1, len(NAMES) + 1))
@@ -143,7 +150,7 @@ def lua_fields() -> str:
         f"local {constants} = {positions}\n"
         f"local NFIELDS = {len(NAMES)}\n"
         f"local NONE = {{{absent}}}\n"
-        f"local X, XNAME, INLINE = {len(NAMES) + 1}, '{BESIDE}', {INLINE}\n"
+        f"local X, XNAME, INLINE, PIECES = {len(NAMES) + 1}, '{CUT}', {INLINE}, {PIECES}\n"
     )
 
 
@@ -156,25 +163,21 @@ def put_args(record: Record) -> list[str | bytes]:
     return args
 
 
-def body_name(name: bytes) -> bytes:
-    """The string beside the record hash ``name`` (``{prefix}:body:{scope:key}``): the key
-    prefix is brace-free, so the first brace opens the record's hash tag, which both share."""
-    i = name.index(b"{")
-    return name[:i] + b"body:" + name[i:]
+def joined(fields: dict[bytes, bytes]) -> list[bytes | None]:
+    """The values of NAMES in a record's HGETALL, a field cut in pieces joined again."""
+    values = [fields.get(name) for name in _NAMES]
+    cut = _CUT_VALUE.fullmatch(fields.get(_CUT) or b"")
+    if cut is not None:
+        pieces = range(1, int(cut[2]) + 1)
+        values[_POSITIONS[cut[1]]] = b"".join(fields[str(i).encode()] for i in pieces)
+    return values
 
 
-def row(
-    scope: str, key: str, values: Sequence[bytes | None], body: bytes | None = None
-) -> Record | None:
-    """A record from an HMGET of NAMES, or of READ with ``body`` the GET of its body_name;
-    None when it vanished before the read, or its body did (evicted apart from the hash)."""
+def row(scope: str, key: str, values: Sequence[bytes | None]) -> Record | None:
+    """A record from an HMGET of NAMES (or ``joined`` of its HGETALL); None when it vanished
+    before the read."""
     attributes: dict[str, Any] = {}
-    beside = values[len(FIELDS)] if len(values) > len(FIELDS) else None
-    if beside is not None:
-        if body is None:
-            return None
-        attributes[_ATTRIBUTES[beside]] = body
-    for field, value in zip(FIELDS, values[: len(FIELDS)], strict=True):
+    for field, value in zip(FIELDS, values, strict=True):
         if value is not None:
             attributes[field.attribute] = field.read(value)
         elif not field.optional:

@@ -17,7 +17,7 @@ from mideng.core import effects
 from mideng.core.effects import Effects
 from mideng.core.record import Record, Status
 from mideng.stores.redis.commands import Command, Commands
-from mideng.stores.redis.rows import READ, body_name, row
+from mideng.stores.redis.rows import joined, row
 from mideng.stores.redis.survey import every_name, read_each
 from mideng.stores.steps import ARGUMENTS, Finished, OperationEntry, StepStore, step_lost
 
@@ -76,7 +76,8 @@ class StepCommands:
             if identity is None or not flat:
                 continue
             scope, key = identity
-            entry = OperationEntry(scope, key, None, None, 0.0, record=row(scope, key, *fields))
+            record = row(scope, key, joined(fields))
+            entry = OperationEntry(scope, key, None, None, 0.0, record=record)
             done = []
             pairs = (
                 flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
@@ -100,7 +101,7 @@ class StepCommands:
         found = []
         for name, fields in zip(names, records, strict=True):
             identity = self.records.identity(name)
-            record = None if identity is None else row(*identity, *fields)
+            record = None if identity is None else row(*identity, joined(fields))
             if record is None or (scope is not None and record.scope != scope):
                 continue
             if record.status is Status.PROCESSING:
@@ -206,7 +207,7 @@ class RedisSteps(StepStore):
             replies = yield from read_each(client, names, both)
         except self._errors as exc:
             raise self._unavailable(exc) from exc
-        return steps.entries(names, replies[::3], with_bodies(replies[1::3], replies[2::3]), limit)
+        return steps.entries(names, replies[::2], replies[1::2], limit)
 
     def _running(self, client: Any, scope: str | None, limit: int) -> Effects[list[Record]]:
         try:
@@ -214,15 +215,10 @@ class RedisSteps(StepStore):
             records = yield from read_each(client, names, fields)
         except self._errors as exc:
             raise self._unavailable(exc) from exc
-        return self.steps.running(names, with_bodies(records[::2], records[1::2]), scope, limit)
+        return self.steps.running(names, records, scope, limit)
 
 
 def fields(pipe: Any, name: bytes) -> None:
-    """A record's fields and its body (rows.READ, the GET of rows.body_name): two replies,
-    which ``with_bodies`` makes the arguments of a ``row`` after its identity."""
-    pipe.hmget(name, READ)
-    pipe.get(body_name(name))
-
-
-def with_bodies(values: list[Any], bodies: list[Any]) -> list[tuple[Any, Any]]:
-    return list(zip(values, bodies, strict=True))
+    """A record's fields, for ``row(scope, key, joined(reply))``: all of them, so a value cut
+    in pieces comes with its pieces."""
+    pipe.hgetall(name)

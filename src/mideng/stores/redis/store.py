@@ -30,7 +30,7 @@ from mideng.stores.redis.connect import Connection, Target, connect, parse, reda
 from mideng.stores.redis.direct import AsyncDirectSender, DirectSender, pack, usable
 from mideng.stores.redis.layout import check as layout_check
 from mideng.stores.redis.scripts import Calls, scripts
-from mideng.stores.redis.steps import RedisSteps, StepCommands, fields, with_bodies
+from mideng.stores.redis.steps import RedisSteps, StepCommands, fields
 from mideng.stores.redis.survey import RedisSurvey, every_name, read_each
 from mideng.stores.registry import in_front, require
 
@@ -281,8 +281,7 @@ class RedisStore(Store, RedisBatch, RedisSteps, RedisSurvey):
             rows = yield from read_each(client, names, fields)
         except self._errors as exc:
             raise self._unavailable(exc) from exc
-        found = with_bodies(rows[::2], rows[1::2])
-        return stuck(self.commands, names, found, scope, sec + usec / 1e6, limit)
+        return stuck(self.commands, names, rows, scope, sec + usec / 1e6, limit)
 
     def close(self) -> None:
         with self._lock:

@@ -3,10 +3,9 @@
 On a Redis Cluster each master is scanned on its own (its own cursor, its own pipelines), so
 every record is seen once whichever node holds it; a standalone or Sentinel-managed server
 is one master. For each SCAN reply one pipeline asks each key's fields (without the stored
-result and error), its remaining TTL (``PTTL``) and its footprint (``MEMORY USAGE`` of the hash
-and of the body beside it, where a long result or error is kept). Both are written once, for
-the sync and the async client. ``purge_older`` deletes a key (and its body) only inside a Lua
-check of its status and time, so a claim made since the scan keeps it.
+result and error), its remaining TTL (``PTTL``) and its footprint (``MEMORY USAGE``). Both
+are written once, for the sync and the async client. ``purge_older`` deletes a key only
+inside a Lua check of its status and time, so a claim made since the scan keeps it.
 """
 
 from __future__ import annotations
@@ -18,18 +17,17 @@ from mideng.core import effects
 from mideng.core.effects import Effect, Effects, either
 from mideng.errors import StoreUnavailableError
 from mideng.stores.redis.commands import Commands
-from mideng.stores.redis.rows import NAMES, body_name, row
+from mideng.stores.redis.rows import NAMES, row
 from mideng.stores.survey import Survey, SurveyStore, SurveyTerms, Tally, surveyed
 
 BATCH = 500
 # The blobs are not read: a field name no record has stands in for each (HMGET says nil).
 _READ = tuple("\x00" if name in ("r", "e") else name for name in NAMES)
-# Delete a finished record last written at or before ARGV[1], with its body (KEYS[2]).
+# Delete a finished record last written at or before ARGV[1] (ARGV[2]: 'processing'-free).
 _PURGE_OLDER = """
 local s = redis.call('HGET', KEYS[1], 's')
 local ua = tonumber(redis.call('HGET', KEYS[1], 'ua') or '')
 if (s == 'succeeded' or s == 'failed') and ua and ua <= tonumber(ARGV[1]) then
-  redis.call('DEL', KEYS[2])
   return redis.call('DEL', KEYS[1])
 end
 return 0
@@ -47,21 +45,20 @@ def _queue(pipe: Any, names: list[bytes]) -> None:
         pipe.hmget(name, _READ)
         pipe.pttl(name)
         pipe.memory_usage(name, samples=0)
-        pipe.memory_usage(body_name(name), samples=0)  # None: no body
 
 
 def _batch(
     tally: Tally, commands: Commands, names: list[bytes], replies: list[Any], prefix: str | None
 ) -> None:
     for i, name in enumerate(names):
-        values, pttl, size, body = replies[4 * i : 4 * i + 4]
+        values, pttl, size = replies[3 * i : 3 * i + 3]
         identity = commands.identity(name)
         if identity is None or not surveyed(identity[0], prefix):
             continue
         record = row(*identity, values)
         if record is None or pttl == -2:  # gone between the SCAN and the read
             continue
-        tally.add(record, None if pttl < 0 else pttl / 1000.0, int(size or 0) + int(body or 0))
+        tally.add(record, None if pttl < 0 else pttl / 1000.0, int(size or 0))
 
 
 def _masters(client: Any) -> list[Any]:
@@ -165,7 +162,7 @@ class RedisSurvey(SurveyStore):
                         pending = pending[len(take) :]
                         pipe = node.pipeline(transaction=False)
                         for name in take:
-                            pipe.eval(_PURGE_OLDER, 2, name, body_name(name), repr(cutoff))
+                            pipe.eval(_PURGE_OLDER, 1, name, repr(cutoff))
                         gone += sum(int(n) for n in (yield either(pipe.execute)))
                     if limit is not None and gone >= limit:
                         return gone

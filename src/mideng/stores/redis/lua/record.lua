@@ -5,17 +5,21 @@
 -- definition Python and this code share; the line below becomes their declarations when the
 -- code is loaded: FIELDS (the names, in order), a constant per field holding its position and
 -- named as the field in capitals (S for 's', RID for 'rid' ...), NFIELDS (how many), NONE
--- (an absent record), and for key layout 2: XNAME (rows.BESIDE), the hash field naming the
--- field kept beside the hash, X (where read() puts its value) and INLINE (rows.INLINE).
+-- (an absent record), and for key layout 2: XNAME (rows.CUT), X (where read() puts its
+-- value), INLINE (rows.INLINE) and PIECES (rows.PIECES).
 --
--- A result or error longer than INLINE bytes is kept in a string beside the hash, its body
--- (body_key), and the hash names which of the two it holds: one value over the server's
--- hash-max-listpack-value makes the whole hash a hashtable, three times the memory. Only
--- read() and save() (and complete(), the fast path) know it: every other part of a script
--- sees a record with its result and error in place. Both keys are written in the same script
--- with the same expiry, and deleted together. Every redis.call and every string.format costs real time inside the
--- server's single thread, so scripts read once, write only the fields that changed, and touch
--- the key's TTL only when it changes.
+-- Key layout 2 cuts a result or error longer than INLINE bytes into pieces of INLINE bytes,
+-- kept in the same hash under the field names '1', '2', ...; XNAME then says which field was
+-- cut, and in how many ('r32': the result, in 32 pieces). One value longer than the server's
+-- hash-max-listpack-value (64) would make the whole hash a hashtable, three times the memory;
+-- pieces keep it a listpack, and the record stays one key: one expiry, one DEL, nothing that
+-- can expire or be evicted apart. Only read() and save() (and complete(), the fast path) know
+-- it: every other part of a script sees a record with its result and error whole. A value in
+-- more than PIECES pieces stays whole (the hash would pass hash-max-listpack-entries anyway).
+--
+-- Every redis.call and every string.format costs real time inside the server's single thread,
+-- so scripts read once, write only the fields that changed, and touch the key's TTL only when
+-- it changes.
 --@fields
 
 -- Times are epoch seconds written as '%.6f' (Redis TIME has microseconds).
@@ -46,55 +50,79 @@ for i = 1, NFIELDS do
   READ[i] = FIELDS[i]
 end
 READ[X] = XNAME
--- XNAME's value -> the position of the field kept beside.
-local BESIDE_AT = {[FIELDS[R]] = R, [FIELDS[E]] = E}
+-- A cut field's name -> its position.
+local CUT_AT = {[FIELDS[R]] = R, [FIELDS[E]] = E}
 
--- The body's key: the record's, with 'body:' before its hash tag (the key prefix has no
--- brace), so both hash to one cluster slot.
-local function body_key(key)
-  local i = string.find(key, '{', 1, true)
-  return string.sub(key, 1, i - 1) .. 'body:' .. string.sub(key, i)
+-- The field names of pieces 1..n.
+local function piece_names(n)
+  local names = {}
+  for i = 1, n do
+    names[i] = tostring(i)
+  end
+  return names
 end
 
--- The record at key, with its body in place; rec[X] says whether one is kept beside.
+-- A record's XNAME value -> the position of the field cut and its number of pieces; false, 0
+-- for a record with none.
+local function cut_of(x)
+  if not x then
+    return false, 0
+  end
+  local name, n = string.match(x, '^(%a+)(%d+)$')
+  return CUT_AT[name], tonumber(n)
+end
+
+-- The record at key, its cut field joined again; rec[X] says whether one was cut.
 local function read(key)
   local rec = redis.call('HMGET', key, unpack(READ))
   if not rec[S] then
     return false
   end
-  local at = rec[X]
-  if at then
-    local body = redis.call('GET', body_key(key))
-    if not body then
-      -- Both keys expire at the same stamp, but a server evicting keys under maxmemory may
-      -- drop one alone: without its result or error the record is lost, as if evicted whole.
-      redis.call('DEL', key)
-      return false
-    end
-    rec[BESIDE_AT[at]] = body
+  if rec[X] then
+    local at, n = cut_of(rec[X])
+    rec[at] = table.concat(redis.call('HMGET', key, unpack(piece_names(n))))
   end
   return rec
 end
 
--- Delete the record at key as read (rec), its body with it.
-local function delete(key, rec)
-  if rec and rec[X] then
-    redis.call('DEL', key, body_key(key))
-  else
-    redis.call('DEL', key)
+-- The number of pieces a value is cut into; 0: it stays whole.
+local function pieces(v)
+  if not v or #v <= INLINE then
+    return 0
   end
+  local n = math.ceil(#v / INLINE)
+  return n <= PIECES and n or 0
 end
 
--- Which field of rec is kept beside the hash (R or E, a value longer than INLINE), or false.
--- A record has a result or an error, never both.
-local function beside(rec)
-  local r, e = rec[R], rec[E]
-  if r and #r > INLINE then
-    return R
-  elseif e and #e > INLINE then
-    return E
+-- The field of rec to cut (R or E; a record has one or the other, never both) and into how
+-- many pieces; false, 0 when neither is.
+local function cut(rec)
+  local n = pieces(rec[R])
+  if n > 0 then
+    return R, n
   end
-  return false
+  n = pieces(rec[E])
+  if n > 0 then
+    return E, n
+  end
+  return false, 0
+end
+
+-- HSET arguments for v cut in n pieces, appended to set (ns of them so far); the new count.
+local function put_pieces(set, ns, v, n)
+  for i = 1, n do
+    set[ns + 1], set[ns + 2], ns = tostring(i), string.sub(v, i * INLINE - INLINE + 1, i * INLINE),
+      ns + 2
+  end
+  return ns
+end
+
+-- HDEL arguments for the pieces after the first n of old_n, appended to drop; the new count.
+local function drop_pieces(drop, nd, n, old_n)
+  for i = n + 1, old_n do
+    drop[nd + 1], nd = tostring(i), nd + 1
+  end
+  return nd
 end
 
 local function expired(rec, now)
@@ -143,39 +171,20 @@ local function pexpire_at(ea)
   return last_px
 end
 
--- Write rec's body (the field at position at, false: none) beside key, where old (its body
--- at was) differs: the value, or only the expiry, which is the record's.
-local function save_body(key, old, rec, at, was)
-  local body = body_key(key)
-  if not at then
-    redis.call('DEL', body)
-  elseif at ~= was or rec[at] ~= old[at] then
-    redis.call('SET', body, rec[at])  -- a SET drops the old expiry
-    if rec[EA] then
-      redis.call('PEXPIREAT', body, pexpire_at(rec[EA]))
-    end
-  elseif rec[EA] ~= old[EA] then
-    if rec[EA] then
-      redis.call('PEXPIREAT', body, pexpire_at(rec[EA]))
-    else
-      redis.call('PERSIST', body)
-    end
-  end
-end
-
 -- Write what differs between the stored record (old, false when absent) and rec.
 local function save(key, old, rec)
   old = old or NONE
-  local was, at = old[X] and BESIDE_AT[old[X]] or false, beside(rec)
-  if not was and beside(old) then
-    -- A record layout 1 wrote with a long value in its hash: Redis never turns a hashtable
-    -- back into a listpack, so the hash is written again whole.
+  local was, was_n = cut_of(old[X])
+  local at, n = cut(rec)
+  if not was and ((old[R] and #old[R] > INLINE) or (old[E] and #old[E] > INLINE)) then
+    -- A record layout 1 wrote with a long value whole: Redis never turns a hashtable back
+    -- into a listpack, so the hash is written again whole.
     redis.call('DEL', key)
-    old = NONE
+    old, was, was_n = NONE, false, 0
   end
   local set, drop, ns, nd = {}, {}, 0, 0
   for i = 1, NFIELDS do
-    -- A value kept beside is absent from the hash.
+    -- A field cut in pieces is absent from the hash under its own name.
     local v, o = rec[i], old[i]
     if i == at then
       v = false
@@ -191,13 +200,13 @@ local function save(key, old, rec)
       end
     end
   end
-  if at ~= was then
-    if at then
-      set[ns + 1], set[ns + 2], ns = XNAME, FIELDS[at], ns + 2
-    else
-      drop[nd + 1], nd = XNAME, nd + 1
-    end
+  if at and (at ~= was or rec[at] ~= old[at]) then
+    ns = put_pieces(set, ns, rec[at], n)
+    set[ns + 1], set[ns + 2], ns = XNAME, FIELDS[at] .. n, ns + 2
+  elseif not at and was then
+    drop[nd + 1], nd = XNAME, nd + 1
   end
+  nd = drop_pieces(drop, nd, n, was_n)
   if nd > 0 then
     redis.call('HDEL', key, unpack(drop))
   end
@@ -211,9 +220,6 @@ local function save(key, old, rec)
     end
   elseif old[EA] then
     redis.call('PERSIST', key)
-  end
-  if at or was then
-    save_body(key, old, rec, at, was)
   end
 end
 
@@ -349,28 +355,26 @@ local function complete(key, now, at, owner, fence, result, codec, ea)
     return 0, read(key)
   end
   local drop, set = {FIELDS[LU]}, {FIELDS[S], 'succeeded', FIELDS[C], codec, FIELDS[UA], at}
+  local nd, ns = 1, 6
   if e then
-    drop[2] = FIELDS[E]
+    drop[2], nd = FIELDS[E], 2
   end
-  if #result > INLINE then
-    -- Kept beside (see the head): the hash names it, the body holds it, expiring with it.
-    local body = body_key(key)
-    set[7], set[8] = XNAME, FIELDS[R]
-    redis.call('SET', body, result)
-    if ea then
-      redis.call('PEXPIREAT', body, pexpire_at(ea))
-    end
+  local n = pieces(result)
+  local _, was_n = cut_of(got[T_X])
+  if n > 0 then
+    ns = put_pieces(set, ns, result, n)
+    set[ns + 1], set[ns + 2], ns = XNAME, FIELDS[R] .. n, ns + 2
   else
-    set[7], set[8] = FIELDS[R], result
+    set[ns + 1], set[ns + 2], ns = FIELDS[R], result, ns + 2
     if got[T_X] then
-      drop[#drop + 1] = XNAME
-      redis.call('DEL', body_key(key))
+      drop[nd + 1], nd = XNAME, nd + 1
     end
   end
+  nd = drop_pieces(drop, nd, n, was_n)
   if ea then
-    set[9], set[10] = FIELDS[EA], ea
+    set[ns + 1], set[ns + 2] = FIELDS[EA], ea
   elseif old_ea then
-    drop[#drop + 1] = FIELDS[EA]
+    drop[nd + 1] = FIELDS[EA]
   end
   redis.call('HDEL', key, unpack(drop))
   redis.call('HSET', key, unpack(set))

@@ -5,5 +5,5 @@ local rec, now = held(key, ARGV[1], ARGV[2])
 if not now then
   return reply(0, rec)
 end
-delete(key, rec)
+redis.call('DEL', key)
 return reply(1)

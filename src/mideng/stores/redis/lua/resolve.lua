@@ -17,7 +17,7 @@ if not open then
   return reply(0, rec, at)
 end
 if ARGV[3] == '2' then
-  delete(key, rec)
+  redis.call('DEL', key)
   return reply(1, rec, at)
 end
 local ttl = tonumber(ARGV[4])

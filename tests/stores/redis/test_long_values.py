@@ -1,5 +1,5 @@
-"""Key layout 2: a result or error longer than rows.INLINE is kept in a string beside the record's
-hash (its body), so the hash stays a listpack; the two are one record in every operation."""
+"""Key layout 2: a result or error longer than rows.INLINE is cut into pieces inside the record's
+hash, so the hash stays a listpack whatever the result's size, and the record one key."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from mideng.core.record import ClaimRequest, Outcome, Resolution, Status, Ticket
 from mideng.stores.batch import Completion
 from mideng.stores.redis import RedisStore
 from mideng.stores.redis.layout import LAYOUT
-from mideng.stores.redis.rows import INLINE, body_name
+from mideng.stores.redis.rows import INLINE, PIECES
 from mideng.stores.survey import SurveyTerms
 from mideng.version import __version__
 from tests.backends_redis import delete_prefix, expiry_ms
@@ -43,7 +43,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def prefix() -> str:
-    return f"mideng-body-{uuid.uuid4().hex[:10]}"
+    return f"mideng-long-{uuid.uuid4().hex[:10]}"
 
 
 @pytest.fixture
@@ -66,8 +66,14 @@ def request(key: str, lease: float = 30.0, ttl: float | None = 60.0, **kw: Any) 
     return ClaimRequest("pay", key, uuid.uuid4().hex, lease, ttl, **kw)
 
 
-def body(store: RedisStore, key: str) -> str:
-    return body_name(store.key("pay", key).encode()).decode()
+def keys(client: redis.Redis, prefix: str) -> set[str]:
+    """Every key under prefix but the layout's."""
+    found = {name.decode() for name in client.scan_iter(match=f"{prefix}:*")}
+    return found - {f"{prefix}:layout"}
+
+
+def fields(client: redis.Redis, name: str) -> set[str]:
+    return {f.decode() if isinstance(f, bytes) else f for f in client.hkeys(name)}
 
 
 def encoding(client: redis.Redis, name: str) -> str:
@@ -75,16 +81,17 @@ def encoding(client: redis.Redis, name: str) -> str:
 
 
 # -- compact whatever the size ---------------------------------------------------------------------
-@pytest.mark.parametrize("result", [MEDIUM, LONG], ids=["100B", "2kB"])
+@pytest.mark.parametrize(("result", "pieces"), [(MEDIUM, 2), (LONG, 32)], ids=["100B", "2kB"])
 def test_a_long_result_leaves_the_hash_a_listpack(
-    store: RedisStore, client: redis.Redis, result: bytes
+    store: RedisStore, client: redis.Redis, prefix: str, result: bytes, pieces: int
 ) -> None:
     claim = store.claim(request("k"))
     done = store.complete(Ticket.of(claim.record), result, "json", 60)
     name = store.key("pay", "k")
     assert encoding(client, name) == "listpack"
-    assert client.get(body(store, "k")) == result
+    assert client.hget(name, "x") == f"r{pieces}".encode()
     assert client.hget(name, "r") is None
+    assert keys(client, prefix) == {name}  # one key: one expiry, one delete
     assert done.result == result
     assert store.get("pay", "k") == done
     again = store.claim(request("k"))
@@ -92,30 +99,43 @@ def test_a_long_result_leaves_the_hash_a_listpack(
     assert again.record.result == result
 
 
-def test_a_short_result_stays_in_the_hash_with_no_body(
-    store: RedisStore, client: redis.Redis
-) -> None:
+def test_a_short_result_stays_whole(store: RedisStore, client: redis.Redis) -> None:
     claim = store.claim(request("k"))
     store.complete(Ticket.of(claim.record), b"s" * INLINE, "json", 60)
     assert client.hget(store.key("pay", "k"), "r") == b"s" * INLINE
-    assert client.exists(body(store, "k")) == 0
+    assert client.hget(store.key("pay", "k"), "x") is None
 
 
-def test_a_long_error_is_kept_beside_and_a_retry_drops_it(
+def test_a_value_past_the_pieces_stays_whole_and_replays(
     store: RedisStore, client: redis.Redis
 ) -> None:
-    error = b"e" * 500
+    """Past PIECES pieces the hash would outgrow hash-max-listpack-entries anyway."""
+    huge = b"h" * (INLINE * PIECES + 1)
+    claim = store.claim(request("k"))
+    store.complete(Ticket.of(claim.record), huge, "json", 60)
+    assert client.hget(store.key("pay", "k"), "r") == huge
+    assert store.claim(request("k")).record.result == huge
+    most = b"m" * (INLINE * PIECES)
+    claim = store.claim(request("m"))
+    store.complete(Ticket.of(claim.record), most, "json", 60)
+    assert encoding(client, store.key("pay", "m")) == "listpack"
+    assert store.claim(request("m")).record.result == most
+
+
+def test_a_long_error_is_cut_and_a_retry_drops_it(store: RedisStore, client: redis.Redis) -> None:
+    error = b"e" * 300
+    name = store.key("pay", "k")
     claim = store.claim(request("k", max_attempts=3))
     failed = store.fail(Ticket.of(claim.record), error, 60)
-    assert encoding(client, store.key("pay", "k")) == "listpack"
+    assert encoding(client, name) == "listpack"
+    assert client.hget(name, "x") == b"e5"
     assert store.get("pay", "k") == failed
     assert failed.error == error
-    # A retry takes the record over: the error (and its body) is gone with it.
+    # A retry takes the record over: the error (and its pieces) is gone with it.
     retry = store.claim(request("k", max_attempts=3))
     assert retry.outcome is Outcome.ACQUIRED
     assert retry.record.error is None
-    assert client.exists(body(store, "k")) == 0
-    assert client.hget(store.key("pay", "k"), "x") is None
+    assert fields(client, name) == {"s", "f", "o", "lu", "a", "ca", "ua", "ea"}
 
 
 def test_guard_replays_a_2kb_result(store: RedisStore) -> None:
@@ -141,46 +161,32 @@ async def test_async_complete_and_replay_of_a_long_result(store: RedisStore) -> 
     assert again.record.result == LONG
 
 
-# -- one record: same expiry, deleted together -----------------------------------------------------
-def test_the_body_expires_at_the_records_stamp(store: RedisStore, client: redis.Redis) -> None:
-    name, beside = store.key("pay", "k"), body(store, "k")
+# -- one key: its pieces expire and go with it ----------------------------------------------------
+def test_the_record_expires_whole(store: RedisStore, client: redis.Redis, prefix: str) -> None:
     claim = store.claim(request("k", ttl=60))
     done = store.complete(Ticket.of(claim.record), LONG, "json", 5)
     assert done.expires_at is not None
-    assert expiry_ms(client, beside) == expiry_ms(client, name) == math.ceil(done.expires_at * 1000)
-    # Kept for ever: both lose their expiry.
+    assert expiry_ms(client, store.key("pay", "k")) == math.ceil(done.expires_at * 1000)
     claim = store.claim(request("f", ttl=None))
     store.complete(Ticket.of(claim.record), LONG, "json", None)
-    assert expiry_ms(client, body(store, "f")) == expiry_ms(client, store.key("pay", "f")) == -1
+    assert expiry_ms(client, store.key("pay", "f")) == -1
+    assert len(keys(client, prefix)) == 2
 
 
-def test_both_keys_are_gone_once_the_record_expires(store: RedisStore, client: redis.Redis) -> None:
-    claim = store.claim(request("k", ttl=60))
-    store.complete(Ticket.of(claim.record), LONG, "json", 0.05)
-    name, beside = store.key("pay", "k"), body(store, "k")
-    deadline = time.monotonic() + 10
-    while client.exists(name) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.exists(name) == 0
-    # Same stamp: once Redis holds the hash expired, the body is too.
-    assert client.exists(beside) == 0
-    assert store.claim(request("k")).outcome is Outcome.ACQUIRED
-
-
-def test_forget_and_evict_delete_both(store: RedisStore, client: redis.Redis) -> None:
+def test_forget_and_evict_leave_nothing(
+    store: RedisStore, client: redis.Redis, prefix: str
+) -> None:
     claim = store.claim(request("k"))
     store.complete(Ticket.of(claim.record), LONG, "json", 60)
     assert store.forget("pay", "k")
-    assert client.exists(store.key("pay", "k"), body(store, "k")) == 0
-
     # A kept failure with a long error, evicted by an operator.
     claim = store.claim(request("e", max_attempts=1))
     store.fail(Ticket.of(claim.record), b"e" * 300, 60)
     store.resolve("pay", "e", Resolution(None, None, False, None, evict=True))
-    assert client.exists(store.key("pay", "e"), body(store, "e")) == 0
+    assert keys(client, prefix) == set()
 
 
-def test_resolving_a_long_error_to_a_short_result_drops_the_body(
+def test_resolving_a_long_error_to_a_short_result_drops_the_pieces(
     store: RedisStore, client: redis.Redis
 ) -> None:
     claim = store.claim(request("k", max_attempts=1))
@@ -188,48 +194,37 @@ def test_resolving_a_long_error_to_a_short_result_drops_the_body(
     settled = store.resolve("pay", "k", Resolution(b"ok", "json", False, 60))
     assert settled.result == b"ok"
     assert settled.error is None
-    assert client.exists(body(store, "k")) == 0
-    assert client.hget(store.key("pay", "k"), "x") is None
+    assert fields(client, store.key("pay", "k")) == {"s", "f", "o", "r", "c", "a", "ca", "ua", "ea"}
     assert store.get("pay", "k") == settled
 
 
-def test_purge_older_deletes_the_body(store: RedisStore, client: redis.Redis) -> None:
+def test_purge_older_deletes_the_record(
+    store: RedisStore, client: redis.Redis, prefix: str
+) -> None:
     claim = store.claim(request("k"))
     store.complete(Ticket.of(claim.record), LONG, "json", None)
     assert store.purge_older(0) == 1
-    assert client.exists(store.key("pay", "k"), body(store, "k")) == 0
+    assert keys(client, prefix) == set()
 
 
-def test_a_copy_replaces_the_body_or_drops_it(store: RedisStore, client: redis.Redis) -> None:
+def test_a_copy_replaces_the_pieces(store: RedisStore, client: redis.Redis) -> None:
+    name = store.key("pay", "k")
     claim = store.claim(request("k"))
     done = store.complete(Ticket.of(claim.record), LONG, "json", 60)
     later = done.updated_at + 1
     assert store.put(dataclasses.replace(done, result=b"x" * 80, updated_at=later))
-    assert client.get(body(store, "k")) == b"x" * 80
+    assert client.hget(name, "x") == b"r2"
+    assert "3" not in fields(client, name)  # the pieces past the new value's are gone
+    assert store.get("pay", "k") == dataclasses.replace(done, result=b"x" * 80, updated_at=later)
     assert store.put(dataclasses.replace(done, result=b"short", updated_at=later + 1))
-    assert client.exists(body(store, "k")) == 0
+    assert fields(client, name) == {"s", "f", "o", "r", "c", "a", "ca", "ua", "ea"}
     found = store.get("pay", "k")
     assert found is not None
     assert found.result == b"short"
 
 
-def test_a_body_lost_apart_from_its_hash_loses_the_record(
-    store: RedisStore, client: redis.Redis
-) -> None:
-    """A server evicting under maxmemory may drop one key alone: the record is then lost
-    whole (the work runs again), never replayed without its result."""
-    claim = store.claim(request("k"))
-    store.complete(Ticket.of(claim.record), LONG, "json", 60)
-    client.delete(body(store, "k"))
-    assert store.get("pay", "k") is None
-    assert client.exists(store.key("pay", "k")) == 0
-    again = store.claim(request("k"))
-    assert again.outcome is Outcome.ACQUIRED
-    assert again.record.fence == 1
-
-
 # -- operator views -------------------------------------------------------------------------------
-def test_operator_views_read_the_body(store: RedisStore) -> None:
+def test_operator_views_join_the_pieces(store: RedisStore) -> None:
     claim = store.claim(request("s"))
     store.begin_steps("pay", "s", claim.record.owner, b"args", "json")
     store.complete(Ticket.of(claim.record), LONG, "json", 60)
@@ -241,7 +236,6 @@ def test_operator_views_read_the_body(store: RedisStore) -> None:
     store.fail(Ticket.of(claim.record), b"e" * 300, 60)
     survey = store.count_records(SurveyTerms(prefix="pay"))
     assert survey.total == 2
-    # A record's footprint counts its body.
     assert {big.key: big.bytes > 2048 for big in survey.biggest} == {"s": True, "u": False}
 
 
@@ -255,7 +249,7 @@ def test_batch_completions_keep_long_results_beside(store: RedisStore, client: r
     done = store.complete_many(items)
     for i in range(5):
         assert encoding(client, store.key("pay", f"b{i}")) == "listpack"
-        assert client.get(body(store, f"b{i}")) == LONG + bytes([i])
+        assert client.hget(store.key("pay", f"b{i}"), "x") == b"r33"
     again = store.claim_many([request(f"b{i}") for i in range(5)])
     assert [c.outcome for c in again] == [Outcome.REPLAY] * 5
     assert [c.record.result for c in again] == [LONG + bytes([i]) for i in range(5)]
@@ -372,16 +366,6 @@ def test_processes_and_threads_replay_2kb_results(
 
 
 # -- cluster ---------------------------------------------------------------------------------------
-def test_the_body_shares_the_records_slot(store: RedisStore) -> None:
-    from redis.crc import key_slot
-
-    for scope, key in [("pay", "T1"), ("a:b", "c:d"), ("we{ird", "k}ey"), ("s", "{x}"), ("}", "k")]:
-        name = store.key(scope, key)
-        beside = store.commands.side_key("body", scope, key)
-        assert body_name(name.encode()).decode() == beside
-        assert key_slot(name.encode()) == key_slot(beside.encode()), (scope, key)
-
-
 def test_long_results_on_a_cluster(prefix: str) -> None:
     node = cluster()
     store = RedisStore.from_url(node.url, prefix=prefix)
@@ -402,7 +386,7 @@ def test_long_results_on_a_cluster(prefix: str) -> None:
             LONG,
         ]
         assert store.forget("pay", "c0")
-        assert client.exists(store.commands.side_key("body", "pay", "c0")) == 0
+        assert store.get("pay", "c0") is None
     finally:
         store.close()
         delete_prefix(client, prefix)
