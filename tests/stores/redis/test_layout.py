@@ -61,6 +61,20 @@ def test_a_prefix_without_a_layout_gets_this_one(where: tuple[str, Any, str]) ->
     assert client.get(f"{prefix}:layout") == f"{LAYOUT} {__version__}".encode()
 
 
+def test_a_layout_1_prefix_is_moved_to_this_layout(where: tuple[str, Any, str]) -> None:
+    """Layout 2 reads layout 1's records as they are; a layout-1 release then refuses the
+    prefix instead of missing a result cut in pieces."""
+    url, client, prefix = where
+    assert LAYOUT == 2
+    client.set(f"{prefix}:layout", "1 0.1.0")
+    store = RedisStore.from_url(url, prefix=prefix)
+    try:
+        assert _calls(store, "k") == ("sync", "async")
+    finally:
+        store.close()
+    assert client.get(f"{prefix}:layout") == f"2 {__version__}".encode()
+
+
 @pytest.mark.parametrize("side", ["sync", "async"])
 def test_a_newer_layout_is_refused_naming_the_release(
     where: tuple[str, Any, str], side: str
