@@ -240,7 +240,7 @@ def test_operator_views_join_the_pieces(store: RedisStore) -> None:
 
 
 # -- batches ---------------------------------------------------------------------------------------
-def test_batch_completions_keep_long_results_beside(store: RedisStore, client: redis.Redis) -> None:
+def test_batch_completions_cut_long_results_in_pieces(store: RedisStore, client: redis.Redis) -> None:
     reqs = [request(f"b{i}") for i in range(5)]
     claims = store.claim_many(reqs)
     items = [
