@@ -24,7 +24,7 @@ from mideng.core.record import ClaimRequest, Outcome, Resolution, Status, Ticket
 from mideng.stores.batch import Completion
 from mideng.stores.redis import RedisStore
 from mideng.stores.redis.layout import LAYOUT
-from mideng.stores.redis.rows import INLINE, PIECES
+from mideng.stores.redis.rows import IN_PIECES, INLINE, PIECES
 from mideng.stores.survey import SurveyTerms
 from mideng.version import __version__
 from tests.backends_redis import delete_prefix, expiry_ms
@@ -90,7 +90,7 @@ def test_a_long_result_leaves_the_hash_a_listpack(
     name = store.key("pay", "k")
     assert encoding(client, name) == "listpack"
     assert client.hget(name, "x") == f"r{pieces}".encode()
-    assert client.hget(name, "r") is None
+    assert client.hget(name, "r") == IN_PIECES
     assert keys(client, prefix) == {name}  # one key: one expiry, one delete
     assert done.result == result
     assert store.get("pay", "k") == done
@@ -240,7 +240,9 @@ def test_operator_views_join_the_pieces(store: RedisStore) -> None:
 
 
 # -- batches ---------------------------------------------------------------------------------------
-def test_batch_completions_cut_long_results_in_pieces(store: RedisStore, client: redis.Redis) -> None:
+def test_batch_completions_cut_long_results_in_pieces(
+    store: RedisStore, client: redis.Redis
+) -> None:
     reqs = [request(f"b{i}") for i in range(5)]
     claims = store.claim_many(reqs)
     items = [

@@ -126,6 +126,15 @@ PIECES = 100
 #: 32); absent when none was. A record without it is read as layout 1 wrote it.
 CUT = "x"
 
+#: What a cut field holds under its own name: one byte no release's reader takes for a value.
+#: A layout-1 process (which knows nothing of pieces) then reads a cut result as this byte,
+#: which no codec of mideng's decodes (not UTF-8, not a pickle): its replay raises a
+#: CodecError, where an absent field would have been an empty result. A cut error is a
+#: recorded failure to it (one it cannot read, RecordedFailureError), never a failure without
+#: one, which it would run again. A cut field holding anything else was written over by such a
+#: process since: its pieces are stale and are not read.
+IN_PIECES = b"\xff"
+
 _NAMES = [name.encode() for name in NAMES]
 _CUT = CUT.encode()
 _CUT_VALUE = re.compile(rb"([a-z]+)([0-9]+)")
@@ -140,7 +149,7 @@ def lua_fields() -> str:
     """Lua declaring FIELDS: their names in order; a constant per field, named as the field
     in capitals, holding its position (S for 's'); their number; NONE, an absent record; and
     for the pieces of a long value: X, the position read() gives CUT's value, XNAME, CUT,
-    INLINE and PIECES."""
+    INLINE, PIECES and IN_PIECES."""
     names = ", ".join(f"'{name}'" for name in NAMES)
     constants = ", ".join(name.upper() for name in NAMES)
     positions = ", ".join(str(i) for i in range(1, len(NAMES) + 1))
@@ -151,7 +160,12 @@ def lua_fields() -> str:
         f"local NFIELDS = {len(NAMES)}\n"
         f"local NONE = {{{absent}}}\n"
         f"local X, XNAME, INLINE, PIECES = {len(NAMES) + 1}, '{CUT}', {INLINE}, {PIECES}\n"
+        f"local IN_PIECES = '{_lua_bytes(IN_PIECES)}'\n"
     )
+
+
+def _lua_bytes(value: bytes) -> str:
+    return "".join(f"\\{b}" for b in value)
 
 
 def put_args(record: Record) -> list[str | bytes]:
@@ -164,12 +178,14 @@ def put_args(record: Record) -> list[str | bytes]:
 
 
 def joined(fields: dict[bytes, bytes]) -> list[bytes | None]:
-    """The values of NAMES in a record's HGETALL, a field cut in pieces joined again."""
+    """The values of NAMES in a record's HGETALL, a field cut in pieces joined again (unless
+    a layout-1 process wrote over it since: then as it holds it)."""
     values = [fields.get(name) for name in _NAMES]
     cut = _CUT_VALUE.fullmatch(fields.get(_CUT) or b"")
-    if cut is not None:
+    at = None if cut is None else _POSITIONS.get(cut[1])
+    if cut is not None and at is not None and values[at] == IN_PIECES:
         pieces = range(1, int(cut[2]) + 1)
-        values[_POSITIONS[cut[1]]] = b"".join(fields[str(i).encode()] for i in pieces)
+        values[at] = b"".join(fields[str(i).encode()] for i in pieces)
     return values
 
 

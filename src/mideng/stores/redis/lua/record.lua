@@ -6,11 +6,14 @@
 -- code is loaded: FIELDS (the names, in order), a constant per field holding its position and
 -- named as the field in capitals (S for 's', RID for 'rid' ...), NFIELDS (how many), NONE
 -- (an absent record), and for key layout 2: XNAME (rows.CUT), X (where read() puts its
--- value), INLINE (rows.INLINE) and PIECES (rows.PIECES).
+-- value), INLINE (rows.INLINE), PIECES (rows.PIECES) and IN_PIECES (rows.IN_PIECES).
 --
 -- Key layout 2 cuts a result or error longer than INLINE bytes into pieces of INLINE bytes,
 -- kept in the same hash under the field names '1', '2', ...; XNAME then says which field was
--- cut, and in how many ('r32': the result, in 32 pieces). One value longer than the server's
+-- cut, and in how many ('r32': the result, in 32 pieces), and the cut field holds IN_PIECES
+-- under its own name, a byte no codec decodes: a process of layout 1, which reads only the
+-- field, then fails to replay the value instead of replaying it as empty (or, for an error,
+-- running the body again as if none had been recorded). One value longer than the server's
 -- hash-max-listpack-value (64) would make the whole hash a hashtable, three times the memory;
 -- pieces keep it a listpack, and the record stays one key: one expiry, one DEL, nothing that
 -- can expire or be evicted apart. Only read() and save() (and complete(), the fast path) know
@@ -69,13 +72,13 @@ local function piece_names(n)
 end
 
 -- A record's XNAME value -> the position of the field cut and its number of pieces; false, 0
--- for a record with none.
+-- for a record with none; false, n for pieces no field is cut into any more (read()).
 local function cut_of(x)
   if not x then
     return false, 0
   end
-  local name, n = string.match(x, '^(%a+)(%d+)$')
-  return CUT_AT[name], tonumber(n)
+  local name, n = string.match(x, '^(%a*)(%d+)$')
+  return CUT_AT[name] or false, tonumber(n) or 0
 end
 
 -- The record at key, its cut field joined again; rec[X] says whether one was cut.
@@ -86,7 +89,13 @@ local function read(key)
   end
   if rec[X] then
     local at, n = cut_of(rec[X])
-    rec[at] = table.concat(redis.call('HMGET', key, unpack(piece_names(n))))
+    if at and rec[at] == IN_PIECES then
+      rec[at] = table.concat(redis.call('HMGET', key, unpack(piece_names(n))))
+    else
+      -- A layout-1 process wrote the field over since: it holds the value, and the pieces
+      -- are stale, for the next save() to drop.
+      rec[X] = tostring(n)
+    end
   end
   return rec
 end
@@ -190,13 +199,13 @@ local function save(key, old, rec)
   end
   local set, drop, ns, nd = {}, {}, 0, 0
   for i = 1, NFIELDS do
-    -- A field cut in pieces is absent from the hash under its own name.
+    -- A field cut in pieces holds IN_PIECES under its own name.
     local v, o = rec[i], old[i]
     if i == at then
-      v = false
+      v = IN_PIECES
     end
     if i == was then
-      o = false
+      o = IN_PIECES
     end
     if v ~= o then
       if v then
@@ -209,7 +218,7 @@ local function save(key, old, rec)
   if at and (at ~= was or rec[at] ~= old[at]) then
     ns = put_pieces(set, ns, rec[at], n)
     set[ns + 1], set[ns + 2], ns = XNAME, FIELDS[at] .. n, ns + 2
-  elseif not at and was then
+  elseif not at and old[X] then
     drop[nd + 1], nd = XNAME, nd + 1
   end
   nd = drop_pieces(drop, nd, n, was_n)
@@ -363,7 +372,8 @@ local function complete_cut(key, at, result, codec, ea, old_ea, e, n, x)
   end
   if n > 0 then
     ns = put_pieces(set, ns, result, n)
-    set[ns + 1], set[ns + 2], ns = XNAME, FIELDS[R] .. n, ns + 2
+    set[ns + 1], set[ns + 2], set[ns + 3], set[ns + 4], ns = XNAME, FIELDS[R] .. n, FIELDS[R],
+      IN_PIECES, ns + 4
   else
     set[ns + 1], set[ns + 2], ns = FIELDS[R], result, ns + 2
     drop[nd + 1], nd = XNAME, nd + 1
