@@ -28,6 +28,7 @@ from mideng.stores.redis.rows import (
     claims,
     completions,
     decode,
+    instant,
     joined,
     opt,
     opt_bytes,
@@ -269,7 +270,7 @@ class Commands:
         def finish(reply: bytes) -> Record:
             code, now, current = decode(scope, key, reply)
             if code == 0 or current is None:
-                check_resolvable(scope, key, current, float(now), how.seen)
+                check_resolvable(scope, key, current, instant(now), how.seen)
                 raise IdempotencyError(f"{scope}:{key} could not be resolved")
             return current
 

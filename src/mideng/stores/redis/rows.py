@@ -64,8 +64,18 @@ def _blob(value: bytes) -> bytes:
 
 
 def _time(value: float) -> str:
-    # repr keeps the durable store's times exact; Lua only compares them.
+    # Whole microseconds, as the scripts write times, where that is the value exactly; else
+    # repr, which keeps a durable store's finer time exact (Lua only compares them).
+    micros = round(value * 1_000_000)
+    if micros / 1_000_000 == value:
+        return f"={micros}"
     return "=" + repr(float(value))
+
+
+def instant(value: bytes) -> float:
+    """A stored time in seconds: whole epoch microseconds as layout 2 writes them
+    (``1765152000123456``), or seconds as layout 1 wrote them (``1765152000.123456``)."""
+    return int(value) / 1_000_000 if value.isdigit() else float(value)
 
 
 def _decoded(value: bytes) -> str:
@@ -93,7 +103,7 @@ _CODECS: dict[Any, tuple[Callable[[Any], str | bytes], Callable[[bytes], Any]]] 
     Status: (_status, STATUSES.__getitem__),
     int: (_number, int),
     str: (_text, _decoded),
-    float: (_time, float),
+    float: (_time, instant),
     bytes: (_blob, _same),
 }
 
@@ -244,15 +254,15 @@ def decode(
         int(f),
         owner,
         _str(fp),
-        float(lu) if lu else None,
+        instant(lu) if lu else None,
         result,
         _str(codec),
         error,
         int(a),
         _str(rid),
-        float(ca),
-        float(ua),
-        float(ea) if ea else None,
+        instant(ca),
+        instant(ua),
+        instant(ea) if ea else None,
     )
     return int(code), extra, record
 
@@ -277,15 +287,15 @@ def claims(reqs: Sequence[ClaimRequest], reply: bytes) -> list[tuple[int, Record
     over answers its fence, attempts and creation time; any other outcome the whole record.
     """
     (at, lu, ea), answers = _batch(reply, 3)
-    now, lease_until = float(at), float(lu)
-    expires = float(ea) if ea else None
+    now, lease_until = instant(at), instant(lu)
+    expires = instant(ea) if ea else None
     out: list[tuple[int, Record]] = []
     for req, answer in zip(reqs, answers, strict=True):
         if not answer or answer[0] == 48:  # b"0": acquired, over an old record
             fence, attempts, created = 1, 1, now
             if answer:
                 _, f, a, ca = answer.split(b"|")
-                fence, attempts, created = int(f), int(a), float(ca)
+                fence, attempts, created = int(f), int(a), instant(ca)
             result = codec = error = None  # a new claim's
             record = Record(
                 req.scope,
@@ -320,8 +330,8 @@ def completions(items: Sequence[Completion], reply: bytes) -> list[tuple[bool, R
     creation time, fingerprint, request id); the head has the clock and the expiry stamp.
     """
     (at, ea), answers = _batch(reply, 2)
-    now = float(at)
-    expires = float(ea) if ea else None
+    now = instant(at)
+    expires = instant(ea) if ea else None
     out: list[tuple[bool, Record | None]] = []
     for item, answer in zip(items, answers, strict=True):
         t = item.ticket
@@ -347,7 +357,7 @@ def completions(items: Sequence[Completion], reply: bytes) -> list[tuple[bool, R
             error,
             int(a),
             _str(rid),
-            float(ca),
+            instant(ca),
             now,
             expires,
         )

@@ -17,7 +17,7 @@ from mideng.core import effects
 from mideng.core.effects import Effects
 from mideng.core.record import Record, Status
 from mideng.stores.redis.commands import Command, Commands
-from mideng.stores.redis.rows import joined, row
+from mideng.stores.redis.rows import instant, joined, row
 from mideng.stores.redis.survey import every_name, read_each
 from mideng.stores.steps import ARGUMENTS, Finished, OperationEntry, StepStore, step_lost
 
@@ -27,7 +27,7 @@ def _entry(value: bytes) -> tuple[float, str, bytes]:
     at, _, rest = value.partition(b"|")
     size, _, rest = rest.partition(b"|")
     n = int(size)
-    return float(at), rest[:n].decode(), rest[n:]
+    return instant(at), rest[:n].decode(), rest[n:]
 
 
 def _pairs(flat: Sequence[bytes]) -> list[tuple[str, bytes]]:

@@ -25,17 +25,32 @@
 -- it changes.
 --@fields
 
--- Times are epoch seconds written as '%.6f' (Redis TIME has microseconds).
+-- Times are written as whole epoch microseconds (Redis TIME has microseconds): a listpack
+-- keeps such a number as an entry of 10 bytes, where layout 1's seconds text ('%.6f') took 19. Scripts
+-- compute in seconds; a time layout 1 wrote (it has a '.') is read as it is.
 local function stamp(t)
+  return string.format('%.0f', t * 1000000)
+end
+
+-- Seconds as text with microseconds: a debounce window's scores and answer (hit.lua).
+local function decimal(t)
   return string.format('%.6f', t)
+end
+
+-- A stored time in seconds.
+local function seconds(v)
+  if string.find(v, '^%d+$') then
+    return tonumber(v) / 1000000
+  end
+  return tonumber(v)
 end
 
 -- The store's clock, as a number and as the stamp to write; the number is parsed from the
 -- stamp, so what a script compares is exactly what the client will decode.
 local function clock()
   local t = redis.call('TIME')
-  local at = t[1] .. '.' .. string.sub('00000' .. t[2], -6)
-  return tonumber(at), at
+  local at = t[1] .. string.sub('00000' .. t[2], -6)
+  return tonumber(at) / 1000000, at
 end
 
 -- Optional strings arrive as '' (absent) or '=' .. value, so an empty value stays a value.
@@ -141,11 +156,11 @@ local function drop_pieces(drop, nd, n, old_n)
 end
 
 local function expired(rec, now)
-  return rec[EA] ~= false and tonumber(rec[EA]) <= now
+  return rec[EA] ~= false and seconds(rec[EA]) <= now
 end
 
 local function lease_live(rec, now)
-  return rec[LU] ~= false and tonumber(rec[LU]) > now
+  return rec[LU] ~= false and seconds(rec[LU]) > now
 end
 
 -- A ticket is live while its owner and fence are the record's and the record still processes.
@@ -176,12 +191,19 @@ end
 
 -- The PEXPIREAT argument for an expiry stamp. Rounding up to the next millisecond means Redis
 -- never drops a key its record still calls live; in the sliver between, scripts see it as
--- expired. (A whole number of milliseconds below 1e14 converts to its exact digits.) A batch
--- gives every key the same stamp, so the last one made is kept rather than made again.
+-- expired. (A whole number of milliseconds below 1e14 converts to its exact digits; so does
+-- one of microseconds divided by 1000.) A batch gives every key the same stamp, so the last one
+-- made is kept rather than made again.
 local last_ea, last_px = false, false
 local function pexpire_at(ea)
   if ea ~= last_ea then
-    last_ea, last_px = ea, tostring(math.ceil(tonumber(ea) * 1000))
+    local ms
+    if string.find(ea, '^%d+$') then
+      ms = math.ceil(tonumber(ea) / 1000)
+    else
+      ms = math.ceil(tonumber(ea) * 1000)
+    end
+    last_ea, last_px = ea, tostring(ms)
   end
   return last_px
 end
