@@ -20,27 +20,15 @@ from mideng.errors import CodecError, RecordedFailureError
 from mideng.stores.redis import RedisStore
 from mideng.stores.redis.commands import OUTCOMES
 from mideng.stores.redis.rows import IN_PIECES, decode, joined, row
-from tests.backends_redis import delete_prefix
-from tests.services import REDIS_URL, need
+from tests.backends_redis import own_prefix
 
 LAYOUT_1_CLAIM = (Path(__file__).parent / "layout_1" / "claim.lua").read_text("utf-8")
 
 
 @pytest.fixture
-def client() -> Iterator[redis.Redis]:
-    need("redis")
-    opened = redis.Redis.from_url(REDIS_URL)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def store(client: redis.Redis) -> Iterator[RedisStore]:
-    prefix = f"mideng-beside-{uuid.uuid4().hex[:10]}"
-    opened = RedisStore.from_url(REDIS_URL, prefix=prefix)
-    yield opened
-    opened.close()
-    delete_prefix(client, prefix)
+def opened() -> Iterator[tuple[RedisStore, redis.Redis]]:
+    with own_prefix("beside") as pair:
+        yield pair
 
 
 def request(key: str, max_attempts: int = 1) -> ClaimRequest:
@@ -65,8 +53,9 @@ def guard_of(req: ClaimRequest) -> Call:
     [("json", b'"' + b"j" * 98 + b'"'), ("pickle", pickle.dumps("p" * 2000))],
 )
 def test_a_cut_result_is_no_empty_replay_to_layout_1(
-    store: RedisStore, client: redis.Redis, codec: str, result: bytes
+    opened: tuple[RedisStore, redis.Redis], codec: str, result: bytes
 ) -> None:
+    store, client = opened
     claim = store.claim(request("k"))
     store.complete(Ticket.of(claim.record), result, codec, 60)
     req = request("k")
@@ -84,8 +73,9 @@ def test_a_cut_result_is_no_empty_replay_to_layout_1(
 
 
 def test_a_cut_error_is_a_recorded_failure_to_layout_1_not_a_run(
-    store: RedisStore, client: redis.Redis
+    opened: tuple[RedisStore, redis.Redis],
 ) -> None:
+    store, client = opened
     error = b'{"type":"builtins:ValueError","message":"' + b"e" * 200 + b'"}'
     claim = store.claim(request("k"))
     store.fail(Ticket.of(claim.record), error, 60)
@@ -100,8 +90,9 @@ def test_a_cut_error_is_a_recorded_failure_to_layout_1_not_a_run(
 
 
 def test_layout_1_retrying_a_cut_error_leaves_pieces_layout_2_does_not_read(
-    store: RedisStore, client: redis.Redis
+    opened: tuple[RedisStore, redis.Redis],
 ) -> None:
+    store, client = opened
     """A failure with attempts left is run again by either layout; layout 1 drops the error's
     field and leaves the pieces, which layout 2 must then take for stale, not for an error."""
     name = store.key("pay", "k")

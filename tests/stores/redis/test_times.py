@@ -14,25 +14,13 @@ import redis
 
 from mideng.core.record import ClaimRequest, Outcome, Ticket
 from mideng.stores.redis import RedisStore
-from tests.backends_redis import delete_prefix
-from tests.services import REDIS_URL, need
+from tests.backends_redis import own_prefix
 
 
 @pytest.fixture
-def client() -> Iterator[redis.Redis]:
-    need("redis")
-    opened = redis.Redis.from_url(REDIS_URL)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def store(client: redis.Redis) -> Iterator[RedisStore]:
-    prefix = f"mideng-times-{uuid.uuid4().hex[:10]}"
-    opened = RedisStore.from_url(REDIS_URL, prefix=prefix)
-    yield opened
-    opened.close()
-    delete_prefix(client, prefix)
+def opened() -> Iterator[tuple[RedisStore, redis.Redis]]:
+    with own_prefix("times") as pair:
+        yield pair
 
 
 def request(key: str) -> ClaimRequest:
@@ -45,7 +33,8 @@ def raw(client: redis.Redis, name: str, field: str) -> bytes:
     return value
 
 
-def test_times_are_whole_microseconds(store: RedisStore, client: redis.Redis) -> None:
+def test_times_are_whole_microseconds(opened: tuple[RedisStore, redis.Redis]) -> None:
+    store, client = opened
     name = store.key("pay", "k")
     claim = store.claim(request("k"))
     lu = raw(client, name, "lu")
@@ -80,7 +69,8 @@ def layout_1(
     )
 
 
-def test_a_layout_1_lease_is_read_in_seconds(store: RedisStore, client: redis.Redis) -> None:
+def test_a_layout_1_lease_is_read_in_seconds(opened: tuple[RedisStore, redis.Redis]) -> None:
+    store, client = opened
     now = time.time()
     live, lapsed = store.key("pay", "live"), store.key("pay", "lapsed")
     layout_1(client, live, now - 5, now + 60, now + 120)
@@ -97,7 +87,8 @@ def test_a_layout_1_lease_is_read_in_seconds(store: RedisStore, client: redis.Re
     assert store.get("pay", "lapsed") == taken.record
 
 
-def test_a_layout_1_expiry_past_is_expired(store: RedisStore, client: redis.Redis) -> None:
+def test_a_layout_1_expiry_past_is_expired(opened: tuple[RedisStore, redis.Redis]) -> None:
+    store, client = opened
     now = time.time()
     layout_1(client, store.key("pay", "k"), now - 5, now + 60, now - 1)
     assert store.get("pay", "k") is None
@@ -105,8 +96,9 @@ def test_a_layout_1_expiry_past_is_expired(store: RedisStore, client: redis.Redi
 
 
 def test_a_copy_keeps_a_time_finer_than_a_microsecond(
-    store: RedisStore, client: redis.Redis
+    opened: tuple[RedisStore, redis.Redis],
 ) -> None:
+    store, client = opened
     claim = store.claim(request("k"))
     done = store.complete(Ticket.of(claim.record), b"1", "json", 60)
     store.forget("pay", "k")
