@@ -8,10 +8,12 @@ knows is refused, naming the release that wrote it: an older release must not re
 keys whose meaning changed.
 
 Layout 2 cuts a result or error longer than ``rows.INLINE`` bytes into pieces inside the
-record's hash, named by its ``rows.CUT`` field, so the hash stays a listpack whatever the
-result's size (up to ``rows.PIECES`` pieces). A layout-1 record is a layout-2 record with
-nothing cut, so a prefix in layout 1 moves to layout 2 as it is read: its key is rewritten to
-2 (from then on a layout-1 release refuses the prefix instead of replaying a result it cannot
+record's hash, named by its ``rows.CUT`` field (the field itself holding ``rows.IN_PIECES``,
+which a layout-1 process still running fails to decode), so the hash stays a listpack whatever
+the result's size (up to ``rows.PIECES`` pieces), and writes times as whole microseconds
+(``rows.instant``). A layout-1 record is a layout-2 record with nothing cut and its times in
+seconds, so a prefix in layout 1 moves to layout 2 as it is read: its key is rewritten to 2
+(from then on a layout-1 release refuses the prefix instead of replaying a result it cannot
 see), its records are read and replayed as they are, and each is written in layout 2 by the
 next operation that changes it (a hash holding a long value whole is written again whole,
 as a listpack).
