@@ -6,6 +6,9 @@ one Redis with each other and with anyone else using it.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import redis
@@ -15,7 +18,7 @@ from mideng.stores.redis import RedisStore
 from mideng.stores.sqlite import SQLiteStore
 from tests.backends import Backend, Ctx, Opened
 from tests.redis_cluster import cluster
-from tests.services import REDIS_URL
+from tests.services import REDIS_URL, need
 
 
 def delete_prefix(client: Any, prefix: str) -> None:
@@ -23,6 +26,20 @@ def delete_prefix(client: Any, prefix: str) -> None:
     for name in client.scan_iter(match=f"{prefix}:*", count=1000):
         client.delete(name)
     client.close()
+
+
+@contextmanager
+def own_prefix(label: str) -> Iterator[tuple[RedisStore, redis.Redis]]:
+    """A store on the standalone Redis under a prefix of its own, and a client of that Redis;
+    the prefix's keys are deleted after."""
+    need("redis")
+    prefix = f"mideng-{label}-{uuid.uuid4().hex[:10]}"
+    store, client = RedisStore.from_url(REDIS_URL, prefix=prefix), redis.Redis.from_url(REDIS_URL)
+    try:
+        yield store, client
+    finally:
+        store.close()
+        delete_prefix(client, prefix)
 
 
 def expiry_ms(client: Any, name: str) -> int:

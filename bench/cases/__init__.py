@@ -29,6 +29,9 @@ CASES: dict[str, Entry] = {
     "redis-scripts": Entry(
         "redis_scripts", "time inside the Redis server per key of a batch claim and completion"
     ),
+    "redis-memory": Entry(
+        "redis_memory", "bytes per Redis record, a long result whole in its hash against in pieces"
+    ),
     "sql": Entry("sql", "SQL store on PostgreSQL and MariaDB against the driver floor and idemkit"),
     "sqlite-async": Entry(
         "sqlite_async", "SQLite store's async calls in place, in the executor and sync"

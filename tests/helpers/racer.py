@@ -17,8 +17,15 @@ from mideng import Guard, open_store
 
 
 def race(
-    url: str, options: dict[str, Any], scope: str, keys: list[str], threads: int, runs_file: str
+    url: str,
+    options: dict[str, Any],
+    scope: str,
+    keys: list[str],
+    threads: int,
+    runs_file: str,
+    size: int = 0,
 ) -> dict[str, list[str]]:
+    """``size``: each run's answer is its run id padded with '.' to that many characters."""
     store = open_store(url, **options)
     guard = Guard(store, lease=30, in_progress="wait", wait_timeout=120)
     fd = os.open(runs_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
@@ -29,7 +36,7 @@ def race(
     def body(key: str) -> str:
         run_id = uuid.uuid4().hex
         os.write(fd, f"{key} {run_id}\n".encode())
-        return run_id
+        return run_id.ljust(size, ".")
 
     def worker(seed: int) -> None:
         order = list(keys)

@@ -51,8 +51,16 @@ def _calls(store: RedisStore, key: str) -> tuple[Any, Any]:
     return sync, asyncio.run(main())
 
 
-def test_a_prefix_without_a_layout_gets_this_one(where: tuple[str, Any, str]) -> None:
+@pytest.mark.parametrize("held", [None, "1 0.1.0"], ids=["none", "layout-1"])
+def test_a_prefix_without_a_layout_or_in_layout_1_gets_this_one(
+    where: tuple[str, Any, str], held: str | None
+) -> None:
+    """Layout 2 reads layout 1's records as they are, so a layout-1 prefix is moved to it: a
+    layout-1 release then refuses the prefix instead of missing a result cut in pieces."""
     url, client, prefix = where
+    assert LAYOUT == 2
+    if held is not None:
+        client.set(f"{prefix}:layout", held)
     store = RedisStore.from_url(url, prefix=prefix)
     try:
         assert _calls(store, "k") == ("sync", "async")

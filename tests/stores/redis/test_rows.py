@@ -38,13 +38,15 @@ def test_the_loaded_lua_declares_the_python_fields_in_their_order() -> None:
     assert constants == [name.upper() for name in rows.NAMES]
     assert positions == list(range(1, len(rows.NAMES) + 1))
     assert f"local NFIELDS = {len(rows.NAMES)}\n" in head
+    cut = f"local X, XNAME, INLINE, PIECES = {len(rows.NAMES) + 1}, '{rows.CUT}', {rows.INLINE}, "
+    assert f"{cut}{rows.PIECES}\n" in head
     assert rows.LUA_MARK not in head
 
 
 def test_no_lua_file_spells_the_fields_again() -> None:
     sources = lua_sources()
     assert sources["record.lua"].count(rows.LUA_MARK) == 1
-    declared = {name.upper() for name in rows.NAMES}
+    declared = {name.upper() for name in (*rows.NAMES, rows.CUT)}  # the fields, and CUT's X
     count = re.compile(rf"(?<![\w.]){len(rows.NAMES)}(?![\w.])")
     for name, text in sources.items():
         code = "\n".join(line.partition("--")[0] for line in text.splitlines())

@@ -29,6 +29,8 @@ from mideng.stores.redis.rows import (
     claims,
     completions,
     decode,
+    instant,
+    joined,
     opt,
     opt_bytes,
     put_args,
@@ -122,7 +124,8 @@ def _escape(scope: str) -> str:
 class Commands:
     """The commands of one key prefix.
 
-    A record is one hash at ``{prefix}:{scope:key}``; tokens and debounce windows sit beside it
+    A record is one hash at ``{prefix}:{scope:key}`` (a long result or error in pieces inside
+    it, see rows.INLINE); tokens and debounce windows sit beside it
     at ``{prefix}:token:{scope:key}`` and ``{prefix}:hit:{scope:key}``. The braces are a hash
     tag: everything about one (scope, key) lives in one cluster slot.
     """
@@ -321,7 +324,7 @@ class Commands:
         def finish(reply: bytes) -> Record:
             code, now, current = decode(scope, key, reply)
             if code == 0 or current is None:
-                check_resolvable(scope, key, current, float(now), how.seen)
+                check_resolvable(scope, key, current, instant(now), how.seen)
                 raise IdempotencyError(f"{scope}:{key} could not be resolved")
             return current
 
@@ -378,11 +381,11 @@ def stuck(
     now: float,
     limit: int,
 ) -> list[Record]:
-    """The unresolved records among HMGETs of ``rows.NAMES``, oldest first."""
+    """The unresolved records among HGETALLs of records (``steps.fields``), oldest first."""
     found = []
     for name, fields in zip(names, values, strict=True):
         identity = commands.identity(name)
-        record = None if identity is None else row(*identity, fields)
+        record = None if identity is None else row(*identity, joined(fields))
         if record is None or (scope is not None and record.scope != scope):
             continue
         if is_unresolved(record, now):

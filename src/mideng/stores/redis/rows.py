@@ -16,6 +16,7 @@ keywords cost twice what positions do.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, get_args, get_type_hints
 
@@ -63,8 +64,18 @@ def _blob(value: bytes) -> bytes:
 
 
 def _time(value: float) -> str:
-    # repr keeps the durable store's times exact; Lua only compares them.
+    # Whole microseconds, as the scripts write times, where that is the value exactly; else
+    # repr, which keeps a durable store's finer time exact (Lua only compares them).
+    micros = round(value * 1_000_000)
+    if micros / 1_000_000 == value:
+        return f"={micros}"
     return "=" + repr(float(value))
+
+
+def instant(value: bytes) -> float:
+    """A stored time in seconds: whole epoch microseconds as layout 2 writes them
+    (``1765152000123456``), or seconds as layout 1 wrote them (``1765152000.123456``)."""
+    return int(value) / 1_000_000 if value.isdigit() else float(value)
 
 
 def _decoded(value: bytes) -> str:
@@ -92,7 +103,7 @@ _CODECS: dict[Any, tuple[Callable[[Any], str | bytes], Callable[[bytes], Any]]] 
     Status: (_status, STATUSES.__getitem__),
     int: (_number, int),
     str: (_text, _decoded),
-    float: (_time, float),
+    float: (_time, instant),
     bytes: (_blob, _same),
 }
 
@@ -111,13 +122,44 @@ FIELDS: tuple[Field, ...] = tuple(
     for name, attribute in zip(NAMES, RECORD_FIELDS[2:], strict=True)
 )
 
+#: The longest value kept whole in the hash. A longer one would turn the whole hash from a
+#: listpack into a hashtable (Redis' hash-max-listpack-value, 64 by default): about 920 bytes a
+#: record instead of 260. Key layout 2 cuts a longer result or error into pieces of INLINE
+#: bytes, kept in the same hash under the field names "1", "2", ...
+INLINE = 64
+
+#: The most pieces a value is cut into (6400 bytes); a longer one stays whole. With the
+#: record's own fields the hash stays within Redis' hash-max-listpack-entries (128).
+PIECES = 100
+
+#: The hash field saying which field was cut and into how many pieces ("r32": the result, in
+#: 32); absent when none was. A record without it is read as layout 1 wrote it.
+CUT = "x"
+
+#: What a cut field holds under its own name: one byte no release's reader takes for a value.
+#: A layout-1 process (which knows nothing of pieces) then reads a cut result as this byte,
+#: which no codec of mideng's decodes (not UTF-8, not a pickle): its replay raises a
+#: CodecError, where an absent field would have been an empty result. A cut error is a
+#: recorded failure to it (one it cannot read, RecordedFailureError), never a failure without
+#: one, which it would run again. A cut field holding anything else was written over by such a
+#: process since: its pieces are stale and are not read.
+IN_PIECES = b"\xff"
+
+_NAMES = [name.encode() for name in NAMES]
+_CUT = CUT.encode()
+_CUT_VALUE = re.compile(rb"([a-z]+)([0-9]+)")
+# A field that may be cut -> its position in NAMES.
+_POSITIONS = {name.encode(): NAMES.index(name) for name in ("r", "e")}
+
 # Where lua/record.lua has the declarations written in.
 LUA_MARK = "--@fields\n"
 
 
 def lua_fields() -> str:
     """Lua declaring FIELDS: their names in order; a constant per field, named as the field
-    in capitals, holding its position (S for 's'); their number; and NONE, an absent record."""
+    in capitals, holding its position (S for 's'); their number; NONE, an absent record; and
+    for the pieces of a long value: X, the position read() gives CUT's value, XNAME, CUT,
+    INLINE, PIECES and IN_PIECES."""
     names = ", ".join(f"'{name}'" for name in NAMES)
     constants = ", ".join(name.upper() for name in NAMES)
     positions = ", ".join(str(i) for i in range(1, len(NAMES) + 1))
@@ -127,7 +169,13 @@ def lua_fields() -> str:
         f"local {constants} = {positions}\n"
         f"local NFIELDS = {len(NAMES)}\n"
         f"local NONE = {{{absent}}}\n"
+        f"local X, XNAME, INLINE, PIECES = {len(NAMES) + 1}, '{CUT}', {INLINE}, {PIECES}\n"
+        f"local IN_PIECES = '{_lua_bytes(IN_PIECES)}'\n"
     )
+
+
+def _lua_bytes(value: bytes) -> str:
+    return "".join(f"\\{b}" for b in value)
 
 
 def put_args(record: Record) -> list[str | bytes]:
@@ -139,8 +187,21 @@ def put_args(record: Record) -> list[str | bytes]:
     return args
 
 
+def joined(fields: dict[bytes, bytes]) -> list[bytes | None]:
+    """The values of NAMES in a record's HGETALL, a field cut in pieces joined again (unless
+    a layout-1 process wrote over it since: then as it holds it)."""
+    values = [fields.get(name) for name in _NAMES]
+    cut = _CUT_VALUE.fullmatch(fields.get(_CUT) or b"")
+    at = None if cut is None else _POSITIONS.get(cut[1])
+    if cut is not None and at is not None and values[at] == IN_PIECES:
+        pieces = range(1, int(cut[2]) + 1)
+        values[at] = b"".join(fields[str(i).encode()] for i in pieces)
+    return values
+
+
 def row(scope: str, key: str, values: Sequence[bytes | None]) -> Record | None:
-    """A record from an HMGET of NAMES; None when it vanished before the read."""
+    """A record from an HMGET of NAMES (or ``joined`` of its HGETALL); None when it vanished
+    before the read."""
     attributes: dict[str, Any] = {}
     for field, value in zip(FIELDS, values, strict=True):
         if value is not None:
@@ -193,15 +254,15 @@ def decode(
         int(f),
         owner,
         _str(fp),
-        float(lu) if lu else None,
+        instant(lu) if lu else None,
         result,
         _str(codec),
         error,
         int(a),
         _str(rid),
-        float(ca),
-        float(ua),
-        float(ea) if ea else None,
+        instant(ca),
+        instant(ua),
+        instant(ea) if ea else None,
     )
     return int(code), extra, record
 
@@ -226,15 +287,15 @@ def claims(reqs: Sequence[ClaimRequest], reply: bytes) -> list[tuple[int, Record
     over answers its fence, attempts and creation time; any other outcome the whole record.
     """
     (at, lu, ea), answers = _batch(reply, 3)
-    now, lease_until = float(at), float(lu)
-    expires = float(ea) if ea else None
+    now, lease_until = instant(at), instant(lu)
+    expires = instant(ea) if ea else None
     out: list[tuple[int, Record]] = []
     for req, answer in zip(reqs, answers, strict=True):
         if not answer or answer[0] == 48:  # b"0": acquired, over an old record
             fence, attempts, created = 1, 1, now
             if answer:
                 _, f, a, ca = answer.split(b"|")
-                fence, attempts, created = int(f), int(a), float(ca)
+                fence, attempts, created = int(f), int(a), instant(ca)
             result = codec = error = None  # a new claim's
             record = Record(
                 req.scope,
@@ -269,8 +330,8 @@ def completions(items: Sequence[Completion], reply: bytes) -> list[tuple[bool, R
     creation time, fingerprint, request id); the head has the clock and the expiry stamp.
     """
     (at, ea), answers = _batch(reply, 2)
-    now = float(at)
-    expires = float(ea) if ea else None
+    now = instant(at)
+    expires = instant(ea) if ea else None
     out: list[tuple[bool, Record | None]] = []
     for item, answer in zip(items, answers, strict=True):
         t = item.ticket
@@ -296,7 +357,7 @@ def completions(items: Sequence[Completion], reply: bytes) -> list[tuple[bool, R
             error,
             int(a),
             _str(rid),
-            float(ca),
+            instant(ca),
             now,
             expires,
         )

@@ -17,7 +17,7 @@ from mideng.core import effects
 from mideng.core.effects import Effects
 from mideng.core.record import Record, Status
 from mideng.stores.redis.commands import Command, Commands
-from mideng.stores.redis.rows import NAMES, row
+from mideng.stores.redis.rows import instant, joined, row
 from mideng.stores.redis.survey import every_name, read_each
 from mideng.stores.steps import (
     ARGUMENTS,
@@ -36,7 +36,7 @@ def _entry(value: bytes) -> tuple[float, str, bytes]:
     at, _, rest = value.partition(b"|")
     size, _, rest = rest.partition(b"|")
     n = int(size)
-    return float(at), rest[:n].decode(), rest[n:]
+    return instant(at), rest[:n].decode(), rest[n:]
 
 
 def _pairs(flat: Sequence[bytes]) -> list[tuple[str, bytes]]:
@@ -85,7 +85,8 @@ class StepCommands:
             if identity is None or not flat:
                 continue
             scope, key = identity
-            entry = OperationEntry(scope, key, None, None, 0.0, record=row(scope, key, fields))
+            record = row(scope, key, joined(fields))
+            entry = OperationEntry(scope, key, None, None, 0.0, record=record)
             done = []
             pairs = (
                 flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
@@ -109,7 +110,7 @@ class StepCommands:
         found = []
         for name, fields in zip(names, records, strict=True):
             identity = self.records.identity(name)
-            record = None if identity is None else row(*identity, fields)
+            record = None if identity is None else row(*identity, joined(fields))
             if record is None or (scope is not None and record.scope != scope):
                 continue
             if record.status is Status.PROCESSING:
@@ -216,7 +217,7 @@ class RedisSteps(StepStore):
         def both(pipe: Any, name: bytes) -> None:  # the steps hash, and its record's fields
             identity = steps.hashes.identity(name)
             pipe.hgetall(name)
-            pipe.hmget(self.commands.key(*identity) if identity else name, NAMES)
+            fields(pipe, self.commands.key(*identity).encode() if identity else name)
 
         try:
             replies = yield from read_each(client, names, both)
@@ -234,5 +235,6 @@ class RedisSteps(StepStore):
 
 
 def fields(pipe: Any, name: bytes) -> None:
-    """A record's fields, as its row reads them."""
-    pipe.hmget(name, NAMES)
+    """A record's fields, for ``row(scope, key, joined(reply))``: all of them, so a value cut
+    in pieces comes with its pieces."""
+    pipe.hgetall(name)

@@ -26,7 +26,9 @@ _READ = tuple("\x00" if name in ("r", "e") else name for name in NAMES)
 # Delete a finished record last written at or before ARGV[1] (ARGV[2]: 'processing'-free).
 _PURGE_OLDER = """
 local s = redis.call('HGET', KEYS[1], 's')
-local ua = tonumber(redis.call('HGET', KEYS[1], 'ua') or '')
+local ua = redis.call('HGET', KEYS[1], 'ua') or ''
+-- Layout 2's whole microseconds, or layout 1's seconds.
+ua = string.find(ua, '^%d+$') and tonumber(ua) / 1000000 or tonumber(ua)
 if (s == 'succeeded' or s == 'failed') and ua and ua <= tonumber(ARGV[1]) then
   return redis.call('DEL', KEYS[1])
 end

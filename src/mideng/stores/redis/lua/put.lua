@@ -8,7 +8,7 @@ local rec = {}
 for i = 1, NFIELDS do
   rec[i] = opt(ARGV[i])
 end
-if current and tonumber(current[UA]) > tonumber(rec[UA]) then
+if current and seconds(current[UA]) > seconds(rec[UA]) then
   return 0
 end
 save(key, current, rec)

@@ -4,23 +4,53 @@
 -- A record is one hash. Its fields and their order are mideng.stores.redis.rows.FIELDS, the one
 -- definition Python and this code share; the line below becomes their declarations when the
 -- code is loaded: FIELDS (the names, in order), a constant per field holding its position and
--- named as the field in capitals (S for 's', RID for 'rid' ...), NFIELDS (how many) and NONE
--- (an absent record). Every redis.call and every string.format costs real time inside the
--- server's single thread, so scripts read once, write only the fields that changed, and touch
--- the key's TTL only when it changes.
+-- named as the field in capitals (S for 's', RID for 'rid' ...), NFIELDS (how many), NONE
+-- (an absent record), and for key layout 2: XNAME (rows.CUT), X (where read() puts its
+-- value), INLINE (rows.INLINE), PIECES (rows.PIECES) and IN_PIECES (rows.IN_PIECES).
+--
+-- Key layout 2 cuts a result or error longer than INLINE bytes into pieces of INLINE bytes,
+-- kept in the same hash under the field names '1', '2', ...; XNAME then says which field was
+-- cut, and in how many ('r32': the result, in 32 pieces), and the cut field holds IN_PIECES
+-- under its own name, a byte no codec decodes: a process of layout 1, which reads only the
+-- field, then fails to replay the value instead of replaying it as empty (or, for an error,
+-- running the body again as if none had been recorded). One value longer than the server's
+-- hash-max-listpack-value (64) would make the whole hash a hashtable, three times the memory;
+-- pieces keep it a listpack, and the record stays one key: one expiry, one DEL, nothing that
+-- can expire or be evicted apart. Only read() and save() (and complete(), the fast path) know
+-- it: every other part of a script sees a record with its result and error whole. A value in
+-- more than PIECES pieces stays whole (the hash would pass hash-max-listpack-entries anyway).
+--
+-- Every redis.call and every string.format costs real time inside the server's single thread,
+-- so scripts read once, write only the fields that changed, and touch the key's TTL only when
+-- it changes.
 --@fields
 
--- Times are epoch seconds written as '%.6f' (Redis TIME has microseconds).
+-- Times are written as whole epoch microseconds (Redis TIME has microseconds): a listpack
+-- keeps such a number as an entry of 10 bytes, where layout 1's seconds text ('%.6f') took 19. Scripts
+-- compute in seconds; a time layout 1 wrote (it has a '.') is read as it is.
 local function stamp(t)
+  return string.format('%.0f', t * 1000000)
+end
+
+-- Seconds as text with microseconds: a debounce window's scores and answer (hit.lua).
+local function decimal(t)
   return string.format('%.6f', t)
+end
+
+-- A stored time in seconds.
+local function seconds(v)
+  if string.find(v, '^%d+$') then
+    return tonumber(v) / 1000000
+  end
+  return tonumber(v)
 end
 
 -- The store's clock, as a number and as the stamp to write; the number is parsed from the
 -- stamp, so what a script compares is exactly what the client will decode.
 local function clock()
   local t = redis.call('TIME')
-  local at = t[1] .. '.' .. string.sub('00000' .. t[2], -6)
-  return tonumber(at), at
+  local at = t[1] .. string.sub('00000' .. t[2], -6)
+  return tonumber(at) / 1000000, at
 end
 
 -- Optional strings arrive as '' (absent) or '=' .. value, so an empty value stays a value.
@@ -31,20 +61,106 @@ local function opt(arg)
   return string.sub(arg, 2)
 end
 
+-- The fields an HMGET of a record asks for: FIELDS, then XNAME (at X).
+-- (Built by hand: a function library's loading code has no unpack or table library.)
+local READ = {}
+for i = 1, NFIELDS do
+  READ[i] = FIELDS[i]
+end
+READ[X] = XNAME
+-- A cut field's name -> its position.
+local CUT_AT = {[FIELDS[R]] = R, [FIELDS[E]] = E}
+
+-- The field names of pieces 1..n, made once per n (a function library keeps them between
+-- calls): a replay of a 2 kB result would otherwise make 32 names each time.
+local PIECE_NAMES = {}
+local function piece_names(n)
+  local names = PIECE_NAMES[n]
+  if not names then
+    names = {}
+    for i = 1, n do
+      names[i] = tostring(i)
+    end
+    PIECE_NAMES[n] = names
+  end
+  return names
+end
+
+-- A record's XNAME value -> the position of the field cut and its number of pieces; false, 0
+-- for a record with none; false, n for pieces no field is cut into any more (read()).
+local function cut_of(x)
+  if not x then
+    return false, 0
+  end
+  local name, n = string.match(x, '^(%a*)(%d+)$')
+  return CUT_AT[name] or false, tonumber(n) or 0
+end
+
+-- The record at key, its cut field joined again; rec[X] says whether one was cut.
 local function read(key)
-  local rec = redis.call('HMGET', key, unpack(FIELDS))
+  local rec = redis.call('HMGET', key, unpack(READ))
   if not rec[S] then
     return false
+  end
+  if rec[X] then
+    local at, n = cut_of(rec[X])
+    if at and rec[at] == IN_PIECES then
+      rec[at] = table.concat(redis.call('HMGET', key, unpack(piece_names(n))))
+    else
+      -- A layout-1 process wrote the field over since: it holds the value, and the pieces
+      -- are stale, for the next save() to drop.
+      rec[X] = tostring(n)
+    end
   end
   return rec
 end
 
+-- The number of pieces a value is cut into; 0: it stays whole.
+local function pieces(v)
+  if not v or #v <= INLINE then
+    return 0
+  end
+  local n = math.ceil(#v / INLINE)
+  return n <= PIECES and n or 0
+end
+
+-- The field of rec to cut (R or E; a record has one or the other, never both) and into how
+-- many pieces; false, 0 when neither is.
+local function cut(rec)
+  local n = pieces(rec[R])
+  if n > 0 then
+    return R, n
+  end
+  n = pieces(rec[E])
+  if n > 0 then
+    return E, n
+  end
+  return false, 0
+end
+
+-- HSET arguments for v cut in n pieces, appended to set (ns of them so far); the new count.
+local function put_pieces(set, ns, v, n)
+  for i = 1, n do
+    set[ns + 1], set[ns + 2], ns = tostring(i), string.sub(v, i * INLINE - INLINE + 1, i * INLINE),
+      ns + 2
+  end
+  return ns
+end
+
+-- HDEL arguments for the pieces after the first n of old_n, appended to drop; the new count.
+local function drop_pieces(drop, nd, n, old_n)
+  for i = n + 1, old_n do
+    drop[nd + 1], nd = tostring(i), nd + 1
+  end
+  return nd
+end
+
 local function expired(rec, now)
-  return rec[EA] ~= false and tonumber(rec[EA]) <= now
+  return rec[EA] ~= false and seconds(rec[EA]) <= now
 end
 
 local function lease_live(rec, now)
-  return rec[LU] ~= false and tonumber(rec[LU]) > now
+  return rec[LU] ~= false and seconds(rec[LU]) > now
 end
 
 -- A ticket is live while its owner and fence are the record's and the record still processes.
@@ -75,12 +191,19 @@ end
 
 -- The PEXPIREAT argument for an expiry stamp. Rounding up to the next millisecond means Redis
 -- never drops a key its record still calls live; in the sliver between, scripts see it as
--- expired. (A whole number of milliseconds below 1e14 converts to its exact digits.) A batch
--- gives every key the same stamp, so the last one made is kept rather than made again.
+-- expired. (A whole number of milliseconds below 1e14 converts to its exact digits; so does
+-- one of microseconds divided by 1000.) A batch gives every key the same stamp, so the last one
+-- made is kept rather than made again.
 local last_ea, last_px = false, false
 local function pexpire_at(ea)
   if ea ~= last_ea then
-    last_ea, last_px = ea, tostring(math.ceil(tonumber(ea) * 1000))
+    local ms
+    if string.find(ea, '^%d+$') then
+      ms = math.ceil(tonumber(ea) / 1000)
+    else
+      ms = math.ceil(tonumber(ea) * 1000)
+    end
+    last_ea, last_px = ea, tostring(ms)
   end
   return last_px
 end
@@ -88,10 +211,25 @@ end
 -- Write what differs between the stored record (old, false when absent) and rec.
 local function save(key, old, rec)
   old = old or NONE
+  local was, was_n = cut_of(old[X])
+  local at, n = cut(rec)
+  if not was and ((old[R] and #old[R] > INLINE) or (old[E] and #old[E] > INLINE)) then
+    -- A record layout 1 wrote with a long value whole: Redis never turns a hashtable back
+    -- into a listpack, so the hash is written again whole.
+    redis.call('DEL', key)
+    old, was, was_n = NONE, false, 0
+  end
   local set, drop, ns, nd = {}, {}, 0, 0
   for i = 1, NFIELDS do
-    local v = rec[i]
-    if v ~= old[i] then
+    -- A field cut in pieces holds IN_PIECES under its own name.
+    local v, o = rec[i], old[i]
+    if i == at then
+      v = IN_PIECES
+    end
+    if i == was then
+      o = IN_PIECES
+    end
+    if v ~= o then
       if v then
         set[ns + 1], set[ns + 2], ns = FIELDS[i], v, ns + 2
       else
@@ -99,6 +237,13 @@ local function save(key, old, rec)
       end
     end
   end
+  if at and (at ~= was or rec[at] ~= old[at]) then
+    ns = put_pieces(set, ns, rec[at], n)
+    set[ns + 1], set[ns + 2], ns = XNAME, FIELDS[at] .. n, ns + 2
+  elseif not at and old[X] then
+    drop[nd + 1], nd = XNAME, nd + 1
+  end
+  nd = drop_pieces(drop, nd, n, was_n)
   if nd > 0 then
     redis.call('HDEL', key, unpack(drop))
   end
@@ -228,8 +373,8 @@ end
 -- batch answers from the fields read (attempts, creation time, fingerprint, request id), so
 -- it builds no record table per key either.
 local TICKET = {FIELDS[S], FIELDS[O], FIELDS[F], FIELDS[EA], FIELDS[E], FIELDS[A], FIELDS[CA],
-                FIELDS[FP], FIELDS[RID]}
-local T_A, T_CA, T_FP, T_RID = 6, 7, 8, 9
+                FIELDS[FP], FIELDS[RID], XNAME}
+local T_A, T_CA, T_FP, T_RID, T_X = 6, 7, 8, 9, 10
 
 local function completed(got, result, codec, at, ea)
   local new = {unpack(NONE, 1, NFIELDS)}
@@ -239,6 +384,38 @@ local function completed(got, result, codec, at, ea)
   return new
 end
 
+-- complete()'s write of a result cut in n pieces, or over a record that had a cut field (x,
+-- its CUT value): the fields to drop and set are gathered first.
+local function complete_cut(key, at, result, codec, ea, old_ea, e, n, x)
+  local drop, set = {FIELDS[LU]}, {FIELDS[S], 'succeeded', FIELDS[C], codec, FIELDS[UA], at}
+  local nd, ns = 1, 6
+  if e then
+    drop[2], nd = FIELDS[E], 2
+  end
+  if n > 0 then
+    ns = put_pieces(set, ns, result, n)
+    set[ns + 1], set[ns + 2], set[ns + 3], set[ns + 4], ns = XNAME, FIELDS[R] .. n, FIELDS[R],
+      IN_PIECES, ns + 4
+  else
+    set[ns + 1], set[ns + 2], ns = FIELDS[R], result, ns + 2
+    drop[nd + 1], nd = XNAME, nd + 1
+  end
+  local _, was_n = cut_of(x)
+  nd = drop_pieces(drop, nd, n, was_n)
+  if ea then
+    set[ns + 1], set[ns + 2] = FIELDS[EA], ea
+  elseif old_ea then
+    drop[nd + 1] = FIELDS[EA]
+  end
+  redis.call('HDEL', key, unpack(drop))
+  redis.call('HSET', key, unpack(set))
+  if ea then
+    redis.call('PEXPIREAT', key, pexpire_at(ea))
+  elseif old_ea then
+    redis.call('PERSIST', key)
+  end
+end
+
 local function complete(key, now, at, owner, fence, result, codec, ea)
   local got = redis.call('HMGET', key, unpack(TICKET))
   local s, o, f, old_ea, e = got[1], got[2], got[3], got[4], got[5]
@@ -246,6 +423,13 @@ local function complete(key, now, at, owner, fence, result, codec, ea)
     or (old_ea and tonumber(old_ea) <= now) then
     return 0, read(key)
   end
+  local n = pieces(result)
+  if n > 0 or got[T_X] then
+    complete_cut(key, at, result, codec, ea, old_ea, e, n, got[T_X])
+    return 1, got
+  end
+  -- A result kept whole: written without gathering tables (a batch of short results spends
+  -- a sixth of its server time more with them).
   if e then
     redis.call('HDEL', key, FIELDS[LU], FIELDS[E])
   else
