@@ -205,7 +205,7 @@ def claim_cost(rounds: int, calls: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         handlers = {}
         for name in ("version 3", "version 2"):
-            path = str(Path(tmp) / f"{name[:4]}.db")
+            path = str(Path(tmp) / f"{name.replace(' ', '')}.db")  # one file each
             store = SQLiteStore(path, table="claims")
             if name == "version 2":  # no unresolved index, no row count
                 with sqlite3.connect(path) as conn:
