@@ -31,6 +31,7 @@ from mideng.stores.record_table.claims import ClaimOrder, HeldClaims
 
 # The operations, each named as the method that runs it.
 from mideng.stores.record_table.ops import (
+    Place,
     Sweep,
     complete,
     fail,
@@ -118,7 +119,8 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey):
             raise ConfigurationError(f"purge_batch must be >= 1: {purge_batch!r}")
         self.purge_batch = purge_batch
         #: Where the next ``purge`` resumes its walk of the expiry index.
-        self.sweep: Sweep[float] = Sweep()
+        self.sweep: Sweep[Place] = Sweep()
+        self.older_sweep: Sweep[tuple[str, str]] = Sweep()
         self.held = HeldClaims()
         self.claim_order = ClaimOrder(read_first)
         #: The set of tables the store keeps (mideng.schema): the record and steps tables.
