@@ -217,13 +217,16 @@ class Statements:
             # rescanned per row, taking new rows each time); ORDER BY makes the planner walk
             # the index rather than the heap, where expired rows may all sit at the end.
             # The index holds the expiry alone, so a batch resumes at the last expiry chosen
-            # (``:at``). Answers (rows deleted, rows chosen, the last expiry chosen).
+            # (``:at``). The DELETE finds the chosen rows by their ctid (a TID scan, which
+            # FOR UPDATE has pinned to the row's current version): joined on the key, the
+            # planner may hash the whole table, or all its expired rows, once per batch.
+            # Answers (rows deleted, rows chosen, the last expiry chosen).
             due = f"expires_at <= {now} AND expires_at >= :at"
             self.purge = Sql(
-                f"WITH doomed AS MATERIALIZED (SELECT scope, key, expires_at FROM {t} "
+                f"WITH doomed AS MATERIALIZED (SELECT ctid, expires_at FROM {t} "
                 f"WHERE {due} ORDER BY expires_at LIMIT :batch FOR UPDATE SKIP LOCKED), "
-                f"gone AS (DELETE FROM {t} AS r USING doomed WHERE r.scope = doomed.scope "
-                f"AND r.key = doomed.key AND r.expires_at <= {now} RETURNING 1) "
+                f"gone AS (DELETE FROM {t} WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed)) "
+                f"AND expires_at <= {now} RETURNING 1) "
                 f"SELECT (SELECT count(*) FROM gone), count(*), max(expires_at) FROM doomed"
             )
         else:

@@ -97,7 +97,7 @@ class Queries:
         # start every batch past all it had kept.
         old = f"{_FINISHED} AND updated_at <= :cutoff AND {rec}"
         after = self._after(("scope", k), (":scope", ":key"))
-        upto = f"NOT {self._after(('scope', k), (':last_scope', ':last_key'))}"
+        upto = self._after(("scope", k), (":last_scope", ":last_key"), "<=")
         self.older_keys = Sql(
             f"SELECT scope, {k} FROM {t} WHERE {after} ORDER BY scope, {k} LIMIT :batch"
         )
@@ -106,13 +106,13 @@ class Queries:
             span = f"scope BETWEEN :scope AND :last_scope AND {span}"
         if s.kind == "postgresql":
             # SKIP LOCKED: a row a claim is re-taking right now is not ours to delete, nor
-            # worth a wait. The rows are chosen once, in a MATERIALIZED CTE: as an IN
-            # (subquery) it can be rescanned per row.
+            # worth a wait. The rows are chosen once, in a MATERIALIZED CTE (as an IN
+            # (subquery) it can be rescanned per row), and found again by their ctid (a TID
+            # scan: joined on the key, the planner may hash the whole table per batch).
             self.purge_older = Sql(
-                f"WITH doomed AS MATERIALIZED (SELECT scope, key FROM {t} WHERE {span} "
-                f"FOR UPDATE SKIP LOCKED) DELETE FROM {t} AS r USING doomed "
-                f"WHERE r.scope = doomed.scope AND r.key = doomed.key "
-                f"AND {old.replace('scope', 'r.scope')}"
+                f"WITH doomed AS MATERIALIZED (SELECT ctid FROM {t} WHERE {span} "
+                f"FOR UPDATE SKIP LOCKED) DELETE FROM {t} "
+                f"WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed)) AND {old}"
             )
             self.purge_older.rows = False  # a DELETE, though its text starts WITH
         else:
@@ -148,15 +148,17 @@ class Queries:
         )
         return found
 
-    def _after(self, columns: tuple[str, ...], binds: tuple[str, ...]) -> str:
-        """Rows past a keyset position: a row value comparison (PostgreSQL and SQLite walk
-        their index from it), spelt out on MySQL/MariaDB."""
+    def _after(self, columns: tuple[str, ...], binds: tuple[str, ...], op: str = ">") -> str:
+        """Rows past a keyset position (``op`` ``<=``: up to and at it): a row value
+        comparison (PostgreSQL and SQLite walk their index from it), spelt out on
+        MySQL/MariaDB."""
         if not self._mysql:
-            return f"({', '.join(columns)}) > ({', '.join(binds)})"
+            return f"({', '.join(columns)}) {op} ({', '.join(binds)})"
         terms = []
         for n, (column, bind) in enumerate(zip(columns, binds, strict=True)):
             equal = [f"{c} = {b}" for c, b in zip(columns[:n], binds[:n], strict=True)]
-            terms.append("(" + " AND ".join([*equal, f"{column} > {bind}"]) + ")")
+            last = op if n == len(columns) - 1 else op[0]
+            terms.append("(" + " AND ".join([*equal, f"{column} {last} {bind}"]) + ")")
         return "(" + " OR ".join(terms) + ")"
 
 
