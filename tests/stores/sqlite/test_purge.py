@@ -232,7 +232,8 @@ def test_a_claim_goes_through_between_a_purges_batches(store: SQLiteStore) -> No
     batch is its own statement, so it waits for no more than that one."""
     now = time.time()
     fill(store.path, (("s", f"k{i:06d}", now - 5) for i in range(ROWS)))
-    conn, claimed = sqlite3.connect(store.path, isolation_level=None), []
+    conn = sqlite3.connect(store.path, isolation_level=None)
+    claimed: list[Outcome] = []
     other = SQLiteStore(store.path, timeout=5.0)
 
     def claiming(conn: Any, stmt: Stmt) -> Res:
