@@ -50,6 +50,9 @@ CASES: dict[str, Entry] = {
     "dashboard": Entry(
         "dashboard", "dashboard pages' server time at 1M records and 100k outbox rows, timed"
     ),
+    "purge": Entry(
+        "purge", "purge of 10M rows, 3M expired, on each SQL store; claims' p99 during it, timed"
+    ),
     "state": Entry("state", "mideng.state primitives against the same SQL by hand, timed"),
     "state-python": Entry(
         "state_python", "mideng.state primitives against the same SQL by hand, counted"
