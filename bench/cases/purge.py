@@ -57,16 +57,16 @@ def fill(family: str, store: Store, rows: int, tenths: int) -> None:
         if family == "sqlite":
             import sqlite3
 
-            conn = sqlite3.connect(SQLITE_FILE)
-            conn.execute(
+            db = sqlite3.connect(SQLITE_FILE)
+            db.execute(
                 f"INSERT INTO {TABLE} {_columns('key')} WITH RECURSIVE g(i) AS "
                 f"(SELECT {lo} UNION ALL SELECT i + 1 FROM g WHERE i < {hi}) "
                 f"SELECT 's' || (i % 20), 'k' || i, 'succeeded', 1, 'o', "
                 f"CAST('{payload}' AS BLOB), 'json', {now}, {now}, "
                 f"{_expiry('i', rows, now).replace(':tenths', str(tenths))} FROM g"
             )
-            conn.commit()
-            conn.close()
+            db.commit()
+            db.close()
         else:
             from sqlalchemy import create_engine, text
 
