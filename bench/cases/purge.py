@@ -84,7 +84,7 @@ def fill(family: str, store: Store, rows: int, tenths: int) -> None:
                     text(
                         f"INSERT INTO {TABLE} {_columns(k)} SELECT {scope}, {key}, "
                         f"'succeeded', 1, 'o', {blob}, 'json', {now}, {now}, "
-                        f"{_expiry(i, rows, now)} FROM {source}"
+                        f"{_expiry(i if k != 'key' else 'i::bigint', rows, now)} FROM {source}"
                     ),
                     {"tenths": tenths},
                 )
