@@ -92,8 +92,25 @@ def fill(family: str, store: Store, rows: int, tenths: int) -> None:
         print(f"{family}: rows {lo:,}..{hi:,} in {time.perf_counter() - started:.1f} s")
     if family == "postgresql":
         _server_sql(family, f"VACUUM ANALYZE {TABLE}")
+        _server_sql(family, "CHECKPOINT")  # the fill's dirty buffers written before the purge
     elif family == "mariadb":
         _server_sql(family, f"ANALYZE TABLE {TABLE}")
+        _settled()
+
+
+def _settled(limit: float = 300.0) -> None:
+    """Wait (up to ``limit`` seconds) for InnoDB to write the pages the fill dirtied: with
+    them still in the buffer pool, the purge's batches would wait for room in the redo log
+    behind the fill's own writes."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < limit:
+        dirty = int(
+            _server_sql("mariadb", "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'")[0][1]
+        )
+        if dirty < 1000:
+            break
+        time.sleep(2.0)
+    print(f"mariadb: dirty pages written in {time.perf_counter() - started:.0f} s")
 
 
 def _server_sql(family: str, sql: str) -> list[Any]:
@@ -140,14 +157,17 @@ def _percentile(values: list[float], p: float) -> float:
 
 
 def measure(family: str, args: Any) -> dict[str, Any]:
-    if family == "sqlite":
+    if args.filled:
+        pass  # the table a run with --keep left (or a run stopped mid-purge)
+    elif family == "sqlite":
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(SQLITE_FILE + suffix):
                 os.remove(SQLITE_FILE + suffix)
     else:
         _server_sql(family, f"DROP TABLE IF EXISTS {TABLE}")
     store = _opened(family)
-    fill(family, store, args.rows, int(args.expired * 10))
+    if not args.filled:
+        fill(family, store, args.rows, int(args.expired * 10))
     stop, (received, sent) = multiprocessing.Event(), multiprocessing.Pipe(duplex=False)
     claimer = multiprocessing.Process(target=_claiming, args=(family, stop, sent))
     claimer.start()
@@ -171,6 +191,8 @@ def measure(family: str, args: Any) -> dict[str, Any]:
         "pool_reads": reads,
     }
     store.close()
+    if args.floor:
+        found["floor"] = _floor(family, args)
     if not args.keep:
         if family == "sqlite":
             os.remove(SQLITE_FILE)
@@ -181,6 +203,34 @@ def measure(family: str, args: Any) -> dict[str, Any]:
     return found
 
 
+def _floor(family: str, args: Any) -> float:
+    """The table filled again and its expired rows deleted by one plain statement, without
+    claims beside it: the least time the database takes to delete them (and a lock on all of
+    them until it ends, which a purge must not take). Seconds."""
+    store = _opened(family)
+    if family == "sqlite":
+        import sqlite3
+
+        store.close()
+        db = sqlite3.connect(SQLITE_FILE, isolation_level=None)
+        db.execute(f"DELETE FROM {TABLE}")
+        db.close()
+        fill(family, _opened(family), args.rows, int(args.expired * 10))
+        db = sqlite3.connect(SQLITE_FILE, isolation_level=None)
+        started = time.perf_counter()
+        db.execute(f"DELETE FROM {TABLE} WHERE expires_at <= {time.time()}")
+        spent = time.perf_counter() - started
+        db.close()
+        return spent
+    _server_sql(family, f"DELETE FROM {TABLE}")
+    fill(family, store, args.rows, int(args.expired * 10))
+    store.close()
+    now = "@@timestamp" if family == "mariadb" else "date_part('epoch', now())"
+    started = time.perf_counter()
+    _server_sql(family, f"DELETE FROM {TABLE} WHERE expires_at <= {now}")
+    return time.perf_counter() - started
+
+
 def main(argv: list[str]) -> None:
     options = parser("purge", __doc__)
     options.add_argument("--rows", type=int, default=10_000_000)
@@ -188,6 +238,12 @@ def main(argv: list[str]) -> None:
     options.add_argument("--window", type=float, default=10.0, help="claims before, seconds")
     options.add_argument("--only", choices=("postgresql", "mariadb", "sqlite"), default=None)
     options.add_argument("--keep", action="store_true", help="leave the tables filled")
+    options.add_argument(
+        "--floor", action="store_true", help="then fill again and time one plain DELETE"
+    )
+    options.add_argument(
+        "--filled", action="store_true", help="purge the tables as they are, without filling"
+    )
     args = options.parse_args(argv)
     families = [args.only] if args.only else ["postgresql", "mariadb", "sqlite"]
     results: dict[str, dict[str, Any]] = {}
@@ -206,17 +262,18 @@ def main(argv: list[str]) -> None:
         "connection all along; claim latency in ms (median, p99, count).",
         "",
         "| store | purged | purge s | target s | claims before p50 / p99 | during p50 / p99 "
-        "| p99 during / before | buffer pool reads |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| p99 during / before | buffer pool reads | one DELETE s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for family, found in results.items():
         b, d = found["before"], found["during"]
         mark = " ✗" if found["seconds"] > TARGET_S[family] else ""
         reads = "-" if found["pool_reads"] is None else f"{found['pool_reads']:,}"
+        floor = f"{found['floor']:.1f}" if "floor" in found else "-"
         out.append(
             f"| {family} | {found['purged']:,} | {found['seconds']:.1f}{mark} | "
             f"{TARGET_S[family]:.0f} | {b[0]:.2f} / {b[1]:.2f} ({b[2]:,}) | "
-            f"{d[0]:.2f} / {d[1]:.2f} ({d[2]:,}) | {d[1] / b[1]:.2f} | {reads} |"
+            f"{d[0]:.2f} / {d[1]:.2f} ({d[2]:,}) | {d[1] / b[1]:.2f} | {reads} | {floor} |"
         )
     text_out = "\n".join(out)
     write(RESULTS / "purge.md", text_out)
