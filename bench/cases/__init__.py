@@ -62,6 +62,9 @@ CASES: dict[str, Entry] = {
     "counts": Entry(
         "counts", "stats and the dashboard overview at 1M and 10M records on SQL stores, timed"
     ),
+    "purge": Entry(
+        "purge", "purge of 10M rows, 3M expired, on each SQL store; claims' p99 during it, timed"
+    ),
     "state": Entry("state", "mideng.state primitives against the same SQL by hand, timed"),
     "state-python": Entry(
         "state_python", "mideng.state primitives against the same SQL by hand, counted"

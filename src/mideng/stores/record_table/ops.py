@@ -353,16 +353,13 @@ class Sweep(Generic[P]):
         self.after: P | None = None
 
 
-def _swept(res: Res) -> tuple[int, int, float | None]:
-    """(rows deleted, rows the batch chose, the last expiry it chose): PostgreSQL's statement
-    answers them in a row; MySQL's DELETE only counts, so its purge does not resume."""
-    if res.rows:
-        deleted, chosen, last = res.rows[0]
-        return int(deleted), int(chosen), last
-    return res.rowcount, res.rowcount, None
+#: Where a sweep of the expiry index stands: (expiry, scope, key) of the last row chosen.
+Place = tuple[float, str, str]
+#: Below any row: a purge's first batch begins here.
+START: Place = (EARLIEST, "", "")
 
 
-def purge(s: Statements, limit: int | None, batch: int, sweep: Sweep[float]) -> Op[int]:
+def purge(s: Statements, limit: int | None, batch: int, sweep: Sweep[Place]) -> Op[int]:
     """Delete expired rows in bounded batches, each its own statement (a purge of millions
     never holds one long lock), following the expiry index. A purge with a ``limit`` goes on
     from where the last one stopped; one without begins at the start."""
@@ -371,15 +368,67 @@ def purge(s: Statements, limit: int | None, batch: int, sweep: Sweep[float]) -> 
         sweep.after = None
     while limit is None or total < limit:
         size = batch if limit is None else min(batch, limit - total)
-        after = EARLIEST if sweep.after is None else sweep.after
-        deleted, chosen, last = _swept((yield Stmt(s.purge, {"after": after, "batch": size})))
-        total += max(deleted, 0)
-        if chosen < size:
+        at, scope, key = START if sweep.after is None else sweep.after
+        place = {"at": at, "scope": scope, "key": key, "batch": size}
+        if s.purge_keys is None:  # one statement chooses and deletes (PostgreSQL)
+            res = yield Stmt(s.purge, place)
+            deleted, chosen, last_at = res.rows[0]
+            last: Place = (float(last_at) if last_at is not None else at, "", "")
+        else:
+            keys = (yield Stmt(s.purge_keys, place)).rows
+            chosen = len(keys)
+            if not keys:
+                sweep.after = None
+                break
+            last = (float(keys[-1][0]), _text(keys[-1][1]), _text(keys[-1][2]))
+            ends = {"last_at": last[0], "last_scope": last[1], "last_key": last[2]}
+            deleted = (yield Stmt(s.purge, {**place, **ends})).rowcount
+        total += max(int(deleted), 0)
+        if int(chosen) < size:
             # Nothing left to choose. Rows a claim held were skipped behind the sweep: the
             # next purge begins at the start again and finds them if they are still garbage.
             sweep.after = None
             break
         sweep.after = last
+    return total
+
+
+def _text(value: Any) -> str:
+    """A key column as text, whichever type the driver hands it back in."""
+    return bytes(value).decode() if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def walk_keys(
+    keys: Sql,
+    delete: Sql,
+    binds: Callable[[], dict[str, Any]],
+    limit: int | None,
+    batch: int,
+    sweep: Sweep[tuple[str, str]],
+) -> Op[int]:
+    """Delete in ranges of the primary key, each its own short statement: ``keys`` reads the
+    next ``:batch`` keys after ``(:scope, :key)``, ``delete`` deletes what it should between
+    there and ``(:last_scope, :last_key)`` (with ``binds()``, asked per range), so every key
+    is read once however many calls a purge takes. A purge with a ``limit`` goes on from where
+    the last one stopped; one without begins at the start; reaching the table's end, the next
+    purge begins at the start again."""
+    total = 0
+    after = ("", "") if limit is None or sweep.after is None else sweep.after
+    while limit is None or total < limit:
+        size = batch if limit is None else min(batch, limit - total)
+        place = {"scope": after[0], "key": after[1], "batch": size}
+        rows = (yield Stmt(keys, place)).rows
+        if not rows:
+            break
+        last = (_text(rows[-1][0]), _text(rows[-1][1]))
+        ends = {"last_scope": last[0], "last_key": last[1]}
+        total += max((yield Stmt(delete, {**place, **ends, **binds()})).rowcount, 0)
+        if len(rows) < size:
+            break
+        after = sweep.after = last
+    else:
+        return total  # stopped at the limit: the next purge goes on from ``after``
+    sweep.after = None
     return total
 
 

@@ -210,24 +210,54 @@ class Statements:
             f"SELECT {cols} FROM {t} WHERE scope = :scope AND {open_} "
             f"ORDER BY updated_at LIMIT :limit"
         )
-        # A purge follows the ``expires_at`` index from where its last batch ended
-        # (``:after``), so no batch reads again what the ones before it deleted.
-        due = f"expires_at <= {now} AND expires_at >= :after"
+        # A purge follows the ``expires_at`` index from where its last batch ended, so no
+        # batch reads again what the ones before it deleted. ``purge_keys``, where set, chooses
+        # a batch and ``purge`` deletes it; otherwise ``purge`` does both.
+        self.purge_keys: Sql | None = None
         if self.kind == "postgresql":
             # SKIP LOCKED: a row that a claim is taking over right now is not garbage. The
             # batch is chosen once, in a MATERIALIZED CTE (as an IN (subquery) it can be
             # rescanned per row, taking new rows each time); ORDER BY makes the planner walk
             # the index rather than the heap, where expired rows may all sit at the end.
+            # The index holds the expiry alone, so a batch resumes at the last expiry chosen
+            # (``:at``). The DELETE finds the chosen rows by their ctid (a TID scan, which
+            # FOR UPDATE has pinned to the row's current version): joined on the key, the
+            # planner may hash the whole table, or all its expired rows, once per batch.
             # Answers (rows deleted, rows chosen, the last expiry chosen).
+            due = f"expires_at <= {now} AND expires_at >= :at"
             self.purge = Sql(
-                f"WITH doomed AS MATERIALIZED (SELECT scope, key, expires_at FROM {t} "
+                f"WITH doomed AS MATERIALIZED (SELECT ctid, expires_at FROM {t} "
                 f"WHERE {due} ORDER BY expires_at LIMIT :batch FOR UPDATE SKIP LOCKED), "
-                f"gone AS (DELETE FROM {t} AS r USING doomed WHERE r.scope = doomed.scope "
-                f"AND r.key = doomed.key AND r.expires_at <= {now} RETURNING 1) "
+                f"gone AS (DELETE FROM {t} WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed)) "
+                f"AND expires_at <= {now} RETURNING 1) "
                 f"SELECT (SELECT count(*) FROM gone), count(*), max(expires_at) FROM doomed"
             )
         else:
-            self.purge = Sql(f"DELETE FROM {t} WHERE {due} ORDER BY expires_at LIMIT :batch")
+            # InnoDB's secondary index holds the primary key after the expiry, so (expires_at,
+            # scope, key) is the index's own order and names one entry: a batch reads the next
+            # :batch entries after the last one chosen, from the index alone and without a
+            # lock, then deletes that bounded range of the index, re-checking the expiry (a
+            # row renewed in between has left the range). A DELETE … ORDER BY … LIMIT would
+            # start at the index's first entry every time and step again over the entries
+            # its predecessors delete-marked, which InnoDB removes only later.
+            k = "`key`"
+            after = (
+                f"(expires_at > :at OR (expires_at = :at AND "
+                f"(scope > :scope OR (scope = :scope AND {k} > :key))))"
+            )
+            upto = (
+                f"(expires_at < :last_at OR (expires_at = :last_at AND "
+                f"(scope < :last_scope OR (scope = :last_scope AND {k} <= :last_key))))"
+            )
+            self.purge_keys = Sql(
+                f"SELECT expires_at, scope, {k} FROM {t} FORCE INDEX ({t}_expires) "
+                f"WHERE expires_at <= {now} AND expires_at >= :at AND {after} "
+                f"ORDER BY expires_at, scope, {k} LIMIT :batch"
+            )
+            self.purge = Sql(
+                f"DELETE FROM {t} WHERE expires_at <= {now} "
+                f"AND expires_at BETWEEN :at AND :last_at AND {after} AND {upto}"
+            )
 
     def _tokens_and_hits(self) -> None:
         """Tokens and debounce windows: SUCCEEDED rows in their own scope namespace."""

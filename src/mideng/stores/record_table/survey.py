@@ -19,6 +19,7 @@ from typing import Any
 from mideng.core.record import Record
 from mideng.db.statements import Op, Res, Sql, Stmt
 from mideng.schema.records import UNRESOLVED, rows_table
+from mideng.stores.record_table.ops import Sweep, walk_keys
 from mideng.stores.record_table.statements import Statements
 from mideng.stores.survey import (
     ESTIMATE_ABOVE,
@@ -108,26 +109,33 @@ class Queries:
         self.with_request_id = Sql(
             f"{self._listing} AND request_id = :request_id ORDER BY scope, {k} LIMIT :limit"
         )
+        # ``purge --older-than`` walks the primary key (no index holds ``updated_at``):
+        # ``older_keys`` reads the next :batch keys, ``purge_older`` deletes the old finished
+        # records between there and the last of them (``ops.walk_keys``), so each key is read
+        # once however many calls a purge takes, where a DELETE … LIMIT scanned again from the
+        # start every batch past all it had kept.
         old = f"{_FINISHED} AND updated_at <= :cutoff AND {rec}"
+        after = self._after(("scope", k), (":scope", ":key"))
+        upto = self._after(("scope", k), (":last_scope", ":last_key"), "<=")
+        self.older_keys = Sql(
+            f"SELECT scope, {k} FROM {t} WHERE {after} ORDER BY scope, {k} LIMIT :batch"
+        )
+        span = f"{after} AND {upto} AND {old}"
+        if s.mysql:  # the row comparison spelt out: the scope's range, for the optimizer
+            span = f"scope BETWEEN :scope AND :last_scope AND {span}"
         if s.kind == "postgresql":
-            # SKIP LOCKED: a row a claim is re-taking right now is not ours to delete. The
-            # batch is chosen once, in a MATERIALIZED CTE: as an IN (subquery) it can be
-            # rescanned per row, and each rescan skips the rows this DELETE already locked and
-            # takes new ones, so LIMIT would not bound the deletion.
+            # SKIP LOCKED: a row a claim is re-taking right now is not ours to delete, nor
+            # worth a wait. The rows are chosen once, in a MATERIALIZED CTE (as an IN
+            # (subquery) it can be rescanned per row), and found again by their ctid (a TID
+            # scan: joined on the key, the planner may hash the whole table per batch).
             self.purge_older = Sql(
-                f"WITH doomed AS MATERIALIZED (SELECT scope, key FROM {t} WHERE {old} "
-                f"LIMIT :batch FOR UPDATE SKIP LOCKED) DELETE FROM {t} AS r USING doomed "
-                f"WHERE r.scope = doomed.scope AND r.key = doomed.key "
-                f"AND {old.replace('scope', 'r.scope')}"
+                f"WITH doomed AS MATERIALIZED (SELECT ctid FROM {t} WHERE {span} "
+                f"FOR UPDATE SKIP LOCKED) DELETE FROM {t} "
+                f"WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed)) AND {old}"
             )
             self.purge_older.rows = False  # a DELETE, though its text starts WITH
-        elif s.mysql:
-            self.purge_older = Sql(f"DELETE FROM {t} WHERE {old} LIMIT :batch")
         else:
-            self.purge_older = Sql(
-                f"DELETE FROM {t} WHERE (scope, key) IN (SELECT scope, key FROM {t} WHERE {old} "
-                f"LIMIT :batch) AND {old}"
-            )
+            self.purge_older = Sql(f"DELETE FROM {t} WHERE {span}")
 
     def _estimates(self, s: Statements, rec: str) -> None:
         """The statements of a big table's survey (module docstring): the unresolved records
@@ -229,15 +237,17 @@ class Queries:
         )
         return found
 
-    def _after(self, columns: tuple[str, ...], binds: tuple[str, ...]) -> str:
-        """Rows past a keyset position: a row value comparison (PostgreSQL and SQLite walk
-        their index from it), spelt out on MySQL/MariaDB."""
+    def _after(self, columns: tuple[str, ...], binds: tuple[str, ...], op: str = ">") -> str:
+        """Rows past a keyset position (``op`` ``<=``: up to and at it): a row value
+        comparison (PostgreSQL and SQLite walk their index from it), spelt out on
+        MySQL/MariaDB."""
         if not self._mysql:
-            return f"({', '.join(columns)}) > ({', '.join(binds)})"
+            return f"({', '.join(columns)}) {op} ({', '.join(binds)})"
         terms = []
         for n, (column, bind) in enumerate(zip(columns, binds, strict=True)):
             equal = [f"{c} = {b}" for c, b in zip(columns[:n], binds[:n], strict=True)]
-            terms.append("(" + " AND ".join([*equal, f"{column} > {bind}"]) + ")")
+            last = op if n == len(columns) - 1 else op[0]
+            terms.append("(" + " AND ".join([*equal, f"{column} {last} {bind}"]) + ")")
         return "(" + " OR ".join(terms) + ")"
 
 
@@ -396,18 +406,19 @@ def _spread(q: Queries, found: Survey, p: dict[str, Any]) -> Op[None]:
     found.expiry["never"] = sum(found.no_expiry_by_scope.values())
 
 
-def purge_older(s: Statements, age: float, limit: int | None, batch: int = PURGE_BATCH) -> Op[int]:
+def purge_older(
+    s: Statements,
+    age: float,
+    limit: int | None,
+    sweep: Sweep[tuple[str, str]],
+    batch: int = PURGE_BATCH,
+) -> Op[int]:
+    """Delete finished records last written more than ``age`` seconds ago, in ranges of the
+    primary key (``ops.walk_keys``): a limited purge goes on where the last one stopped."""
     q = queries(s)
     now = float((yield Stmt(q.clock, {"now": time.time()})).rows[0][0])
-    p = {"cutoff": now - age, "prefix": "", "plen": 0}
-    total = 0
-    while limit is None or total < limit:  # bounded batches: no long lock on a big table
-        size = batch if limit is None else min(batch, limit - total)
-        res = yield Stmt(q.purge_older, {**p, "batch": size})
-        total += max(res.rowcount, 0)
-        if res.rowcount < size:
-            break
-    return total
+    cut = {"cutoff": now - age, "prefix": "", "plen": 0}
+    return (yield from walk_keys(q.older_keys, q.purge_older, lambda: cut, limit, batch, sweep))
 
 
 def _text(value: Any) -> str:

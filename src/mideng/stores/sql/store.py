@@ -33,6 +33,7 @@ from mideng.stores.batch import BatchStore, Completed, Completion, distinct
 from mideng.stores.record_table import RecordTable
 from mideng.stores.record_table.claims import ClaimOrder, HeldClaims
 from mideng.stores.record_table.ops import (
+    Place,
     Sweep,
     add_audit,
     audit_rows,
@@ -122,7 +123,8 @@ class SQLStore(Store, BatchStore, SQLSteps, SQLSurvey, AuditStore):
             raise ConfigurationError(f"purge_batch must be >= 1: {purge_batch!r}")
         self.purge_batch = purge_batch
         #: Where the next ``purge`` resumes its walk of the expiry index.
-        self.sweep: Sweep[float] = Sweep()
+        self.sweep: Sweep[Place] = Sweep()
+        self.older_sweep: Sweep[tuple[str, str]] = Sweep()
         self.held = HeldClaims()
         self.claim_order = ClaimOrder(read_first)
         #: The set of tables the store keeps (mideng.schema): the record and steps tables.

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from mideng.core.record import Record
+from mideng.stores.record_table.ops import Sweep
 from mideng.stores.record_table.survey import (
     list_records,
     outcomes,
@@ -27,6 +28,8 @@ class SQLSurvey(SurveyStore, ListingStore):
 
     executor: Executor
     aexecutor: AsyncExecutor
+    #: Where the next ``purge_older`` resumes its walk of the primary key.
+    older_sweep: Sweep[tuple[str, str]]
 
     def count_records(self, terms: SurveyTerms) -> Survey:
         return terms.reported(self.executor.drive(survey, terms))
@@ -35,10 +38,10 @@ class SQLSurvey(SurveyStore, ListingStore):
         return terms.reported(await self.aexecutor.drive(survey, terms))
 
     def purge_older(self, age: float, limit: int | None = None) -> int:
-        return self.executor.drive(purge_older, age, limit)
+        return self.executor.drive(purge_older, age, limit, self.older_sweep)
 
     async def apurge_older(self, age: float, limit: int | None = None) -> int:
-        return await self.aexecutor.drive(purge_older, age, limit)
+        return await self.aexecutor.drive(purge_older, age, limit, self.older_sweep)
 
     def list_records(self, query: RecordQuery) -> list[Record]:
         return self.executor.drive(list_records, query)

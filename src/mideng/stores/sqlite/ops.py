@@ -13,13 +13,12 @@ the primary key in bounded ranges.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from mideng.core.record import Record
 from mideng.db.statements import Op, Stmt
 from mideng.stores.base import KEEP, Step, T
-from mideng.stores.record_table.ops import Sweep
+from mideng.stores.record_table.ops import Sweep, walk_keys
 from mideng.stores.record_table.rows import record
 from mideng.stores.sqlite.statements import SQLiteStatements
 
@@ -68,34 +67,10 @@ def records(s: SQLiteStatements) -> Op[list[Record]]:
 def purge(
     s: SQLiteStatements, limit: int | None, batch: int, sweep: Sweep[tuple[str, str]]
 ) -> Op[int]:
-    """Delete expired rows, ``batch`` keys at a time (each range its own short statement),
-    walking the primary key (the table has no expiry index). A purge with a ``limit`` goes on
-    from where the last one stopped; one without begins at the start. Reaching the table's
-    end, the next purge begins at the start again."""
-    total = 0
-    after = ("", "") if limit is None or sweep.after is None else sweep.after
-    while limit is None or total < limit:
-        size = batch if limit is None else min(batch, limit - total)
-        found = yield Stmt(s.sweep_keys, {"scope": after[0], "key": after[1], "size": size})
-        rows: Sequence[Sequence[Any]] = found.rows
-        if not rows:
-            break
-        last = (rows[-1][0], rows[-1][1])
-        res = yield Stmt(
-            s.sweep,
-            {
-                "scope": after[0],
-                "key": after[1],
-                "last_scope": last[0],
-                "last_key": last[1],
-                "now": time.time(),
-            },
-        )
-        total += max(res.rowcount, 0)
-        if len(rows) < size:
-            break
-        after = sweep.after = last
-    else:
-        return total  # stopped at the limit: the next purge goes on from ``after``
-    sweep.after = None
-    return total
+    """Delete expired rows, ``batch`` keys at a time, walking the primary key (the table has
+    no expiry index; see ``walk_keys``). Each range is judged at its own statement's clock."""
+    return (yield from walk_keys(s.sweep_keys, s.sweep, _clock, limit, batch, sweep))
+
+
+def _clock() -> dict[str, Any]:
+    return {"now": time.time()}

@@ -51,7 +51,7 @@ class SQLiteStatements(Statements):
         # the read is kept).
         after = "(scope, key) > (:scope, :key)"
         self.sweep_keys = Sql(
-            f"SELECT scope, key FROM {t} WHERE {after} ORDER BY scope, key LIMIT :size"
+            f"SELECT scope, key FROM {t} WHERE {after} ORDER BY scope, key LIMIT :batch"
         )
         self.sweep = Sql(
             f"DELETE FROM {t} WHERE {after} AND (scope, key) <= (:last_scope, :last_key) "

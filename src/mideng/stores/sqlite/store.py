@@ -148,6 +148,7 @@ class SQLiteStore(LocalBatch, SQLiteSteps, SQLiteSurvey, AuditStore):
         self.held = HeldClaims()
         #: Where the next ``purge`` resumes its walk of the primary key.
         self.sweep: ops.Sweep[tuple[str, str]] = ops.Sweep()
+        self.older_sweep: ops.Sweep[tuple[str, str]] = ops.Sweep()
         #: Per scope, its replay read and the codec that read expects (``_learn``).
         self._replays: dict[str, tuple[str, str]] = {}
         self._timeout = timeout

@@ -7,6 +7,7 @@ import abc
 
 from mideng.core.record import Record
 from mideng.db.statements import Op, T
+from mideng.stores.record_table.ops import Sweep
 from mideng.stores.record_table.survey import (
     list_records,
     outcomes,
@@ -23,6 +24,8 @@ class SQLiteSurvey(LocalSurvey):
     twins offloaded like every other operation of the embedded store)."""
 
     statements: SQLiteStatements
+    #: Where the next ``purge_older`` resumes its walk of the primary key.
+    older_sweep: Sweep[tuple[str, str]]
 
     @abc.abstractmethod
     def _drive(self, op: Op[T]) -> T:
@@ -32,7 +35,7 @@ class SQLiteSurvey(LocalSurvey):
         return terms.reported(self._drive(survey(self.statements, terms)))
 
     def purge_older(self, age: float, limit: int | None = None) -> int:
-        return self._drive(purge_older(self.statements, age, limit))
+        return self._drive(purge_older(self.statements, age, limit, self.older_sweep))
 
     def list_records(self, query: RecordQuery) -> list[Record]:
         return self._drive(list_records(self.statements, query))
