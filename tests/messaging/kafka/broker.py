@@ -68,7 +68,7 @@ class Kafka(Broker):
     ordered = False
     reconnect_lines = "none"
 
-    def __init__(self, names: KafkaNames, *, batch: int = 10, logs: Path | None = None) -> None:
+    def __init__(self, names: KafkaNames, *, batch: int = 50, logs: Path | None = None) -> None:
         self.names = names
         self.url = f"kafka://{names.bootstrap}"
         self.dead = f"{names.topic}-dead"

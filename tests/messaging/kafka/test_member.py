@@ -86,33 +86,16 @@ def test_all_settled_commits_past_the_last() -> None:
     client = Client()
     verdicts: list[Verdict] = [Ack(True), Ack(False), DeadLetter("poison")]
     consumer = Scripted(verdicts)
-    asyncio.run(member(consumer, client).process({0: records(10, 11, 12)}))
+    asyncio.run(member(consumer, client).process(0, records(10, 11, 12)))
     assert consumer.batches == [["orders:0:10", "orders:0:11", "orders:0:12"]]
     assert client.calls == [("commit", {0: 13})]
-
-
-def test_a_fetch_of_several_partitions_is_one_batch_and_one_commit() -> None:
-    client = Client(assigned={0, 1, 2})
-    verdicts: list[Verdict] = [Ack(True), Ack(True), Retry(0.5, "held"), Ack(True), Ack(True)]
-    consumer = Scripted(verdicts)
-    fetched = {
-        0: records(10, 11),
-        1: [Record("orders", 1, 20), Record("orders", 1, 21)],
-        2: [Record("orders", 2, 30)],
-    }
-    asyncio.run(member(consumer, client).process(fetched))
-    assert consumer.batches == [
-        ["orders:0:10", "orders:0:11", "orders:1:20", "orders:1:21", "orders:2:30"]
-    ]
-    # Partition 1 stops at its retry; the others are committed past their last, in one call.
-    assert client.calls == [("commit", {0: 12, 2: 31}), ("seek", (1, 20)), ("pause", 1)]
 
 
 def test_a_retry_commits_before_it_rewinds_to_it_and_pauses() -> None:
     client = Client()
     consumer = Scripted([Ack(True), Retry(0.2, "held"), Ack(True)])
     made = member(consumer, client)
-    asyncio.run(made.process({0: records(10, 11, 12)}))
+    asyncio.run(made.process(0, records(10, 11, 12)))
     assert client.calls == [("commit", {0: 11}), ("seek", (0, 11)), ("pause", 0)]
     made.resume_due()
     assert ("resume", 0) not in client.calls  # not before its delay
@@ -123,7 +106,7 @@ def test_a_retry_commits_before_it_rewinds_to_it_and_pauses() -> None:
 
 def test_a_retry_first_commits_nothing() -> None:
     client = Client()
-    asyncio.run(member(Scripted([Retry(1, "x"), Ack(True)]), client).process({0: records(5, 6)}))
+    asyncio.run(member(Scripted([Retry(1, "x"), Ack(True)]), client).process(0, records(5, 6)))
     assert client.calls == [("seek", (0, 5)), ("pause", 0)]
 
 
@@ -133,14 +116,14 @@ def test_a_consumer_that_raises_rewinds_the_whole_batch() -> None:
             raise RuntimeError("store down")
 
     client = Client()
-    asyncio.run(member(Raises([]), client).process({0: records(5, 6)}))
+    asyncio.run(member(Raises([]), client).process(0, records(5, 6)))
     assert client.calls == [("seek", (0, 5)), ("pause", 0)]
 
 
 def test_a_batch_of_a_partition_no_longer_assigned_is_abandoned() -> None:
     client = Client(assigned={1})
     consumer = Scripted([Ack(True)])
-    asyncio.run(member(consumer, client).process({0: records(5)}))
+    asyncio.run(member(consumer, client).process(0, records(5)))
     assert consumer.batches == []
     assert client.calls == []
 
@@ -155,7 +138,7 @@ def test_a_revocation_waits_for_the_batch_in_hand_to_commit() -> None:
 
     async def scenario() -> list[str]:
         order: list[str] = []
-        batch = asyncio.create_task(made.process({0: records(7)}))
+        batch = asyncio.create_task(made.process(0, records(7)))
         await consumer.entered.wait()
 
         async def revoke() -> None:
@@ -198,7 +181,7 @@ def test_a_failed_dead_letter_copy_rewinds_instead_of_skipping(
     monkeypatch.setattr(aiokafka, "AIOKafkaProducer", Producer)
     client = Client()
     made = member(Scripted([Ack(True), DeadLetter("poison")]), client, dead_topic="dead")
-    asyncio.run(made.process({0: records(3, 4)}))
+    asyncio.run(made.process(0, records(3, 4)))
     assert client.calls == [("commit", {0: 4}), ("seek", (0, 4)), ("pause", 0)]
     asyncio.run(made.close())
 

@@ -7,14 +7,13 @@ by batch.
 
 Kafka redelivers by offset: whatever a group member read but had not committed when it died,
 or when its partitions moved to another member in a rebalance, is read again by the next
-owner. So a fetch's records, of every partition it read, go to one ``handle_batch`` (one
-store round trip for the claims), and each partition's offset is committed only after that
-(one commit for them all), past every record that was settled: acked (run now, or a
-duplicate, which is committed too) or dead-lettered. Kafka cannot hand one record back, so
-a ``Retry`` stops the partition there: the offset is committed up to it, the partition is
-rewound to it and paused for the verdict's delay; the records after it were already decided
-and come back as duplicates, acked without running. A record aiokafka cannot read at all (a
-header name that is not UTF-8) is logged and skipped.
+owner. So each partition's fetched records go to ``handle_batch`` (one store round trip for
+the claims), and the partition's offset is committed only after that, past every record that
+was settled: acked (run now, or a duplicate, which is committed too) or dead-lettered. Kafka
+cannot hand one record back, so a ``Retry`` stops the partition there: the offset is
+committed up to it, the partition is rewound to it and paused for the verdict's delay; the
+records after it were already decided and come back as duplicates, acked without running. A
+record aiokafka cannot read at all (a header name that is not UTF-8) is logged and skipped.
 
 A revoked partition is never committed by its old owner after the revocation: the rebalance
 waits (``on_partitions_revoked``) for the batch in hand to be committed, and a batch fetched
@@ -34,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
 from mideng.errors import ConfigurationError
@@ -120,8 +119,10 @@ async def consume(
             fetch = await _until_stopped(member.fetch(batch, poll_timeout), stop, 0.0)
             if fetch is None:
                 break
-            if fetched := fetch.result():
-                await member.process(fetched)
+            for partition, records in fetch.result().items():
+                if stop.is_set():
+                    break  # the partitions not started are read again by their next owner
+                await member.process(partition, records)
     finally:
         try:
             await _leave(client, close_timeout)
@@ -196,10 +197,6 @@ async def _leave(client: Any, seconds: float) -> None:
     if fetcher is not None:
         await _cancelled(fetcher._fetch_task, *fetcher._pending_tasks)
     await client._client.close()
-
-
-def _names(batches: Mapping[Any, Sequence[Message]]) -> str:
-    return ", ".join(map(str, batches))
 
 
 class _Member:
@@ -339,46 +336,26 @@ class _Member:
         logs.kafka_record_unreadable(f"{partition.topic}:{partition.partition}:{offset}", exc)
         self.client.seek(partition, offset + 1)
 
-    async def process(self, fetched: Mapping[Any, Sequence[Any]]) -> None:
-        """One fetch's records, every partition's together: one ``handle_batch`` (one store
-        round trip for the claims, one for the completions) and one offset commit for all
-        the partitions settled, rather than one of each a partition."""
+    async def process(self, partition: Any, records: Sequence[Any]) -> None:
         async with self.busy:
             # aiokafka keeps the old assignment from a revocation until the new one arrives:
             # a batch fetched before the revocation is abandoned even while its partition
             # still looks assigned (the new owner, maybe this member afresh, reads it again).
-            if self.revocations != self.fetched_at:
+            if self.revocations != self.fetched_at or partition not in self.client.assignment():
                 return
-            assigned = self.client.assignment()
-            # A partition rewound meanwhile (paused) has its records read again after its delay.
-            batches = {
-                partition: [message_of(record) for record in records]
-                for partition, records in fetched.items()
-                if records and partition in assigned and partition not in self.paused
-            }
-            messages = [message for batch in batches.values() for message in batch]
-            if not messages:
-                return
+            if partition in self.paused:
+                return  # rewound meanwhile
+            messages = [message_of(record) for record in records]
             try:
                 verdicts = await decide(self.consumer, messages)
             except Exception as exc:
-                logs.kafka_records_unhandled(len(messages), _names(batches), exc)
+                logs.kafka_records_unhandled(len(messages), str(partition), exc)
                 verdicts = undecided(messages)
-            offsets: dict[Any, int] = {}
-            rewinds: list[tuple[Any, int, float]] = []
-            start = 0
-            for partition, batch in batches.items():
-                decided = verdicts[start : start + len(batch)]
-                start += len(batch)
-                settled, delay = await self._settled(batch, decided)
-                if settled:
-                    offsets[partition] = batch[settled - 1].raw.offset + 1
-                if settled < len(batch):
-                    rewinds.append((partition, batch[settled].raw.offset, delay))
-            if offsets:
-                await self._commit(offsets)
-            for partition, offset, delay in rewinds:
-                self.client.seek(partition, offset)
+            settled, delay = await self._settled(messages, verdicts)
+            if settled:
+                await self._commit(partition, messages[settled - 1].raw.offset + 1)
+            if settled < len(messages):
+                self.client.seek(partition, messages[settled].raw.offset)
                 self.client.pause(partition)
                 self.paused[partition] = time.monotonic() + delay
 
@@ -420,17 +397,18 @@ class _Member:
             return False
         return True
 
-    async def _commit(self, offsets: dict[Any, int]) -> None:
+    async def _commit(self, partition: Any, offset: int) -> None:
         # aiokafka retries a commit for as long as the broker gives retriable errors; once
         # stopping, it is given ``close_timeout``, then left (the revocation and the leave wait
         # on this batch).
-        committed = await _until_stopped(self.client.commit(offsets), self.stop, self.close_timeout)
+        committed = await _until_stopped(
+            self.client.commit({partition: offset}), self.stop, self.close_timeout
+        )
         if committed is None or committed.exception() is not None:
-            # A rebalance took a partition first, or the broker did not answer while
-            # stopping: the next owners read these records again and the consumer's records
+            # A rebalance took the partition first, or the broker did not answer while
+            # stopping: its next owner reads these records again and the consumer's records
             # answer them as duplicates.
-            for partition, offset in offsets.items():
-                logs.kafka_offset_uncommitted(offset, str(partition))
+            logs.kafka_offset_uncommitted(offset, str(partition))
 
     async def close(self) -> None:
         if self.producer is not None:

@@ -105,7 +105,7 @@ consumer_turn_missed: Callable[[str, str], None] = Keyed(
 # lines of a consumer's session with its broker carry the failures in a row and the wait before
 # the next session.
 # -- Kafka -----------------------------------------------------------------------------------
-#: The consumer gave no verdict (its store is down): each partition rewinds to its first.
+#: The consumer gave no verdict (its store is down): the partition rewinds to them.
 kafka_records_unhandled: Callable[[int, str, BaseException], None] = Traced(
     messaging_log.error, "consumer_failed", "consumer failed on %d record(s) of %s"
 )
