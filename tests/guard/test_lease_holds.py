@@ -1,9 +1,10 @@
 """A live holder's lease holds through what renewals meet: a lost lease elsewhere, transient
 store errors (injected, and real killed connections), a renewal that hangs on another key.
 
-Each scenario: a holder runs a body several leases long; a second caller arrives after the
+Each scenario: a holder runs a body longer than its lease; a second caller arrives after the
 lease would have run out without renewals. The body must run once and the second caller be
-refused, on every store, through the sync and the async driver.
+refused, on every store, through the sync and the async driver; the body then ends and its
+completion lands.
 """
 
 from __future__ import annotations
@@ -61,17 +62,20 @@ def drive(request: pytest.FixtureRequest, held: Opened) -> Iterator[Runner]:
 
 
 class Holder:
-    """One long body in a thread, counting its runs; ``outcome`` is what its call returned."""
+    """One long body in a thread, counting its runs; ``outcome`` is what its call returned.
+    The body lasts ``seconds``, or until ``finish`` is set: once the second caller has been
+    refused past the unrenewed lease, the rest of the body proves nothing more."""
 
     def __init__(self, drive: Runner, guard: Guard, scope: str, key: str, seconds: float):
         self.runs = 0
         self.started = threading.Event()
+        self.finish = threading.Event()
         self.outcome: object = None
 
         def body() -> str:
             self.runs += 1
             self.started.set()
-            time.sleep(seconds)
+            self.finish.wait(seconds)
             return "done"
 
         def call() -> None:
@@ -102,6 +106,7 @@ def second_caller_is_refused(guard: Guard, scope: str, key: str, holder: Holder)
     else:
         pytest.fail("the second caller was never refused")
     assert runs == []
+    holder.finish.set()
     assert holder.join() == "done"
     assert holder.runs == 1
 
