@@ -1,17 +1,25 @@
 """examples/django_shop run as its README runs it, each part a child process of its own
-(``manage.py migrate``, ``runserver``, ``mideng_relay``, ``consume_stock``): Django's
-settings are process-wide and the HTTP tests configure their own in this process.
+(``manage.py migrate``, ``runserver``, ``mideng_relay``, ``consume_stock``,
+``consume_notify``, two ``run_jobs``): Django's settings are process-wide and the HTTP tests
+configure their own in this process.
 
 Everything a retrying world does to the shop at once, then its ledger counted exactly: one
-order for three sends of one Idempotency-Key (and one more for another customer's same key),
-the order PAID once for seven payment callbacks (five at once), one outbox row, and the stock
-taken once although the event is in the stream twice and the consumer is killed (SIGKILL)
-holding both entries, then restarted.
+order for three sends of one Idempotency-Key (and one more for another customer's same key);
+the order PAID once for seven payment callbacks (five at once), with one outbox row per lane;
+the stock event in the stream twice (on PostgreSQL the relay is SIGKILLed after it published
+and before it marked the row sent; SQLite has no row lock to park it there, so the copy is
+added as that relay would leave it) and the stock consumer SIGKILLed holding both entries,
+then restarted: the stock taken once; the notifier SIGKILLed between the SMS and the coupon,
+then restarted: one SMS, one coupon, the operation resumed at the coupon; two schedulers
+started at once: the nightly report once; ``/metrics`` answering with mideng's counters.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import functools
+import json
 import os
 import signal
 import subprocess
@@ -28,7 +36,7 @@ import redis
 import sqlalchemy as sa
 
 from tests.contrib.django.project import fresh_database
-from tests.examples.running import WAIT, spare_port, until
+from tests.examples.running import WAIT, handles_sigterm, spare_port, until
 from tests.services import REDIS_URL, need
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "django_shop"
@@ -44,6 +52,8 @@ class Shop:
         self.folder = folder
         self.engine = sa.create_engine(url, poolclass=sa.NullPool)
         self.stream, self.group = f"shop-test-{run}", f"stock-{run}"
+        self.notify_stream, self.notify_group = f"shop-notify-{run}", f"notify-{run}"
+        self.providers = folder / "providers"
         self.env = dict(
             os.environ,
             PYTHONPATH=os.pathsep.join([str(EXAMPLE), *sys.path]),
@@ -52,6 +62,10 @@ class Shop:
             SHOP_REDIS_URL=REDIS_URL,
             SHOP_ORDER_EVENTS=self.stream,
             SHOP_STOCK_GROUP=self.group,
+            SHOP_NOTIFY_EVENTS=self.notify_stream,
+            SHOP_NOTIFY_GROUP=self.notify_group,
+            SHOP_PROVIDERS_DIR=str(self.providers),
+            SHOP_LEASE="2",  # a killed notifier's operation is taken over after 2 s
         )
 
     def manage(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -79,6 +93,27 @@ class Shop:
 
     def log(self, name: str) -> str:
         return (self.folder / f"{name}.log").read_text()
+
+    def stop(self, *processes: subprocess.Popen[str]) -> list[int]:
+        """SIGTERM each once it handles SIGTERM; their exit codes."""
+        for process in processes:
+            until("a handler of SIGTERM", functools.partial(handles_sigterm, process))
+            process.send_signal(signal.SIGTERM)
+        return [process.wait(timeout=20) for process in processes]
+
+    def provided(self, name: str) -> list[dict[str, Any]]:
+        """The records a provider's stand-in kept (orders.providers)."""
+        path = self.providers / name
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [json.loads(line) for line in lines]
+
+    @contextlib.contextmanager
+    def provider_locked(self, name: str) -> Iterator[None]:
+        """The stand-in's file locked as it locks it to write: its next record waits."""
+        self.providers.mkdir(exist_ok=True)
+        with (self.providers / name).open("a") as file:
+            fcntl.flock(file, fcntl.LOCK_EX)
+            yield
 
     def count(self, query: str, **params: Any) -> Any:
         with self.engine.connect() as conn:
@@ -113,7 +148,9 @@ def shop(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Shop]:
         try:
             yield shop
         finally:
-            client.delete(shop.stream, f"{shop.stream}:dead")
+            client.delete(
+                shop.stream, f"{shop.stream}:dead", shop.notify_stream, f"{shop.notify_stream}:dead"
+            )
             client.close()
             shop.engine.dispose()
 
@@ -158,17 +195,15 @@ def _pending(client: Any, shop: Shop) -> int:
     return int(client.xpending(shop.stream, shop.group)["pending"])
 
 
-def _all_read(client: Any, shop: Shop) -> bool:
-    """Every entry of the stream delivered to the group and acked."""
-    last = client.xrevrange(shop.stream, count=1)[0][0]
-    group = next(g for g in client.xinfo_groups(shop.stream) if g["name"].decode() == shop.group)
+def _all_read(client: Any, stream: str, name: str) -> bool:
+    """Every entry of ``stream`` delivered to the group ``name`` and acked."""
+    last = client.xrevrange(stream, count=1)[0][0]
+    group = next(g for g in client.xinfo_groups(stream) if g["name"].decode() == name)
     return bool(group["last-delivered-id"] == last and group["pending"] == 0)
 
 
 @pytest.mark.slow
-def test_retries_duplicates_and_a_killed_consumer_change_the_shop_once(
-    shop: Shop, server: str
-) -> None:
+def test_duplicates_and_kills_along_the_chain_change_the_shop_once(shop: Shop, server: str) -> None:
     # Three sends of one create request (a client that timed out): one order.
     key = f"create-{uuid.uuid4().hex}"
     with ThreadPoolExecutor(3) as pool:
@@ -198,15 +233,12 @@ def test_retries_duplicates_and_a_killed_consumer_change_the_shop_once(
     bad = _notify(server, {**notice, "total_amount": "1"})
     assert bad.status_code == 422, bad.text  # the same trade number with other fields
 
-    # The relay publishes the one outbox row; a second pass has nothing left.
-    assert "published 1, failed 0, dead 0" in shop.manage("mideng_relay", "--once").stdout
-    assert "published 0, failed 0, dead 0" in shop.manage("mideng_relay", "--once").stdout
     client: Any = redis.Redis.from_url(REDIS_URL)
     try:
-        # The same event in the stream twice, as a relay that died before writing back its
-        # publish would leave it.
-        [(_, fields)] = client.xrange(shop.stream)
-        client.xadd(shop.stream, fields)
+        _relay_twice(shop, client)
+        assert "published 0, failed 0, dead 0" in shop.manage("mideng_relay", "--once").stdout
+        assert client.xlen(shop.stream) == 2  # the stock lane: its event twice
+        assert client.xlen(shop.notify_stream) in (1, 2)  # as far as the killed relay got
 
         # The consumer reads both entries and is killed before it can commit: the stock is
         # locked, so its transaction waits.
@@ -220,28 +252,98 @@ def test_retries_duplicates_and_a_killed_consumer_change_the_shop_once(
 
         # Restarted under its name, it settles what it held: the stock is taken once.
         second = shop.start("consumer-2", "consume_stock", "--name", "w1")
-        try:
-            until("every entry acked", lambda: _all_read(client, shop))
-        finally:
-            second.send_signal(signal.SIGTERM)
-            second.wait(timeout=20)
-        assert second.returncode == 0, shop.log("consumer-2")
-        assert client.xlen(shop.stream) == 2
+        until("every entry acked", lambda: _all_read(client, shop.stream, shop.group))
+        assert shop.stop(second) == [0], shop.log("consumer-2")
         assert client.xlen(f"{shop.stream}:dead") == 0
+
+        # The notifier parked between the SMS and the coupon (the coupon service's records
+        # are locked), SIGKILLed there, then started again under its name.
+        client.xgroup_create(shop.notify_stream, shop.notify_group, id="0")
+        with shop.provider_locked("coupons.jsonl"):
+            notifier = shop.start("notifier-1", "consume_notify", "--name", "n1")
+            until("the SMS sent", lambda: len(shop.provided("sms.jsonl")) == 1)
+            until("the coupon waited for", functools.partial(_waits_on_a_lock, notifier))
+            notifier.send_signal(signal.SIGKILL)
+            notifier.wait(timeout=10)
+        assert shop.provided("coupons.jsonl") == []
+        notifier = shop.start("notifier-2", "consume_notify", "--name", "n1")
+        until("the coupon issued", lambda: len(shop.provided("coupons.jsonl")) == 1)
+        until(
+            "every notification acked",
+            lambda: _all_read(client, shop.notify_stream, shop.notify_group),
+        )
+        assert shop.stop(notifier) == [0], shop.log("notifier-2")
+        assert client.xlen(f"{shop.notify_stream}:dead") == 0
     finally:
         client.close()
+
+    # The nightly job: two schedulers start at once; the latest slot's report is written once.
+    schedulers = [shop.start(f"jobs-{n}", "run_jobs") for n in (1, 2)]
+    until("the nightly report", lambda: shop.ledger("daily_sales") == 1)
+    assert shop.stop(*schedulers) == [0, 0], shop.log("jobs-1") + shop.log("jobs-2")
+    scraped = httpx.get(f"{server}/metrics", timeout=WAIT)
 
     # The ledger, exactly.
     assert shop.count("SELECT COUNT(*) FROM orders_order") == 2  # alice's and bob's
     paid = "SELECT status || ' ' || trade_no FROM orders_order WHERE number = :n"
     assert shop.count(paid, n=order["number"]) == f"PAID {notice['trade_no']}"
     assert shop.count(paid, n=bobs.json()["number"]) == "UNPAID "
-    assert shop.count("SELECT COUNT(*) FROM mideng_outbox") == 1
-    assert shop.count("SELECT COUNT(*) FROM mideng_outbox WHERE state = 1") == 1
+    notified = "SELECT COUNT(*) FROM orders_order WHERE notified AND number = :n"
+    assert shop.count(notified, n=order["number"]) == 1
+    assert shop.count("SELECT COUNT(*) FROM mideng_outbox") == 2  # one row per lane
+    assert shop.count("SELECT COUNT(*) FROM mideng_outbox WHERE state = 1") == 2
     on_shelf = shop.count("SELECT quantity FROM orders_stock WHERE sku = :sku", sku=SKU)
     assert on_shelf == ON_SHELF - BOUGHT
-    counts = {event: shop.ledger(event) for event in ("order_created", "order_paid", "stock_taken")}
-    assert counts == {"order_created": 2, "order_paid": 1, "stock_taken": 1}
+    events = ("order_created", "order_paid", "stock_taken", "notified", "daily_sales")
+    counts = {event: shop.ledger(event) for event in events}
+    assert counts == {
+        "order_created": 2,
+        "order_paid": 1,
+        "stock_taken": 1,
+        "notified": 1,
+        "daily_sales": 1,
+    }
+    assert shop.count("SELECT COUNT(*) FROM orders_dailysales") == 1
+    [sms], [coupon] = shop.provided("sms.jsonl"), shop.provided("coupons.jsonl")
+    assert (sms["to"], coupon["customer"]) == ("alice", "alice")
+    assert sms["idempotency_key"] != coupon["idempotency_key"]
+    # The operation: taken over once after the kill (attempt 2), resumed at the coupon.
+    attempts = "SELECT attempts FROM mideng_records WHERE scope = 'notify' AND key = :k"
+    assert shop.count(attempts, k=f"order:{order['number']}") == 2
+    slots = "SELECT COUNT(*) FROM mideng_records WHERE scope = 'job:daily_sales'"
+    assert shop.count(slots) == 1
     stats = shop.manage("mideng_stats")  # exit 0: nothing stuck, nothing unknown
     assert "stock" in stats.stdout
     assert "pay_notify" in stats.stdout
+    assert scraped.status_code == 200
+    assert "mideng_http_responses_total" in scraped.text
+
+
+def _relay_twice(shop: Shop, client: Any) -> None:
+    """The stock lane's event published twice, as a relay killed between its publish and its
+    write-back leaves it, then every row published and marked sent."""
+    if shop.engine.dialect.name != "postgresql":
+        # SQLite's relay cannot be parked there: publish, then add the copy that kill leaves.
+        assert "published 2, failed 0, dead 0" in shop.manage("mideng_relay", "--once").stdout
+        [(_, fields)] = client.xrange(shop.stream)
+        client.xadd(shop.stream, fields)
+        return
+    relay = ("mideng_relay", "--lease", "1", "--poll", "0.2", "--progress", "0")
+    with shop.engine.connect() as conn:
+        # The rows locked once committed: the relay publishes, then waits to mark them sent.
+        conn.exec_driver_sql("SELECT * FROM mideng_outbox FOR UPDATE")
+        killed = shop.start("relay-1", *relay)
+        until("the stock event published", lambda: client.xlen(shop.stream) == 1)
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=10)
+        conn.rollback()
+    again = shop.start("relay-2", *relay)  # publishes again once the dead relay's lease lapsed
+    sent = "SELECT COUNT(*) FROM mideng_outbox WHERE state = 1"
+    until("both rows marked sent", lambda: shop.count(sent) == 2)
+    assert shop.stop(again) == [0], shop.log("relay-2")
+
+
+def _waits_on_a_lock(process: subprocess.Popen[str]) -> bool:
+    """``process`` is blocked on a file lock (a waiter's line in /proc/locks)."""
+    lines = Path("/proc/locks").read_text().splitlines()
+    return any("->" in line and f" {process.pid} " in line for line in lines)

@@ -33,23 +33,12 @@ import sqlalchemy as sa
 
 from tests.brokers import AMQP_URL
 from tests.contrib.django.project import fresh_database
-from tests.examples.running import spare_port, until
+from tests.examples.running import handles_sigterm, spare_port, until
 from tests.services import need
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "fastapi_shop"
 SKU, ON_SHELF, PRICE, BOUGHT = "SKU-1", 10, 250, 2
-
-
-def _stoppable(process: subprocess.Popen[bytes]) -> bool:
-    """The process has exited, or has a handler for SIGTERM (its status's SigCgt mask)."""
-    if process.poll() is not None:
-        return True
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
-            if line.startswith("SigCgt:"):
-                return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
-    return False
 
 
 class Shop:
@@ -102,7 +91,7 @@ class Shop:
         """SIGTERM each once it handles SIGTERM (a process still starting would just die)."""
         for name, process in self.processes.items():
             with contextlib.suppress(AssertionError):  # a stop that fails shows in its code
-                until(f"{name} to handle SIGTERM", functools.partial(_stoppable, process))
+                until(f"{name} to handle SIGTERM", functools.partial(handles_sigterm, process))
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
         codes: dict[str, int | None] = {}

@@ -43,6 +43,12 @@ class Order(models.Model):
         max_length=64, blank=True, help_text="the payment's, once paid"
     )
     created_at: models.DateTimeField[datetime, datetime] = models.DateTimeField(auto_now_add=True)
+    paid_at: models.DateTimeField[datetime | None, datetime | None] = models.DateTimeField(
+        null=True, blank=True
+    )
+    notified: models.BooleanField[bool, bool] = models.BooleanField(
+        default=False, help_text="the customer was told it is paid"
+    )
 
     def __str__(self) -> str:
         return f"{self.number} ({self.status})"
@@ -62,9 +68,11 @@ class Ledger(models.Model):
         ORDER_CREATED = "order_created"
         ORDER_PAID = "order_paid"
         STOCK_TAKEN = "stock_taken"
+        NOTIFIED = "notified"
+        DAILY_SALES = "daily_sales"
 
     event: models.CharField[str, str] = models.CharField(max_length=32, choices=Event.choices)
-    order_number: models.CharField[str, str] = models.CharField(max_length=64)
+    order_number: models.CharField[str, str] = models.CharField(max_length=64, blank=True)
     detail: models.CharField[str, str] = models.CharField(max_length=200, blank=True)
     at: models.DateTimeField[datetime, datetime] = models.DateTimeField(auto_now_add=True)
 
@@ -73,3 +81,18 @@ class Ledger(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.event} {self.order_number} {self.detail}"
+
+
+class DailySales(models.Model):
+    """The nightly job's report: one row per day, written under its slot's fence (a run that
+    was taken over while paused can no longer write it)."""
+
+    day: models.CharField[str, str] = models.CharField(max_length=10, unique=True)
+    orders: models.PositiveIntegerField[int, int] = models.PositiveIntegerField(default=0)
+    amount: models.PositiveIntegerField[int, int] = models.PositiveIntegerField(
+        default=0, help_text="in cents"
+    )
+    fence: models.PositiveIntegerField[int, int] = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.day}: {self.orders} orders, {self.amount} cents"

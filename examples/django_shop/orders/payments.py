@@ -2,7 +2,8 @@
 platform sends the notice (it retries until it reads ``success``, and may send copies at once).
 
 In one ``transaction.atomic()`` block: the dedup record of the trade number, the order's move
-UNPAID -> PAID, the ``order.paid`` event in the outbox and a ledger row. They commit together
+UNPAID -> PAID, the ``order.paid`` event in the outbox twice (one row per lane: the stock
+service's stream and the notification service's) and a ledger row. They commit together
 or not at all, so there is no moment where the order is paid but the event is missing, or the
 trade recorded but the order unpaid. A copy that arrives while the first is in its block waits
 on the record's row, then answers what the first stored.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from django.conf import settings
@@ -69,20 +71,24 @@ def _mark_paid(notice: PaymentNotice) -> dict[str, Any]:
     if order.amount != notice.amount:
         raise BadNotice(f"order {order.number} costs {order.amount}, not {notice.amount}")
     moved = ORDER_FLOW.advance(
-        connection, Order, order.pk, Status.PAID, values={"trade_no": notice.trade_no}
+        connection,
+        Order,
+        order.pk,
+        Status.PAID,
+        values={"trade_no": notice.trade_no, "paid_at": datetime.now(timezone.utc)},
     )
     if not isinstance(moved, Applied):
         # Paid already under another trade number (or shipped): this trade changes nothing,
         # and the platform is still told "success" so that it stops sending it.
         return {"order": order.number, "paid": False, "found": type(moved).__name__}
     event = {"order": order.number, "sku": order.sku, "quantity": order.quantity}
-    outbox.add(
-        connection,
-        settings.ORDER_EVENTS,
-        event,
-        key=f"order:{order.number}",
-        event_type="order.paid",
-    )
+    # The notification's arguments: the notify operation's, as its consumer passes them.
+    notice_of_payment = {**event, "customer": order.customer.get_username()}
+    for stream, body in (
+        (settings.ORDER_EVENTS, event),
+        (settings.NOTIFY_EVENTS, notice_of_payment),
+    ):
+        outbox.add(connection, stream, body, key=f"order:{order.number}", event_type="order.paid")
     Ledger.objects.create(
         event=Ledger.Event.ORDER_PAID, order_number=order.number, detail=f"trade {notice.trade_no}"
     )

@@ -1,5 +1,5 @@
-"""The shop's HTTP API: create an order (guarded by its Idempotency-Key), read it back, and
-the payment platform's callback."""
+"""The shop's HTTP API: create an order (guarded by its Idempotency-Key), read it back, the
+payment platform's callback, and Prometheus' ``/metrics`` (mideng's counters among them)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,16 @@ from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from mideng.errors import PayloadMismatchError
 from mideng.http.django import idempotent_view
+from mideng.observability import metrics
 from orders.models import Ledger, Order, Stock
 from orders.payments import BadNotice, PaymentNotice, record_payment
+
+# mideng's counters and histograms, into prometheus-client's default registry.
+metrics.enable()
 
 
 def _problem(status: int, detail: str) -> JsonResponse:
@@ -106,3 +111,8 @@ def pay_notify(request: HttpRequest) -> HttpResponse:
             content_type="text/plain",
         )
     return HttpResponse("success", content_type="text/plain")
+
+
+@require_GET
+def prometheus(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(generate_latest(), content_type=CONTENT_TYPE_LATEST)

@@ -4,7 +4,13 @@
   or ``postgresql://user:password@host:5432/name``;
 - ``SHOP_REDIS_URL``: the Redis the outbox relay publishes to and the stock consumer reads;
 - ``SHOP_ORDER_EVENTS``, ``SHOP_STOCK_GROUP``: the stream of order events and the stock
-  service's consumer group on it.
+  service's consumer group on it;
+- ``SHOP_NOTIFY_EVENTS``, ``SHOP_NOTIFY_GROUP``: the notification service's own stream (its
+  lane: a slow SMS gateway never holds the stock back) and its group;
+- ``SHOP_LEASE``: seconds a consumer or scheduler holds a record before its heartbeat renews
+  it; a process killed mid-operation is taken over once it ran out;
+- ``SHOP_PROVIDERS_DIR``: where the SMS gateway's and coupon service's stand-ins keep their
+  records (orders.providers).
 """
 
 from __future__ import annotations
@@ -72,10 +78,18 @@ DATABASES = {
 REDIS_URL = os.environ.get("SHOP_REDIS_URL", "redis://127.0.0.1:6379/0")
 ORDER_EVENTS = os.environ.get("SHOP_ORDER_EVENTS", "shop.order-events")
 STOCK_GROUP = os.environ.get("SHOP_STOCK_GROUP", "stock")
+NOTIFY_EVENTS = os.environ.get("SHOP_NOTIFY_EVENTS", "shop.notify-events")
+NOTIFY_GROUP = os.environ.get("SHOP_NOTIFY_GROUP", "notify")
+PROVIDERS_DIR = Path(os.environ.get("SHOP_PROVIDERS_DIR", BASE_DIR / "providers"))
 
 # mideng's tables live in the default database (its migrations make them); the relay
-# publishes the outbox's rows to Redis Streams.
-MIDENG = {"broker": REDIS_URL}
+# publishes the outbox's rows to Redis Streams, each to the stream its row names. The
+# notification operation keeps its failures, so its record counts a message's attempts.
+MIDENG = {
+    "broker": REDIS_URL,
+    "lease": float(os.environ.get("SHOP_LEASE", "30")),
+    "scopes": {"notify": {"on_error": "retry", "max_attempts": 5}},
+}
 # @idempotent_view uses the Guard MIDENG describes.
 MIDENG_HTTP = {"guard": "mideng.contrib.django.guard"}
 
