@@ -53,7 +53,8 @@ def storm(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storm]:
         store_url, db_url = f"sqlite:///{tmp_path / 'store.db'}", sqlite_db
     elif name == "postgresql":
         need("postgresql")
-        store_url, db_url = POSTGRES_URL, POSTGRES_URL
+        # A record table of its own: what the shared default table holds is no concern of it.
+        store_url, db_url = f"{POSTGRES_URL}?table=jobs_{suffix}", POSTGRES_URL
     else:
         need("redis")
         store_url, db_url = REDIS_URL, sqlite_db
@@ -66,6 +67,10 @@ def storm(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storm]:
     metadata.create_all(engine)
     yield Storm(store_url, db_url, suffix, engine, metadata)
     metadata.drop_all(engine)
+    if name == "postgresql":  # the store's own tables: the records', its steps' and audit's
+        with engine.begin() as conn:
+            for table in (f"jobs_{suffix}_steps", f"jobs_{suffix}_audit", f"jobs_{suffix}"):
+                conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
     engine.dispose()
 
 

@@ -254,7 +254,7 @@ def test_a_transactional_consumer_decides_one_batch_at_a_time(
         conn.execute(text("INSERT INTO moves VALUES (:k)"), {"k": message.headers[KEY]})
 
     deciding, most = [0], [0]
-    decide = redis_streams._decide
+    decide = redis_streams.decide
 
     async def counted(consumer: Any, messages: Any) -> Any:
         deciding[0] += 1
@@ -264,7 +264,7 @@ def test_a_transactional_consumer_decides_one_batch_at_a_time(
         finally:
             deciding[0] -= 1
 
-    monkeypatch.setattr(redis_streams, "_decide", counted)
+    monkeypatch.setattr(redis_streams, "decide", counted)
     consumer = IdempotentConsumer(Guard(store), "stock", deduct, engine=engine)
     keys = [f"k{n}" for n in range(12)]
 
