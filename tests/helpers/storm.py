@@ -112,6 +112,16 @@ class Tables:
             )
             return [int(pid) for (pid,) in pids]
 
+    def records_of(self, keys: list[str]) -> list[tuple[Any, ...]]:
+        """What the record table holds of ``keys``: (key, status, attempts, error)."""
+        quoted = "key" if self.engine.dialect.name == "postgresql" else "`key`"
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text(f"SELECT {quoted}, status, attempts, error FROM {self.records}")
+            )
+            wanted = set(keys)
+            return [tuple(row) for row in rows if str(row[0]) in wanted]
+
     def records_by_status(self) -> dict[str, int]:
         with self.engine.connect() as conn:
             rows = conn.execute(
@@ -275,7 +285,12 @@ def run_storm(
         try:
             wait_for(done, timeout, f"{keys} effects and a settled broker (seed {seed})", 0.5)
         except AssertionError as exc:
-            state = f"{len(db.effects_by_key())} keys have effects; broker: {side.state()}"
+            done_keys = db.effects_by_key()
+            missing = sorted({f"order:{n}" for n in range(keys)} - done_keys.keys())[:5]
+            state = (
+                f"{len(done_keys)} keys have effects; broker: {side.state()}; records "
+                f"{db.records_by_status()}; missing {missing}: {db.records_of(missing)}"
+            )
             raise AssertionError(f"{exc}: {state}\n{pool.logs()}") from None
     finally:
         exits = pool.stop_all()

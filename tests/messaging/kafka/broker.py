@@ -215,7 +215,16 @@ class Kafka(Broker):
         return any(state == "Stable" and members for _, _, state, *_, members in described.groups)
 
     def state(self) -> str:
-        return f"lag per partition {self.lag()}"
+        # What the topic holds, read again from its start: a record the broker acked and
+        # then lost shows here, apart from what the consumers did.
+        stored = asyncio.run(
+            read_all(self.names.bootstrap, self.names.topic, sum(self.ends.values()))
+        )
+        keys = {header(record, IDEMPOTENCY_KEY) for record in stored}
+        return (
+            f"lag per partition {self.lag()}; the topic holds {len(stored)} of "
+            f"{sum(self.ends.values())} records acked, {len(keys)} keys"
+        )
 
     @contextlib.asynccontextmanager
     async def droppable(self) -> AsyncIterator[Link]:
