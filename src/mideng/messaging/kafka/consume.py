@@ -342,6 +342,7 @@ class _Member:
             # a batch fetched before the revocation is abandoned even while its partition
             # still looks assigned (the new owner, maybe this member afresh, reads it again).
             if self.revocations != self.fetched_at or partition not in self.client.assignment():
+                self._put_back(partition, records)
                 return
             if partition in self.paused:
                 return  # rewound meanwhile
@@ -358,6 +359,17 @@ class _Member:
                 self.client.seek(partition, messages[settled].raw.offset)
                 self.client.pause(partition)
                 self.paused[partition] = time.monotonic() + delay
+
+    def _put_back(self, partition: Any, records: Sequence[Any]) -> None:
+        """A batch abandoned unread goes back where it began, if the partition is (again) this
+        member's: aiokafka may keep the position the fetch moved past it across a rebalance
+        that gave the partition back, and the next batch's commit would then step over
+        records nothing handled. Read again, they are answered as duplicates at worst."""
+        if not records or partition not in self.client.assignment():
+            return
+        errors = require("aiokafka.errors", "kafka")
+        with contextlib.suppress(errors.IllegalStateError):  # revoked meanwhile
+            self.client.seek(partition, records[0].offset)
 
     async def _settled(
         self, messages: Sequence[Message], verdicts: Sequence[Verdict]
