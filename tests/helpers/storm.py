@@ -26,6 +26,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from mideng.messaging.headers import IDEMPOTENCY_KEY
+from mideng.schema.tables import audit_table, records
 from mideng.stores.sql import SQLStore
 from tests.brokers import token
 from tests.services import MYSQL_URL, POSTGRES_URL
@@ -84,7 +85,9 @@ class Tables:
     def drop(self) -> None:
         with self.engine.begin() as conn:
             conn.execute(text(f"DROP TABLE IF EXISTS {self.effects}"))
-            conn.execute(text(f"DROP TABLE IF EXISTS {self.records}"))
+            made = records(self.records)  # the record table, its steps' and its audit's
+            for table in (*reversed(made.tables), audit_table(made.name)):
+                conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
         self.engine.dispose()
 
     def config(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Engine
 
 from mideng import open_store
 from mideng.jobs import slot_key
+from mideng.schema.tables import audit_table, records
 from tests.jobs.hosts import ready_hosts
 from tests.jobs.tables import storm_tables
 from tests.services import POSTGRES_URL, REDIS_URL, need
@@ -69,7 +70,8 @@ def storm(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storm]:
     metadata.drop_all(engine)
     if name == "postgresql":  # the store's own tables: the records', its steps' and audit's
         with engine.begin() as conn:
-            for table in (f"jobs_{suffix}_steps", f"jobs_{suffix}_audit", f"jobs_{suffix}"):
+            made = records(f"jobs_{suffix}")
+            for table in (*reversed(made.tables), audit_table(made.name)):
                 conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
     engine.dispose()
 
